@@ -1,0 +1,147 @@
+"""A library of task ProMPs (one per task label) and its versioned file format.
+
+File format (one ``.npz``, no pickles):
+    format   = "promp-task-library"           (identifies the file)
+    version  = FORMAT_VERSION                  (bumped on any incompatible change)
+    labels   = (K,) task labels
+    t{i}/basis        JSON of the RBFBasis parameters
+    t{i}/weight_mean  (D, k)
+    t{i}/noise_var    (D,)
+    t{i}/durations    (N,)
+    t{i}/coupled      ()  bool
+    t{i}/low_rank     (D, k, r) and t{i}/block_var (D,)   for structured models, or
+    t{i}/dense_cov    (D*k, D*k)                          for dense ones
+    t{i}/signal_names (D,) optional
+Loading anything else (another npz, an older or newer version) raises
+:class:`LibraryFormatError` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from promp.basis import RBFBasis
+from promp.learning import Demonstration, learn_promp
+from promp.model import ProMP
+
+__all__ = ["TaskLibrary", "LibraryFormatError", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "promp-task-library"
+FORMAT_VERSION = 1
+
+
+class LibraryFormatError(ValueError):
+    """The file is not a task library this code can read."""
+
+
+class TaskLibrary:
+    """Ordered mapping task label -> :class:`ProMP` (all with the same signals)."""
+
+    def __init__(self, promps: Mapping[str, ProMP] | None = None) -> None:
+        self._promps: dict[str, ProMP] = {}
+        for label, promp in (promps or {}).items():
+            self.add(label, promp)
+
+    # ------------------------------------------------------------- container
+    def add(self, label: str, promp: ProMP) -> None:
+        if self._promps:
+            first = next(iter(self._promps.values()))
+            if promp.n_signals != first.n_signals:
+                raise ValueError(f"task {label!r} has {promp.n_signals} signals, library has {first.n_signals}")
+        promp.label = label
+        self._promps[label] = promp
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self._promps)
+
+    @property
+    def promps(self) -> list[ProMP]:
+        return list(self._promps.values())
+
+    @property
+    def n_signals(self) -> int:
+        return next(iter(self._promps.values())).n_signals if self._promps else 0
+
+    def index(self, label: str) -> int:
+        return self.labels.index(label)
+
+    def __getitem__(self, label: str) -> ProMP:
+        return self._promps[label]
+
+    def __len__(self) -> int:
+        return len(self._promps)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._promps)
+
+    def items(self):
+        return self._promps.items()
+
+    @classmethod
+    def learn(cls, demos_by_label: Mapping[str, Sequence[Demonstration]], **learn_kwargs) -> "TaskLibrary":
+        """Learn one ProMP per label (keyword arguments go to :func:`promp.learning.learn_promp`)."""
+        return cls({label: learn_promp(demos, label=label, **learn_kwargs)
+                    for label, demos in demos_by_label.items()})
+
+    # ------------------------------------------------------------------ file
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the library to ``path`` (an .npz file, written at exactly that path)."""
+        arrays: dict[str, np.ndarray] = {
+            "format": np.array(FORMAT_NAME), "version": np.array(FORMAT_VERSION),
+            "labels": np.array(self.labels, dtype=str),
+        }
+        for i, promp in enumerate(self.promps):
+            p = f"t{i}/"
+            arrays[p + "basis"] = np.array(json.dumps(promp.basis.to_dict()))
+            arrays[p + "weight_mean"] = promp.weight_mean
+            arrays[p + "noise_var"] = promp.noise_var
+            arrays[p + "durations"] = promp.durations
+            arrays[p + "coupled"] = np.array(bool(promp.coupled))
+            if promp.structured:
+                arrays[p + "low_rank"] = promp.low_rank
+                arrays[p + "block_var"] = promp.block_var
+            else:
+                arrays[p + "dense_cov"] = promp.dense_cov
+            if promp.signal_names is not None:
+                arrays[p + "signal_names"] = np.array(promp.signal_names, dtype=str)
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "TaskLibrary":
+        """Read a library written by :meth:`save`; raises :class:`LibraryFormatError` otherwise."""
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {exc})") from exc
+        with data:
+            if "format" not in data or str(data["format"]) != FORMAT_NAME:
+                raise LibraryFormatError(f"{path}: not a ProMP task library (no '{FORMAT_NAME}' format field)")
+            version = int(data["version"]) if "version" in data else -1
+            if version != FORMAT_VERSION:
+                raise LibraryFormatError(
+                    f"{path}: task library format version {version}, this code reads version "
+                    f"{FORMAT_VERSION}; re-learn the library from its demonstrations")
+            lib = cls()
+            for i, label in enumerate(data["labels"]):
+                p = f"t{i}/"
+                try:
+                    kw = dict(basis=RBFBasis.from_dict(json.loads(str(data[p + "basis"]))),
+                              weight_mean=data[p + "weight_mean"], noise_var=data[p + "noise_var"],
+                              durations=data[p + "durations"], coupled=bool(data[p + "coupled"]),
+                              label=str(label))
+                    if p + "low_rank" in data:
+                        kw.update(low_rank=data[p + "low_rank"], block_var=data[p + "block_var"])
+                    else:
+                        kw.update(dense_cov=data[p + "dense_cov"])
+                    if p + "signal_names" in data:
+                        kw.update(signal_names=tuple(str(s) for s in data[p + "signal_names"]))
+                    lib.add(str(label), ProMP(**kw))
+                except KeyError as exc:
+                    raise LibraryFormatError(f"{path}: task {label!r} is incomplete (missing {exc})") from exc
+            return lib

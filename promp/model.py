@@ -1,0 +1,303 @@
+"""The ProMP of one task: a Gaussian over basis weights, and its conditioning.
+
+Model (thesis Eqs. 5.1-5.4): the D signals at phase z are
+    y(z) = Phi(z) w + eps,   w ~ N(mu_w, Sigma_w),   eps ~ N(0, diag(noise_var)),
+with Phi(z) = I_D (x) phi(z)^T block diagonal and w the signal-major (D*k,) weight vector
+(see :mod:`promp.basis`).
+
+Conditioning (Eqs. 5.9-5.12) is done as a sequential Kalman update in
+:class:`GaussianWeights`: observing m of the D signals at one phase costs
+O(m D k^2) to form Sigma_w H^T (H is never built: it selects m weight blocks and
+contracts them with phi) plus O(m (D k)^2) for the rank-m covariance downdate, and never
+inverts a (D k) x (D k) matrix.
+
+Learned models also keep the *structure* of their prior covariance,
+    Sigma_w = blockdiag_d(block_var[d] * I_k) + U U^T          (coupled, full covariance)
+    Sigma_w = blockdiag_d(block_var[d] * I_k + U_d U_d^T)      (per-signal, as the thesis)
+where U (D, k, r) holds the centred demonstration weights / sqrt(N - 1). The online
+estimator exploits it (:mod:`promp.posterior`); every result is identical to the dense one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+
+from promp.basis import RBFBasis, signal_covariances, signal_means, signal_variances
+
+__all__ = ["ProMP", "GaussianWeights"]
+
+
+@dataclass(eq=False)
+class ProMP:
+    """Probabilistic movement primitive of one task over D signals.
+
+    Attributes:
+        basis: the RBF basis (k functions).
+        weight_mean: (D, k) mean weights mu_w.
+        noise_var: (D,) observation noise variance Sigma_y per signal [signal unit^2].
+        durations: (N,) durations of the demonstrations [s]; their mean is the nominal
+            duration T_bar that maps phase 1 to time.
+        low_rank: (D, k, r) factor U of the prior covariance, or None (dense model).
+        block_var: (D,) isotropic per-signal variance of the prior blocks, or None.
+        coupled: True for the full covariance U U^T + blocks (signals inform each
+            other), False for the per-signal block-diagonal model of the thesis.
+        dense_cov: (D*k, D*k) covariance for models without structure (e.g. after
+            dense conditioning), else None.
+        signal_names: optional names of the D signals.
+        label: optional task label.
+    """
+
+    basis: RBFBasis
+    weight_mean: np.ndarray
+    noise_var: np.ndarray
+    durations: np.ndarray
+    low_rank: np.ndarray | None = None
+    block_var: np.ndarray | None = None
+    coupled: bool = True
+    dense_cov: np.ndarray | None = None
+    signal_names: tuple[str, ...] | None = None
+    label: str | None = None
+    _cov_cache: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.weight_mean = np.asarray(self.weight_mean, dtype=float)
+        if self.weight_mean.ndim != 2 or self.weight_mean.shape[1] != self.basis.n_basis:
+            raise ValueError(f"weight_mean must be (D, {self.basis.n_basis}), got {self.weight_mean.shape}")
+        D, k = self.weight_mean.shape
+        self.noise_var = np.broadcast_to(np.asarray(self.noise_var, dtype=float), (D,)).copy()
+        self.durations = np.atleast_1d(np.asarray(self.durations, dtype=float))
+        if np.any(self.durations <= 0):
+            raise ValueError("durations must be > 0")
+        if self.dense_cov is None:
+            if self.low_rank is None or self.block_var is None:
+                raise ValueError("give either dense_cov or (low_rank, block_var)")
+            self.low_rank = np.asarray(self.low_rank, dtype=float)
+            self.block_var = np.broadcast_to(np.asarray(self.block_var, dtype=float), (D,)).copy()
+            if self.low_rank.ndim != 3 or self.low_rank.shape[:2] != (D, k):
+                raise ValueError(f"low_rank must be (D, k, r) = ({D}, {k}, r), got {self.low_rank.shape}")
+            if np.any(self.block_var <= 0):
+                raise ValueError("block_var must be > 0 (regularise the covariance)")
+        else:
+            self.dense_cov = np.asarray(self.dense_cov, dtype=float)
+            if self.dense_cov.shape != (D * k, D * k):
+                raise ValueError(f"dense_cov must be ({D * k}, {D * k}), got {self.dense_cov.shape}")
+        if self.signal_names is not None and len(self.signal_names) != D:
+            raise ValueError("signal_names must have one name per signal")
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_signals(self) -> int:
+        return self.weight_mean.shape[0]
+
+    @property
+    def n_basis(self) -> int:
+        return self.weight_mean.shape[1]
+
+    @property
+    def n_weights(self) -> int:
+        return self.weight_mean.size
+
+    @property
+    def structured(self) -> bool:
+        """True if the covariance is stored as block_var + low_rank (fast path)."""
+        return self.dense_cov is None
+
+    # ------------------------------------------------------------------ time
+    @property
+    def duration(self) -> float:
+        """Mean demonstration duration T_bar [s]."""
+        return float(np.mean(self.durations))
+
+    @property
+    def speeds(self) -> np.ndarray:
+        """(N,) time-modulation factors alpha_i = T_bar / T_i of the demos (S_alpha, §5.3.6)."""
+        return self.duration / self.durations
+
+    def phase(self, t: np.ndarray | float, speed: float = 1.0, offset: float = 0.0) -> np.ndarray:
+        """Phase z = speed * (t - offset) / T_bar, clipped to [0, 1].
+
+        Args:
+            t: times since motion onset [s].
+            speed: execution speed relative to the mean demonstration (1.4 = 40 % faster).
+            offset: time [s] at which the motion's phase 0 occurs.
+        """
+        return np.clip(speed * (np.asarray(t, dtype=float) - offset) / self.duration, 0.0, 1.0)
+
+    # ------------------------------------------------------------------ weights
+    @property
+    def weight_cov(self) -> np.ndarray:
+        """(D*k, D*k) dense prior covariance Sigma_w (built once, then cached)."""
+        if self.dense_cov is not None:
+            return self.dense_cov
+        if self._cov_cache is None:
+            self._cov_cache = structured_to_dense(self.low_rank, self.block_var, self.coupled)
+        return self._cov_cache
+
+    def sample_weights(self, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+        """(n_samples, D, k) weight vectors drawn from N(mu_w, Sigma_w)."""
+        D, k = self.weight_mean.shape
+        if self.structured:
+            r = self.low_rank.shape[2]
+            iso = rng.standard_normal((n_samples, D, k)) * np.sqrt(self.block_var)[None, :, None]
+            if self.coupled:
+                a = rng.standard_normal((n_samples, r))
+                low = np.einsum("dkr,nr->ndk", self.low_rank, a)
+            else:
+                a = rng.standard_normal((n_samples, D, r))
+                low = np.einsum("dkr,ndr->ndk", self.low_rank, a)
+            return self.weight_mean[None] + iso + low
+        chol = _psd_cholesky(self.weight_cov)
+        e = rng.standard_normal((n_samples, D * k))
+        return self.weight_mean[None] + (e @ chol.T).reshape(n_samples, D, k)
+
+    # ------------------------------------------------------------ trajectories
+    def mean(self, z: np.ndarray | float) -> np.ndarray:
+        """Mean trajectory Phi(z) mu_w: (D,) for a scalar phase, (n, D) for (n,) phases."""
+        phi = self.basis(np.atleast_1d(z))
+        out = signal_means(phi, self.weight_mean)
+        return out[0] if np.ndim(z) == 0 else out
+
+    def cov(self, z: np.ndarray | float, include_noise: bool = False) -> np.ndarray:
+        """Covariance between signals Phi(z) Sigma_w Phi(z)^T (+ Sigma_y): (D, D) or (n, D, D)."""
+        phi = self.basis(np.atleast_1d(z))
+        if self.structured:
+            out = np.einsum("nk,d->nd", phi ** 2, self.block_var)[:, :, None] * np.eye(self.n_signals)
+            low = np.einsum("nk,dkr->ndr", phi, self.low_rank)
+            if self.coupled:
+                out = out + np.einsum("ndr,ner->nde", low, low)
+            else:
+                out = out + np.einsum("ndr,ndr->nd", low, low)[:, :, None] * np.eye(self.n_signals)
+        else:
+            out = signal_covariances(phi, self.weight_cov)
+        if include_noise:
+            out = out + np.diag(self.noise_var)
+        return out[0] if np.ndim(z) == 0 else out
+
+    def var(self, z: np.ndarray | float, include_noise: bool = False) -> np.ndarray:
+        """Marginal variances per signal: (D,) or (n, D)."""
+        phi = self.basis(np.atleast_1d(z))
+        if self.structured:
+            low = np.einsum("nk,dkr->ndr", phi, self.low_rank)
+            out = (phi ** 2).sum(1)[:, None] * self.block_var[None] + np.einsum("ndr,ndr->nd", low, low)
+        else:
+            out = signal_variances(phi, self.weight_cov)
+        if include_noise:
+            out = out + self.noise_var
+        return out[0] if np.ndim(z) == 0 else out
+
+    def sample(self, z: np.ndarray, n_samples: int, rng: np.random.Generator,
+               include_noise: bool = False) -> np.ndarray:
+        """(n_samples, n, D) trajectories sampled at the (n,) phases z (Eq. 5.4)."""
+        w = self.sample_weights(n_samples, rng)
+        y = signal_means(self.basis(np.atleast_1d(z)), w)
+        if include_noise:
+            y = y + rng.standard_normal(y.shape) * np.sqrt(self.noise_var)
+        return y
+
+    # ------------------------------------------------------------ conditioning
+    def belief(self) -> "GaussianWeights":
+        """A fresh dense Gaussian belief over the weights, initialised at the prior."""
+        return GaussianWeights(self.weight_mean.copy(), self.weight_cov.copy())
+
+    def condition(self, z: np.ndarray | float, y: np.ndarray, mask: np.ndarray | None = None,
+                  noise_var: np.ndarray | float | None = None) -> "ProMP":
+        """The ProMP conditioned on observations (Eqs. 5.9-5.12), as a new dense ProMP.
+
+        Args:
+            z: phase (scalar) or (n,) phases of the observations.
+            y: (D,) or (n, D) observed values (entries where mask is False are ignored).
+            mask: (D,) or (n, D) booleans, True where the signal is observed.
+            noise_var: observation noise variance Sigma*_y per signal; default the
+                model's ``noise_var``. 0 conditions on noise-free via-points.
+        """
+        belief = self.belief()
+        noise = self.noise_var if noise_var is None else noise_var
+        zz = np.atleast_1d(np.asarray(z, dtype=float))
+        yy = np.atleast_2d(np.asarray(y, dtype=float))
+        mm = None if mask is None else np.atleast_2d(np.asarray(mask, dtype=bool))
+        phis = self.basis(zz)
+        for i in range(len(zz)):
+            belief.update(phis[i], yy[i], None if mm is None else mm[i % len(mm)], noise)
+        return ProMP(basis=self.basis, weight_mean=belief.mean, noise_var=self.noise_var,
+                     durations=self.durations, dense_cov=belief.cov, coupled=self.coupled,
+                     signal_names=self.signal_names, label=self.label)
+
+
+class GaussianWeights:
+    """Dense Gaussian belief N(mean, cov) over signal-major weights, updated like a Kalman filter.
+
+    Attributes:
+        mean: (D, k) posterior mean weights.
+        cov: (D*k, D*k) posterior covariance.
+    """
+
+    def __init__(self, mean: np.ndarray, cov: np.ndarray) -> None:
+        self.mean = np.array(mean, dtype=float)
+        self.cov = np.array(cov, dtype=float)
+        D, k = self.mean.shape
+        if self.cov.shape != (D * k, D * k):
+            raise ValueError("cov does not match mean")
+
+    def update(self, phi: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None,
+               noise_var: np.ndarray | float = 0.0) -> None:
+        """Condition in place on y_sel = phi^T w_sel + noise at one phase (Eqs. 5.10-5.12).
+
+        Args:
+            phi: (k,) basis row at the observation's phase.
+            y: (D,) observation (entries outside ``mask`` are ignored).
+            mask: (D,) booleans, True where observed; None = all signals.
+            noise_var: scalar or (D,) observation noise variance.
+        """
+        D, k = self.mean.shape
+        sel = np.arange(D) if mask is None else np.flatnonzero(mask)
+        if sel.size == 0:
+            return
+        noise = np.broadcast_to(np.asarray(noise_var, dtype=float), (D,))[sel]
+        n = D * k
+        # Sigma H^T: columns of Sigma belonging to the observed blocks, contracted with phi.
+        full = sel.size == D            # no fancy indexing (a full copy) when all are seen
+        if full:
+            cross = (self.cov.reshape(n * D, k) @ phi).reshape(n, D)       # one gemv
+        else:
+            cross = self.cov.reshape(n, D, k)[:, sel, :] @ phi             # (n, m)
+        # H Sigma H^T: the observed rows of cross, contracted with phi again.
+        rows = cross.reshape(D, k, -1)
+        innov_cov = (rows if full else rows[sel]).transpose(0, 2, 1) @ phi  # (m, m)
+        innov_cov = 0.5 * (innov_cov + innov_cov.T)
+        innov_cov[np.diag_indices_from(innov_cov)] += noise
+        residual = y[sel] - self.mean[sel] @ phi
+        chol = np.linalg.cholesky(innov_cov)
+        # With S = L L^T and A = L^-1 (Sigma H^T)^T: K e = A^T L^-1 e and
+        # K (Sigma H^T)^T = A^T A, a symmetric rank-m downdate (syrk), so the covariance
+        # stays exactly symmetric without a (D k)^2 symmetrisation pass.
+        a = scipy.linalg.solve_triangular(chol, cross.T, lower=True, check_finite=False)
+        e = scipy.linalg.solve_triangular(chol, residual, lower=True, check_finite=False)
+        self.mean += (a.T @ e).reshape(D, k)
+        self.cov -= a.T @ a
+
+
+def structured_to_dense(low_rank: np.ndarray, block_var: np.ndarray, coupled: bool) -> np.ndarray:
+    """Dense (D*k, D*k) covariance blockdiag(block_var_d I_k) + U U^T (coupled) or per block."""
+    D, k, r = low_rank.shape
+    if coupled:
+        u = low_rank.reshape(D * k, r)
+        cov = u @ u.T
+    else:
+        cov = np.zeros((D * k, D * k))
+        for d in range(D):
+            s = slice(d * k, (d + 1) * k)
+            cov[s, s] = low_rank[d] @ low_rank[d].T
+    cov[np.diag_indices(D * k)] += np.repeat(block_var, k)
+    return cov
+
+
+def _psd_cholesky(cov: np.ndarray) -> np.ndarray:
+    """Lower factor L with L L^T ~= cov for a positive semi-definite matrix."""
+    try:
+        return np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        vals, vecs = np.linalg.eigh(0.5 * (cov + cov.T))
+        return vecs * np.sqrt(np.clip(vals, 0.0, None))

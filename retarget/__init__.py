@@ -1,0 +1,20 @@
+"""Human motion -> humanoid robot references (thesis Ch. 2), standalone.
+
+Readers turn motion files and devices into one canonical :class:`HumanMotion`
+(:mod:`retarget.human`); the :class:`Retargeter` maps it onto a robot described by a
+:class:`RobotTarget`, producing :class:`RobotReferences` / :class:`ReferenceTrajectory`
+(:mod:`retarget.references`); the :class:`ZmpCorrector` makes the CoM reference
+ZMP-feasible on the robot. This package does not import the application (``teleop``).
+"""
+
+from .calibration import HumanCalibration, calibrate
+from .human import SEGMENTS, TRACKER_SEGMENTS, HumanMotion, MotionFormatError
+from .mapping import Retargeter, retarget_motion
+from .readers import read_motion
+from .references import ReferenceTrajectory, RobotReferences
+from .robot_target import RobotTarget
+from .zmp import ZmpCorrector
+
+__all__ = ["HumanMotion", "MotionFormatError", "SEGMENTS", "TRACKER_SEGMENTS", "read_motion",
+           "RobotTarget", "HumanCalibration", "calibrate", "Retargeter", "retarget_motion",
+           "RobotReferences", "ReferenceTrajectory", "ZmpCorrector"]

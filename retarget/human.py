@@ -1,0 +1,153 @@
+"""One representation of human motion, whatever device or file it came from.
+
+Every reader (Xsens CSV/MVNX, ASF/AMC, BVH, VR trackers, the synthetic operator) produces a
+:class:`HumanMotion`. The retargeting consumes only this.
+
+Conventions (the Xsens MVN conventions, made explicit)
+------------------------------------------------------
+* World frame: right-handed, **z up**, **x forward** (the direction the person faces at the
+  start), **y to the person's left**, origin on the ground. Positions in **metres**.
+* Orientations: unit quaternions **(w, x, y, z)**, rotating segment-frame vectors into the
+  world frame (world_from_segment).
+* Segment frames are aligned with the world frame when the person stands in the
+  **N-pose** (upright, arms hanging along the body, palms facing inward, feet parallel and
+  hip-width apart, looking forward). This makes relative rotations between adjacent
+  segments read as anatomical angles about the same axes for every source: flexion about
+  y, abduction about x, axial rotation about z.
+  (MVN itself defines the *arm* segment frames in the T-pose, arms horizontal; the Xsens
+  readers re-express them in N-pose frames, see :mod:`retarget.readers.mvn`.)
+* Time: ``times`` in seconds on the producer's clock, strictly increasing.
+
+Segment names (a subset may be present; sparse sources such as VR trackers only have some)::
+
+    pelvis, l5, l3, t12, t8, neck, head,
+    right_shoulder, right_upper_arm, right_forearm, right_hand,
+    left_shoulder, left_upper_arm, left_forearm, left_hand,
+    right_upper_leg, right_lower_leg, right_foot, right_toe,
+    left_upper_leg, left_lower_leg, left_foot, left_toe
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Canonical segment names, in MVN order.
+SEGMENTS: tuple[str, ...] = (
+    "pelvis", "l5", "l3", "t12", "t8", "neck", "head",
+    "right_shoulder", "right_upper_arm", "right_forearm", "right_hand",
+    "left_shoulder", "left_upper_arm", "left_forearm", "left_hand",
+    "right_upper_leg", "right_lower_leg", "right_foot", "right_toe",
+    "left_upper_leg", "left_lower_leg", "left_foot", "left_toe",
+)
+
+#: Segments a VR set-up can provide (head + hands required, the rest optional).
+TRACKER_SEGMENTS: tuple[str, ...] = ("head", "left_hand", "right_hand", "pelvis", "left_foot", "right_foot")
+
+
+class MotionFormatError(ValueError):
+    """A motion file or stream that is wrong, truncated or unsupported.
+
+    The message names the file (and line, where there is one).
+    """
+
+
+@dataclass
+class HumanMotion:
+    """Segment poses of one person over time.
+
+    Attributes:
+        times: (T,) sample times [s], strictly increasing.
+        segment_names: names of the S segments present (a subset of :data:`SEGMENTS`).
+        positions: (T, S, 3) segment origins in the world frame [m].
+        orientations: (T, S, 4) world_from_segment unit quaternions (w, x, y, z).
+        com: optional (T, 3) centre of mass [m], when the source measures it.
+        source: file path or device name.
+        rate_hz: nominal sampling rate [Hz].
+        meta: anything else the reader knows (performer, task label, units...).
+    """
+
+    times: np.ndarray
+    segment_names: tuple[str, ...]
+    positions: np.ndarray
+    orientations: np.ndarray
+    com: np.ndarray | None = None
+    source: str = ""
+    rate_hz: float = 0.0
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.times = np.asarray(self.times, dtype=float)
+        self.positions = np.asarray(self.positions, dtype=float)
+        self.orientations = np.asarray(self.orientations, dtype=float)
+        self.segment_names = tuple(self.segment_names)
+        n_t, n_s = len(self.times), len(self.segment_names)
+        unknown = set(self.segment_names) - set(SEGMENTS)
+        if unknown:
+            raise MotionFormatError(f"{self.source}: unknown segment names {sorted(unknown)}")
+        if self.positions.shape != (n_t, n_s, 3):
+            raise MotionFormatError(f"{self.source}: positions must be ({n_t}, {n_s}, 3), got {self.positions.shape}")
+        if self.orientations.shape != (n_t, n_s, 4):
+            raise MotionFormatError(f"{self.source}: orientations must be ({n_t}, {n_s}, 4), got {self.orientations.shape}")
+        if self.com is not None:
+            self.com = np.asarray(self.com, dtype=float)
+            if self.com.shape != (n_t, 3):
+                raise MotionFormatError(f"{self.source}: com must be ({n_t}, 3), got {self.com.shape}")
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @property
+    def duration(self) -> float:
+        return float(self.times[-1] - self.times[0]) if len(self.times) else 0.0
+
+    def has(self, *segments: str) -> bool:
+        return all(s in self.segment_names for s in segments)
+
+    def index(self, segment: str) -> int:
+        try:
+            return self.segment_names.index(segment)
+        except ValueError:
+            raise KeyError(f"segment {segment!r} not in this motion ({self.source})") from None
+
+    def position(self, segment: str) -> np.ndarray:
+        """(T, 3) world position of a segment [m]."""
+        return self.positions[:, self.index(segment)]
+
+    def orientation(self, segment: str) -> np.ndarray:
+        """(T, 4) world_from_segment quaternion (w, x, y, z) of a segment."""
+        return self.orientations[:, self.index(segment)]
+
+    def slice(self, start: int, stop: int) -> "HumanMotion":
+        """Frames [start, stop) as a new motion."""
+        return HumanMotion(self.times[start:stop], self.segment_names, self.positions[start:stop],
+                           self.orientations[start:stop],
+                           None if self.com is None else self.com[start:stop],
+                           self.source, self.rate_hz, dict(self.meta))
+
+    # ------------------------------------------------------------------ storage
+    def save_npz(self, path) -> None:
+        """Write the motion as a compressed .npz (the product's native motion format)."""
+        np.savez_compressed(
+            path, format=np.array("humanmotion-v1"), times=self.times,
+            segment_names=np.array(self.segment_names), positions=self.positions,
+            orientations=self.orientations, com=self.com if self.com is not None else np.zeros((0, 3)),
+            rate_hz=np.array(self.rate_hz), source=np.array(self.source),
+            label=np.array(str(self.meta.get("label", ""))))
+
+    @classmethod
+    def load_npz(cls, path) -> "HumanMotion":
+        """Read a motion written by :meth:`save_npz`; a foreign file gets a clear error."""
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise MotionFormatError(f"{path}: not a readable .npz file ({exc})") from None
+        with data:
+            if "format" not in data or str(data["format"]) != "humanmotion-v1":
+                raise MotionFormatError(f"{path}: not a human motion file (expected format humanmotion-v1)")
+            com = data["com"]
+            meta = {"label": str(data["label"])} if str(data["label"]) else {}
+            return cls(data["times"], tuple(str(s) for s in data["segment_names"]), data["positions"],
+                       data["orientations"], com if len(com) else None, str(path), float(data["rate_hz"]), meta)

@@ -1,0 +1,211 @@
+"""Human motion -> robot references (thesis Ch. 2, §2.2).
+
+The :class:`Retargeter` combines
+
+* joint-posture offsets about the reference posture, Eq. 2.1:
+  q_R = q_R^0 + (q_H - q_H^0) for the arms, neck and torso (angles and signs in
+  :mod:`retarget.postures`);
+* the CoM ground projection by normalised offsets, Eqs. 2.2-2.10
+  (:mod:`retarget.com_mapping`), human feet -> robot sole corners;
+* Cartesian offsets scaled by length ratios, Eqs. 2.11-2.12:
+
+  - waist height: h_R = h_R^0 + alpha_waist (h_H - h_H^0), alpha_waist = robot waist
+    height / human N-pose waist height (as in Ch. 2);
+  - hands: scaled *along the body chain*, each displacement by the ratio of the limb
+    that produced it, so a squat, a trunk bend and an arm reach each move the robot hand
+    by the robot's own amount::
+
+        p_R = p_R^0 + A_leg dPelvis + alpha_trunk d(Shoulder - Pelvis)
+                    + alpha_arm d(Hand - Shoulder)
+
+    where d(.) is the change from the reference pose in the human stance frame,
+    A_leg = diag(alpha_leg, alpha_leg, alpha_waist) (horizontal pelvis sway scales like the
+    legs that produce it, vertical like the waist height reference), alpha_trunk = robot /
+    human shoulder-above-waist height, alpha_arm = robot / human shoulder->hand length
+    (per side). The base of the arm term is the arm's own shoulder, so the result is then
+    kept in the robot's reach: if it lies farther than ``arm_length`` from the robot
+    shoulder moved by the first two terms, it is pulled back onto that sphere.
+
+Sparse sources (VR: head + hands, optional pelvis/feet trackers) produce what they can
+and hold the other signals at the robot's initial posture, with their bits cleared in
+the ``valid`` mask of :class:`ReferenceTrajectory` / :class:`RobotReferences` (nothing is
+NaN: the references are always trackable):
+
+==================  ===============  ===============================================
+signal              head + hands     + pelvis tracker
+==================  ===============  ===============================================
+hands               yes (shoulder ~ head, see :mod:`retarget.body`)  yes
+neck                head vs stance   head vs estimated chest
+waist height        absent           yes
+torso               absent           pitch, roll (yaw absent)
+arms, CoM           absent           absent (feet trackers do not give a CoM)
+head orientation    yes              yes
+==================  ===============  ===============================================
+
+Everything is vectorised over frames; :meth:`Retargeter.step` runs the same code on one
+frame for streaming.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import quat
+from .body import BodyMeasures, measure
+from .calibration import POSTURE_SIGNALS, HumanCalibration, calibrate
+from .com_mapping import feet_frame, retarget_com
+from .human import HumanMotion
+from .references import FLAT_SIZE, SIGNAL_SLICES, ReferenceTrajectory, RobotReferences
+from .robot_target import RobotTarget
+
+
+class Retargeter:
+    """Maps one calibrated person onto one robot.
+
+    Usage::
+
+        r = Retargeter(RobotTarget(...))          # filled from the robot model
+        r.calibrate(motion, frame=0)              # operator standing, start posture
+        traj = r.retarget_motion(motion)          # offline, vectorised
+        refs = r.step(t, positions, orientations) # streaming, one frame
+    """
+
+    def __init__(self, target: RobotTarget, calibration: HumanCalibration | None = None,
+                 clamp_reach: bool = True) -> None:
+        self.target = target
+        self.calibration = calibration
+        self.clamp_reach = clamp_reach
+        self._robot_feet = feet_frame(target.left_foot_center, target.right_foot_center,
+                                      target.support_polygon)
+
+    # ---------------------------------------------------------------- calibration
+    def calibrate(self, motion: HumanMotion, frame: int = 0, reference: str = "frame") -> HumanCalibration:
+        """Calibrate on ``motion`` (see :func:`retarget.calibration.calibrate`)."""
+        self.calibration = calibrate(motion, frame=frame, reference=reference)
+        return self.calibration
+
+    @property
+    def ratios(self) -> dict[str, np.ndarray | float]:
+        """Length ratios robot / human (Eq. 2.11): waist, leg, trunk, arm (2,) left/right."""
+        c, t = self._need_calibration(), self.target
+        return {"waist": t.waist_height / c.waist_height, "leg": t.leg_length / c.leg_length,
+                "trunk": t.trunk_height / c.trunk_height, "arm": t.arm_length / c.arm_length}
+
+    def _need_calibration(self) -> HumanCalibration:
+        if self.calibration is None:
+            raise RuntimeError("Retargeter is not calibrated: call calibrate(motion) first")
+        return self.calibration
+
+    # ------------------------------------------------------------------ mapping
+    def retarget_motion(self, motion: HumanMotion) -> ReferenceTrajectory:
+        """Retarget a whole motion -> (T, 20) references in the robot stance frame.
+
+        Calibrates on the motion's first frame if not calibrated yet. The trajectory's
+        ``valid`` mask marks the signals the source could give; ``meta["head_orientation"]``
+        holds the (T, 4) head orientation reference (Eq. 2.13, robot head upright at start)
+        when the source has a head.
+        """
+        if self.calibration is None:
+            self.calibrate(motion)
+        values, valid, head = self._map(measure(motion, self.calibration.stance,
+                                                self.calibration.foot_corners_local))
+        meta = {"calibration_frame": self.calibration.frame, "reference": self.calibration.reference,
+                "ratios": {k: np.asarray(v).tolist() for k, v in self.ratios.items()}}
+        if head is not None:
+            meta["head_orientation"] = head
+        return ReferenceTrajectory(motion.times.copy(), values, label=motion.meta.get("label") or None,
+                                   source=motion.source, meta=meta, valid=valid)
+
+    def step(self, t: float, positions: np.ndarray, orientations: np.ndarray,
+             segment_names: tuple[str, ...], com: np.ndarray | None = None) -> RobotReferences:
+        """Retarget one streamed frame.
+
+        Args:
+            t: sample time [s].
+            positions: (S, 3) segment origins [m], world frame of the calibration motion.
+            orientations: (S, 4) world_from_segment quaternions (w, x, y, z).
+            segment_names: the S segment names.
+            com: optional (3,) measured CoM [m].
+        """
+        frame = HumanMotion(np.array([t]), segment_names, np.asarray(positions)[None],
+                            np.asarray(orientations)[None], None if com is None else np.asarray(com)[None],
+                            source="stream")
+        c = self._need_calibration()
+        values, valid, head = self._map(measure(frame, c.stance, c.foot_corners_local))
+        refs = RobotReferences.from_flat(t, values[0], valid=valid)
+        if head is not None:
+            refs.head_orientation = head[0]
+        return refs
+
+    def _map(self, m: BodyMeasures) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(T, 20) values, (20,) valid mask, (T, 4) head orientation or None."""
+        c, tgt = self._need_calibration(), self.target
+        ref = c.reference_measures
+        r = self.ratios
+        n_t = len(m.pelvis)
+        values = np.tile(tgt.initial_references().to_flat(), (n_t, 1))
+        valid = np.zeros(FLAT_SIZE, dtype=bool)
+
+        def put(name: str, value: np.ndarray, columns: np.ndarray | None = None) -> None:
+            value = value.reshape(n_t, -1)
+            cols = np.ones(value.shape[1], bool) if columns is None else columns
+            block = values[:, SIGNAL_SLICES[name]]
+            block[:, cols] = value[:, cols]
+            values[:, SIGNAL_SLICES[name]] = block
+            valid[SIGNAL_SLICES[name]] = cols
+
+        # CoM ground projection, Eqs. 2.2-2.10.
+        if m.com_xy is not None:
+            human_feet = feet_frame(m.foot_centers[:, 0], m.foot_centers[:, 1], m.foot_corners)
+            put("com_xy", retarget_com(m.com_xy, human_feet, self._robot_feet))
+
+        # Waist height, Eqs. 2.11-2.12 - only from a pelvis: the head's height cannot tell
+        # a squat from a forward bend (on the Xsens box take, bending lowers the head by
+        # 0.7 m while the pelvis drops 0.07 m).
+        d_pelvis = m.pelvis - ref.pelvis[0]
+        if m.pelvis_measured:
+            put("waist_height", tgt.waist_height + r["waist"] * d_pelvis[:, 2])
+
+        # Hands, Eq. 2.12 along the body chain (module docstring).
+        if m.hands is not None and ref.hands is not None:
+            leg = np.array([r["leg"], r["leg"], r["waist"]])
+            base = leg * d_pelvis
+            d_trunk = (m.shoulders - m.pelvis[:, None]) - (ref.shoulders[0] - ref.pelvis[0])
+            d_arm = (m.hands - m.shoulders) - (ref.hands[0] - ref.shoulders[0])
+            robot_hands = np.stack([tgt.left_hand, tgt.right_hand])
+            robot_shoulders = np.stack([tgt.left_shoulder, tgt.right_shoulder])
+            shoulders = robot_shoulders + base[:, None] + r["trunk"] * d_trunk
+            hands = robot_hands + base[:, None] + r["trunk"] * d_trunk + r["arm"][None, :, None] * d_arm
+            if self.clamp_reach:
+                hands = _clamp_to_sphere(hands, shoulders, tgt.arm_length)
+            put("left_hand", hands[:, 0])
+            put("right_hand", hands[:, 1])
+
+        # Joint postures, Eq. 2.1.
+        for name in POSTURE_SIGNALS:
+            q_h, q_h0 = m.posture(name), c.reference_posture(name)
+            if q_h is not None and q_h0 is not None:
+                delta = quat.wrap(q_h - q_h0)   # angles near +-pi must not jump by 2 pi
+                put(name, getattr(tgt, name) + delta, np.isfinite(q_h0) & np.all(np.isfinite(q_h), axis=0))
+
+        head = None
+        if m.head is not None:
+            # Eq. 2.13 with the robot head upright at start: R_R = R_H (R_H^0)^-1.
+            head = quat.make_continuous(quat.mul(m.head, quat.conj(ref.head[0])))
+        return values, valid, head
+
+
+def _clamp_to_sphere(points: np.ndarray, centres: np.ndarray, radius: float) -> np.ndarray:
+    """Points (..., 3) pulled back within ``radius`` of ``centres`` (..., 3)."""
+    d = points - centres
+    n = np.linalg.norm(d, axis=-1, keepdims=True)
+    scale = np.minimum(1.0, radius / np.maximum(n, 1e-12))
+    return centres + d * scale
+
+
+def retarget_motion(motion: HumanMotion, target: RobotTarget, frame: int = 0,
+                    reference: str = "frame") -> ReferenceTrajectory:
+    """Calibrate on ``frame`` of ``motion`` and retarget all of it (see :class:`Retargeter`)."""
+    r = Retargeter(target)
+    r.calibrate(motion, frame=frame, reference=reference)
+    return r.retarget_motion(motion)

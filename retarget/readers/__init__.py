@@ -1,0 +1,92 @@
+"""Motion file readers, all returning a canonical :class:`~retarget.human.HumanMotion`.
+
+=================  ==========================  ===========================================
+format             reader                      units / axes / rate
+=================  ==========================  ===========================================
+Xsens CSV pair     :func:`read_xsens_csv`      m, MVN axes (x fwd, y left, z up); rate given
+Xsens MVNX         :func:`read_mvnx`           m, MVN axes; frameRate and times from file
+ASF + AMC          :func:`read_asf_amc`        1/s inch -> m, Y up -> z up; 120 Hz default
+BVH                :func:`read_bvh`            unit detected or given, Y up -> z up; file rate
+VR trackers        :func:`read_vr_trackers`    m, z-up or OpenVR axes; times from file
+native .npz        HumanMotion.load_npz        as saved
+=================  ==========================  ===========================================
+
+:func:`read_motion` picks the reader from the extension, or from the content when the
+extension says nothing (``.txt``, no extension).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..human import HumanMotion, MotionFormatError
+from ._text import head_bytes
+from .asf_amc import read_asf_amc
+from .bvh import read_bvh
+from .mvnx import read_mvnx, write_mvnx
+from .vr_trackers import read_vr_trackers, write_vr_csv
+from .xsens_csv import read_xsens_csv
+
+__all__ = ["read_motion", "read_xsens_csv", "read_mvnx", "write_mvnx", "read_asf_amc", "read_bvh",
+           "read_vr_trackers", "write_vr_csv", "sniff_format"]
+
+
+def sniff_format(path) -> str:
+    """The format of a motion file: "npz", "mvnx", "amc", "asf", "bvh", "vr-json",
+    "vr-csv" or "xsens-csv"; raises :class:`MotionFormatError` if none fits."""
+    path = Path(path)
+    if not path.is_file():
+        raise MotionFormatError(f"{path}: no such file")
+    ext = path.suffix.lower()
+    by_ext = {".npz": "npz", ".mvnx": "mvnx", ".amc": "amc", ".asf": "asf", ".bvh": "bvh", ".json": "vr-json"}
+    if ext in by_ext:
+        return by_ext[ext]
+    head = head_bytes(path)
+    text = head.decode("latin-1")
+    stripped = text.lstrip()
+    if head.startswith(b"PK"):
+        return "npz"
+    if stripped.startswith("<?xml") or stripped.startswith("<mvnx"):
+        return "mvnx"
+    if stripped.upper().startswith("HIERARCHY"):
+        return "bvh"
+    if stripped.startswith("{"):
+        return "vr-json"
+    if ":FULLY-SPECIFIED" in text or ":DEGREES" in text:
+        return "amc"
+    if ":bonedata" in text or ":hierarchy" in text:
+        return "asf"
+    if "vr-trackers" in text or re.search(r"^\s*t(ime)?\s*,[^\n]*_px", text, re.MULTILINE):
+        return "vr-csv"
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.count(",") in (160, 65):
+        return "xsens-csv"
+    raise MotionFormatError(f"{path}:1: unsupported motion format (extension {ext or 'none'!r}; "
+                            "supported: Xsens CSV/MVNX, ASF/AMC, BVH, VR tracker CSV/JSON, .npz)")
+
+
+def read_motion(path, **opts) -> HumanMotion:
+    """Read any supported motion file.
+
+    Keyword options are passed to the reader: ``rate_hz`` (Xsens CSV, AMC),
+    ``skeleton``/``asf_path`` (AMC), ``unit_m``, ``drop_rest_frame``, ``segment_map``
+    (BVH), ``npose_frame`` (VR), ``label`` (all but .npz).
+    """
+    fmt = sniff_format(path)
+    if fmt == "npz":
+        return HumanMotion.load_npz(path)
+    if fmt == "mvnx":
+        return read_mvnx(path, **opts)
+    if fmt == "amc":
+        if "skeleton" in opts:
+            opts["asf_path"] = opts.pop("skeleton")
+        return read_asf_amc(path, **opts)
+    if fmt == "asf":
+        raise MotionFormatError(f"{path}: an ASF file is a skeleton without motion: read its .amc take "
+                                "(read_motion(take.amc, skeleton=this.asf))")
+    if fmt == "bvh":
+        return read_bvh(path, **opts)
+    if fmt in ("vr-json", "vr-csv"):
+        return read_vr_trackers(path, **opts)
+    return read_xsens_csv(path, **opts)

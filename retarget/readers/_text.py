@@ -1,0 +1,66 @@
+"""Helpers shared by the text-format readers: errors that name file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..human import MotionFormatError
+
+
+def error(path, line: int | None, message: str) -> MotionFormatError:
+    """A :class:`MotionFormatError` reading ``path:line: message`` (line 1-based)."""
+    where = f"{path}:{line}" if line is not None else f"{path}"
+    return MotionFormatError(f"{where}: {message}")
+
+
+def read_lines(path) -> list[str]:
+    """All lines of a text file, without line terminators (CRLF or LF).
+
+    Decoded as UTF-8 when possible, else Latin-1 (HDM05 files carry a Latin-1 comment);
+    binary files (NUL bytes) are rejected.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise MotionFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if b"\x00" in raw[:4096]:
+        raise error(path, None, "binary data where a text file was expected")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return text.splitlines()
+
+
+def floats(path, line_no: int, tokens: list[str], expected: int | None = None, what: str = "values") -> np.ndarray:
+    """Parse tokens as floats, with a located error for junk or a wrong count."""
+    if expected is not None and len(tokens) != expected:
+        raise error(path, line_no, f"expected {expected} {what}, found {len(tokens)}")
+    try:
+        values = np.array([float(t) for t in tokens])
+    except ValueError:
+        bad = next(t for t in tokens if not _is_float(t))
+        raise error(path, line_no, f"not a number: {bad!r}") from None
+    if not np.all(np.isfinite(values)):
+        raise error(path, line_no, f"non-finite {what}")
+    return values
+
+
+def _is_float(token: str) -> bool:
+    try:
+        float(token)
+        return True
+    except ValueError:
+        return False
+
+
+def head_bytes(path, n: int = 4096) -> bytes:
+    """The first ``n`` bytes of a file (for format sniffing)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError as exc:
+        raise MotionFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None

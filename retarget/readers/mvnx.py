@@ -1,0 +1,213 @@
+"""Xsens MVNX (the MVN XML export): streaming reader and a small writer.
+
+The parts of the format used here (MVNX version 4, as exported by MVN Analyze/Animate)::
+
+    <mvnx version="4" xmlns="http://www.xsens.com/mvn/mvnx">
+      <mvn version="..." build="..."/>
+      <subject label="..." frameRate="240" segmentCount="23" ...>
+        <segments>
+          <segment label="Pelvis" id="1">
+            <points><point label="jL5S1"><pos_b>0 0 0.105</pos_b></point> ...</points>
+          </segment> ...
+        </segments>
+        <frames segmentCount="23" ...>
+          <frame time="0" index="" tc="" ms="" type="identity"> ... </frame>   (calibration
+          <frame time="0" index="" tc="" ms="" type="tpose"> ... </frame>       poses, skipped)
+          <frame time="0" index="0" tc="00:00:00:00" ms="1234567" type="normal">
+            <orientation>q0 q1 q2 q3 (w x y z) for every segment, in segment order</orientation>
+            <position>x y z for every segment [m]</position>
+            <velocity>...</velocity> ... <jointAngle>...</jointAngle>
+            <centerOfMass>x y z [m] (MVN 2019+, optional)</centerOfMass>
+          </frame> ...
+        </frames>
+      </subject>
+    </mvnx>
+
+``time`` is in milliseconds from the start of the take. Axes and frames are MVN's
+(x forward, y left, z up; arm frames in the T-pose convention, converted to N-pose frames
+as in :mod:`retarget.readers.mvn`).
+
+The reader streams with :class:`xml.etree.ElementTree.XMLPullParser` (the incremental
+parser behind ``iterparse``), fed one line at a time so that every error can name its
+line, and frees every frame once read: memory stays proportional to the output arrays,
+not to the file.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from .. import quat, skeleton
+from ..human import HumanMotion, MotionFormatError
+from ._text import error
+from .mvn import CANONICAL_TO_MVN, MVN_SEGMENTS, MVN_TO_CANONICAL, mvn_to_npose_frames, npose_to_mvn_frames
+
+NAMESPACE = "http://www.xsens.com/mvn/mvnx"
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _numbers(path, line: int, elem, count: int, what: str) -> np.ndarray:
+    text = (elem.text or "").split()
+    if len(text) != count:
+        raise error(path, line, f"<{what}> has {len(text)} numbers, expected {count}")
+    try:
+        values = np.array(text, dtype=float)
+    except ValueError:
+        raise error(path, line, f"<{what}> contains something that is not a number") from None
+    if not np.all(np.isfinite(values)):
+        raise error(path, line, f"<{what}> contains non-finite numbers")
+    return values
+
+
+def read_mvnx(path, label: str = "") -> HumanMotion:
+    """Read an MVNX file -> canonical :class:`HumanMotion` (streaming, see module docstring)."""
+    path = Path(path)
+    parser = ET.XMLPullParser(events=("start", "end"))
+    labels: list[str] = []
+    rate = 0.0
+    times, oris, poss, coms = [], [], [], []
+    frames_elem = None
+    saw_root = False
+    line_no = 0
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise MotionFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    current: dict | None = None          # the motion frame being read
+    with f:
+        try:
+            for line_no, raw in enumerate(f, start=1):
+                parser.feed(raw)
+                for event, elem in parser.read_events():
+                    tag = _local(elem.tag)
+                    if event == "start":
+                        if not saw_root:
+                            if tag != "mvnx":
+                                raise error(path, line_no, f"root element is <{tag}>, not <mvnx>")
+                            saw_root = True
+                        elif tag == "subject":
+                            rate = float(elem.get("frameRate", 0) or 0)
+                        elif tag == "frames":
+                            frames_elem = elem
+                        elif tag == "frame":
+                            if not labels:
+                                raise error(path, line_no, "frame before any <segment> definition")
+                            current = {"line": line_no} if elem.get("type", "normal") == "normal" else None
+                            if current is not None:
+                                try:
+                                    current["time"] = float(elem.get("time")) / 1000.0
+                                except (TypeError, ValueError):
+                                    raise error(path, line_no, "frame without a numeric time attribute") from None
+                        continue
+                    n = len(labels)
+                    if tag == "segment" and frames_elem is None:
+                        name = elem.get("label", "")
+                        if name not in MVN_TO_CANONICAL:
+                            raise error(path, line_no, f"unknown MVN segment label {name!r}")
+                        labels.append(name)
+                    elif current is not None and tag in ("orientation", "position"):
+                        # Parsed at its own end tag, so errors point at its line.
+                        width = 4 if tag == "orientation" else 3
+                        current[tag] = _numbers(path, line_no, elem, width * n, tag).reshape(n, width)
+                    elif current is not None and tag == "centerOfMass":
+                        values = (elem.text or "").split()
+                        current["com"] = _numbers(path, line_no, elem, max(len(values), 3), tag)[:3]
+                    elif tag == "frame":
+                        if current is not None:
+                            if "orientation" not in current or "position" not in current:
+                                raise error(path, current["line"], "frame without <orientation> or <position>")
+                            oris.append(current["orientation"])
+                            poss.append(current["position"])
+                            times.append(current["time"])
+                            if "com" in current:
+                                coms.append(current["com"])
+                        current = None
+                        elem.clear()
+                        if frames_elem is not None:
+                            frames_elem.remove(elem)
+            parser.close()
+        except ET.ParseError as exc:
+            where = exc.position[0] if getattr(exc, "position", None) else line_no
+            raise error(path, where, f"malformed XML ({exc})") from None
+    if not saw_root:
+        raise error(path, None, "empty file: not MVNX")
+    if not oris:
+        raise error(path, line_no, "no motion frames (type=\"normal\")")
+    if coms and len(coms) != len(oris):
+        raise error(path, None, "centerOfMass is given in some frames only")
+    times = np.asarray(times)
+    if np.any(np.diff(times) <= 0):
+        k = int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1
+        raise error(path, None, f"frame times do not increase at motion frame {k}")
+    names = tuple(MVN_TO_CANONICAL[s] for s in labels)
+    positions = np.stack(poss)
+    q = np.stack(oris)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    orientations, conventions = mvn_to_npose_frames(names, positions, q)
+    if rate <= 0 and len(times) > 1:
+        rate = 1.0 / float(np.median(np.diff(times)))
+    meta = {"format": "mvnx", "label": label, "mvn_arm_frames": conventions,
+            "axes": "MVN: x forward, y left, z up", "units": "m, quaternion (w,x,y,z)"}
+    return HumanMotion(times - times[0], names, positions, orientations, np.stack(coms) if coms else None,
+                       source=str(path), rate_hz=rate, meta=meta)
+
+
+def write_mvnx(motion: HumanMotion, path, subject: str = "retarget") -> None:
+    """Write a motion as a small but valid MVNX file (MVN segment labels and conventions).
+
+    Segments the motion has are written in MVN order; each gets the points of its child
+    joints (offsets at frame 0, MVN frames). One "identity" calibration frame precedes the
+    motion frames, as in real exports. Times are written in milliseconds (rounded), so a
+    round trip preserves times to 0.5 ms.
+    """
+    names = tuple(MVN_TO_CANONICAL[s] for s in MVN_SEGMENTS if MVN_TO_CANONICAL[s] in motion.segment_names)
+    idx = [motion.index(s) for s in names]
+    pos = motion.positions[:, idx]
+    ori = npose_to_mvn_frames(names, motion.orientations[:, idx])
+    offsets = skeleton.offsets_from_motion(motion, 0)
+    rate = motion.rate_hz or (1.0 / float(np.median(np.diff(motion.times))) if len(motion) > 1 else 0.0)
+
+    def fmt(a: np.ndarray) -> str:
+        return " ".join(f"{v:.9g}" for v in np.ravel(a))
+
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('<?xml version="1.0" encoding="UTF-8" standalone="no" ?>\n')
+        f.write(f'<mvnx version="4" xmlns="{NAMESPACE}">\n')
+        f.write('<mvn version="2019.0.0" build="retarget"/>\n')
+        f.write(f'<comment>written by retarget.readers.mvnx from {quoteattr(motion.source)[1:-1]}</comment>\n')
+        f.write(f'<subject label={quoteattr(subject)} frameRate="{rate:g}" segmentCount="{len(names)}" '
+                f'configuration="FullBody">\n<segments>\n')
+        for k, s in enumerate(names, start=1):
+            f.write(f'<segment label="{CANONICAL_TO_MVN[s]}" id="{k}">\n<points>\n')
+            for child, off in offsets.items():
+                if skeleton.present_parent(child, set(names)) == s:
+                    # Offsets are in N-pose frames; MVN's arm frames are T-pose frames.
+                    local = npose_to_mvn_local(s, off)
+                    f.write(f'<point label="j{CANONICAL_TO_MVN[child]}"><pos_b>{fmt(local)}</pos_b></point>\n')
+            f.write('</points>\n</segment>\n')
+        f.write(f'</segments>\n<frames segmentCount="{len(names)}">\n')
+        ident = np.tile([1.0, 0.0, 0.0, 0.0], len(names))
+        f.write(f'<frame time="0" index="" tc="" ms="" type="identity">\n<orientation>{fmt(ident)}</orientation>\n'
+                f'<position>{fmt(pos[0])}</position>\n</frame>\n')
+        t0 = motion.times[0]
+        for k in range(len(motion)):
+            ms = int(round((motion.times[k] - t0) * 1000.0))
+            f.write(f'<frame time="{ms}" index="{k}" tc="" ms="{ms}" type="normal">\n'
+                    f'<orientation>{fmt(ori[k])}</orientation>\n<position>{fmt(pos[k])}</position>\n')
+            if motion.com is not None:
+                f.write(f'<centerOfMass>{fmt(motion.com[k])}</centerOfMass>\n')
+            f.write('</frame>\n')
+        f.write('</frames>\n</subject>\n</mvnx>\n')
+
+
+def npose_to_mvn_local(segment: str, offset: np.ndarray) -> np.ndarray:
+    """A vector in a segment's N-pose frame expressed in its MVN (T-pose arm) frame."""
+    q = npose_to_mvn_frames((segment,), np.array([[[1.0, 0.0, 0.0, 0.0]]]))[0, 0]
+    return quat.rotate(quat.conj(q), offset)

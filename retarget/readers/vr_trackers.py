@@ -1,0 +1,181 @@
+"""VR trackers (headset + hand controllers, optional pelvis/feet trackers) -> sparse motion.
+
+Two equivalent file layouts, one timestamped pose per tracker and sample:
+
+CSV (``.csv``)::
+
+    # vr-trackers v1
+    # axes: z-up
+    t,head_px,head_py,head_pz,head_qw,head_qx,head_qy,head_qz,left_hand_px,...,right_hand_qz
+    0.000,0.02,0.01,1.62,1,0,0,0,...
+
+  - lines starting with ``#`` are comments; a ``# axes: <name>`` comment sets the axes;
+  - the header names ``t`` (seconds) then, for each tracker, its seven columns
+    ``<segment>_px, _py, _pz`` (position [m]) and ``_qw, _qx, _qy, _qz`` (orientation, unit
+    quaternion, world_from_tracker), in any order;
+  - trackers: ``head``, ``left_hand``, ``right_hand`` (required), ``pelvis``,
+    ``left_foot``, ``right_foot`` (optional).
+
+JSON (``.json``)::
+
+    {"format": "vr-trackers-v1", "axes": "z-up",
+     "samples": [{"t": 0.0, "head": {"p": [x, y, z], "q": [w, x, y, z]},
+                  "left_hand": {...}, "right_hand": {...}}, ...]}
+
+Axes: ``z-up`` (this package's: x forward, y left, z up) or ``openvr`` (OpenVR/SteamVR
+standing universe: x right, y up, -z forward; converted by (x, y, z) -> (-z, -x, y)).
+Positions are the tracked points (headset, controller grips); the hand positions are
+therefore the controllers', a few centimetres from the wrist.
+
+Tracker frames are arbitrary (each device has its own); HumanMotion needs segment frames
+world-aligned in the N-pose. With ``npose_frame=k`` (default 0: the operator starts in the
+N-pose, looking forward) the reader (1) turns the world about z so the person faces +x at
+frame k (forward = perpendicular to the right->left hand line, which the N-pose makes
+lateral) and (2) right-multiplies each tracker's orientation by the constant rotation
+that makes it the identity at frame k. ``npose_frame=None`` takes the orientations as
+segment orientations already (e.g. files written by :func:`write_vr_csv`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import quat, skeleton
+from ..human import TRACKER_SEGMENTS, HumanMotion, MotionFormatError
+from ._text import error, floats, read_lines
+
+REQUIRED = ("head", "left_hand", "right_hand")
+_SUFFIXES = ("px", "py", "pz", "qw", "qx", "qy", "qz")
+#: OpenVR (x right, y up, -z forward) -> (x forward, y left, z up).
+OPENVR_TO_Z_UP = np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+AXES = {"z-up": np.eye(3), "openvr": OPENVR_TO_Z_UP}
+
+
+def _read_csv(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+    lines = read_lines(path)
+    axes = "z-up"
+    header, header_line = None, 0
+    rows, row_lines = [], []
+    for no, line in enumerate(lines, start=1):
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            body = s[1:].strip()
+            if body.lower().startswith("axes:"):
+                axes = body.split(":", 1)[1].strip().lower()
+                if axes not in AXES:
+                    raise error(path, no, f"unknown axes {axes!r} (known: {sorted(AXES)})")
+            continue
+        if header is None:
+            header, header_line = [c.strip() for c in s.split(",")], no
+            continue
+        rows.append(floats(path, no, s.split(","), len(header), "columns"))
+        row_lines.append(no)
+    if header is None:
+        raise error(path, None, "no header line: not a VR tracker CSV")
+    if header[0] not in ("t", "time"):
+        raise error(path, header_line, f"first column must be 't' (seconds), found {header[0]!r}")
+    segments = []
+    for col in header[1:]:
+        seg, _, suffix = col.rpartition("_")
+        if seg not in TRACKER_SEGMENTS or suffix not in _SUFFIXES:
+            raise error(path, header_line, f"unknown column {col!r} (expected <tracker>_px..._qz, "
+                        f"trackers {TRACKER_SEGMENTS})")
+        if seg not in segments:
+            segments.append(seg)
+    for seg in segments:
+        missing = [f"{seg}_{x}" for x in _SUFFIXES if f"{seg}_{x}" not in header]
+        if missing:
+            raise error(path, header_line, f"tracker {seg} lacks columns {missing}")
+    if not rows:
+        raise error(path, None, "no samples")
+    table = np.stack(rows)
+    col = {c: i for i, c in enumerate(header)}
+    poses = {seg: table[:, [col[f"{seg}_{x}"] for x in _SUFFIXES]] for seg in segments}
+    return table[:, 0], poses, axes
+
+
+def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+    text = "\n".join(read_lines(path))
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(path, exc.lineno, f"malformed JSON ({exc.msg})") from None
+    if not isinstance(doc, dict) or doc.get("format") != "vr-trackers-v1":
+        raise error(path, None, "not a VR tracker file (expected \"format\": \"vr-trackers-v1\")")
+    axes = str(doc.get("axes", "z-up")).lower()
+    if axes not in AXES:
+        raise error(path, None, f"unknown axes {axes!r} (known: {sorted(AXES)})")
+    samples = doc.get("samples")
+    if not isinstance(samples, list) or not samples:
+        raise error(path, None, "no samples")
+    segments = [s for s in TRACKER_SEGMENTS if s in samples[0]]
+    times = np.empty(len(samples))
+    poses = {s: np.empty((len(samples), 7)) for s in segments}
+    for k, sample in enumerate(samples):
+        try:
+            times[k] = float(sample["t"])
+            for s in segments:
+                p, q = sample[s]["p"], sample[s]["q"]
+                if len(p) != 3 or len(q) != 4:
+                    raise ValueError(f"{s}: p needs 3 numbers and q 4")
+                poses[s][k] = [float(v) for v in (*p, *q)]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MotionFormatError(f"{path}: sample {k}: missing or malformed {exc}") from None
+    return times, poses, axes
+
+
+def read_vr_trackers(path, npose_frame: int | None = 0, label: str = "") -> HumanMotion:
+    """Read a VR tracker file (CSV or JSON) -> sparse :class:`HumanMotion`."""
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        times, poses, axes = _read_json(path)
+    else:
+        times, poses, axes = _read_csv(path)
+    missing = [s for s in REQUIRED if s not in poses]
+    if missing:
+        raise error(path, None, f"trackers {missing} are required (head and both hands)")
+    if np.any(np.diff(times) <= 0):
+        raise error(path, None, f"times must increase (sample {int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1})")
+    c = AXES[axes]
+    qc = quat.from_matrix(c)
+    names = tuple(s for s in TRACKER_SEGMENTS if s in poses)
+    positions = np.stack([poses[s][:, :3] @ c.T for s in names], axis=1)
+    q = np.stack([poses[s][:, 3:] for s in names], axis=1)
+    norms = np.linalg.norm(q, axis=-1)
+    if np.any(np.abs(norms - 1.0) > 0.01):
+        raise error(path, None, "tracker quaternions must be unit (w, x, y, z)")
+    orientations = quat.mul(qc, q / norms[..., None])
+    meta = {"format": "vr-trackers", "axes": axes, "label": label, "npose_frame": npose_frame}
+    if npose_frame is not None:
+        k = int(npose_frame) % len(times)
+        yaw = skeleton.heading_from_lines([positions[k, names.index("left_hand")]],
+                                          [positions[k, names.index("right_hand")]])
+        turn = quat.about_z(-yaw)
+        positions = quat.rotate(turn, positions)
+        orientations = quat.mul(turn, orientations)
+        orientations = quat.mul(orientations, quat.conj(orientations[k]))
+        meta["initial_heading_deg"] = float(np.degrees(yaw))
+    orientations = quat.make_continuous(quat.normalize(orientations))
+    rate = 1.0 / float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+    return HumanMotion(times, names, positions, orientations, source=str(path), rate_hz=rate, meta=meta)
+
+
+def write_vr_csv(motion: HumanMotion, path) -> None:
+    """Write the tracker segments of a motion in the CSV layout (z-up axes)."""
+    names = [s for s in TRACKER_SEGMENTS if s in motion.segment_names]
+    missing = [s for s in REQUIRED if s not in names]
+    if missing:
+        raise ValueError(f"motion lacks trackers {missing}")
+    cols = ["t"] + [f"{s}_{x}" for s in names for x in _SUFFIXES]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("# vr-trackers v1\n# axes: z-up\n" + ",".join(cols) + "\n")
+        for k in range(len(motion)):
+            vals = [motion.times[k]]
+            for s in names:
+                vals += list(motion.position(s)[k]) + list(motion.orientation(s)[k])
+            f.write(",".join(f"{v:.9g}" for v in vals) + "\n")

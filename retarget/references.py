@@ -1,0 +1,239 @@
+"""The robot references: the one vocabulary shared by the whole pipeline.
+
+Retargeting produces them, the network carries them, ProMPs learn and predict them, the
+whole-body controller tracks them and the recorder writes them (see DESIGN.md, "One
+vocabulary across the pipeline").
+
+Frames and units
+----------------
+All Cartesian references are expressed in the robot's *stance frame*: origin on the ground
+at the midpoint between the two soles in the robot's initial stance, x forward, y to the
+robot's left, z up. Positions are in metres, angles in radians.
+
+Signals (20 scalars in the flat vector, in this order)
+------------------------------------------------------
+====================  =====  ========================================================
+name                  size   meaning
+====================  =====  ========================================================
+com_xy                2      ground projection of the centre of mass (x, y) [m]
+waist_height          1      height of the waist/root frame above the ground [m]
+left_hand             3      left hand position (x, y, z) [m]
+right_hand            3      right hand position (x, y, z) [m]
+left_arm              3      left shoulder rotation, elbow flexion, forearm pronosupination [rad]
+right_arm             3      right shoulder rotation, elbow flexion, forearm pronosupination [rad]
+neck                  2      neck pitch (flexion), neck yaw (rotation) [rad]
+torso                 3      torso pitch, roll, yaw [rad]
+====================  =====  ========================================================
+
+Optional extras (not part of the flat vector): head orientation as a unit quaternion
+(w, x, y, z) and the leg postures (6 joint angles per leg).
+
+Validity mask (optional): a (20,) bool vector, True where the scalar was measured. Sparse
+sources (VR trackers: head + hands) cannot produce every signal; the retargeting then fills
+the missing scalars with the robot's initial-posture values (so the vector is always
+trackable) and clears their mask bits, so that consumers (controller weights, ProMP
+learning, plots) can ignore them. None means "all measured".
+
+Conversions between the flat vector (for ProMPs and the wire format) and named signals
+live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+#: (name, size) of every signal in the flat vector, in order.
+SIGNALS: tuple[tuple[str, int], ...] = (
+    ("com_xy", 2),
+    ("waist_height", 1),
+    ("left_hand", 3),
+    ("right_hand", 3),
+    ("left_arm", 3),
+    ("right_arm", 3),
+    ("neck", 2),
+    ("torso", 3),
+)
+
+#: Number of scalars in the flat vector.
+FLAT_SIZE: int = sum(size for _, size in SIGNALS)
+
+#: Slice of each signal inside the flat vector.
+SIGNAL_SLICES: dict[str, slice] = {}
+_offset = 0
+for _name, _size in SIGNALS:
+    SIGNAL_SLICES[_name] = slice(_offset, _offset + _size)
+    _offset += _size
+del _offset, _name, _size
+
+#: Human-readable label of every scalar of the flat vector (for plots and tables).
+FLAT_LABELS: tuple[str, ...] = (
+    "com x", "com y",
+    "waist z",
+    "l.hand x", "l.hand y", "l.hand z",
+    "r.hand x", "r.hand y", "r.hand z",
+    "l.shoulder yaw", "l.elbow", "l.wrist prosup",
+    "r.shoulder yaw", "r.elbow", "r.wrist prosup",
+    "neck pitch", "neck yaw",
+    "torso pitch", "torso roll", "torso yaw",
+)
+
+#: Indices of the scalars that are Cartesian positions [m] (the rest are angles [rad]).
+CARTESIAN_INDICES: tuple[int, ...] = tuple(range(0, 9))
+#: Indices of the hand-position scalars (left x y z, right x y z).
+HAND_INDICES: tuple[int, ...] = tuple(range(3, 9))
+#: Indices of the posture scalars (joint angles) [rad].
+POSTURE_INDICES: tuple[int, ...] = tuple(range(9, FLAT_SIZE))
+#: Indices of the CoM ground projection scalars.
+COM_INDICES: tuple[int, ...] = (0, 1)
+
+assert len(FLAT_LABELS) == FLAT_SIZE == 20
+
+
+class InvalidReferences(ValueError):
+    """References that cannot be tracked (NaN, infinite, wrong shape)."""
+
+
+@dataclass
+class RobotReferences:
+    """One sample of the retargeted robot references.
+
+    Attributes:
+        t: time the sample was produced, on its producer's clock [s].
+        com_xy: (2,) CoM ground projection in the stance frame [m].
+        waist_height: waist/root height above the ground [m].
+        left_hand, right_hand: (3,) hand positions in the stance frame [m].
+        left_arm, right_arm: (3,) shoulder yaw, elbow, wrist pronosupination [rad].
+        neck: (2,) neck pitch, neck yaw [rad].
+        torso: (3,) torso pitch, roll, yaw [rad].
+        head_orientation: optional (4,) unit quaternion (w, x, y, z), stance frame.
+        left_leg, right_leg: optional (6,) leg joint angles (hip pitch, roll, yaw, knee,
+            ankle pitch, ankle roll) [rad].
+        valid: optional (20,) bool mask over the flat vector, True where the scalar was
+            measured (None: all measured). See the module docstring.
+    """
+
+    t: float
+    com_xy: np.ndarray
+    waist_height: float
+    left_hand: np.ndarray
+    right_hand: np.ndarray
+    left_arm: np.ndarray
+    right_arm: np.ndarray
+    neck: np.ndarray
+    torso: np.ndarray
+    head_orientation: np.ndarray | None = None
+    left_leg: np.ndarray | None = None
+    right_leg: np.ndarray | None = None
+    valid: np.ndarray | None = None
+
+    # ----------------------------------------------------------------- conversions
+    def to_flat(self) -> np.ndarray:
+        """Return the (20,) flat vector in the order of :data:`SIGNALS`."""
+        out = np.empty(FLAT_SIZE)
+        for name, _ in SIGNALS:
+            out[SIGNAL_SLICES[name]] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_flat(cls, t: float, flat: np.ndarray, **extras) -> "RobotReferences":
+        """Build references from a (20,) flat vector (see :data:`SIGNALS`)."""
+        flat = np.asarray(flat, dtype=float)
+        if flat.shape != (FLAT_SIZE,):
+            raise InvalidReferences(f"flat references must have shape ({FLAT_SIZE},), got {flat.shape}")
+        values = {name: flat[SIGNAL_SLICES[name]].copy() for name, _ in SIGNALS}
+        values["waist_height"] = float(values["waist_height"][0])
+        return cls(t=float(t), **values, **extras)
+
+    def with_time(self, t: float) -> "RobotReferences":
+        """A copy stamped with another time."""
+        return replace(self, t=float(t))
+
+    def validate(self) -> "RobotReferences":
+        """Raise :class:`InvalidReferences` if any value is NaN or infinite."""
+        flat = self.to_flat()
+        if not np.all(np.isfinite(flat)) or not np.isfinite(self.t):
+            bad = [FLAT_LABELS[i] for i in np.flatnonzero(~np.isfinite(flat))]
+            raise InvalidReferences(f"non-finite robot references: {bad or ['t']}")
+        for name in ("head_orientation", "left_leg", "right_leg"):
+            value = getattr(self, name)
+            if value is not None and not np.all(np.isfinite(value)):
+                raise InvalidReferences(f"non-finite robot reference {name}")
+        return self
+
+
+@dataclass
+class ReferenceTrajectory:
+    """A time series of references, as learned by ProMPs and written by the recorder.
+
+    Attributes:
+        times: (T,) sample times [s], increasing.
+        values: (T, 20) flat references (see :data:`SIGNALS`).
+        label: task label, if known (e.g. "squat").
+        source: where it came from (file path, generator name).
+        valid: optional (20,) bool mask, True for the scalars the source measured (None:
+            all). See the module docstring.
+    """
+
+    times: np.ndarray
+    values: np.ndarray
+    label: str | None = None
+    source: str | None = None
+    meta: dict = field(default_factory=dict)
+    valid: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.times = np.asarray(self.times, dtype=float)
+        self.values = np.asarray(self.values, dtype=float)
+        if self.valid is not None:
+            self.valid = np.asarray(self.valid, dtype=bool)
+            if self.valid.shape != (FLAT_SIZE,):
+                raise InvalidReferences(f"valid mask must be ({FLAT_SIZE},), got {self.valid.shape}")
+        if self.values.ndim != 2 or self.values.shape[1] != FLAT_SIZE:
+            raise InvalidReferences(f"values must be (T, {FLAT_SIZE}), got {self.values.shape}")
+        if self.times.shape != (self.values.shape[0],):
+            raise InvalidReferences("times and values disagree in length")
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @property
+    def duration(self) -> float:
+        return float(self.times[-1] - self.times[0]) if len(self.times) else 0.0
+
+    def sample(self, i: int) -> RobotReferences:
+        valid = None if self.valid is None else self.valid.copy()
+        return RobotReferences.from_flat(self.times[i], self.values[i], valid=valid)
+
+    def interpolate(self, t: np.ndarray | float) -> np.ndarray:
+        """Linear interpolation of the flat values at times ``t`` (clamped at the ends).
+
+        Returns (20,) for a scalar t, else (len(t), 20).
+        """
+        t_arr = np.atleast_1d(np.asarray(t, dtype=float))
+        out = np.empty((len(t_arr), FLAT_SIZE))
+        for j in range(FLAT_SIZE):
+            out[:, j] = np.interp(t_arr, self.times, self.values[:, j])
+        return out[0] if np.isscalar(t) or np.ndim(t) == 0 else out
+
+    @classmethod
+    def from_samples(cls, samples: list[RobotReferences], **kw) -> "ReferenceTrajectory":
+        return cls(np.array([s.t for s in samples]), np.stack([s.to_flat() for s in samples]), **kw)
+
+    def save_npz(self, path) -> None:
+        np.savez_compressed(path, times=self.times, values=self.values,
+                            label=self.label or "", source=self.source or "",
+                            signals=np.array([n for n, _ in SIGNALS]),
+                            **({} if self.valid is None else {"valid": self.valid}))
+
+    @classmethod
+    def load_npz(cls, path) -> "ReferenceTrajectory":
+        with np.load(path, allow_pickle=False) as data:
+            if "values" not in data or "times" not in data:
+                raise InvalidReferences(f"{path}: not a reference trajectory file (needs 'times' and 'values')")
+            label = str(data["label"]) if "label" in data else ""
+            source = str(data["source"]) if "source" in data else ""
+            valid = data["valid"] if "valid" in data else None
+            return cls(data["times"], data["values"], label=label or None, source=source or None,
+                       valid=valid)

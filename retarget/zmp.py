@@ -1,0 +1,188 @@
+"""ZMP-feasible CoM references from the linear inverted pendulum (thesis §2.2.4, Eq. 2.15).
+
+Per control step (period delta), with the robot's MEASURED CoM position x^m, velocity
+v^m and height h^m, the LIP (Eq. 2.14, x_ZMP = x - x_ddot h / g) with an Euler step links
+the next CoM velocity to the ZMP:
+
+    v = v^m + (delta g / h^m) (x^m - z)                                  (constraint of 2.15)
+
+Eq. 2.15 picks the ZMP z inside the support polygon whose velocity is closest to the
+desired one, min (v_des - v)^2. Its closed form (reference [NOTE]) per axis is
+
+    z* = clip(x^m - (h^m / (delta g)) (v_des - v^m), z_min, z_max),
+    v* = v^m + (delta g / h^m) (x^m - z*).
+
+Because v is affine in z with the same gain on both axes, the 2-D problem
+min |v_des - v|^2 s.t. z in P is the Euclidean projection of the unconstrained ZMP onto P.
+:class:`ZmpCorrector` does exactly that on the convex hull of the active sole corners,
+shrunk by a safety margin (``bounds="polygon"``, default; correct for rotated feet and for
+single support). ``bounds="box"`` is the thesis' per-axis form: independent intervals from
+the axis-aligned bounding box of the shrunk polygon (express the polygon in a frame
+aligned with the feet before calling, or the box may admit ZMPs outside the polygon).
+
+Capture-point safeguard (``capture_point=True``, default; an addition to the thesis). The
+per-step problem is greedy: chasing a fast reference, it can accelerate the CoM so much
+that no ZMP inside the polygon can stop it any more (the LIP diverges). The corrector
+therefore also keeps the next *capture point* xi = x + v / omega (omega = sqrt(g / h),
+Eq. 2.14's eta) inside the shrunk polygon: with x_next = x^m + delta v and v = v*(z)
+this is one more convex polygon of admissible ZMPs (an affine, point-reflected copy of
+the support polygon), intersected with the polygon before projecting. If the
+intersection is empty (the measured state is already beyond recovery) the ZMP is placed
+to bring the capture point as close as possible to the polygon's centre. With
+``capture_point=False`` the corrector is the literal Eq. 2.15.
+
+Resolved gaps of the thesis (reference §3.1 [GAP]):
+
+* x_CoM in the constraint is the MEASURED CoM: the ZMP is a property of the robot's actual
+  state.
+* delta is the constructor's ``dt`` (the control period, 0.01 s at 100 Hz).
+* The corrected reference is integrated from the previous corrected reference,
+  x_c <- x_c + delta v*, and the desired velocity adds a recovery term to the retargeted
+  velocity: v_des = v_ref + lambda (x_ref - (x_c + delta v_ref)) / delta with
+  lambda = min(1, delta / recovery_time). Without it (the literal thesis) a saturated step
+  leaves a permanent offset between the corrected and the retargeted CoM. When the ZMP
+  constraint is inactive and the reference is consistent (x_ref advancing by
+  delta v_ref), the output equals the reference: it passes through.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .polygon import clip, convex_hull, halfplanes, project, shrink
+
+GRAVITY = 9.81
+
+
+def zmp_axis_closed_form(x_meas, v_des, v_meas, height: float, dt: float, z_min, z_max,
+                         gravity: float = GRAVITY):
+    """Eq. 2.15 closed form on one axis (vectorised over any arrays).
+
+    Returns:
+        (z*, v*): the chosen ZMP [m] and the resulting CoM velocity [m/s].
+    """
+    k = dt * gravity / height
+    z = np.clip(np.asarray(x_meas) - (np.asarray(v_des) - np.asarray(v_meas)) / k, z_min, z_max)
+    return z, np.asarray(v_meas) + k * (np.asarray(x_meas) - z)
+
+
+class ZmpCorrector:
+    """Stateful CoM-reference pre-processor (one per robot, stepped every control period).
+
+    Args:
+        dt: control period delta [s].
+        margin: distance kept between the ZMP and the support polygon's edges [m].
+        recovery_time: time constant [s] with which the corrected reference returns to the
+            retargeted one after the constraint released it (see module docstring). The
+            default 0.2 s brings an iCub-sized CoM (h = 0.5 m) 6 cm across in under 1 s
+            without overshoot; shorter times overshoot (and, without the capture-point
+            safeguard, diverge).
+        bounds: "polygon" (projection on the convex polygon) or "box" (per-axis intervals).
+        gravity: [m/s^2].
+        min_height: lower bound on the measured CoM height used in the model [m] (guards
+            against a corrupt measurement dividing by ~0).
+        capture_point: keep the next capture point inside the polygon too (see module
+            docstring); False gives the literal Eq. 2.15.
+
+    Attributes (after a step): ``zmp`` (2,) the chosen ZMP, ``saturated`` whether the
+    constraint was active, ``com_velocity`` (2,) the corrected velocity v*.
+    """
+
+    def __init__(self, dt: float = 0.01, margin: float = 0.01, recovery_time: float = 0.2,
+                 bounds: str = "polygon", gravity: float = GRAVITY, min_height: float = 0.05,
+                 capture_point: bool = True) -> None:
+        if dt <= 0:
+            raise ValueError("dt must be positive")
+        if bounds not in ("polygon", "box"):
+            raise ValueError(f"bounds must be 'polygon' or 'box', got {bounds!r}")
+        self.dt = float(dt)
+        self.margin = float(margin)
+        self.recovery = min(1.0, self.dt / recovery_time) if recovery_time > 0 else 1.0
+        self.bounds = bounds
+        self.gravity = float(gravity)
+        self.min_height = float(min_height)
+        self.capture_point = bool(capture_point)
+        self.com: np.ndarray | None = None
+        self.zmp = np.full(2, np.nan)
+        self.com_velocity = np.zeros(2)
+        self.saturated = False
+        self._poly_key: bytes | None = None
+        self._poly: np.ndarray | None = None
+
+    def reset(self, com_xy: np.ndarray | None = None) -> None:
+        """Forget the state; the next step starts from ``com_xy`` (default: the measured CoM)."""
+        self.com = None if com_xy is None else np.array(com_xy, dtype=float)
+        self.saturated = False
+
+    def feasible_region(self, support_polygon: np.ndarray) -> np.ndarray:
+        """(K, 2) the convex hull of the support points shrunk by the margin (cached)."""
+        pts = np.asarray(support_polygon, dtype=float)[:, :2]
+        key = pts.tobytes()
+        if key != self._poly_key:
+            self._poly = shrink(convex_hull(pts), self.margin)
+            self._poly_key = key
+        return self._poly
+
+    def step(self, com_ref_xy: np.ndarray, com_ref_vel_xy: np.ndarray, measured_com: np.ndarray,
+             measured_com_vel: np.ndarray, support_polygon: np.ndarray) -> np.ndarray:
+        """One control step -> corrected CoM ground reference (2,) [m].
+
+        Args:
+            com_ref_xy: (2,) retargeted CoM ground projection x_ref [m].
+            com_ref_vel_xy: (2,) its velocity v_ref [m/s].
+            measured_com: (3,) robot CoM x^m, with its height above the ground [m].
+            measured_com_vel: (3,) robot CoM velocity v^m [m/s] (z ignored).
+            support_polygon: (K, 2) or (K, 3) corners of the soles in contact [m], same
+                ground frame as the CoM.
+        """
+        x_ref = np.asarray(com_ref_xy, dtype=float)[:2]
+        v_ref = np.asarray(com_ref_vel_xy, dtype=float)[:2]
+        x_m = np.asarray(measured_com, dtype=float)
+        v_m = np.asarray(measured_com_vel, dtype=float)[:2]
+        height = max(float(x_m[2]), self.min_height)
+        if self.com is None:
+            self.com = x_m[:2].copy()
+        dt = self.dt
+        v_des = v_ref + self.recovery * (x_ref - (self.com + dt * v_ref)) / dt
+        k = dt * self.gravity / height
+        z_free = x_m[:2] - (v_des - v_m) / k
+        region = self.feasible_region(support_polygon)
+        if self.bounds == "box":
+            region = _box(region.min(axis=0), region.max(axis=0))
+        if self.capture_point:
+            region = self._capture_region(region, x_m[:2], v_m, k, height)
+        if self.bounds == "box":
+            z = np.clip(z_free, region.min(axis=0), region.max(axis=0))
+        else:
+            z = project(region, z_free)
+        self.saturated = bool(np.any(np.abs(z - z_free) > 1e-12))
+        self.zmp = z
+        self.com_velocity = v_m + k * (x_m[:2] - z)
+        self.com = self.com + dt * self.com_velocity
+        return self.com.copy()
+
+    def _capture_region(self, region: np.ndarray, x_m: np.ndarray, v_m: np.ndarray, k: float,
+                        height: float) -> np.ndarray:
+        """ZMPs of ``region`` whose next capture point stays in ``region`` (see docstring).
+
+        xi_next = x_m + T v(z), v(z) = v_m + k (x_m - z), T = dt + 1/omega. For each edge
+        n.p <= b of the region: n.xi_next <= b  <=>  -n.z <= (b - n.(x_m + T v_m)) / (k T) - n.x_m.
+        """
+        if len(region) < 3:
+            return region
+        t = self.dt + np.sqrt(height / self.gravity)
+        n, b = halfplanes(region)
+        offsets = (b - n @ (x_m + t * v_m)) / (k * t) - n @ x_m
+        admissible = clip(region, -n, offsets)
+        if len(admissible) >= 1:
+            return admissible
+        # Beyond recovery: aim the capture point at the region's centre, as far as the
+        # region allows.
+        centre = region.mean(axis=0)
+        z_centre = x_m + (x_m + t * v_m - centre) / (k * t)
+        return project(region, z_centre)[None]
+
+
+def _box(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(4, 2) counter-clockwise rectangle."""
+    return np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])

@@ -1,0 +1,5 @@
+import sys
+
+from teleop.cli import main
+
+sys.exit(main())

@@ -1,0 +1,150 @@
+"""Retargeting benchmark: throughput of human motion -> robot references.
+
+Measured (best of several repeats, so that other load on a shared machine inflates the
+figures as little as possible):
+
+* ``frames_per_s``: :meth:`retarget.Retargeter.retarget_motion` (vectorised, the offline
+  path used to build ProMP training sets) on the real Xsens takes in
+  ``../shared/data/xsens_putaside_box`` when present, else on a generated motion (the
+  standard body in the N-pose, then moving arms, trunk, head and a squat). Target >= 2000.
+* ``synthetic_frames_per_s``: the same on the generated motion (always run, comparable
+  across machines with and without the shared data).
+* ``stream_step_us``: one streamed frame through :meth:`retarget.Retargeter.step` (the
+  live teleoperation path), microseconds.
+* ``zmp_step_us``: one :meth:`retarget.ZmpCorrector.step` on the double-support polygon.
+* ``read_frames_per_s``: reading the Xsens CSV takes (when present).
+
+Run: ``python -m teleop.benchmarks.retarget_bench [--quick] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from retarget import Retargeter, RobotTarget, ZmpCorrector, quat, skeleton
+from retarget.human import HumanMotion
+from retarget.postures import arm_local_rotations
+from retarget.readers import read_motion
+
+TARGET_FRAMES_PER_S = 2000.0
+_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "xsens_putaside_box"
+
+
+def synthetic_motion(n_frames: int, rate_hz: float = 100.0) -> HumanMotion:
+    """The standard body standing in the N-pose for 1 s, then reaching, bending, squatting."""
+    t = np.arange(n_frames) / rate_hz
+    s = np.clip(t - 1.0, 0.0, None)                       # motion starts after 1 s
+    w = np.sin(0.5 * s) * (s > 0)
+    local = {"t8": quat.from_euler_yxz(np.stack([0.4 * w, 0.1 * np.sin(0.3 * s), 0.3 * np.sin(0.2 * s)], 1)),
+             "head": quat.from_euler_yxz(np.stack([0.3 * np.sin(0.7 * s), np.zeros_like(s), 0.5 * np.sin(0.4 * s)], 1))}
+    for side, phase in (("right", 0.0), ("left", 1.0)):
+        arm = arm_local_rotations(0.0, 0.0, 0.0, side)
+        arm[f"{side}_upper_arm"] = quat.mul(quat.about_y(-1.2 * np.abs(np.sin(0.6 * s + phase))),
+                                            quat.about_z(0.4 * np.sin(0.9 * s)))
+        arm[f"{side}_forearm"] = quat.about_y(-1.4 * np.abs(np.sin(0.8 * s + phase)))
+        arm[f"{side}_hand"] = quat.about_z(0.6 * np.sin(1.1 * s))
+        local.update(arm)
+    offsets = skeleton.standard_offsets(1.75)
+    pelvis = skeleton.npose(offsets, skeleton.standard_ankle_height(1.75))["pelvis"]
+    root = np.tile(pelvis, (n_frames, 1))
+    root[:, 2] -= 0.25 * np.abs(np.sin(0.25 * s))          # squats
+    root[:, 1] += 0.05 * np.sin(0.35 * s)                  # weight shifts
+    return skeleton.standard_body_motion(t, local, root, source="synthetic (N-pose, then moving)")
+
+
+def _best_time(fn, repeats: int) -> float:
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _throughput(motions: list[HumanMotion], target: RobotTarget, repeats: int) -> float:
+    retargeters = []
+    for m in motions:
+        r = Retargeter(target)
+        r.calibrate(m)
+        retargeters.append((r, m))
+    frames = sum(len(m) for m in motions)
+    return frames / _best_time(lambda: [r.retarget_motion(m) for r, m in retargeters], repeats)
+
+
+def run(quick: bool = False) -> dict:
+    """Run the benchmark; returns the figures (see module docstring)."""
+    target = RobotTarget.approximate_icub()
+    repeats = 3 if quick else 7
+    synthetic = synthetic_motion(2000 if quick else 20000)
+    result: dict = {"target_frames_per_s": TARGET_FRAMES_PER_S, "quick": quick,
+                    "synthetic_frames": len(synthetic)}
+    result["synthetic_frames_per_s"] = _throughput([synthetic], target, repeats)
+
+    takes = sorted(_DATA.glob("p*.csv")) if _DATA.is_dir() else []
+    if takes:
+        t0 = time.perf_counter()
+        real = [read_motion(p) for p in (takes[:2] if quick else takes)]
+        read_time = time.perf_counter() - t0
+        frames = sum(len(m) for m in real)
+        result.update(source=f"real Xsens data ({len(real)} takes, {frames} frames)",
+                      frames=frames, read_frames_per_s=frames / read_time,
+                      frames_per_s=_throughput(real, target, repeats))
+    else:
+        result.update(source="synthetic motion (shared data not found)", frames=len(synthetic),
+                      frames_per_s=result["synthetic_frames_per_s"])
+
+    # Streaming: one frame at a time through the same mapping.
+    r = Retargeter(target)
+    r.calibrate(synthetic)
+    n_stream = 200 if quick else 2000
+    k0 = len(synthetic) // 2
+    t0 = time.perf_counter()
+    for k in range(k0, k0 + n_stream):
+        r.step(synthetic.times[k], synthetic.positions[k], synthetic.orientations[k], synthetic.segment_names)
+    result["stream_step_us"] = (time.perf_counter() - t0) / n_stream * 1e6
+
+    # ZMP corrector on the double-support polygon.
+    zc = ZmpCorrector(dt=0.01)
+    n_zmp = 500 if quick else 5000
+    poly = target.support_polygon
+    rng = np.random.default_rng(0)
+    refs = rng.uniform(-0.05, 0.05, (n_zmp, 2))
+    t0 = time.perf_counter()
+    for k in range(n_zmp):
+        zc.step(refs[k], np.zeros(2), np.array([refs[k - 1][0], refs[k - 1][1], 0.5]), np.zeros(3), poly)
+    result["zmp_step_us"] = (time.perf_counter() - t0) / n_zmp * 1e6
+    result["meets_target"] = bool(result["frames_per_s"] >= TARGET_FRAMES_PER_S)
+    return result
+
+
+def format_table(result: dict) -> str:
+    """A human-readable table of :func:`run`'s result."""
+    rows = [("source", result["source"]),
+            ("retarget_motion [frames/s]", f"{result['frames_per_s']:,.0f}  (target >= {result['target_frames_per_s']:,.0f}: "
+                                           f"{'met' if result['meets_target'] else 'NOT met'})"),
+            (f"  synthetic, {result['synthetic_frames']} frames [frames/s]", f"{result['synthetic_frames_per_s']:,.0f}")]
+    if "read_frames_per_s" in result:
+        rows.append(("reading Xsens CSV [frames/s]", f"{result['read_frames_per_s']:,.0f}"))
+    rows += [("streamed step [us/frame]", f"{result['stream_step_us']:.0f}"),
+             ("ZMP corrector step [us]", f"{result['zmp_step_us']:.0f}")]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = run(quick=args.quick)
+    print(json.dumps(result) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""The ``teleop`` command: one entry point, one subcommand per job.
+
+Each subcommand lives with the code it drives and registers itself through a
+``register(subparsers)`` function; heavy imports (pinocchio, pybullet) happen inside the
+handlers so that ``teleop --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Modules that contribute subcommands, in the order ``teleop --help`` lists them.
+COMMAND_MODULES = (
+    "teleop.demo_cli",
+    "teleop.stations.cli",
+    "teleop.trial_cli",
+    "teleop.retarget_cli",
+    "teleop.train_cli",
+    "teleop.net.cli",
+    "teleop.record.record_cli",
+    "teleop.record.dataset_cli",
+    "teleop.benchmarks.cli",
+    "teleop.info_cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="teleop",
+        description="Whole-body teleoperation of a humanoid robot across delayed networks, "
+                    "with ProMP-based prescient delay compensation.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):  # a command module not built yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0 if args.command is None else 2
+    try:
+        result = args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Network layer of the teleoperation link.
+
+Modules, one concern each:
+
+* :mod:`~teleop.net.protocol`: wire format, MAC, payload codecs, anti-replay filter.
+* :mod:`~teleop.net.secret`: where the shared secret comes from.
+* :mod:`~teleop.net.udp`: non-blocking UDP endpoint for fixed-rate loops.
+* :mod:`~teleop.net.virtual`: endpoints on a virtual clock (trials faster than real time).
+* :mod:`~teleop.net.clock`: NTP-style clock offset estimation over the link.
+* :mod:`~teleop.net.delay`: delay/jitter/loss model, and the virtual-clock link.
+* :mod:`~teleop.net.netem`: real-time impairment proxy (``teleop netem``).
+* :mod:`~teleop.net.watchdog`: stale-command watchdog with smooth resume.
+* :mod:`~teleop.net.cli`: the ``netem`` subcommand.
+
+The names below are importable from ``teleop.net`` directly. They load on first use, so
+that registering the ``netem`` subcommand (``teleop --help``) does not import numpy.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "ClockOffsetEstimator": "clock", "ClockSyncClient": "clock", "answer_ping": "clock",
+    "DirectionModel": "delay", "LinkModel": "delay", "VirtualLink": "delay",
+    "ClockPing": "protocol", "ClockPong": "protocol", "Feedback": "protocol", "Packet": "protocol",
+    "PacketCodec": "protocol", "PacketFilter": "protocol", "PacketType": "protocol",
+    "ProtocolError": "protocol", "VideoReport": "protocol",
+    "load_secret": "secret", "session_secret": "secret",
+    "Received": "udp", "UdpEndpoint": "udp",
+    "VirtualEndpoint": "virtual", "connect_virtual": "virtual",
+    "StaleCommandWatchdog": "watchdog", "WatchdogState": "watchdog",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'teleop.net' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"teleop.net.{module}"), name)

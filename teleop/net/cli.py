@@ -1,0 +1,136 @@
+"""Command-line entry points of the network package: the ``netem`` subcommand.
+
+The application CLI calls :func:`register` with its ``add_subparsers()`` object; the
+subcommand stores its handler in ``args.func`` (returns an exit code). Standalone:
+``python -m teleop.net netem --delay-ms 100``. Only the standard library is imported until
+the handler runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``netem`` subcommand to an application's subparsers; returns its parser."""
+    p = subparsers.add_parser(
+        "netem",
+        help="UDP proxy that delays, jitters, drops, duplicates and reorders traffic both ways",
+        description="Listen on --listen, forward datagrams to --target through the forward model "
+                    "and the target's replies back to the sender through the backward model. "
+                    "Defaults reproduce the thesis' main condition: forward 750 ms with Gaussian "
+                    "jitter σ = 2/15 of the delay, backward 750 ms constant.",
+    )
+    p.add_argument("--listen", default="127.0.0.1:9000", metavar="HOST:PORT",
+                   help="address the operator station sends to (default %(default)s)")
+    p.add_argument("--target", default="127.0.0.1:9001", metavar="HOST:PORT",
+                   help="address of the robot station (default %(default)s)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow non-loopback --listen/--target addresses (exposes the proxy to the network)")
+    fwd = p.add_argument_group("forward direction (listen → target: operator commands)")
+    fwd.add_argument("--delay-ms", type=float, default=750.0,
+                     help="constant one-way delay τ_f,D [ms] (default %(default)s)")
+    fwd.add_argument("--jitter-ms", type=float, default=None,
+                     help=f"Gaussian jitter σ [ms] (default {THESIS_JITTER_RATIO:.4f} × delay, thesis Eq. 5.17; 0 = none)")
+    fwd.add_argument("--loss", type=float, default=0.0, help="loss probability in [0, 1] (default 0)")
+    fwd.add_argument("--dup", type=float, default=0.0, help="duplication probability in [0, 1] (default 0)")
+    order = fwd.add_mutually_exclusive_group()
+    order.add_argument("--reorder", dest="keep_order", action="store_false",
+                       help="let packets overtake each other when their jittered delays cross (default)")
+    order.add_argument("--keep-order", dest="keep_order", action="store_true",
+                       help="deliver in send order (a packet waits for the one before it)")
+    fwd.add_argument("--rate-kbps", type=float, default=None,
+                     help="bandwidth cap [kbit/s], both directions unless --back-rate-kbps (thesis: 3000; default unlimited)")
+    back = p.add_argument_group("backward direction (target → listen: robot feedback)")
+    back.add_argument("--back-delay-ms", type=float, default=None,
+                      help="constant one-way delay τ_b [ms] (default: same as --delay-ms, as in the thesis)")
+    back.add_argument("--back-jitter-ms", type=float, default=0.0,
+                      help="Gaussian jitter σ [ms] (default 0: constant, thesis Eq. 5.18)")
+    back.add_argument("--back-loss", type=float, default=0.0, help="loss probability (default 0)")
+    back.add_argument("--back-dup", type=float, default=0.0, help="duplication probability (default 0)")
+    back.add_argument("--back-keep-order", action="store_true",
+                      help="deliver in send order in the backward direction")
+    back.add_argument("--back-rate-kbps", type=float, default=None,
+                      help="bandwidth cap [kbit/s] (default: --rate-kbps)")
+    bounds = p.add_argument_group("bounds and reporting")
+    bounds.add_argument("--max-delay-ms", type=float, default=10_000.0,
+                        help="hard cap on any jittered one-way delay [ms] (default %(default)s)")
+    bounds.add_argument("--queue-ms", type=float, default=1000.0,
+                        help="longest wait behind the bandwidth cap before tail drop [ms] (default %(default)s)")
+    bounds.add_argument("--seed", type=int, default=None,
+                        help="seed of the impairment decisions, for reproducible runs (default random)")
+    bounds.add_argument("--stats-interval", type=float, default=5.0,
+                        help="print statistics every this many seconds, 0 = only at exit (default %(default)s)")
+    bounds.add_argument("--duration", type=float, default=None,
+                        help="stop after this many seconds (default: run until Ctrl-C / SIGTERM)")
+    p.set_defaults(func=run_netem, keep_order=False)
+    return p
+
+
+def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, DirectionModel]:
+    """(forward, backward) impairment models from parsed ``netem`` arguments."""
+    def ms(value: float | None) -> float | None:
+        return None if value is None else value / 1000.0
+
+    def rate(kbps: float | None) -> float | None:
+        return None if kbps is None else kbps * 1000.0
+
+    common = dict(max_delay=ms(args.max_delay_ms), queue_limit=ms(args.queue_ms))
+    forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms(args.jitter_ms), loss=args.loss,
+                             duplicate=args.dup, keep_order=args.keep_order,
+                             rate_bps=rate(args.rate_kbps), **common)
+    back_delay = args.delay_ms if args.back_delay_ms is None else args.back_delay_ms
+    back_rate = args.rate_kbps if args.back_rate_kbps is None else args.back_rate_kbps
+    backward = DirectionModel(delay=ms(back_delay), jitter=ms(args.back_jitter_ms), loss=args.back_loss,
+                              duplicate=args.back_dup, keep_order=args.back_keep_order,
+                              rate_bps=rate(back_rate), **common)
+    return forward, backward
+
+
+def run_netem(args: argparse.Namespace) -> int:
+    """Run the proxy until SIGINT/SIGTERM or ``--duration``; returns the exit code."""
+    from teleop.net.netem import NetemProxy  # here, not at the top: keeps `teleop --help` fast
+
+    try:
+        forward, backward = models_from_args(args)
+        proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
+                           allow_remote=args.allow_remote)
+    except (ValueError, PermissionError, OSError) as exc:
+        print(f"netem: {exc}", file=sys.stderr)
+        return 2
+    with proxy:
+        print(f"netem: {proxy.listen_address[0]}:{proxy.listen_address[1]} → "
+              f"{proxy.target[0]}:{proxy.target[1]} | forward {_describe(forward)} | "
+              f"backward {_describe(backward)}", flush=True)
+        previous = {sig: signal.signal(sig, lambda *_: proxy.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            proxy.run(duration=args.duration, stats_interval=args.stats_interval or None)
+            if not args.stats_interval:
+                print(proxy.stats_line(), flush=True)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return 0
+
+
+def _describe(model: DirectionModel) -> str:
+    text = f"{1e3 * model.delay:.0f}±{1e3 * model.sigma:.0f}ms"
+    if model.loss:
+        text += f" loss={model.loss:g}"
+    if model.duplicate:
+        text += f" dup={model.duplicate:g}"
+    if model.rate_bps:
+        text += f" rate={model.rate_bps / 1e3:g}kbps"
+    return text + (" in-order" if model.keep_order else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point: ``python -m teleop.net netem ...``."""
+    parser = argparse.ArgumentParser(prog="python -m teleop.net")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,654 @@
+"""Wire format of the teleoperation link: versioned, authenticated UDP packets.
+
+Every datagram is one packet::
+
+    header (36 bytes, network byte order) | payload (payload_length bytes) | MAC (16 bytes)
+
+=======  ====  ==============  =============================================================
+offset   size  field           meaning
+=======  ====  ==============  =============================================================
+0        4     magic           ``b"TELE"``
+4        1     version         :data:`PROTOCOL_VERSION` (1)
+5        1     packet_type     :class:`PacketType`
+6        2     flags           reserved, sent as 0, ignored on receive
+8        4     source_id       random id of the sending endpoint (u32, never 0)
+12       4     stream_id       logical stream of the sender (u32); default = packet type
+16       8     seq             sequence number per (source_id, stream_id), from 1 (u64)
+24       8     send_time       sender's clock when the packet was encoded [s] (float64)
+32       4     payload_length  bytes of payload that follow (u32)
+36       n     payload         type-specific, see the ``encode_*`` functions below
+36 + n   16    mac             HMAC-SHA256(key, header + payload), first 16 bytes
+=======  ====  ==============  =============================================================
+
+The MAC key is derived from the shared secret (:func:`derive_mac_key`) so that the raw
+secret is never used directly as a key for anything else. Nothing in a packet is trusted
+before the MAC has been checked: the decoder only looks at the fixed-size header fields it
+needs to find the MAC (magic, version, length) before verifying it.
+
+Payloads (all big-endian; float64 unless stated):
+
+* REFERENCES: ``u16 extras_flags | t | 20 × flat`` then, by flag bit 0/1/2,
+  ``4 × head_orientation``, ``6 × left_leg``, ``6 × right_leg``
+  (:class:`retarget.references.RobotReferences`; ``t`` is the sample time on the operator
+  clock, which may precede the packet's ``send_time``).
+* CLOCK_PING: ``u32 exchange_id`` (t1 is the packet's ``send_time``).
+* CLOCK_PONG: ``u32 exchange_id | ping_send_time (t1) | ping_receive_time (t2)``
+  (t3 is the pong packet's ``send_time``).
+* FEEDBACK: see :class:`Feedback`.
+* VIDEO_REPORT: see :class:`VideoReport`.
+
+Decoding returns a :class:`Packet` or raises a :class:`ProtocolError` subclass whose
+``reason`` names the drop counter it belongs to. :class:`PacketFilter` adds the per-stream
+anti-replay window and never raises.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import logging
+import math
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from retarget.references import FLAT_SIZE, RobotReferences
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"TELE"
+PROTOCOL_VERSION = 1
+
+#: Header layout, see the module docstring. "!" = network order, no padding.
+HEADER = struct.Struct("!4sBBHIIQdI")
+HEADER_SIZE = HEADER.size
+MAC_SIZE = 16
+OVERHEAD = HEADER_SIZE + MAC_SIZE
+
+#: Largest datagram we send or accept [bytes]: Ethernet MTU 1500 − IPv4 header 20 − UDP
+#: header 8. Staying under it avoids IP fragmentation, where losing one fragment loses the
+#: whole packet and which some paths drop outright.
+DEFAULT_MAX_DATAGRAM = 1472
+
+#: Default width of the anti-replay window [packets]. 1024 packets is ~10 s of commands at
+#: 100 Hz, far more than the reordering a Gaussian jitter of σ = 100 ms produces (~±60
+#: packets); a 64-packet window (IPsec's default) would reject legitimately late packets.
+DEFAULT_REPLAY_WINDOW = 1024
+
+
+class PacketType(enum.IntEnum):
+    """Packet type byte. New types take the next free value; 0 is never valid."""
+
+    REFERENCES = 1    #: operator → robot: one RobotReferences sample
+    CLOCK_PING = 2    #: either way: NTP-style exchange, first half
+    CLOCK_PONG = 3    #: either way: NTP-style exchange, reply
+    FEEDBACK = 4      #: robot → operator: telemetry (delays, executed refs, state)
+    VIDEO_REPORT = 5  #: operator → robot: jitter buffer length, measured backward delay
+
+
+# --------------------------------------------------------------------------- errors
+class ProtocolError(ValueError):
+    """A datagram that is not a valid packet. ``reason`` is its drop-counter name."""
+
+    reason = "malformed"
+
+
+class TruncatedPacket(ProtocolError):
+    reason = "truncated"
+
+
+class OversizedPacket(ProtocolError):
+    reason = "oversized"
+
+
+class BadMagic(ProtocolError):
+    reason = "bad_magic"
+
+
+class UnsupportedVersion(ProtocolError):
+    reason = "bad_version"
+
+
+class BadMac(ProtocolError):
+    """The MAC does not match: tampered, corrupted, or signed with another secret."""
+
+    reason = "bad_mac"
+
+
+class UnknownPacketType(ProtocolError):
+    reason = "unknown_type"
+
+
+class MalformedPacket(ProtocolError):
+    """Authenticated, but the header or payload does not parse."""
+
+    reason = "malformed"
+
+
+# --------------------------------------------------------------------------- messages
+@dataclass(frozen=True)
+class ClockPing:
+    """First half of a clock exchange. Its packet's ``send_time`` is t1."""
+
+    exchange_id: int
+
+
+@dataclass(frozen=True)
+class ClockPong:
+    """Reply to a :class:`ClockPing`. Its packet's ``send_time`` is t3.
+
+    Attributes:
+        exchange_id: the ping's exchange id.
+        ping_send_time: t1, the ping's ``send_time`` (pinger's clock) [s].
+        ping_receive_time: t2, when the ping arrived (responder's clock) [s].
+    """
+
+    exchange_id: int
+    ping_send_time: float
+    ping_receive_time: float
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Robot → operator telemetry, sent a few times per second.
+
+    NaN means "not known yet" for every float field.
+
+    Attributes:
+        last_ref_seq: sequence number of the newest REFERENCES packet applied (0 = none).
+        last_ref_time: sample time ``t`` of those references (operator clock) [s].
+        forward_delay: mean measured forward delay τ_f (Eq. 5.19) [s].
+        forward_delay_std: standard deviation of τ_f over the same window [s].
+        clock_offset: robot clock − operator clock, as estimated by the robot [s].
+        watchdog_state: :class:`teleop.net.watchdog.WatchdogState` value.
+        compensation_state: state code of the delay-compensation module (owned by it;
+            opaque to the network layer), 0..255.
+        packets_accepted: REFERENCES packets accepted so far (wraps at 2**32).
+        packets_dropped: packets dropped by the robot's filter so far (wraps at 2**32).
+        executed: optional (20,) flat references the controller is tracking now.
+        measured_com_xy: optional (2,) measured CoM ground projection [m].
+    """
+
+    last_ref_seq: int = 0
+    last_ref_time: float = math.nan
+    forward_delay: float = math.nan
+    forward_delay_std: float = math.nan
+    clock_offset: float = math.nan
+    watchdog_state: int = 0
+    compensation_state: int = 0
+    packets_accepted: int = 0
+    packets_dropped: int = 0
+    executed: np.ndarray | None = None
+    measured_com_xy: np.ndarray | None = None
+
+    def __eq__(self, other: object) -> bool:  # arrays need element-wise comparison
+        if not isinstance(other, Feedback):
+            return NotImplemented
+        return all(_field_equal(getattr(self, f), getattr(other, f)) for f in self.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class VideoReport:
+    """Operator → robot report on the video stream (thesis §5.3.10).
+
+    The robot's estimate of the backward delay is ``backward_delay + jitter_buffer``:
+    the jitter buffer turns the backward jitter into this extra constant delay.
+
+    Attributes:
+        jitter_buffer: current jitter-buffer length [s].
+        backward_delay: mean measured backward (robot → operator) delay τ_b [s].
+        backward_delay_std: its standard deviation [s].
+        frames_received: video frames received so far (wraps at 2**32).
+        frames_lost: video frames lost or late so far (wraps at 2**32).
+    """
+
+    jitter_buffer: float
+    backward_delay: float
+    backward_delay_std: float = math.nan
+    frames_received: int = 0
+    frames_lost: int = 0
+
+    @property
+    def effective_backward_delay(self) -> float:
+        """τ̂_b to use for prediction: measured delay plus jitter buffer [s]."""
+        return self.backward_delay + self.jitter_buffer
+
+    def __eq__(self, other: object) -> bool:  # NaN == NaN for round-trip checks
+        if not isinstance(other, VideoReport):
+            return NotImplemented
+        return all(_field_equal(getattr(self, f), getattr(other, f)) for f in self.__dataclass_fields__)
+
+
+def _field_equal(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+# --------------------------------------------------------------------------- payload codecs
+_F64 = np.dtype(">f8")
+_REF_FIXED = struct.Struct("!Hd")
+#: (attribute, size, flag bit) of the optional extras, in wire order.
+_REF_EXTRAS: tuple[tuple[str, int, int], ...] = (
+    ("head_orientation", 4, 0x1),
+    ("left_leg", 6, 0x2),
+    ("right_leg", 6, 0x4),
+)
+_REF_KNOWN_FLAGS = 0x7
+
+
+def _f64_array(values: Any, size: int, name: str) -> bytes:
+    array = np.asarray(values, dtype=float).reshape(-1)
+    if array.shape != (size,):
+        raise ValueError(f"{name} must have {size} values, got {array.shape}")
+    return array.astype(_F64).tobytes()
+
+
+def _read_f64(payload: bytes, offset: int, size: int) -> np.ndarray:
+    return np.frombuffer(payload, dtype=_F64, count=size, offset=offset).astype(np.float64)
+
+
+def encode_references(refs: RobotReferences) -> bytes:
+    """Payload of a REFERENCES packet (170 bytes, up to 298 with all extras)."""
+    flags = 0
+    tail = []
+    for name, size, bit in _REF_EXTRAS:
+        value = getattr(refs, name)
+        if value is not None:
+            flags |= bit
+            tail.append(_f64_array(value, size, name))
+    return b"".join([_REF_FIXED.pack(flags, refs.t), _f64_array(refs.to_flat(), FLAT_SIZE, "flat"), *tail])
+
+
+def decode_references(payload: bytes) -> RobotReferences:
+    """Inverse of :func:`encode_references`; rejects non-finite values (never tracked)."""
+    flags, _t = _REF_FIXED.unpack_from(payload, 0)
+    if flags & ~_REF_KNOWN_FLAGS:
+        raise MalformedPacket(f"unknown references flags {flags:#x}")
+    count = 1 + FLAT_SIZE + sum(size for _, size, bit in _REF_EXTRAS if flags & bit)
+    if len(payload) != 2 + 8 * count:
+        raise MalformedPacket(f"references payload is {len(payload)} bytes, expected {2 + 8 * count}")
+    # One array for t, the flat vector and the extras: one finiteness check for all of them.
+    values = _read_f64(payload, 2, count)
+    if not np.isfinite(values).all():
+        raise MalformedPacket("non-finite values in references")
+    offset = 1 + FLAT_SIZE
+    extras = {}
+    for name, size, bit in _REF_EXTRAS:
+        if flags & bit:
+            extras[name] = values[offset:offset + size]
+            offset += size
+    return RobotReferences.from_flat(values[0], values[1:1 + FLAT_SIZE], **extras)
+
+
+_PING = struct.Struct("!I")
+_PONG = struct.Struct("!Idd")
+
+
+def encode_clock_ping(ping: ClockPing) -> bytes:
+    return _PING.pack(ping.exchange_id)
+
+
+def decode_clock_ping(payload: bytes) -> ClockPing:
+    _expect_size(payload, _PING.size, "clock ping")
+    return ClockPing(*_PING.unpack(payload))
+
+
+def encode_clock_pong(pong: ClockPong) -> bytes:
+    return _PONG.pack(pong.exchange_id, pong.ping_send_time, pong.ping_receive_time)
+
+
+def decode_clock_pong(payload: bytes) -> ClockPong:
+    _expect_size(payload, _PONG.size, "clock pong")
+    return ClockPong(*_PONG.unpack(payload))
+
+
+_FEEDBACK_FIXED = struct.Struct("!QddddBBHII")
+_FEEDBACK_HAS_EXECUTED = 0x1
+_FEEDBACK_HAS_COM = 0x2
+
+
+def encode_feedback(feedback: Feedback) -> bytes:
+    """Payload of a FEEDBACK packet (56 bytes + 160 with executed refs + 16 with CoM)."""
+    flags = (_FEEDBACK_HAS_EXECUTED if feedback.executed is not None else 0) | (
+        _FEEDBACK_HAS_COM if feedback.measured_com_xy is not None else 0
+    )
+    parts = [
+        _FEEDBACK_FIXED.pack(
+            feedback.last_ref_seq, feedback.last_ref_time, feedback.forward_delay,
+            feedback.forward_delay_std, feedback.clock_offset, feedback.watchdog_state,
+            feedback.compensation_state, flags,
+            feedback.packets_accepted & 0xFFFFFFFF, feedback.packets_dropped & 0xFFFFFFFF,
+        )
+    ]
+    if feedback.executed is not None:
+        parts.append(_f64_array(feedback.executed, FLAT_SIZE, "executed"))
+    if feedback.measured_com_xy is not None:
+        parts.append(_f64_array(feedback.measured_com_xy, 2, "measured_com_xy"))
+    return b"".join(parts)
+
+
+def decode_feedback(payload: bytes) -> Feedback:
+    fields = _FEEDBACK_FIXED.unpack_from(payload, 0)
+    flags = fields[7]
+    if flags & ~(_FEEDBACK_HAS_EXECUTED | _FEEDBACK_HAS_COM):
+        raise MalformedPacket(f"unknown feedback flags {flags:#x}")
+    has_executed = bool(flags & _FEEDBACK_HAS_EXECUTED)
+    has_com = bool(flags & _FEEDBACK_HAS_COM)
+    _expect_size(payload, _FEEDBACK_FIXED.size + 8 * (FLAT_SIZE * has_executed + 2 * has_com), "feedback")
+    offset = _FEEDBACK_FIXED.size
+    executed = _read_f64(payload, offset, FLAT_SIZE) if has_executed else None
+    offset += 8 * FLAT_SIZE * has_executed
+    com = _read_f64(payload, offset, 2) if has_com else None
+    return Feedback(*fields[:7], packets_accepted=fields[8], packets_dropped=fields[9],
+                    executed=executed, measured_com_xy=com)
+
+
+_VIDEO_REPORT = struct.Struct("!dddII")
+
+
+def encode_video_report(report: VideoReport) -> bytes:
+    return _VIDEO_REPORT.pack(report.jitter_buffer, report.backward_delay, report.backward_delay_std,
+                              report.frames_received & 0xFFFFFFFF, report.frames_lost & 0xFFFFFFFF)
+
+
+def decode_video_report(payload: bytes) -> VideoReport:
+    _expect_size(payload, _VIDEO_REPORT.size, "video report")
+    return VideoReport(*_VIDEO_REPORT.unpack(payload))
+
+
+def _expect_size(payload: bytes, size: int, what: str) -> None:
+    if len(payload) != size:
+        raise MalformedPacket(f"{what} payload is {len(payload)} bytes, expected {size}")
+
+
+class PayloadCodec(NamedTuple):
+    """How one packet type's message is turned into payload bytes and back."""
+
+    packet_type: PacketType
+    message_class: type
+    encode: Callable[[Any], bytes]
+    decode: Callable[[bytes], Any]
+
+
+#: Payload codecs by packet type, and by message class for encoding.
+PAYLOAD_CODECS: dict[int, PayloadCodec] = {}
+_CODEC_BY_CLASS: dict[type, PayloadCodec] = {}
+
+
+def register_payload(packet_type: int, message_class: type,
+                     encode: Callable[[Any], bytes], decode: Callable[[bytes], Any]) -> None:
+    """Add a packet type (the way to extend the protocol without touching the codec).
+
+    ``decode`` may raise :class:`ProtocolError`, ``ValueError`` or ``struct.error`` on bad
+    input; the codec turns the latter two into :class:`MalformedPacket`.
+    """
+    if not 0 < packet_type < 256:
+        raise ValueError("packet type must fit in one byte and not be 0")
+    if packet_type in PAYLOAD_CODECS or message_class in _CODEC_BY_CLASS:
+        raise ValueError(f"packet type {packet_type} or class {message_class.__name__} already registered")
+    codec = PayloadCodec(packet_type, message_class, encode, decode)
+    PAYLOAD_CODECS[packet_type] = codec
+    _CODEC_BY_CLASS[message_class] = codec
+
+
+register_payload(PacketType.REFERENCES, RobotReferences, encode_references, decode_references)
+register_payload(PacketType.CLOCK_PING, ClockPing, encode_clock_ping, decode_clock_ping)
+register_payload(PacketType.CLOCK_PONG, ClockPong, encode_clock_pong, decode_clock_pong)
+register_payload(PacketType.FEEDBACK, Feedback, encode_feedback, decode_feedback)
+register_payload(PacketType.VIDEO_REPORT, VideoReport, encode_video_report, decode_video_report)
+
+
+# --------------------------------------------------------------------------- packets
+@dataclass(frozen=True)
+class Packet:
+    """A decoded, authenticated packet.
+
+    Attributes:
+        packet_type: the type byte (a :class:`PacketType` for the built-in types).
+        source_id: the sending endpoint's id.
+        stream_id: the sender's logical stream.
+        seq: sequence number within (source_id, stream_id), from 1.
+        send_time: sender's clock when encoded [s].
+        message: the typed payload (RobotReferences, ClockPing, ClockPong, Feedback,
+            VideoReport, or a registered class).
+        size: datagram size [bytes].
+    """
+
+    packet_type: int
+    source_id: int
+    stream_id: int
+    seq: int
+    send_time: float
+    message: Any
+    size: int
+
+
+def packet_type_of(message: Any) -> int:
+    """The packet type that carries ``message``; TypeError if its class is not registered."""
+    codec = _CODEC_BY_CLASS.get(type(message))
+    if codec is None:
+        raise TypeError(f"no packet type registered for {type(message).__name__}")
+    return codec.packet_type
+
+
+def derive_mac_key(secret: bytes) -> bytes:
+    """Key used for packet MACs, derived from the shared secret (domain separation)."""
+    if len(secret) < 16:
+        raise ValueError("the shared secret must be at least 16 bytes")
+    return hmac.new(secret, b"teleop.net packet MAC v1", hashlib.sha256).digest()
+
+
+class PacketCodec:
+    """Encodes and decodes packets authenticated with one shared secret.
+
+    Args:
+        secret: shared secret (see :mod:`teleop.net.secret`), at least 16 bytes.
+        max_datagram: largest datagram encoded or accepted [bytes].
+    """
+
+    def __init__(self, secret: bytes, *, max_datagram: int = DEFAULT_MAX_DATAGRAM) -> None:
+        if max_datagram < OVERHEAD:
+            raise ValueError(f"max_datagram must be at least {OVERHEAD} bytes")
+        self.max_datagram = max_datagram
+        # Keyed once; copying a keyed HMAC is ~3x cheaper than re-keying for every packet.
+        self._mac = hmac.new(derive_mac_key(secret), digestmod=hashlib.sha256)
+
+    def _mac_of(self, data: memoryview | bytes) -> bytes:
+        mac = self._mac.copy()
+        mac.update(data)
+        return mac.digest()[:MAC_SIZE]
+
+    def encode(self, message: Any, *, source_id: int, stream_id: int, seq: int, send_time: float) -> bytes:
+        """Encode ``message`` (a registered message class) into one datagram.
+
+        Raises:
+            TypeError: unregistered message class.
+            ValueError: field out of range, or the packet would exceed ``max_datagram``.
+        """
+        codec = _CODEC_BY_CLASS.get(type(message))
+        if codec is None:
+            raise TypeError(f"no packet type registered for {type(message).__name__}")
+        if not 0 < source_id < 2**32 or not 0 <= stream_id < 2**32 or not 0 < seq < 2**64:
+            raise ValueError("source_id (u32, ≠0), stream_id (u32) or seq (u64, ≠0) out of range")
+        try:
+            payload = codec.encode(message)
+        except struct.error as exc:  # an integer field out of its wire range
+            raise ValueError(f"cannot encode {type(message).__name__}: {exc}") from exc
+        size = OVERHEAD + len(payload)
+        if size > self.max_datagram:
+            raise OversizedPacket(f"packet of {size} bytes exceeds the {self.max_datagram}-byte limit")
+        header = HEADER.pack(MAGIC, PROTOCOL_VERSION, codec.packet_type, 0, source_id, stream_id,
+                             seq, float(send_time), len(payload))
+        body = header + payload
+        return body + self._mac_of(body)
+
+    def decode(self, data: bytes) -> Packet:
+        """Decode one datagram. Raises a :class:`ProtocolError` subclass, nothing else."""
+        size = len(data)
+        if size > self.max_datagram:
+            raise OversizedPacket(f"{size}-byte datagram exceeds the {self.max_datagram}-byte limit")
+        if size < OVERHEAD:
+            raise TruncatedPacket(f"{size} bytes is shorter than a packet with no payload")
+        magic, version, packet_type, _flags, source_id, stream_id, seq, send_time, length = \
+            HEADER.unpack_from(data, 0)
+        if magic != MAGIC:
+            raise BadMagic("not a teleop packet")
+        if version != PROTOCOL_VERSION:
+            raise UnsupportedVersion(f"protocol version {version}, this build speaks {PROTOCOL_VERSION}")
+        if length > self.max_datagram - OVERHEAD:
+            raise OversizedPacket(f"declared payload of {length} bytes exceeds the limit")
+        if size < OVERHEAD + length:
+            raise TruncatedPacket(f"{size} bytes, header announces {OVERHEAD + length}")
+        if size > OVERHEAD + length:
+            # Trailing bytes are not covered by the MAC; accepting them would let anyone pad.
+            raise MalformedPacket(f"{size - OVERHEAD - length} bytes after the MAC")
+        view = memoryview(data)
+        end = HEADER_SIZE + length
+        if not hmac.compare_digest(self._mac_of(view[:end]), view[end:]):
+            raise BadMac("MAC mismatch (tampered, corrupted or another secret)")
+        # Authenticated from here on: the fields come from a holder of the secret.
+        codec = PAYLOAD_CODECS.get(packet_type)
+        if codec is None:
+            raise UnknownPacketType(f"packet type {packet_type} is not known to this build")
+        if source_id == 0 or seq == 0 or not math.isfinite(send_time):
+            raise MalformedPacket("source_id 0, seq 0 or non-finite send_time")
+        try:
+            message = codec.decode(bytes(view[HEADER_SIZE:end]))
+        except ProtocolError:
+            raise
+        except (ValueError, struct.error, TypeError) as exc:
+            raise MalformedPacket(f"bad {codec.message_class.__name__} payload: {exc}") from exc
+        return Packet(packet_type, source_id, stream_id, seq, send_time, message, size)
+
+
+# --------------------------------------------------------------------------- receive filter
+class ReplayWindow:
+    """Sliding anti-replay window over sequence numbers (RFC 4303 §3.4.3 style).
+
+    Accepts each sequence number at most once and accepts out-of-order packets as long as
+    they are less than ``size`` behind the highest number seen. Only feed it sequence
+    numbers of authenticated packets, or a forger could slide the window.
+    """
+
+    def __init__(self, size: int = DEFAULT_REPLAY_WINDOW) -> None:
+        if size < 1:
+            raise ValueError("window size must be ≥ 1")
+        self.size = size
+        self.highest = 0
+        # Bit i set ⇔ sequence number (highest − i) was seen. Python ints are arbitrary
+        # precision, so a 1024-bit window is one integer.
+        self._bits = 0
+        self._mask = (1 << size) - 1
+
+    def check_and_update(self, seq: int) -> str | None:
+        """Record ``seq``; return None if new, else the drop reason ("replayed"/"too_old")."""
+        if seq > self.highest:
+            shift = seq - self.highest
+            self._bits = ((self._bits << shift) | 1) & self._mask if shift < self.size else 1
+            self.highest = seq
+            return None
+        behind = self.highest - seq
+        if behind >= self.size:
+            return "too_old"
+        if (self._bits >> behind) & 1:
+            return "replayed"
+        self._bits |= 1 << behind
+        return None
+
+
+@dataclass
+class FilterStats:
+    """Counters of a :class:`PacketFilter`. ``dropped`` is keyed by drop reason."""
+
+    received: int = 0
+    accepted: int = 0
+    bytes_received: int = 0
+    bytes_accepted: int = 0
+    dropped: Counter = field(default_factory=Counter)
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+
+class PacketFilter:
+    """Turns raw datagrams into authenticated, fresh packets; never raises.
+
+    Drops (and counts in :attr:`stats`) everything :meth:`PacketCodec.decode` rejects, plus:
+    ``replayed`` (already seen), ``too_old`` (behind the replay window), ``reflected``
+    (carries our own source id: one of our packets sent back to us), ``unexpected_type``
+    (not in ``accept_types``) and ``too_many_streams`` (window table full).
+
+    Args:
+        codec: the packet codec (holds the secret).
+        window_size: anti-replay window per (source_id, stream_id) [packets].
+        own_source_id: our endpoint's source id, to reject reflected packets.
+        accept_types: packet types this receiver handles (None = all known).
+        max_streams: bound on tracked (source_id, stream_id) windows. Once full, packets of
+            new streams are dropped rather than evicting an old window, because evicting
+            would let an attacker replay that old stream's packets.
+
+    Limitation: windows are per source id and a restarted sender picks a new one, so a
+    packet captured in an *earlier* session under the same secret looks like a new stream
+    and is accepted. Per-run secrets (:func:`teleop.net.secret.session_secret`) rule this
+    out; with a long-lived secret file, rotate the file. A per-session key handshake would
+    close the gap and is not implemented.
+    """
+
+    def __init__(self, codec: PacketCodec, *, window_size: int = DEFAULT_REPLAY_WINDOW,
+                 own_source_id: int | None = None, accept_types: set[int] | None = None,
+                 max_streams: int = 256) -> None:
+        self.codec = codec
+        self.window_size = window_size
+        self.own_source_id = own_source_id
+        self.accept_types = None if accept_types is None else frozenset(int(t) for t in accept_types)
+        self.max_streams = max_streams
+        self.stats = FilterStats()
+        self._windows: dict[tuple[int, int], ReplayWindow] = {}
+        self._warned_bad_mac = False
+
+    def accept(self, data: bytes, peer: Any = None) -> Packet | None:
+        """Return the packet if it is valid and new, else None (and count why)."""
+        stats = self.stats
+        stats.received += 1
+        stats.bytes_received += len(data)
+        try:
+            packet = self.codec.decode(data)
+            reason = self._check_fresh(packet)
+        except ProtocolError as exc:
+            reason = exc.reason
+            if reason == "bad_mac" and not self._warned_bad_mac:
+                self._warned_bad_mac = True
+                log.warning("dropping packets with a bad MAC (from %s): if this persists the two "
+                            "stations use different secrets, see teleop.net.secret", peer)
+        except Exception:  # a bug in a payload decoder must not kill the robot's loop
+            log.exception("unexpected error while decoding a packet")
+            reason = "internal_error"
+        if reason is not None:
+            stats.dropped[reason] += 1
+            return None
+        stats.accepted += 1
+        stats.bytes_accepted += len(data)
+        return packet
+
+    def _check_fresh(self, packet: Packet) -> str | None:
+        if self.own_source_id is not None and packet.source_id == self.own_source_id:
+            return "reflected"
+        if self.accept_types is not None and packet.packet_type not in self.accept_types:
+            return "unexpected_type"
+        key = (packet.source_id, packet.stream_id)
+        window = self._windows.get(key)
+        if window is None:
+            if len(self._windows) >= self.max_streams:
+                return "too_many_streams"
+            window = self._windows[key] = ReplayWindow(self.window_size)
+        return window.check_and_update(packet.seq)

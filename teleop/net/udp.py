@@ -1,0 +1,303 @@
+"""Non-blocking UDP endpoint speaking :mod:`teleop.net.protocol`, for fixed-rate loops.
+
+No threads, no asyncio: a station's loop calls :meth:`UdpEndpoint.poll` with timeout 0
+once per tick to drain what arrived, and :meth:`UdpEndpoint.send` to send. Sockets bind
+to loopback unless ``allow_remote=True`` is passed explicitly.
+
+Arrival times. A packet that arrives just after a 100 Hz loop polled waits up to 10 ms in
+the socket buffer. Where the OS offers it (Linux), the endpoint asks the kernel to stamp
+each datagram on receipt (SO_TIMESTAMPNS) and converts that stamp to the endpoint's clock,
+so measured delays and clock exchanges do not include the loop's polling latency.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import ipaddress
+import platform
+import secrets
+import selectors
+import socket
+import struct
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from teleop.clock import Clock, WallClock
+from teleop.net.protocol import (
+    DEFAULT_REPLAY_WINDOW, FilterStats, Packet, PacketCodec, PacketFilter,
+    packet_type_of,
+)
+
+Address = tuple  # (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6
+
+#: SO_TIMESTAMPNS is not exported by Python's socket module. 35 is its value in Linux's
+#: asm-generic socket.h, used by the architectures listed; elsewhere we do not guess.
+_SO_TIMESTAMPNS = 35
+_TIMESTAMPNS_MACHINES = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l", "riscv64"}
+_TIMESPEC = struct.Struct("@ll")  # struct timespec: (time_t, long), both C long here
+
+
+def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """Parse ``host:port``, ``[v6host]:port`` or ``:port`` (host = default_host)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"address {text!r} must look like host:port")
+    host = host.strip("[]") or default_host
+    try:
+        port_number = int(port)
+    except ValueError:
+        raise ValueError(f"bad port in address {text!r}") from None
+    if not 0 <= port_number < 65536:
+        raise ValueError(f"port out of range in address {text!r}")
+    return host, port_number
+
+
+def resolve(address: tuple[str, int]) -> tuple[int, Address]:
+    """(address family, socket address) of a (host, port) pair."""
+    host, port = address[0], address[1]
+    family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+    return family, sockaddr
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def open_udp_socket(bind: tuple[str, int], *, allow_remote: bool = False) -> socket.socket:
+    """A non-blocking UDP socket bound to ``bind``.
+
+    Raises:
+        PermissionError: ``bind`` is not a loopback address and ``allow_remote`` is False.
+    """
+    family, sockaddr = resolve(bind)
+    if not allow_remote and not is_loopback(sockaddr[0]):
+        raise PermissionError(f"refusing to listen on non-loopback address {sockaddr[0]}; "
+                              "pass allow_remote=True (--allow-remote) to expose the port")
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        sock.setblocking(False)
+        sock.bind(sockaddr)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def enable_kernel_timestamps(sock: socket.socket) -> bool:
+    """Ask the kernel to timestamp received datagrams; True if it will."""
+    if not sys.platform.startswith("linux") or platform.machine().lower() not in _TIMESTAMPNS_MACHINES:
+        return False
+    if not hasattr(sock, "recvmsg"):
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+_ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+
+
+def receive_datagram(sock: socket.socket, bufsize: int, kernel_timestamps: bool) -> tuple[bytes, Address, float | None]:
+    """One ``recvfrom``: (data, sender, seconds since the kernel received it or None).
+
+    Raises BlockingIOError when nothing is waiting.
+    """
+    if not kernel_timestamps:
+        data, peer = sock.recvfrom(bufsize)
+        return data, peer, None
+    data, ancillary, _flags, peer = sock.recvmsg(bufsize, _ANCILLARY_SIZE)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
+            age = time.time() - (seconds + nanoseconds * 1e-9)
+            return data, peer, max(age, 0.0)
+    return data, peer, None
+
+
+@dataclass(frozen=True)
+class Received:
+    """An accepted packet with where and when it arrived.
+
+    Attributes:
+        packet: the decoded, authenticated, fresh packet.
+        peer: sender's socket address (reply here).
+        arrival_time: when it reached this host, on the endpoint's clock [s].
+    """
+
+    packet: Packet
+    peer: Address
+    arrival_time: float
+
+
+@dataclass
+class EndpointStats:
+    """Counters of a :class:`UdpEndpoint`.
+
+    ``rx`` holds received/accepted/bytes and drops by reason (see :class:`PacketFilter`);
+    socket-level errors are counted by errno name.
+    """
+
+    sent: int = 0
+    bytes_sent: int = 0
+    send_errors: Counter = field(default_factory=Counter)
+    receive_errors: Counter = field(default_factory=Counter)
+    rx: FilterStats = field(default_factory=FilterStats)
+
+    def summary(self) -> dict[str, Any]:
+        """Flat dict for logs and telemetry."""
+        return {
+            "sent": self.sent, "bytes_sent": self.bytes_sent,
+            "received": self.rx.received, "accepted": self.rx.accepted,
+            "bytes_received": self.rx.bytes_received,
+            **{f"dropped_{reason}": n for reason, n in sorted(self.rx.dropped.items())},
+            **{f"send_error_{name}": n for name, n in sorted(self.send_errors.items())},
+            **{f"receive_error_{name}": n for name, n in sorted(self.receive_errors.items())},
+        }
+
+
+class PacketEndpoint(abc.ABC):
+    """Transport-independent half of an endpoint: sequence numbers, encoding, filtering.
+
+    :class:`UdpEndpoint` moves the bytes over a socket, :class:`teleop.net.virtual.VirtualEndpoint`
+    over a :class:`teleop.net.delay.VirtualLink`; station code sees the same ``send``/``poll``.
+
+    Args:
+        codec: packet codec holding the shared secret.
+        clock: time source for send timestamps and arrival times (a :mod:`teleop.clock` clock).
+        source_id: this endpoint's id in the packet header (random if None).
+        window_size: anti-replay window per stream [packets].
+        accept_types: packet types accepted (None = all).
+    """
+
+    def __init__(self, codec: PacketCodec, clock: Clock, *, source_id: int | None = None,
+                 window_size: int = DEFAULT_REPLAY_WINDOW, accept_types: Iterable[int] | None = None) -> None:
+        self.codec = codec
+        self.clock = clock
+        self.source_id = source_id if source_id is not None else 1 + secrets.randbelow(2**32 - 1)
+        self.filter = PacketFilter(codec, window_size=window_size, own_source_id=self.source_id,
+                                   accept_types=None if accept_types is None else set(accept_types))
+        self.stats = EndpointStats(rx=self.filter.stats)
+        self._next_seq: dict[int, int] = {}
+
+    def send(self, message: Any, peer: Address, *, stream_id: int | None = None) -> float | None:
+        """Encode and send ``message`` to ``peer``.
+
+        Args:
+            message: a registered message (RobotReferences, ClockPing, Feedback, ...).
+            peer: destination address.
+            stream_id: logical stream; default is the message's packet type.
+
+        Returns:
+            The send_time stamped in the packet [s], or None if the transport refused the
+            datagram (counted in ``stats.send_errors``; UDP gives no delivery guarantee
+            anyway, so the caller's loop carries on).
+        """
+        stream = int(packet_type_of(message)) if stream_id is None else stream_id
+        seq = self._next_seq.get(stream, 1)
+        self._next_seq[stream] = seq + 1
+        send_time = self.clock.now()
+        data = self.codec.encode(message, source_id=self.source_id, stream_id=stream, seq=seq,
+                                 send_time=send_time)
+        error = self._transmit(data, peer)
+        if error is not None:
+            self.stats.send_errors[error] += 1
+            return None
+        self.stats.sent += 1
+        self.stats.bytes_sent += len(data)
+        return send_time
+
+    @abc.abstractmethod
+    def _transmit(self, data: bytes, peer: Address) -> str | None:
+        """Hand one datagram to the transport; returns an error name if it refused."""
+
+    def _accept(self, data: bytes, peer: Address, arrival_time: float) -> Received | None:
+        packet = self.filter.accept(data, peer)
+        return None if packet is None else Received(packet, peer, arrival_time)
+
+
+class UdpEndpoint(PacketEndpoint):
+    """One station's UDP socket: authenticated send and filtered, timestamped receive.
+
+    Args:
+        codec: packet codec holding the shared secret.
+        bind: local (host, port) or "host:port"; port 0 picks a free port.
+        allow_remote: allow binding to a non-loopback address.
+        clock: time source for send timestamps and arrival times. Default
+            :class:`teleop.clock.WallClock` (``time.monotonic``): it never steps, and stations
+            on one host share it; across hosts the offset is estimated (:mod:`teleop.net.clock`).
+        kernel_timestamps: use kernel receive timestamps where available.
+        **kw: ``source_id``, ``window_size``, ``accept_types`` (see :class:`PacketEndpoint`).
+    """
+
+    def __init__(self, codec: PacketCodec, bind: tuple[str, int] | str = ("127.0.0.1", 0), *,
+                 allow_remote: bool = False, clock: Clock | None = None,
+                 kernel_timestamps: bool = True, **kw: Any) -> None:
+        super().__init__(codec, clock or WallClock(), **kw)
+        if isinstance(bind, str):
+            bind = parse_address(bind)
+        self.sock = open_udp_socket(bind, allow_remote=allow_remote)
+        self.kernel_timestamps = kernel_timestamps and enable_kernel_timestamps(self.sock)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.sock, selectors.EVENT_READ)
+        # One byte more than the largest valid packet, so an oversized datagram shows up as
+        # such instead of being silently truncated to a valid-looking length.
+        self._bufsize = codec.max_datagram + 1
+
+    @property
+    def address(self) -> Address:
+        """The bound socket address (with the actual port when bound to port 0)."""
+        return self.sock.getsockname()
+
+    def _transmit(self, data: bytes, peer: Address) -> str | None:
+        try:
+            self.sock.sendto(data, peer)
+        except OSError as exc:
+            return _errno_name(exc)
+        return None
+
+    def poll(self, timeout: float = 0.0, max_packets: int = 256) -> list[Received]:
+        """Receive what is waiting; returns accepted packets in arrival order.
+
+        Args:
+            timeout: longest wait for the first datagram [s]; 0 never blocks.
+            max_packets: bound on datagrams read per call, so a flood cannot stall the loop.
+        """
+        if timeout > 0:
+            self._selector.select(timeout)
+        accepted: list[Received] = []
+        for _ in range(max_packets):
+            try:
+                data, peer, age = receive_datagram(self.sock, self._bufsize, self.kernel_timestamps)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:  # e.g. ICMP port unreachable reported on Windows
+                self.stats.receive_errors[_errno_name(exc)] += 1
+                continue
+            now = self.clock.now()
+            received = self._accept(data, peer, now - age if age is not None else now)
+            if received is not None:
+                accepted.append(received)
+        return accepted
+
+    def close(self) -> None:
+        self._selector.close()
+        self.sock.close()
+
+    def __enter__(self) -> "UdpEndpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno, type(exc).__name__) if exc.errno else type(exc).__name__

@@ -1,0 +1,1 @@
+"""Prescient teleoperation: act on predicted operator commands to cancel the round trip."""

@@ -1,0 +1,155 @@
+"""Robot descriptions: what the product needs to know about a robot beyond its URDF.
+
+A description is a TOML file (see ``descriptions/icub.toml``): the URDF to load, which
+URDF frames play which role (soles, hands, head, chest, waist, eye cameras), the sole
+contact corners, the joint groups, which joints realise the posture signals of the robot
+references, a home posture, and the limits the URDF lacks. Adding a robot is adding a file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DESCRIPTIONS_DIR = Path(__file__).with_name("descriptions")
+
+#: Frame roles every description must define.
+REQUIRED_FRAMES = ("left_sole", "right_sole", "left_hand", "right_hand", "head", "chest", "waist")
+#: Joint groups every description must define.
+REQUIRED_GROUPS = ("left_leg", "right_leg", "torso", "left_arm", "right_arm", "neck")
+
+
+class DescriptionError(ValueError):
+    """A robot description that is missing something or contradicts its URDF."""
+
+
+@dataclass(frozen=True)
+class ExtraFrame:
+    """A frame the URDF lacks: a parent frame plus an offset [m] in stance-aligned axes."""
+
+    name: str
+    parent: str
+    xyz_stance: tuple[float, float, float]
+
+
+@dataclass
+class RobotDescription:
+    """A parsed robot description file.
+
+    Attributes:
+        name: robot name.
+        urdf_path: resolved URDF path.
+        root_frame: the URDF's root (floating-base) frame.
+        root_yaw_in_stance: yaw [rad] of the root frame in the stance frame.
+        frames: role -> URDF frame name (roles of :data:`REQUIRED_FRAMES`).
+        extra_frames: frames added on top of the URDF (e.g. eye cameras).
+        sole_corners: {"left", "right"} -> (4, 3) contact corners in the sole frame [m].
+        groups: group name -> joint names.
+        reference_joints: posture signal -> [(joint, sign)].
+        home: joint -> angle [rad] of the home posture (others 0).
+        velocity_limits, effort_limits: joint-name patterns -> limit overrides.
+        sim: simulator settings.
+    """
+
+    name: str
+    urdf_path: Path
+    root_frame: str
+    root_yaw_in_stance: float
+    frames: dict[str, str]
+    extra_frames: dict[str, ExtraFrame]
+    sole_corners: dict[str, np.ndarray]
+    groups: dict[str, list[str]]
+    reference_joints: dict[str, list[tuple[str, float]]]
+    home: dict[str, float]
+    velocity_limits: dict[str, float] = field(default_factory=dict)
+    effort_limits: dict[str, float] = field(default_factory=dict)
+    sim: dict = field(default_factory=dict)
+    source: Path | None = None
+
+    def limit_override(self, table: dict[str, float], joint: str) -> float | None:
+        """The override for ``joint`` in a limits table: exact name first, then patterns."""
+        if joint in table:
+            return table[joint]
+        for pattern, value in table.items():
+            if fnmatch.fnmatchcase(joint, pattern):
+                return value
+        return None
+
+
+def resolve_urdf(spec: str, base_dir: Path) -> Path:
+    """Resolve a description's ``urdf`` entry to a file path.
+
+    ``package:<module>:<model>`` asks the Python package (e.g. icub_models) for the file;
+    anything else is a path, relative to the description file.
+    """
+    if spec.startswith("package:"):
+        try:
+            _, module_name, model = spec.split(":", 2)
+        except ValueError:
+            raise DescriptionError(f"urdf {spec!r}: expected package:<module>:<model>") from None
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise DescriptionError(f"urdf {spec!r}: Python package {module_name!r} is not installed ({exc})") from None
+        path = Path(module.get_model_file(model))
+    else:
+        path = (base_dir / spec).resolve()
+    if not path.is_file():
+        raise DescriptionError(f"URDF not found: {path}")
+    return path
+
+
+def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
+    """Load a description by name (a file in ``descriptions/``) or by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = DESCRIPTIONS_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        available = sorted(p.stem for p in DESCRIPTIONS_DIR.glob("*.toml"))
+        raise DescriptionError(f"no robot description {name_or_path!r} (available: {available})")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise DescriptionError(f"{path}: not valid TOML ({exc})") from None
+
+    def need(key: str):
+        if key not in raw:
+            raise DescriptionError(f"{path}: missing [{key}]")
+        return raw[key]
+
+    frames = dict(need("frames"))
+    missing = [r for r in REQUIRED_FRAMES if r not in frames]
+    if missing:
+        raise DescriptionError(f"{path}: [frames] lacks roles {missing}")
+    groups = {k: list(v) for k, v in need("groups").items()}
+    missing = [g for g in REQUIRED_GROUPS if g not in groups]
+    if missing:
+        raise DescriptionError(f"{path}: [groups] lacks {missing}")
+    extra = {name: ExtraFrame(name, spec["parent"], tuple(float(x) for x in spec["xyz_stance"]))
+             for name, spec in raw.get("extra_frames", {}).items()}
+    soles = {side: np.asarray(need("soles")[side], dtype=float) for side in ("left", "right")}
+    for side, corners in soles.items():
+        if corners.shape != (4, 3):
+            raise DescriptionError(f"{path}: soles.{side} must be 4 corners of 3 coordinates")
+    reference_joints = {sig: [(str(j), float(s)) for j, s in pairs] for sig, pairs in need("reference_joints").items()}
+    return RobotDescription(
+        name=str(raw.get("name", path.stem)),
+        urdf_path=resolve_urdf(str(need("urdf")), path.parent),
+        root_frame=str(need("root_frame")),
+        root_yaw_in_stance=float(raw.get("root_yaw_in_stance", 0.0)),
+        frames=frames,
+        extra_frames=extra,
+        sole_corners=soles,
+        groups=groups,
+        reference_joints=reference_joints,
+        home={k: float(v) for k, v in raw.get("home", {}).items()},
+        velocity_limits={k: float(v) for k, v in raw.get("velocity_limits", {}).items()},
+        effort_limits={k: float(v) for k, v in raw.get("effort_limits", {}).items()},
+        sim=dict(raw.get("sim", {})),
+        source=path,
+    )

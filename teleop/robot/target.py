@@ -1,0 +1,76 @@
+"""The robot as the retargeting sees it: a :class:`retarget.robot_target.RobotTarget` and
+the conversion between reference postures and joint angles.
+
+The retargeting package never loads a robot model (it stands alone); the application
+measures what it needs on the pinocchio model at the home posture.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from retarget.references import SIGNAL_SLICES
+from retarget.robot_target import RobotTarget
+from teleop.robot.model import NQ_BASE, RobotModel
+
+#: Posture signals of the references realised by joints.
+POSTURE_SIGNALS = ("left_arm", "right_arm", "neck", "torso")
+
+
+def reference_joint_map(robot: RobotModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """signal -> ((k,) joint indices, (k,) signs) with joint = sign * reference angle."""
+    out = {}
+    for signal in POSTURE_SIGNALS:
+        pairs = robot.description.reference_joints[signal]
+        out[signal] = (np.array([robot.joint_index(j) for j, _ in pairs], dtype=int),
+                       np.array([s for _, s in pairs], dtype=float))
+    return out
+
+
+def postures_to_joints(robot: RobotModel, flat_refs: np.ndarray, joints: np.ndarray) -> np.ndarray:
+    """(n,) copy of ``joints`` with the posture signals of (20,) references written in."""
+    out = np.array(joints, dtype=float)
+    for signal, (idx, sign) in reference_joint_map(robot).items():
+        out[idx] = sign * flat_refs[SIGNAL_SLICES[signal]]
+    return out
+
+
+def joints_to_postures(robot: RobotModel, joints: np.ndarray) -> dict[str, np.ndarray]:
+    """Reference posture signals (anatomical convention) of (n,) joint angles."""
+    return {signal: sign * joints[idx] for signal, (idx, sign) in reference_joint_map(robot).items()}
+
+
+def _joint_origin(robot: RobotModel, data: pin.Data, joint: str) -> np.ndarray:
+    return data.oMi[robot.model.getJointId(joint)].translation.copy()
+
+
+def robot_target(robot: RobotModel) -> RobotTarget:
+    """Measure the :class:`RobotTarget` of a robot at its home posture (stance frame)."""
+    q = robot.home_configuration()
+    robot.update(q)
+    data = robot.data
+    prefix = {"left": "l", "right": "r"}
+    shoulders = {side: _joint_origin(robot, data, f"{p}_shoulder_roll") for side, p in prefix.items()}
+    hands = {side: robot.position(f"{side}_hand") for side in prefix}
+    com = robot.com()
+    target_kw = dict(
+        left_sole_corners=robot.sole_corners("left"), right_sole_corners=robot.sole_corners("right"),
+        waist_height=float(robot.position("waist")[2]),
+        left_hand=hands["left"], right_hand=hands["right"],
+        left_shoulder=shoulders["left"], right_shoulder=shoulders["right"],
+        com_height=float(com[2]), com_xy=com[:2].copy(),
+        name=f"{robot.description.name} home posture",
+        **joints_to_postures(robot, q[NQ_BASE:]),
+    )
+    # Limb lengths with the limb straight (elbow / knee at 0, allowed in kinematics even
+    # where the joint limit forbids it).
+    straight = q.copy()
+    for p in ("l", "r"):
+        straight[NQ_BASE + robot.joint_index(f"{p}_elbow")] = 0.0
+        straight[NQ_BASE + robot.joint_index(f"{p}_knee")] = 0.0
+    pin.framesForwardKinematics(robot.model, data, straight)
+    arm = np.linalg.norm(data.oMf[robot.frame_id("left_hand")].translation - _joint_origin(robot, data, "l_shoulder_roll"))
+    leg = np.linalg.norm(_joint_origin(robot, data, "l_hip_pitch") - _joint_origin(robot, data, "l_ankle_pitch"))
+    robot.update(q)
+    return RobotTarget(arm_length=float(arm), leg_length=float(leg), **target_kw)

@@ -1,0 +1,114 @@
+"""Prepare a URDF for pybullet so that simulator and model agree.
+
+pybullet gives every link without an ``<inertial>`` a mass of 1 kg, and the iCub URDF has
+~180 inertia-less frame links (skin patches, IMUs, DH frames): loaded as is, the simulated
+robot would weigh ~200 kg instead of 33 kg. We therefore
+
+* drop inertia-less leaf links (repeatedly) unless the product names them (soles, hands,
+  eye parents...), which also makes the simulation faster;
+* give the inertia-less links we keep a negligible mass (0.1 g), so the total mass stays
+  within 0.1% of pinocchio's;
+* rewrite ``package://`` mesh URIs to absolute paths, which pybullet cannot resolve itself.
+
+The result is cached on disk, keyed by the source file's content and the options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+#: Mass [kg] and principal inertia [kg m^2] given to kept inertia-less frame links.
+FRAME_LINK_MASS = 1e-4
+FRAME_LINK_INERTIA = 1e-9
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    path = root / "prescient-teleop" / "urdf"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _resolve_package_uri(uri: str, urdf_path: Path) -> str:
+    """Map ``package://<pkg>/rest`` to an absolute path by finding ``<pkg>`` above the URDF."""
+    if not uri.startswith("package://"):
+        return uri if os.path.isabs(uri) else str((urdf_path.parent / uri).resolve())
+    package, _, rest = uri[len("package://"):].partition("/")
+    for parent in urdf_path.parents:
+        candidate = parent / package / rest
+        if candidate.exists():
+            return str(candidate)
+        candidate = parent.parent / package / rest
+        if candidate.exists():
+            return str(candidate)
+    raise FileNotFoundError(f"{urdf_path}: cannot resolve mesh {uri}")
+
+
+def _is_massless(link: ET.Element) -> bool:
+    inertial = link.find("inertial")
+    if inertial is None:
+        return True
+    mass = inertial.find("mass")
+    return mass is None or float(mass.get("value", "0")) <= 0.0
+
+
+def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> Path:
+    """Write (or reuse) a pybullet-ready copy of ``urdf_path``.
+
+    Args:
+        urdf_path: source URDF.
+        keep_links: links that must survive pruning (frames the product uses).
+        visual: keep visual meshes (False drops them: faster loading, no rendering).
+
+    Returns:
+        Path of the prepared URDF.
+    """
+    source = Path(urdf_path).read_bytes()
+    key = hashlib.sha256(source + repr((sorted(keep_links), visual, FRAME_LINK_MASS, 2)).encode()).hexdigest()[:16]
+    out = cache_dir() / f"{Path(urdf_path).parent.name}_{key}.urdf"
+    if out.exists():
+        return out
+
+    tree = ET.ElementTree(ET.fromstring(source))
+    root = tree.getroot()
+    links = {link.get("name"): link for link in root.findall("link")}
+    joints = root.findall("joint")
+    # Prune inertia-less leaves until none is left to prune.
+    while True:
+        parents = {j.find("parent").get("link") for j in joints}
+        prunable = {name for name, link in links.items()
+                    if name not in keep_links and name not in parents and _is_massless(link)
+                    and link.find("visual") is None and link.find("collision") is None}
+        if not prunable:
+            break
+        for name in prunable:
+            root.remove(links.pop(name))
+        for joint in [j for j in joints if j.find("child").get("link") in prunable]:
+            root.remove(joint)
+            joints.remove(joint)
+
+    for link in links.values():
+        if _is_massless(link):
+            for old in link.findall("inertial"):
+                link.remove(old)
+            inertial = ET.SubElement(link, "inertial")
+            ET.SubElement(inertial, "origin", xyz="0 0 0", rpy="0 0 0")
+            ET.SubElement(inertial, "mass", value=repr(FRAME_LINK_MASS))
+            i = repr(FRAME_LINK_INERTIA)
+            ET.SubElement(inertial, "inertia", ixx=i, ixy="0", ixz="0", iyy=i, iyz="0", izz=i)
+        if not visual:
+            for vis in link.findall("visual"):
+                link.remove(vis)
+    for mesh in root.iter("mesh"):
+        mesh.set("filename", _resolve_package_uri(mesh.get("filename"), Path(urdf_path)))
+    # Gazebo plugins and sensors mean nothing to pybullet.
+    for tag in ("gazebo", "sensor"):
+        for element in root.findall(tag):
+            root.remove(element)
+    tmp = out.with_suffix(".tmp")
+    tree.write(tmp)
+    tmp.replace(out)  # atomic: concurrent test processes never read a half-written file
+    return out

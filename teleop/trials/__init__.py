@@ -1,0 +1,1 @@
+"""Delayed-network trials: how well does compensation cancel a round-trip delay?"""

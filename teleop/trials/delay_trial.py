@@ -1,0 +1,159 @@
+"""One delayed-network trial on the virtual clock (thesis §5.4, Tables 5.3 and Fig. 5.18).
+
+The operator's references of a test take are sent at their own rate through the real
+packet codec (MAC, replay window) over a :class:`teleop.net.delay.VirtualLink` with the
+thesis's delay model (τ_f ~ N(τ/2, (2/15)·τ/2), τ_b = τ/2 constant). The robot station's
+compensator runs at the control rate on the virtual clock, exactly as it does live.
+
+Error measured (what the thesis calls the compensation error): what the operator *sees*
+the robot do at time t is what the robot executed at t − τ_b; it is compared with what the
+operator does at t. Equivalently, at robot time s the executed reference E(s) is compared
+with the operator's reference G(s + τ_b). Without compensation E(s) = G(s − τ_f), so the
+error is the motion over a whole round trip.
+
+Reported per take, as the thesis does, over the window after compensation has engaged and
+blended in (the same window for the uncompensated run of that take), and also over the whole
+take. Cartesian errors are per-axis RMS averaged over axes (and hands) [m]; postures [rad].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from promp.library import TaskLibrary
+from retarget.references import (COM_INDICES, HAND_INDICES, POSTURE_INDICES, ReferenceTrajectory,
+                                 RobotReferences)
+from teleop.clock import VirtualClock
+from teleop.net.delay import DirectionModel, LinkModel, THESIS_JITTER_RATIO
+from teleop.net.protocol import PacketCodec
+from teleop.net.secret import session_secret
+from teleop.net.virtual import connect_virtual
+from teleop.prescient.compensator import CompensationState, CompensatorConfig, PrescientCompensator
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """Settings of a delay trial.
+
+    Attributes:
+        control_hz: robot station control rate [Hz].
+        send_hz: rate at which the operator sends references [Hz].
+        jitter_ratio: σ of τ_f over its mean (thesis: 2/15).
+        loss: forward packet loss probability.
+        duplicate: forward duplication probability.
+        tail: seconds simulated after the take ends (the last commands still arrive).
+    """
+
+    control_hz: float = 100.0
+    send_hz: float = 100.0
+    jitter_ratio: float = THESIS_JITTER_RATIO
+    loss: float = 0.0
+    duplicate: float = 0.0
+    tail: float = 0.5
+
+
+@dataclass
+class TakeResult:
+    """Errors of one take at one round-trip delay, with or without compensation.
+
+    Attributes:
+        engaged_at: robot time [s since take start] when blend-in finished (None: never).
+        window: errors after engagement (dict of "hand_cm", "com_cm", "posture_rad").
+        whole: the same over the whole take.
+        times, executed, truth: (K,), (K, 20), (K, 20) series for plots.
+    """
+
+    rtt: float
+    compensated: bool
+    engaged_at: float | None
+    window: dict = field(default_factory=dict)
+    whole: dict = field(default_factory=dict)
+    times: np.ndarray | None = None
+    executed: np.ndarray | None = None
+    truth: np.ndarray | None = None
+    states: list | None = None
+    take_duration: float = 0.0
+    packets_lost: int = 0
+
+    def valid_mask(self, start: float | None = None) -> np.ndarray:
+        """(K,) ticks that count: output present, truth inside the take, after ``start``."""
+        mask = (self.times + self.rtt / 2.0 <= self.take_duration) & np.all(np.isfinite(self.executed), axis=1)
+        if start is not None:
+            mask &= self.times >= start
+        return mask
+
+    def errors_after(self, start: float | None) -> dict:
+        """Error summary over the ticks after ``start`` (None: nothing counts)."""
+        if start is None:
+            return error_summary(np.zeros((0, self.executed.shape[1])))
+        mask = self.valid_mask(start)
+        return error_summary((self.executed - self.truth)[mask])
+
+
+def error_summary(err: np.ndarray) -> dict[str, float]:
+    """Per-axis RMS errors of a (K, 20) error series, averaged within groups.
+
+    Returns hand_cm [cm] (6 hand axes), com_cm [cm] (CoM x, y), posture_rad [rad].
+    """
+    if len(err) == 0:
+        return {"hand_cm": float("nan"), "com_cm": float("nan"), "posture_rad": float("nan")}
+    rms = np.sqrt(np.mean(err ** 2, axis=0))
+    return {"hand_cm": 100.0 * float(np.mean(rms[list(HAND_INDICES)])),
+            "com_cm": 100.0 * float(np.mean(rms[list(COM_INDICES)])),
+            "posture_rad": float(np.mean(rms[list(POSTURE_INDICES)]))}
+
+
+def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None, *,
+             compensate: bool = True, seed: int = 0, settings: TrialSettings = TrialSettings(),
+             compensator_config: CompensatorConfig = CompensatorConfig()) -> TakeResult:
+    """Play one take through the delayed link and the compensator (virtual clock)."""
+    one_way = rtt / 2.0
+    tau_b = one_way
+    link = LinkModel(
+        forward=DirectionModel(delay=one_way, jitter=settings.jitter_ratio * one_way,
+                               loss=settings.loss, duplicate=settings.duplicate),
+        backward=DirectionModel.constant(tau_b))
+    clock = VirtualClock(0.0)
+    codec = PacketCodec(session_secret())
+    operator, robot = connect_virtual(codec, link, clock, seed=seed)
+    compensator = PrescientCompensator(library if compensate else None, compensator_config)
+
+    t0 = float(take.times[0])
+    send_times = np.arange(0.0, take.duration + 1e-9, 1.0 / settings.send_hz)
+    sent = take.interpolate(send_times + t0)
+    control_dt = 1.0 / settings.control_hz
+    end = take.duration + one_way * (1 + 4 * settings.jitter_ratio) + settings.tail
+    ticks = np.arange(0.0, end, control_dt)
+
+    executed = np.full((len(ticks), sent.shape[1]), np.nan)
+    states: list[CompensationState] = []
+    k_send = 0
+    engaged_at = None
+    for i, t in enumerate(ticks):
+        clock.set(t)
+        while k_send < len(send_times) and send_times[k_send] <= t + 1e-12:
+            operator.send(RobotReferences.from_flat(send_times[k_send], sent[k_send]), robot.address)
+            k_send += 1
+        for received in robot.poll():
+            refs = received.packet.message
+            compensator.observe(refs.t, refs.to_flat(), received.arrival_time)
+        out = compensator.step(t, tau_b)
+        if out.references is not None:
+            executed[i] = out.references
+        states.append(out.state)
+        if engaged_at is None and out.state is CompensationState.PREDICTING:
+            engaged_at = float(t)
+
+    # What the operator does when the video of tick t reaches them: G(t + τ_b).
+    truth = take.interpolate(ticks + tau_b + t0)
+    delivered = len({round(float(s), 9) for s in send_times[:k_send]})
+    result = TakeResult(rtt, compensate, engaged_at, times=ticks, executed=executed, truth=truth,
+                        states=states, take_duration=take.duration,
+                        packets_lost=max(0, delivered - compensator.observed_count))
+    result.whole = result.errors_after(0.0)
+    result.window = result.errors_after(engaged_at)
+    return result
+
+

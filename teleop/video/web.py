@@ -1,0 +1,386 @@
+"""Browser viewer for the operator: MJPEG video, JSON stats, and a canvas for a 3D view.
+
+:class:`VideoWebViewer` is a stdlib ``http.server`` running in a background thread,
+bound to 127.0.0.1 by default. Routes:
+
+=========================  ==========================================================
+``GET /``                  HTML page: one ``<img>`` per stream fed by the MJPEG URL,
+                           a stats panel polling ``/stats`` twice a second, and the
+                           ``<canvas id="robot-view">`` reserved for the 3D robot view
+``GET /stream/<name>.mjpg`` ``multipart/x-mixed-replace; boundary=frame``: every newly
+                           published JPEG of stream ``<name>`` as one part
+``GET /frame/<name>.jpg``  the latest JPEG of the stream (503 before the first one)
+``GET /stats``             JSON: viewer counters plus whatever ``stats_provider()``
+                           returns (e.g. :meth:`VideoPlayback.stats`)
+=========================  ==========================================================
+
+Frames are published as JPEG bytes (:meth:`publish_jpeg`): the received payload is
+served as is, without re-encoding. :meth:`publish_image` encodes a BGR image first.
+
+3D view hook (JavaScript): the page defines ``window.teleopRobotView.setRenderer(fn)``.
+After every ``/stats`` poll the page calls ``renderRobotView(stats)``, which invokes
+``fn(canvas, stats)`` if one was registered; otherwise an overlay says that no renderer
+is registered. The page itself never draws on the canvas, so the renderer is free to take
+a WebGL context. Data the renderer needs (joint angles...) goes into ``stats_provider``.
+
+Shutdown: :meth:`stop` ends the accept loop, wakes every streaming client so its
+handler returns, closes the listening socket and joins the threads (bounded waits).
+"""
+
+from __future__ import annotations
+
+import html
+import http.server
+import json
+import re
+import threading
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from teleop.video import wire
+from teleop.video.clock import monotonic_s
+from teleop.video.codec import JpegCodec
+from teleop.video.receiver import ReceivedFrame
+
+#: MJPEG part boundary (without the leading dashes).
+MJPEG_BOUNDARY = "frame"
+_STREAM_ROUTE = re.compile(r"^/stream/([A-Za-z0-9_-]+)\.mjpg$")
+_FRAME_ROUTE = re.compile(r"^/frame/([A-Za-z0-9_-]+)\.jpg$")
+
+_PAGE_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+  body {{ background: #111; color: #ddd; font-family: sans-serif; margin: 1em; }}
+  .row {{ display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }}
+  figure {{ margin: 0; }}
+  figcaption {{ font-size: 0.9em; color: #aaa; }}
+  img.video {{ background: #000; max-width: 48vw; }}
+  #robot-view-box {{ position: relative; }}
+  #robot-view {{ background: #000; border: 1px solid #444; }}
+  #robot-view-status {{ position: absolute; left: 0.5em; top: 0.5em; color: #888; font-size: 0.9em; }}
+  pre#stats {{ font-size: 0.8em; max-width: 48vw; overflow: auto; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<div class="row">
+{figures}
+</div>
+<div class="row">
+  <figure id="robot-view-box">
+    <canvas id="robot-view" width="640" height="480"></canvas>
+    <div id="robot-view-status">3D robot view: no renderer registered
+      (call window.teleopRobotView.setRenderer(fn))</div>
+    <figcaption>3D robot view</figcaption>
+  </figure>
+  <pre id="stats">waiting for /stats ...</pre>
+</div>
+<script>
+"use strict";
+// Hook for the 3D robot view. The integration registers a renderer
+//   window.teleopRobotView.setRenderer((canvas, stats) => {{ ... }});
+// which is then called after every /stats poll with the <canvas id="robot-view">
+// element and the parsed /stats JSON. This page never touches the canvas itself, so
+// the renderer may take a "webgl"/"webgl2" context.
+window.teleopRobotView = {{
+  renderer: null,
+  setRenderer(fn) {{
+    this.renderer = fn;
+    document.getElementById("robot-view-status").hidden = (fn !== null);
+  }},
+}};
+
+function renderRobotView(stats) {{
+  const view = window.teleopRobotView;
+  if (view.renderer === null) return;
+  try {{
+    view.renderer(document.getElementById("robot-view"), stats);
+  }} catch (error) {{
+    const status = document.getElementById("robot-view-status");
+    status.hidden = false;
+    status.textContent = "3D robot view renderer failed: " + error;
+  }}
+}}
+
+async function pollStats() {{
+  try {{
+    const response = await fetch("/stats", {{cache: "no-store"}});
+    const stats = await response.json();
+    document.getElementById("stats").textContent = JSON.stringify(stats, null, 2);
+    renderRobotView(stats);
+  }} catch (error) {{
+    document.getElementById("stats").textContent = "stats unavailable: " + error;
+  }}
+}}
+setInterval(pollStats, {stats_period_ms});
+pollStats();
+</script>
+</body>
+</html>
+"""
+
+_FIGURE_TEMPLATE = """  <figure>
+    <img class="video" id="video-{name}" src="/stream/{name}.mjpg" alt="{name} camera">
+    <figcaption>{name} camera</figcaption>
+  </figure>"""
+
+
+class _StreamSlot:
+    """Latest JPEG of one stream plus a version counter that wakes streaming clients."""
+
+    __slots__ = ("jpeg", "version", "published_s", "bytes_published")
+
+    def __init__(self) -> None:
+        self.jpeg: bytes | None = None
+        self.version = 0
+        self.published_s: float | None = None
+        self.bytes_published = 0
+
+
+class VideoWebViewer:
+    """HTTP viewer serving the latest frame of each stream (see module docstring).
+
+    Args:
+        host: interface to bind; keep 127.0.0.1 unless the page must be reachable remotely.
+        port: TCP port; 0 picks a free one (read :attr:`port` after :meth:`start`).
+        streams: stream names shown on the page and accepted in URLs.
+        stats_provider: callable returning a JSON-serialisable dict merged into ``/stats``.
+        title: page title.
+        jpeg_quality: quality used by :meth:`publish_image` (1-100).
+        client_timeout_s: socket timeout of each connection, seconds: a client that stops
+            reading cannot hold its handler thread longer than this.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        streams: Iterable[str] = ("left", "right"),
+        stats_provider: Callable[[], dict[str, Any]] | None = None,
+        title: str = "Teleoperation video",
+        jpeg_quality: int = 80,
+        client_timeout_s: float = 5.0,
+    ) -> None:
+        self.host = host
+        self.requested_port = int(port)
+        self.stream_names = tuple(streams)
+        self.stats_provider = stats_provider
+        self.title = title
+        self.client_timeout_s = float(client_timeout_s)
+        self._codec = JpegCodec(quality=jpeg_quality)
+        self._slots = {name: _StreamSlot() for name in self.stream_names}
+        self._condition = threading.Condition()
+        self._stopping = threading.Event()
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._active_streams = 0
+        self.requests_served = 0
+
+    # ----------------------------------------------------------------- publishing
+    def publish_jpeg(self, stream: str, jpeg: bytes) -> None:
+        """Make ``jpeg`` the latest frame of ``stream`` and wake its MJPEG clients."""
+        slot = self._slots.get(stream)
+        if slot is None:
+            raise KeyError(f"unknown stream {stream!r}; configured: {self.stream_names}")
+        with self._condition:
+            slot.jpeg = bytes(jpeg)
+            slot.version += 1
+            slot.published_s = monotonic_s()
+            slot.bytes_published += len(jpeg)
+            self._condition.notify_all()
+
+    def publish_image(self, stream: str, image: np.ndarray) -> None:
+        """Encode a BGR ``uint8`` image and publish it on ``stream``."""
+        self.publish_jpeg(stream, self._codec.encode(image))
+
+    def publish_frame(self, frame: ReceivedFrame) -> None:
+        """Publish a received frame's JPEG on the stream named after its ``stream_id``.
+
+        Usable directly as (or inside) a :class:`VideoPlayback` display callback.
+        """
+        stream_id = frame.timing.stream_id
+        self.publish_jpeg(wire.STREAM_NAMES.get(stream_id, str(stream_id)), frame.payload)
+
+    # ----------------------------------------------------------------- lifecycle
+    @property
+    def port(self) -> int:
+        """Bound TCP port (after :meth:`start`)."""
+        if self._server is None:
+            raise RuntimeError("viewer not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Base URL of the page, e.g. ``http://127.0.0.1:8080/``."""
+        return f"http://{self.host}:{self.port}/"
+
+    def start(self) -> "VideoWebViewer":
+        """Bind and serve in a daemon thread; returns ``self``."""
+        if self._server is not None:
+            raise RuntimeError("viewer already started")
+        self._stopping.clear()
+        server = http.server.ThreadingHTTPServer((self.host, self.requested_port), _make_handler(self))
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="video-web", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop serving: wake streaming clients, stop accepting, close, join. Idempotent."""
+        if self._server is None:
+            return
+        self._stopping.set()
+        with self._condition:
+            self._condition.notify_all()
+        self._server.shutdown()  # returns once serve_forever has exited
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        # Streaming handlers notice _stopping at their next wake-up (immediately, via notify).
+        with self._condition:
+            self._condition.wait_for(lambda: self._active_streams == 0, timeout=timeout_s)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> "VideoWebViewer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------- content
+    def page_html(self) -> str:
+        """The HTML page served at ``/``."""
+        figures = "\n".join(_FIGURE_TEMPLATE.format(name=html.escape(name)) for name in self.stream_names)
+        return _PAGE_TEMPLATE.format(title=html.escape(self.title), figures=figures, stats_period_ms=500)
+
+    def stats(self) -> dict[str, Any]:
+        """The ``/stats`` document: ``{"viewer": {...}, **stats_provider()}``."""
+        with self._condition:
+            now_s = monotonic_s()
+            viewer = {
+                "streams": {
+                    name: {
+                        "frames_published": slot.version,
+                        "bytes_published": slot.bytes_published,
+                        "last_frame_age_s": None if slot.published_s is None else now_s - slot.published_s,
+                    }
+                    for name, slot in self._slots.items()
+                },
+                "mjpeg_clients": self._active_streams,
+                "requests_served": self.requests_served,
+            }
+        document: dict[str, Any] = {"viewer": viewer}
+        if self.stats_provider is not None:
+            document.update(self.stats_provider())
+        return document
+
+    def _next_jpeg(self, stream: str, last_version: int) -> tuple[bytes, int] | None:
+        """Wait for a frame newer than ``last_version``; ``None`` when stopping.
+
+        Waits in bounded slices so a missed notification can never hang a handler.
+        """
+        slot = self._slots[stream]
+        with self._condition:
+            while not self._stopping.is_set():
+                if slot.jpeg is not None and slot.version != last_version:
+                    return slot.jpeg, slot.version
+                self._condition.wait(0.5)
+        return None
+
+
+def _json_default(value: Any) -> Any:
+    """Serialise numpy scalars/arrays that stats providers commonly return."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHandler]:
+    """Request handler class bound to ``viewer``."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        server_version = "TeleopVideo/1"
+        timeout = viewer.client_timeout_s
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            """Silence per-request logging (it would flood the operator console)."""
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            viewer.requests_served += 1
+            path = self.path.split("?", 1)[0]
+            if path in ("/", "/index.html"):
+                self._send_bytes(200, "text/html; charset=utf-8", viewer.page_html().encode())
+                return
+            if path == "/stats":
+                try:
+                    body = json.dumps(viewer.stats(), default=_json_default).encode()
+                except Exception as error:  # a provider bug shows up in the page, not as a hang
+                    body = json.dumps({"error": repr(error)}).encode()
+                    self._send_bytes(500, "application/json", body)
+                    return
+                self._send_bytes(200, "application/json", body)
+                return
+            match = _FRAME_ROUTE.match(path)
+            if match and match.group(1) in viewer.stream_names:
+                with viewer._condition:
+                    jpeg = viewer._slots[match.group(1)].jpeg
+                if jpeg is None:
+                    self._send_bytes(503, "text/plain", b"no frame yet")
+                else:
+                    self._send_bytes(200, "image/jpeg", jpeg)
+                return
+            match = _STREAM_ROUTE.match(path)
+            if match and match.group(1) in viewer.stream_names:
+                self._stream_mjpeg(match.group(1))
+                return
+            self._send_bytes(404, "text/plain", b"not found")
+
+        def _send_bytes(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _stream_mjpeg(self, stream: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}")
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            with viewer._condition:
+                viewer._active_streams += 1
+            try:
+                last_version = -1
+                while True:
+                    item = viewer._next_jpeg(stream, last_version)
+                    if item is None:  # viewer stopping: close the multipart body properly
+                        self.wfile.write(f"--{MJPEG_BOUNDARY}--\r\n".encode())
+                        self.wfile.flush()
+                        break
+                    jpeg, last_version = item
+                    self.wfile.write(
+                        f"--{MJPEG_BOUNDARY}\r\nContent-Type: image/jpeg\r\n"
+                        f"Content-Length: {len(jpeg)}\r\n\r\n".encode() + jpeg + b"\r\n"
+                    )
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError, TimeoutError, OSError):
+                pass  # client went away or stalled: end this stream only
+            finally:
+                self.close_connection = True
+                with viewer._condition:
+                    viewer._active_streams -= 1
+                    viewer._condition.notify_all()
+
+    return Handler

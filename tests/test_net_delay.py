@@ -1,0 +1,109 @@
+"""Delay model on the virtual clock: statistics match the model, runs are reproducible."""
+
+import math
+import statistics
+
+import pytest
+
+from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel, LinkModel, VirtualLink
+
+N = 10_000
+PERIOD = 0.01  # 100 Hz, the operator → robot stream rate (thesis §5.4.1)
+
+
+def run(link, n=N, size=200):
+    """Push n packets at 100 Hz, pop everything; returns the deliveries in delivery order."""
+    for k in range(n):
+        link.push(k * PERIOD, k.to_bytes(4, "big") + bytes(size - 4))
+    deliveries = link.pop(math.inf)
+    assert len(link) == 0
+    return deliveries
+
+
+def sequence(delivery):
+    return int.from_bytes(delivery.data[:4], "big")
+
+
+def test_thesis_delay_statistics():
+    link = VirtualLink(DirectionModel(delay=0.75), seed=1)
+    delays = [d.delay for d in run(link)]
+    assert link.model.sigma == pytest.approx(0.1)  # (2/15) · 750 ms, Eq. 5.17
+    assert statistics.fmean(delays) == pytest.approx(0.75, rel=0.05)
+    assert statistics.stdev(delays) == pytest.approx(0.1, rel=0.05)
+
+
+def test_reordering_happens_unless_order_is_kept():
+    deliveries = run(VirtualLink(DirectionModel(delay=0.5), seed=2))
+    order = [sequence(d) for d in deliveries]
+    assert sorted(order) == list(range(N))
+    overtaken = sum(1 for a, b in zip(order, order[1:]) if b < a)
+    assert overtaken > N // 10  # σ = 67 ms ≫ 10 ms spacing: packets overtake constantly
+
+    kept = run(VirtualLink(DirectionModel(delay=0.5, keep_order=True), seed=2))
+    assert [sequence(d) for d in kept] == list(range(N))
+    assert all(b.t_deliver >= a.t_deliver for a, b in zip(kept, kept[1:]))
+
+
+def test_constant_delay_is_exact():
+    deliveries = run(VirtualLink(DirectionModel.constant(0.2), seed=3), n=100)
+    assert all(d.delay == pytest.approx(0.2) for d in deliveries)
+
+
+def test_loss_and_duplication_fractions():
+    link = VirtualLink(DirectionModel(delay=0.1, loss=0.1, duplicate=0.05), seed=4)
+    deliveries = run(link)
+    # Binomial: 4 standard deviations of N·p.
+    assert link.stats.lost == pytest.approx(0.1 * N, abs=4 * math.sqrt(N * 0.1 * 0.9))
+    assert link.stats.duplicated == pytest.approx(0.05 * (N - link.stats.lost), abs=4 * math.sqrt(N * 0.05))
+    assert len(deliveries) == N - link.stats.lost + link.stats.duplicated == link.stats.scheduled
+    sequences = [sequence(d) for d in deliveries]
+    assert len(sequences) - len(set(sequences)) == link.stats.duplicated
+
+
+def test_seed_reproducibility():
+    model = DirectionModel(delay=0.3, loss=0.05, duplicate=0.05)
+    first = [(d.t_deliver, d.data) for d in run(VirtualLink(model, seed=7), n=1000)]
+    again = [(d.t_deliver, d.data) for d in run(VirtualLink(model, seed=7), n=1000)]
+    other = [(d.t_deliver, d.data) for d in run(VirtualLink(model, seed=8), n=1000)]
+    backward = [(d.t_deliver, d.data) for d in run(VirtualLink(model, seed=7, direction="backward"), n=1000)]
+    assert first == again
+    assert first != other and first != backward
+
+
+def test_bandwidth_cap_serialises_and_tail_drops():
+    # 1000-byte packets at 80 kbit/s take 0.1 s each; sent every 10 ms they queue up.
+    link = VirtualLink(DirectionModel.constant(0.05, rate_bps=80_000, queue_limit=0.5), seed=5)
+    deliveries = run(link, n=100, size=1000)
+    times = [d.t_deliver for d in deliveries]
+    assert times[0] == pytest.approx(0.0 + 0.1 + 0.05)
+    assert all(b - a == pytest.approx(0.1) for a, b in zip(times, times[1:]))
+    assert link.stats.queue_dropped > 0
+    assert all(d.t_deliver - d.t_send <= 0.5 + 0.1 + 0.05 + 1e-9 for d in deliveries)
+
+
+def test_delays_are_capped():
+    link = VirtualLink(DirectionModel(delay=0.1, jitter=1.0, max_delay=0.3), seed=6)
+    delays = [d.delay for d in run(link, n=1000)]
+    assert max(delays) <= 0.3 + 1e-9 and min(delays) >= 0.0 and link.stats.capped > 0
+
+
+def test_pop_returns_only_due_packets_in_order():
+    link = VirtualLink(DirectionModel(delay=0.1), seed=9)
+    for k in range(50):
+        link.push(k * PERIOD, bytes([k]))
+    due = link.pop(0.3)
+    assert due and all(d.t_deliver <= 0.3 for d in due)
+    assert [d.t_deliver for d in due] == sorted(d.t_deliver for d in due)
+    assert link.next_delivery_time() > 0.3 and len(link) == 50 - len(due)
+
+
+def test_thesis_link_model():
+    model = LinkModel.thesis(0.75)
+    assert model.forward.sigma == pytest.approx(THESIS_JITTER_RATIO * 0.75)
+    assert model.backward.sigma == 0.0 and model.backward.delay == 0.75
+
+
+def test_invalid_models_are_refused():
+    for bad in (dict(delay=-1), dict(loss=1.5), dict(duplicate=-0.1), dict(rate_bps=0), dict(delay=20)):
+        with pytest.raises(ValueError):
+            DirectionModel(**bad)

@@ -1,0 +1,193 @@
+"""The real-time netem proxy on loopback: delay accuracy, loss, duplication, both directions, CLI."""
+
+import argparse
+import os
+import select
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retarget.references import FLAT_SIZE, RobotReferences
+from teleop.net.cli import models_from_args, register
+from teleop.net.delay import DirectionModel
+from teleop.net.netem import NetemProxy
+from teleop.net.protocol import PacketCodec
+from teleop.net.udp import UdpEndpoint
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def udp_socket():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextmanager
+def running_proxy(target, forward, backward, seed=0):
+    """A proxy serving in a background thread, stopped and closed on exit."""
+    proxy = NetemProxy("127.0.0.1:0", target, forward, backward, seed=seed)
+    thread = threading.Thread(target=proxy.run, kwargs=dict(duration=20.0), daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+        thread.join(timeout=5.0)
+        proxy.close()
+        assert not thread.is_alive()
+
+
+def echo_through(proxy_address, robot, count, spacing, timeout):
+    """Send ``count`` datagrams through the proxy; the robot echoes each one.
+
+    Returns (send times, robot arrival times, echo arrival times) by datagram index,
+    NaN where nothing arrived. All times are time.monotonic() [s].
+    """
+    client = udp_socket()
+    sent, at_robot, echoed = {}, {}, {}
+    next_send, deadline = time.monotonic(), time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if len(sent) < count and now >= next_send:
+                sent[len(sent)] = now
+                client.sendto(len(sent).to_bytes(4, "big"), proxy_address)
+                next_send += spacing
+            wait = max(0.0, min(next_send - now, 0.01)) if len(sent) < count else 0.01
+            readable, _, _ = select.select([client, robot], [], [], wait)
+            for sock in readable:
+                data, source = sock.recvfrom(64)
+                arrival = time.monotonic()
+                index = int.from_bytes(data[:4], "big") - 1
+                if sock is robot:
+                    at_robot.setdefault(index, arrival)
+                    robot.sendto(data, source)
+                else:
+                    echoed.setdefault(index, arrival)
+            if len(sent) == count and len(echoed) == count:
+                break
+    finally:
+        client.close()
+    return [[d.get(i, float("nan")) for i in range(count)] for d in (sent, at_robot, echoed)]
+
+
+def test_constant_delays_both_ways_within_a_few_ms():
+    robot = udp_socket()
+    forward, backward = DirectionModel.constant(0.060), DirectionModel.constant(0.040)
+    try:
+        with running_proxy(robot.getsockname(), forward, backward) as proxy:
+            sent, at_robot, echoed = echo_through(proxy.listen_address, robot, count=20, spacing=0.005, timeout=2.0)
+            stats = proxy.forward_stats, proxy.backward_stats
+    finally:
+        robot.close()
+    forward_delays = np.subtract(at_robot, sent)
+    round_trips = np.subtract(echoed, sent)
+    assert not np.isnan(round_trips).any()
+    # Tolerances cover this shared machine's timer overshoot (median ~0.1 ms, spikes of a few ms).
+    assert np.median(forward_delays) == pytest.approx(0.060, abs=0.002)
+    assert np.median(round_trips) == pytest.approx(0.100, abs=0.003)
+    assert np.all(np.abs(forward_delays - 0.060) < 0.015)
+    assert stats[0].delivered == stats[1].delivered == 20
+    assert stats[0].delay_mean == pytest.approx(0.060, abs=0.002)  # the proxy's own measurement
+    assert stats[1].delay_mean == pytest.approx(0.040, abs=0.002)
+
+
+def test_loss_and_duplication_are_applied():
+    robot = udp_socket()
+    try:
+        with running_proxy(robot.getsockname(), DirectionModel.constant(0.0, loss=0.3),
+                           DirectionModel.constant(0.0, duplicate=1.0), seed=3) as proxy:
+            sent, at_robot, echoed = echo_through(proxy.listen_address, robot, count=300, spacing=0.0005, timeout=0.4)
+            time.sleep(0.05)
+            forward, backward = proxy.forward_stats, proxy.backward_stats
+    finally:
+        robot.close()
+    arrived = int(np.sum(~np.isnan(at_robot)))
+    assert arrived == 300 - forward.line.lost
+    assert arrived == pytest.approx(210, abs=4 * np.sqrt(300 * 0.3 * 0.7))
+    assert backward.received == arrived and backward.delivered == 2 * arrived  # every echo twice
+
+
+def test_stations_through_proxy_measure_the_jittered_forward_delay():
+    """Operator and robot endpoints through the proxy: τ_f (Eq. 5.19) matches the model, reordered
+    packets pass the replay window, feedback comes back."""
+    codec = PacketCodec(b"netem-test-secret-0123456789")
+    delay = 0.080
+    refs = RobotReferences.from_flat(0.0, np.zeros(FLAT_SIZE))
+    with UdpEndpoint(codec) as operator, UdpEndpoint(codec) as robot, \
+            running_proxy(robot.address, DirectionModel(delay=delay), DirectionModel.constant(0.02), seed=5) as proxy:
+        proxy_address = proxy.listen_address
+        received, replies = [], []
+        for k in range(150):
+            operator.send(refs.with_time(k * 0.002), proxy.listen_address)
+            time.sleep(0.002)
+            received += robot.poll()
+        deadline = time.monotonic() + 1.0
+        while len(received) < 150 and time.monotonic() < deadline:
+            received += robot.poll(timeout=0.01)
+        robot.send(refs, received[0].peer)  # reply to the proxy's upstream address
+        while not replies and time.monotonic() < deadline + 0.5:
+            replies += operator.poll(timeout=0.01)
+    delays = [r.arrival_time - r.packet.send_time for r in received]  # one host: same monotonic clock
+    seqs = [r.packet.seq for r in received]
+    assert len(received) == 150 and robot.stats.rx.dropped_total == 0
+    assert seqs != sorted(seqs)  # jitter reordered them, the window accepted them all
+    assert statistics.fmean(delays) == pytest.approx(delay, abs=0.003)
+    assert statistics.stdev(delays) == pytest.approx(delay * 2 / 15, rel=0.3)
+    assert len(replies) == 1 and replies[0].peer == proxy_address
+
+
+def test_cli_defaults_follow_the_thesis():
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["netem", "--delay-ms", "750"])
+    forward, backward = models_from_args(args)
+    assert forward.delay == 0.75 and forward.sigma == pytest.approx(0.1) and not forward.keep_order
+    assert backward.delay == 0.75 and backward.sigma == 0.0
+    args = parser.parse_args(["netem", "--delay-ms", "100", "--keep-order", "--rate-kbps", "3000",
+                              "--back-delay-ms", "50", "--jitter-ms", "0"])
+    forward, backward = models_from_args(args)
+    assert forward.keep_order and forward.sigma == 0.0 and backward.delay == 0.05
+    assert forward.rate_bps == backward.rate_bps == 3e6
+    assert args.func.__name__ == "run_netem"
+
+
+def free_port():
+    with udp_socket() as sock:
+        return sock.getsockname()[1]
+
+
+def test_cli_process_forwards_and_shuts_down_cleanly_on_sigterm():
+    robot = udp_socket()
+    listen_port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    command = [sys.executable, "-m", "teleop.net", "netem", "--listen", f"127.0.0.1:{listen_port}",
+               "--target", f"127.0.0.1:{robot.getsockname()[1]}", "--delay-ms", "50", "--jitter-ms", "0",
+               "--stats-interval", "0.2", "--duration", "20"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 10.0)
+        assert ready, "the proxy did not start"
+        assert process.stdout.readline().startswith("netem: 127.0.0.1")
+        sent, at_robot, echoed = echo_through(("127.0.0.1", listen_port), robot, count=5, spacing=0.01, timeout=2.0)
+        assert np.median(np.subtract(at_robot, sent)) == pytest.approx(0.050, abs=0.003)
+        assert np.median(np.subtract(echoed, sent)) == pytest.approx(0.100, abs=0.005)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=5.0)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        robot.close()
+    assert process.returncode == 0, err
+    assert "netem forward: rx=5 tx=5" in out and "(final" in out

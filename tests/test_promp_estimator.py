@@ -1,0 +1,152 @@
+"""Online estimator: recognition, continuous speed, order independence, masks, Delta-sigma, onset."""
+
+import numpy as np
+import pytest
+
+from promp.basis import RBFBasis
+from promp.estimator import EstimatorConfig, OnlineEstimator
+from promp.library import TaskLibrary
+from promp.onset import OnsetDetector, detect_onset
+from promp.synthetic import make_tasks
+
+N_SIGNALS = 10
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return make_tasks(seed=0, n_tasks=4, n_signals=N_SIGNALS, duration=3.0)
+
+
+@pytest.fixture(scope="module")
+def library(tasks):
+    rng = np.random.default_rng(1)
+    return TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks}, basis=RBFBasis(20))
+
+
+def feed(est, demo, until):
+    est.reset()
+    e = None
+    for t, y in zip(demo.times, demo.values):
+        if t > until:
+            break
+        e = est.update(t, y)
+    return e
+
+
+@pytest.mark.parametrize("task_index", [0, 1, 2, 3])
+def test_recognition_picks_the_right_task(tasks, library, task_index):
+    rng = np.random.default_rng(10 + task_index)
+    demo, _ = tasks[task_index].execution(rng, speed=1.1)
+    est = OnlineEstimator(library)
+    e = feed(est, demo, until=1.0)
+    assert e.task == tasks[task_index].label
+    assert e.task_probabilities[task_index] > 0.99
+
+
+@pytest.mark.parametrize("speed", [0.7, 1.4])
+def test_speed_estimate_recovers_slow_and_fast_executions(tasks, library, speed):
+    rng = np.random.default_rng(int(speed * 10))
+    demo, _ = tasks[1].execution(rng, speed=speed)
+    est = OnlineEstimator(library)
+    e = feed(est, demo, until=0.5 * demo.duration)
+    # "speed" is relative to the task's mean demo duration; the truth is T_bar / T.
+    truth = library.promps[1].duration / demo.duration
+    assert abs(e.speed / truth - 1.0) < 0.10
+    # ... and it is continuous, not one of the grid values.
+    assert np.min(np.abs(est.filter.speed_grid - e.speed)) > 1e-6
+
+
+def test_conditioning_cuts_the_prediction_error(tasks, library):
+    rng = np.random.default_rng(5)
+    demo, _ = tasks[2].execution(rng, speed=0.8, coeffs=np.array([1.5, -1.0, 1.0]))
+    est = OnlineEstimator(library)
+    half = demo.times <= 0.5 * demo.duration
+    feed(est, demo, until=0.5 * demo.duration)
+    mean, cov = est.predict_many(demo.times[~half])
+    assert mean.shape == (int((~half).sum()), N_SIGNALS) and cov.shape[1:] == (N_SIGNALS, N_SIGNALS)
+    prior = library.promps[2]
+    prior_mean = prior.mean(prior.phase(demo.times[~half]))
+    err = np.sqrt(np.mean((mean - demo.values[~half]) ** 2))
+    err_prior = np.sqrt(np.mean((prior_mean - demo.values[~half]) ** 2))
+    assert err < 0.2 * err_prior
+    m1, c1 = est.predict(demo.times[-1])
+    np.testing.assert_allclose(m1, mean[-1])
+    np.testing.assert_allclose(c1, cov[-1])
+    _, var = est.predict_many(demo.times[~half], full_cov=False)
+    np.testing.assert_allclose(var, np.diagonal(cov, axis1=1, axis2=2), rtol=1e-9)
+
+
+def test_out_of_order_updates_give_the_same_prediction(tasks, library):
+    rng = np.random.default_rng(6)
+    demo, _ = tasks[0].execution(rng, speed=1.2)
+    n = int(0.5 * len(demo.times))
+    future = demo.times[n:]
+    a = OnlineEstimator(library)
+    for t, y in zip(demo.times[:n], demo.values[:n]):
+        a.update(t, y)
+    b = OnlineEstimator(library)
+    for i in rng.permutation(n):                      # old, shuffled packets
+        b.update(demo.times[i], demo.values[i])
+    ea, eb = a.estimate(), b.estimate()
+    assert ea.task == eb.task
+    assert eb.speed == pytest.approx(ea.speed, rel=1e-9)
+    ma, ca = a.predict_many(future)
+    mb, cb = b.predict_many(future)
+    np.testing.assert_allclose(mb, ma, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(cb, ca, rtol=1e-6, atol=1e-12)
+
+
+def test_masked_observations_still_predict_the_hidden_signals(tasks, library):
+    rng = np.random.default_rng(7)
+    demo, _ = tasks[3].execution(rng, coeffs=np.array([2.0, 1.0, -1.5]))
+    est = OnlineEstimator(library)
+    mask = np.zeros(N_SIGNALS, dtype=bool)
+    mask[:6] = True                                   # e.g. only the hands arrive
+    half = demo.times <= 0.5 * demo.duration
+    for t, y in zip(demo.times[half], demo.values[half]):
+        e = est.update(t, np.where(mask, y, np.nan), mask)
+    assert e.task == tasks[3].label
+    mean, _ = est.predict_many(demo.times[~half])
+    prior = library.promps[3]
+    prior_mean = prior.mean(prior.phase(demo.times[~half]))
+    hidden = ~mask
+    err = np.sqrt(np.mean((mean[:, hidden] - demo.values[~half][:, hidden]) ** 2))
+    err_prior = np.sqrt(np.mean((prior_mean[:, hidden] - demo.values[~half][:, hidden]) ** 2))
+    assert err < 0.5 * err_prior
+
+
+def test_delta_sigma_fires_on_a_deviation_and_not_in_distribution(tasks, library):
+    rng = np.random.default_rng(8)
+    # In distribution: the task's mean motion, 10 % slower, with sensor noise; any false
+    # alarm here would come from a wrong phase estimate.
+    demo, _ = tasks[0].execution(rng, speed=0.9, coeffs=np.zeros(3))
+    est = OnlineEstimator(library, EstimatorConfig(ood_indices=(0, 1, 2), ood_margin=0.05))
+    flags = [est.update(t, y).out_of_distribution for t, y in zip(demo.times, demo.values)]
+    assert not any(flags)
+    deviating = demo.values.copy()
+    late = demo.times > 0.6 * demo.duration
+    deviating[late, 1] += 0.3                          # the hand goes 30 cm elsewhere
+    est.reset()
+    flags = np.array([est.update(t, y).out_of_distribution for t, y in zip(demo.times, deviating)])
+    assert not flags[~late].any()
+    assert flags[late].mean() > 0.9
+
+
+def test_update_rejects_bad_observations(library):
+    est = OnlineEstimator(library)
+    with pytest.raises(ValueError):
+        est.update(0.1, np.zeros(N_SIGNALS + 1))
+    with pytest.raises(ValueError):
+        est.update(0.1, np.full(N_SIGNALS, np.nan))
+
+
+def test_onset_detection_finds_the_start_of_the_motion():
+    t = np.arange(0, 3, 0.01)
+    x = np.where(t < 1.0, 0.0, 0.3 * (t - 1.0))      # still, then 0.3 m/s
+    y = np.stack([x, np.zeros_like(x), np.zeros_like(x)], 1)
+    y += np.random.default_rng(0).normal(0, 2e-4, y.shape)   # 2 cm/s of jitter at 100 Hz
+    onset = detect_onset(t, y, [0, 1, 2], speed_threshold=0.1, min_duration=0.1)
+    assert onset == pytest.approx(1.0, abs=0.02)
+    det = OnsetDetector([0, 1, 2])
+    assert all(det.push(ti, yi) is None for ti, yi in zip(t[:100], y[:100]))
+    assert detect_onset(t[:100], y[:100], [0, 1, 2]) is None

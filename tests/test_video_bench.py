@@ -1,0 +1,13 @@
+"""Benchmark plumbing: a very short run through the real sender subprocess, and the table."""
+
+from teleop.benchmarks import video_bench
+
+
+def test_short_run_and_table():
+    row = video_bench.run_one(160, 120, fps=30.0, duration_s=0.6)
+    assert row["frames_displayed"] == row["frames_streamed"] >= video_bench.WARMUP_FRAMES + 2
+    assert 0.0 < row["added_latency_p50_ms"] <= row["added_latency_p99_ms"] < 1000.0
+    assert row["fps"] > 10.0
+    result = {"160x120": row, "render_fps_320x240": None, "targets_met_640x480": False}
+    table = video_bench.format_table(result)
+    assert "160x120" in table and "n/a" in table and "NOT met" in table

@@ -1,0 +1,73 @@
+"""Web viewer: page, stats JSON, single frame and one MJPEG part over 127.0.0.1."""
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from teleop.video.codec import JpegCodec
+from teleop.video.sources import SyntheticSceneSource
+from teleop.video.web import MJPEG_BOUNDARY, VideoWebViewer
+
+
+def read_mjpeg_part(response) -> bytes:
+    """Read one multipart part (headers + body) and return its body."""
+    line = response.readline()
+    while line.strip() == b"":
+        line = response.readline()
+    assert line.strip() == f"--{MJPEG_BOUNDARY}".encode()
+    headers = {}
+    while (line := response.readline().strip()):
+        name, value = line.decode().split(":", 1)
+        headers[name.strip().lower()] = value.strip()
+    assert headers["content-type"] == "image/jpeg"
+    return response.read(int(headers["content-length"]))
+
+
+def test_page_stats_frame_and_mjpeg():
+    image = SyntheticSceneSource(160, 120).render(0)
+    jpeg = JpegCodec().encode(image)
+    viewer = VideoWebViewer(port=0, stats_provider=lambda: {"video": {"frames": 1}})
+    with viewer:
+        base = viewer.url
+        with urllib.request.urlopen(base, timeout=5) as response:
+            page = response.read().decode()
+        assert 'id="robot-view"' in page and "teleopRobotView" in page and "renderRobotView" in page
+        assert "/stream/left.mjpg" in page and "/stream/right.mjpg" in page
+
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(base + "frame/left.jpg", timeout=5)
+        assert error.value.code == 503
+
+        viewer.publish_jpeg("left", jpeg)
+        with urllib.request.urlopen(base + "frame/left.jpg", timeout=5) as response:
+            assert response.read() == jpeg
+
+        with urllib.request.urlopen(base + "stream/left.mjpg", timeout=5) as response:
+            assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace")
+            assert read_mjpeg_part(response) == jpeg  # the latest frame comes first
+            viewer.publish_image("left", image)  # a new frame is pushed to the open stream
+            assert JpegCodec.decode(read_mjpeg_part(response)).shape == image.shape
+
+        with urllib.request.urlopen(base + "stats", timeout=5) as response:
+            stats = json.loads(response.read())
+        assert stats["video"] == {"frames": 1}
+        assert stats["viewer"]["streams"]["left"]["frames_published"] == 2
+
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(base + "stream/nope.mjpg", timeout=5)
+        assert error.value.code == 404
+    with pytest.raises(RuntimeError):
+        viewer.port  # stopped
+
+
+def test_stop_ends_open_mjpeg_stream():
+    viewer = VideoWebViewer(port=0, streams=("left",)).start()
+    viewer.publish_jpeg("left", JpegCodec().encode(SyntheticSceneSource(64, 48).render(0)))
+    response = urllib.request.urlopen(viewer.url + "stream/left.mjpg", timeout=5)
+    read_mjpeg_part(response)
+    viewer.stop(timeout_s=2.0)  # must not hang on the open client
+    # Closing delimiter, then end of stream: the handler returned and closed the connection.
+    assert response.read() == f"\r\n--{MJPEG_BOUNDARY}--\r\n".encode()
+    response.close()
