@@ -22,11 +22,13 @@ STEP_UNITS[list(CARTESIAN_INDICES)] = 1e-3
 
 
 def blend_steps(difference: np.ndarray, step_units: np.ndarray = STEP_UNITS,
-                min_steps: int = 1, max_steps: int = 400) -> np.ndarray:
+                min_steps: int = 1, max_steps: int = 100) -> np.ndarray:
     """(D,) number of steps Δy_n of each dimension's blend (Eq. 5.26), clipped.
 
-    The thesis leaves the step rate open; at the compensator's 100 Hz the clip of 400
-    steps bounds every blend to 4 s.
+    The thesis leaves the step rate open; at the compensator's 100 Hz the clip of 100
+    steps bounds every blend to 1 s: with seconds of delay the gap between delayed and
+    predicted references is large, and a blend longer than the delay itself would keep
+    the robot late for most of a 4-6 s motion.
     """
     steps = np.ceil(np.abs(difference) / step_units)
     return np.clip(steps, min_steps, max_steps)

@@ -62,6 +62,11 @@ class CompensatorConfig:
         min_round_trip: below this round trip [s] the delayed references pass through.
         ood_consecutive: Δσ test failures in a row that trigger the fallback (one noisy
             sample should not drop the prediction).
+        ood_n_std, ood_margin: the Δσ band: n_std learned standard deviations plus a
+            margin [m] (thesis: "learned variance + 5 cm"). One standard deviation learned
+            from 5-8 demonstrations rejected a performer of another height on most squats
+            (`teleop trial` on datasets/synthetic); two do not, and still catch a
+            different motion.
         history: seconds of delayed samples kept to feed the estimator from the onset,
             which is detected only ``onset_min_duration`` after it happened.
         blend_step_scale: units of one blend step (Eq. 5.26) in multiples of the thesis's
@@ -78,7 +83,9 @@ class CompensatorConfig:
     rest_speed: float = 0.03
     rest_duration: float = 0.4
     min_round_trip: float = 0.04
-    ood_consecutive: int = 5
+    ood_consecutive: int = 10
+    ood_n_std: float = 2.0
+    ood_margin: float = 0.05
     history: float = 1.0
     blend_step_scale: float = 3.0
 
@@ -120,7 +127,9 @@ class PrescientCompensator:
         self.library = library
         self.config = config
         if library is not None:
-            est_cfg = estimator_config or EstimatorConfig(ood_indices=tuple(HAND_INDICES))
+            est_cfg = estimator_config or EstimatorConfig(ood_indices=tuple(HAND_INDICES),
+                                                          ood_n_std=config.ood_n_std,
+                                                          ood_margin=config.ood_margin)
             self.estimator: OnlineEstimator | None = OnlineEstimator(library, est_cfg)
         else:
             self.estimator = None
