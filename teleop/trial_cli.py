@@ -1,0 +1,72 @@
+"""``teleop trial``: delayed-network trials with and without compensation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from teleop.data_args import add_common, add_take_filters, read_takes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trial", help="measure delay compensation over a sweep of round-trip delays",
+                       description="For each test take and round-trip delay, play the take through the delayed "
+                                   "link (tau_f ~ N(RTT/2, 2/15 RTT/2), tau_b = RTT/2) into the robot station's "
+                                   "compensator, with and without compensation, and measure the error between what "
+                                   "the operator sees the robot do and what the operator does. Virtual time.")
+    p.add_argument("--train", type=Path, required=True, help="folder of training takes (one folder per task)")
+    p.add_argument("--test", type=Path, required=True, help="folder of test takes")
+    p.add_argument("--rtt", default="0,0.5,1,1.5,2,3,4", help="comma-separated round trips [s] (default: 0,0.5,1,1.5,2,3,4)")
+    p.add_argument("--leave-one-out", action="store_true",
+                   help="each test take is predicted by a library trained on all other training takes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the delay model")
+    p.add_argument("--loss", type=float, default=0.0, help="forward packet loss probability")
+    p.add_argument("--out", type=Path, default=Path("out") / "trial", help="folder for the table and plots")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--realtime", action="store_true",
+                   help="run the real stations through the real UDP proxy on loopback (wall-clock time)")
+    add_take_filters(p, "train")
+    add_take_filters(p, "test")
+    add_common(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.train_cli import _learn
+    from teleop.trials.delay_trial import TrialSettings
+    from teleop.trials.report import format_table, plot_error_vs_delay, plot_take
+    from teleop.trials.sweep import SweepCase, run_sweep, summarise
+
+    if args.realtime:
+        from teleop.trials.realtime import run_realtime_trial
+
+        return run_realtime_trial(args)
+    labels = [x.strip() for x in args.rtt.split(",") if x.strip()]
+    rtts = [float(x) for x in labels]
+    target = robot_target(RobotModel(args.robot))
+    train = read_takes(args, args.train, "train", target)
+    test = read_takes(args, args.test, "test", target)
+    if args.leave_one_out:
+        cases = [SweepCase(t.trajectory, _learn([o for o in train if o.path != t.path])) for t in test]
+    else:
+        library = _learn(train)
+        cases = [SweepCase(t.trajectory, library) for t in test]
+    results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss), progress=not args.json)
+    summary = summarise(results, labels)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    table = format_table(summary)
+    (args.out / "table.txt").write_text(table + "\n")
+    plot_error_vs_delay(summary, args.out / "error_vs_delay.png")
+    mid = min(rtts, key=lambda r: abs(r - 1.5))
+    comp, nocomp = results[mid][0]
+    plot_take(comp, nocomp, args.out / f"take0_rtt{mid:g}.png")
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(table)
+        print(f"written: {args.out}/summary.json, table.txt, error_vs_delay.png, take0_rtt{mid:g}.png")
+    return 0

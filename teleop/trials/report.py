@@ -1,0 +1,80 @@
+"""Trial reports: a table like the thesis's Table 5.3 and a plot like its Fig. 5.18."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _fmt(value, std=None, digits=2) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" + (f"±{std:.{digits}f}" if std is not None else "")
+
+
+def format_table(summary: dict) -> str:
+    """Errors vs round trip, with and without compensation (mean±std over engaged takes)."""
+    header = (f"{'RTT [s]':>7s} {'takes':>6s} {'hands comp [cm]':>16s} {'no comp':>11s} {'ratio':>6s} "
+              f"{'CoM comp':>10s} {'no comp':>8s} {'posture comp':>13s} {'no comp':>8s} "
+              f"{'whole: comp':>12s} {'no comp':>8s}")
+    lines = [header, "-" * len(header)]
+    for label, e in summary["rtt"].items():
+        c, n = e["comp"], e["nocomp"]
+        ratio = (n["hand_cm"] / c["hand_cm"]) if c["hand_cm"] and n["hand_cm"] else None
+        lines.append(
+            f"{label:>7s} {e['engaged_takes']:>3d}/{e['takes']:<2d} {_fmt(c['hand_cm'], c['hand_cm_std']):>16s} "
+            f"{_fmt(n['hand_cm'], n['hand_cm_std']):>11s} {_fmt(ratio, digits=1):>6s} {_fmt(c['com_cm']):>10s} "
+            f"{_fmt(n['com_cm']):>8s} {_fmt(c['posture_rad'], digits=3):>13s} {_fmt(n['posture_rad'], digits=3):>8s} "
+            f"{_fmt(c['whole']['hand_cm']):>12s} {_fmt(n['whole']['hand_cm']):>8s}")
+    lines.append("hands: per-axis RMS averaged over axes and hands, after compensation engaged and blended in "
+                 "(same window without compensation); whole: over the whole take.")
+    return "\n".join(lines)
+
+
+def plot_error_vs_delay(summary: dict, path: Path) -> Path:
+    """PNG of the hand error against the round trip (Fig. 5.18)."""
+    labels = list(summary["rtt"])
+    rtts = np.array([float(x) for x in labels])
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for key, name, style in (("comp", "with compensation", "o-"), ("nocomp", "without", "s--")):
+        mean = np.array([summary["rtt"][k][key]["hand_cm"] or np.nan for k in labels], dtype=float)
+        std = np.array([summary["rtt"][k][key]["hand_cm_std"] or 0 for k in labels], dtype=float)
+        whole = np.array([summary["rtt"][k][key]["whole"]["hand_cm"] or np.nan for k in labels], dtype=float)
+        line, = ax.plot(rtts, mean, style, label=f"{name} (after engagement)")
+        ax.fill_between(rtts, mean - std, mean + std, color=line.get_color(), alpha=0.15)
+        ax.plot(rtts, whole, ":", color=line.get_color(), label=f"{name} (whole take)")
+    ax.set_xlabel("round-trip delay [s]")
+    ax.set_ylabel("hand error, RMS [cm]")
+    ax.set_title("What the operator sees vs what the operator does")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_take(comp, nocomp, path: Path, signal: int = 6, label: str = "right hand x") -> Path:
+    """PNG of one take: operator, delayed robot and compensated robot for one signal."""
+    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=120)
+    ax.plot(comp.times, 100 * comp.truth[:, signal], "k-", lw=2, label="operator (what they do)")
+    ax.plot(nocomp.times, 100 * nocomp.executed[:, signal], "--", label="robot seen, no compensation")
+    ax.plot(comp.times, 100 * comp.executed[:, signal], "-", label="robot seen, compensated")
+    if comp.engaged_at is not None:
+        ax.axvline(comp.engaged_at, color="grey", lw=0.8)
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel(f"{label} [cm]")
+    ax.set_title(f"round trip {comp.rtt:g} s")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
