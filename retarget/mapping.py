@@ -71,10 +71,13 @@ class Retargeter:
     """
 
     def __init__(self, target: RobotTarget, calibration: HumanCalibration | None = None,
-                 clamp_reach: bool = True) -> None:
+                 clamp_reach: bool = True, human_feet: str = "calibration") -> None:
+        if human_feet not in ("calibration", "per_frame"):
+            raise ValueError(f"human_feet must be 'calibration' or 'per_frame', got {human_feet!r}")
         self.target = target
         self.calibration = calibration
         self.clamp_reach = clamp_reach
+        self.human_feet = human_feet
         self._robot_feet = feet_frame(target.left_foot_center, target.right_foot_center,
                                       target.support_polygon)
 
@@ -156,7 +159,15 @@ class Retargeter:
 
         # CoM ground projection, Eqs. 2.2-2.10.
         if m.com_xy is not None:
-            human_feet = feet_frame(m.foot_centers[:, 0], m.foot_centers[:, 1], m.foot_corners)
+            # The robot stays in double support with its feet fixed, so the human feet
+            # frame is the calibrated one by default: measured per frame, foot markers
+            # that roll and slide with the ankle (HDM05 squats: 30 degrees, 7 cm) swing a
+            # short feet line and with it the mapped CoM by more than 10 cm.
+            if self.human_feet == "calibration" and ref.foot_centers is not None:
+                centres, corners = ref.foot_centers[:1], ref.foot_corners[:1]
+            else:
+                centres, corners = m.foot_centers, m.foot_corners
+            human_feet = feet_frame(centres[:, 0], centres[:, 1], corners)
             put("com_xy", retarget_com(m.com_xy, human_feet, self._robot_feet))
 
         # Waist height, Eqs. 2.11-2.12 - only from a pelvis: the head's height cannot tell

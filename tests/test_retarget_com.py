@@ -135,3 +135,28 @@ def test_rotation_helper_is_consistent():
     r = rect(0, 0, 2.0, 0.0, yaw=np.pi / 2)
     np.testing.assert_allclose(r[0], [0.0, 1.0], atol=1e-12)
     np.testing.assert_allclose(quat.rotate(quat.about_z(np.pi / 2), np.array([1.0, 0, 0])), [0, 1, 0], atol=1e-12)
+
+
+def test_com_mapping_uses_the_calibrated_feet_by_default():
+    """Feet that slide in the recording (marker noise, heel lift) must not swing the mapped
+    CoM: with the robot's feet fixed, the calibrated feet frame is the reference."""
+    from retarget.mapping import Retargeter
+    from teleop.inputs.synthetic import generate
+
+    motion = generate("squat", seed=4, rate_hz=50.0)
+    perturbed = motion.slice(0, len(motion))
+    perturbed.positions = motion.positions.copy()
+    shift = np.linspace(0.0, 0.06, len(motion))  # the right foot "slides" 6 cm sideways
+    for name in ("right_foot", "right_toe"):
+        perturbed.positions[:, perturbed.index(name), 1] -= shift
+    target = RobotTarget.approximate_icub()
+
+    def com(m, mode):
+        r = Retargeter(target, human_feet=mode)
+        r.calibrate(m)
+        return r.retarget_motion(m).values[:, :2]
+
+    assert np.allclose(com(perturbed, "calibration"), com(motion, "calibration"), atol=1e-9)
+    assert np.abs(com(perturbed, "per_frame") - com(motion, "per_frame")).max() > 0.005
+    with pytest.raises(ValueError, match="human_feet"):
+        Retargeter(target, human_feet="moving")

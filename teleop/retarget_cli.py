@@ -1,0 +1,105 @@
+"""``teleop retarget FILE``: human motion -> robot references, optionally executed on the robot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("retarget", help="retarget a motion file to robot references (and execute it on the robot)",
+                       description="Read a motion file (Xsens CSV/MVNX, ASF/AMC, BVH, VR trackers, .npz), retarget it "
+                                   "to the robot references (calibrated on its first frame), write the references and "
+                                   "a plot of human vs robot hands and CoM. --execute plays them on the simulated robot "
+                                   "through the whole-body controller, with the ZMP correction of the CoM reference.")
+    p.add_argument("file", type=Path, help="motion file")
+    p.add_argument("--out", type=Path, help="output folder (default: out/retarget/<file stem>)")
+    p.add_argument("--execute", action="store_true", help="play the references on the simulated robot")
+    p.add_argument("--no-zmp-correction", action="store_true", help="with --execute: track the raw CoM reference")
+    p.add_argument("--view", action="store_true", help="with --execute: show the simulation in pybullet's GUI window")
+    p.add_argument("--json", action="store_true", help="print the measured figures as JSON")
+    p.add_argument("--robot", default="icub", help="robot description (default: icub)")
+    p.add_argument("--rate-hz", type=float, default=100.0, help="rate of Xsens CSV files (default: 100)")
+    p.set_defaults(func=_run)
+
+
+def plot_retargeting(motion, traj, path: Path) -> Path:
+    """PNG: human vs robot hand trajectories (relative to their start) and CoM top view."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from retarget.anthropometry import whole_body_com
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), dpi=110)
+    t_h = motion.times - motion.times[0]
+    t_r = traj.times - traj.times[0]
+    for ax, side, sl in ((axes[0], "right", slice(6, 9)), (axes[1], "left", slice(3, 6))):
+        human = motion.position(f"{side}_hand") if motion.has(f"{side}_hand") else None
+        for k, axis in enumerate("xyz"):
+            line, = ax.plot(t_r, 100 * (traj.values[:, sl][:, k] - traj.values[0, sl][k]), label=f"robot {axis}")
+            if human is not None:
+                ax.plot(t_h, 100 * (human[:, k] - human[0, k]), "--", color=line.get_color(), alpha=0.6,
+                        label=f"human {axis}")
+        ax.set_title(f"{side} hand, displacement from start")
+        ax.set_xlabel("time [s]")
+        ax.set_ylabel("[cm]")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    com = motion.com if motion.com is not None else whole_body_com(motion)
+    ax = axes[2]
+    if com is not None:
+        ax.plot(100 * (com[:, 1] - com[0, 1]), 100 * (com[:, 0] - com[0, 0]), "--", label="human CoM")
+    ax.plot(100 * (traj.values[:, 1] - traj.values[0, 1]), 100 * (traj.values[:, 0] - traj.values[0, 0]),
+            label="robot CoM reference")
+    ax.set_title("CoM ground projection (top view)")
+    ax.set_xlabel("y (left) [cm]")
+    ax.set_ylabel("x (forward) [cm]")
+    ax.invert_xaxis()
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _run(args: argparse.Namespace) -> int:
+    from retarget.mapping import retarget_motion
+    from retarget.readers import read_motion
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+
+    opts = {"rate_hz": args.rate_hz} if args.file.suffix == ".csv" else {}
+    motion = read_motion(args.file, **opts)
+    robot = RobotModel(args.robot)
+    traj = retarget_motion(motion, robot_target(robot))
+    out = args.out or Path("out") / "retarget" / args.file.stem
+    out.mkdir(parents=True, exist_ok=True)
+    traj.save_npz(out / "references.npz")
+    plot_retargeting(motion, traj, out / "retargeting.png")
+    result: dict = {"frames": len(traj), "duration_s": traj.duration, "references": str(out / "references.npz"),
+                    "plot": str(out / "retargeting.png")}
+    if args.execute:
+        from teleop.control.closed_loop import run_closed_loop
+
+        metrics = run_closed_loop(traj, robot=robot, zmp_correction=not args.no_zmp_correction, gui=args.view)
+        result.update({key: metrics[key] for key in ("fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm")})
+        result["zmp_correction"] = not args.no_zmp_correction
+    if args.json:
+        print(json.dumps(_jsonable(result)))
+    else:
+        for key, value in result.items():
+            print(f"{key:20s} {value}")
+    return 0
+
+
+def _jsonable(d: dict) -> dict:
+    return {k: (float(v) if isinstance(v, (np.floating,)) else bool(v) if isinstance(v, np.bool_) else v)
+            for k, v in d.items()}
