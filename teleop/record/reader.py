@@ -1,0 +1,290 @@
+"""Reading recordings, whether closed properly or cut short by a crash.
+
+::
+
+    rec = open_recording("session.mcap")
+    rec.complete, rec.message_count            # False / n after a crash
+    rec.channels["/references"].rate_hz
+    for log_ns, refs in rec.decoded("references"): ...
+    traj = rec.reference_trajectory("references", ep.start_ns, ep.stop_ns)
+    rec.episodes()
+
+Times are integer nanoseconds of the recording clock (MCAP ``log_time``) throughout;
+trajectories convert to seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retarget.human import HumanMotion
+from retarget.references import FLAT_SIZE, ReferenceTrajectory
+
+from .channels import DECODERS_BY_SCHEMA, EPISODES, resolve_topic
+from .mcap_index import FileIndex, RecordingFormatError, build_index, iter_raw_messages
+from .messages import EpisodeMarker
+
+__all__ = ["ChannelInfo", "Episode", "RecordedMessage", "Recording", "RecordingFormatError", "open_recording"]
+
+
+@dataclass
+class ChannelInfo:
+    """One channel of a recording.
+
+    Attributes:
+        id: MCAP channel id.
+        topic: e.g. "/references".
+        schema_name: e.g. "teleop.RobotReferences" ("" without a schema).
+        message_encoding: e.g. "json".
+        metadata: channel metadata (e.g. "rate_hz" when declared).
+        count: messages recovered.
+        first_ns, last_ns: log time of the first and last message [ns] (0 when empty).
+    """
+
+    id: int
+    topic: str
+    schema_name: str
+    message_encoding: str
+    metadata: dict[str, str]
+    count: int
+    first_ns: int
+    last_ns: int
+
+    @property
+    def duration_s(self) -> float:
+        return (self.last_ns - self.first_ns) * 1e-9 if self.count else 0.0
+
+    @property
+    def rate_hz(self) -> float:
+        """Mean message rate [Hz] (0 with fewer than two messages)."""
+        return (self.count - 1) / self.duration_s if self.count > 1 and self.duration_s > 0 else 0.0
+
+
+@dataclass
+class Episode:
+    """One episode as found in a recording's ``/episodes`` markers.
+
+    Attributes:
+        number: episode number (as written by the recorder: 0, 1, 2... in start order).
+        task: task label, "" if unlabelled.
+        start_ns, stop_ns: log times of the start and stop markers [ns].
+        stopped: False when the recording ended (e.g. crashed) before the stop marker;
+            ``stop_ns`` is then the last log time in the recording.
+    """
+
+    number: int
+    task: str
+    start_ns: int
+    stop_ns: int
+    stopped: bool = True
+
+    @property
+    def duration_s(self) -> float:
+        return (self.stop_ns - self.start_ns) * 1e-9
+
+
+@dataclass
+class RecordedMessage:
+    """A raw message: topic, times [ns], per-channel sequence number and encoded bytes."""
+
+    topic: str
+    log_time_ns: int
+    publish_time_ns: int
+    sequence: int
+    data: bytes
+
+
+class Recording:
+    """An opened recording (see :func:`open_recording`).
+
+    Attributes:
+        path: the file.
+        complete: True if the file was closed properly (has its summary and footer).
+        problem: for a file cut short, what ended the readable part (None otherwise).
+        discarded_bytes: bytes after the last intact record (the lost tail) [bytes].
+        message_count: messages readable (= recovered, for a crashed file).
+        channels: :class:`ChannelInfo` by topic.
+        metadata: file metadata records as (name, key/value dict), in file order.
+    """
+
+    def __init__(self, index: FileIndex) -> None:
+        self._index = index
+        self.path: Path = index.path
+        self.complete: bool = index.complete
+        self.problem: str | None = index.problem
+        self.discarded_bytes: int = index.discarded_bytes
+        self.message_count: int = index.message_count
+        self.metadata: list[tuple[str, dict[str, str]]] = [(m.name, dict(m.metadata)) for m in index.metadata]
+        self.channels: dict[str, ChannelInfo] = {}
+        for channel_id, channel in sorted(index.channels.items()):
+            schema = index.schemas.get(channel.schema_id)
+            counts = index.counts.get(channel_id)
+            self.channels[channel.topic] = ChannelInfo(
+                channel_id, channel.topic, schema.name if schema else "", channel.message_encoding,
+                dict(channel.metadata), counts.count if counts else 0,
+                counts.first_ns if counts else 0, counts.last_ns if counts else 0)
+
+    @property
+    def index(self) -> FileIndex:
+        """The low-level index (schemas, channel records, blocks)."""
+        return self._index
+
+    @property
+    def start_ns(self) -> int:
+        """Log time of the earliest message [ns] (0 for an empty recording)."""
+        firsts = [c.first_ns for c in self.channels.values() if c.count]
+        return min(firsts) if firsts else 0
+
+    @property
+    def end_ns(self) -> int:
+        """Log time of the latest message [ns] (0 for an empty recording)."""
+        lasts = [c.last_ns for c in self.channels.values() if c.count]
+        return max(lasts) if lasts else 0
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) * 1e-9
+
+    def channel(self, name: str) -> ChannelInfo:
+        """A channel by topic or short name; KeyError listing the channels if absent."""
+        topic = resolve_topic(name)
+        if topic not in self.channels:
+            raise KeyError(f"{self.path}: no channel {topic!r} (channels: {sorted(self.channels)})")
+        return self.channels[topic]
+
+    # ---------------------------------------------------------------- messages
+    def messages(self, channels: str | Iterable[str] | None = None, start_ns: int | None = None,
+                 end_ns: int | None = None) -> Iterator[RecordedMessage]:
+        """Raw messages with ``start_ns <= log_time < end_ns``, in file (write) order.
+
+        Args:
+            channels: one channel, several, or None for all.
+        """
+        if isinstance(channels, str):
+            channels = [channels]
+        ids = None if channels is None else [self.channel(c).id for c in channels]
+        topics = {c.id: c.topic for c in self.channels.values()}
+        for message in iter_raw_messages(self._index, ids, start_ns, end_ns):
+            yield RecordedMessage(topics.get(message.channel_id, f"#{message.channel_id}"), message.log_time,
+                                  message.publish_time, message.sequence, message.data)
+
+    def decoded(self, channel: str, start_ns: int | None = None,
+                end_ns: int | None = None) -> Iterator[tuple[int, Any]]:
+        """(log_time_ns, message) pairs of one channel, decoded by its schema.
+
+        Channels of this package decode to their message classes (RobotReferences,
+        RobotStateSample, CameraFrame, one-frame HumanMotion, dict, EpisodeMarker); other
+        JSON channels to plain JSON values; anything else stays bytes.
+        """
+        info = self.channel(channel)
+        decode = DECODERS_BY_SCHEMA.get(info.schema_name)
+        if decode is None:
+            decode = json.loads if info.message_encoding == "json" else bytes
+        for message in self.messages(info.topic, start_ns, end_ns):
+            try:
+                yield message.log_time_ns, decode(message.data)
+            except Exception as exc:
+                raise RecordingFormatError(f"{self.path}: undecodable message on {info.topic} "
+                                           f"at log time {message.log_time_ns} ns ({exc})") from None
+
+    def reference_trajectory(self, channel: str = "references", start_ns: int | None = None,
+                             end_ns: int | None = None, *, time_origin_ns: int = 0,
+                             use_message_time: bool = False, label: str | None = None,
+                             source: str | None = None) -> ReferenceTrajectory:
+        """The references of a channel between two log times as a :class:`ReferenceTrajectory`.
+
+        Args:
+            channel: a channel of RobotReferences ("references", "delivered", "compensated").
+            start_ns, end_ns: log-time window [ns], ``start <= t < end``; None = unbounded.
+            time_origin_ns: subtracted from the log times before converting to seconds, so
+                0 gives absolute clock seconds and an episode start gives times from 0.
+            use_message_time: use each message's own ``t`` (producer clock) [s], minus the
+                origin in seconds, instead of its log time (e.g. send times of delivered
+                commands).
+            label, source: stored in the trajectory (source defaults to the file path).
+
+        Samples are sorted by time; of samples with equal times the last one written is
+        kept. The trajectory is empty when the window holds no messages.
+        """
+        times: list[float] = []
+        values: list[np.ndarray] = []
+        for log_ns, refs in self.decoded(channel, start_ns, end_ns):
+            if not hasattr(refs, "to_flat"):
+                raise TypeError(f"{self.path}: channel {channel!r} does not hold robot references")
+            t = refs.t - time_origin_ns * 1e-9 if use_message_time else (log_ns - time_origin_ns) * 1e-9
+            times.append(t)
+            values.append(refs.to_flat())
+        t_arr = np.asarray(times, dtype=float)
+        v_arr = np.asarray(values, dtype=float).reshape(len(values), FLAT_SIZE)
+        order = np.argsort(t_arr, kind="stable")
+        t_arr, v_arr = t_arr[order], v_arr[order]
+        if len(t_arr) > 1:
+            keep = np.append(np.diff(t_arr) > 0, True)  # last of each run of equal times
+            t_arr, v_arr = t_arr[keep], v_arr[keep]
+        return ReferenceTrajectory(t_arr, v_arr, label=label, source=source or str(self.path))
+
+    def operator_motion(self, channel: str = "operator", start_ns: int | None = None,
+                        end_ns: int | None = None) -> HumanMotion:
+        """The operator input of a window as one :class:`HumanMotion` (log-time order).
+
+        Frames must all have the segments of the first one. Raises ValueError if empty.
+        """
+        frames = [frame for _, frame in sorted(self.decoded(channel, start_ns, end_ns), key=lambda p: p[0])]
+        if not frames:
+            raise ValueError(f"{self.path}: no operator input on {resolve_topic(channel)} in the window")
+        names = frames[0].segment_names
+        for frame in frames:
+            if frame.segment_names != names:
+                raise ValueError(f"{self.path}: operator segments change within the window "
+                                 f"({names} then {frame.segment_names})")
+        com = None if frames[0].com is None else np.concatenate([f.com for f in frames])
+        times = np.concatenate([f.times for f in frames])
+        rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+        return HumanMotion(times, names, np.concatenate([f.positions for f in frames]),
+                           np.concatenate([f.orientations for f in frames]), com,
+                           source=str(self.path), rate_hz=float(rate))
+
+    # ---------------------------------------------------------------- episodes
+    def episodes(self) -> list[Episode]:
+        """Episodes from the ``/episodes`` markers, by number.
+
+        An episode whose stop marker is missing (crash) ends at the last log time and
+        has ``stopped=False``.
+        """
+        if EPISODES not in self.channels:
+            return []
+        markers: list[tuple[int, EpisodeMarker]] = sorted(self.decoded(EPISODES), key=lambda p: p[0])
+        episodes: dict[int, Episode] = {}
+        for log_ns, marker in markers:
+            if marker.event == "start":
+                episodes[marker.episode] = Episode(marker.episode, marker.task, log_ns, self.end_ns, stopped=False)
+            else:
+                episode = episodes.get(marker.episode)
+                if episode is None:  # stop without start: the episode began before the file
+                    episode = episodes[marker.episode] = Episode(marker.episode, marker.task, self.start_ns, log_ns)
+                episode.stop_ns, episode.stopped = log_ns, True
+                episode.task = episode.task or marker.task
+        return [episodes[n] for n in sorted(episodes)]
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else f"recovered ({self.problem or 'no footer'})"
+        return (f"Recording({str(self.path)!r}, {state}, {self.message_count} messages, "
+                f"{len(self.channels)} channels, {self.duration_s:.2f} s)")
+
+
+def open_recording(path: str | os.PathLike) -> Recording:
+    """Open a recording, complete or crashed (see :mod:`teleop.record.mcap_index`).
+
+    Raises:
+        FileNotFoundError: no such file.
+        RecordingFormatError: not an MCAP file, or cut short before its header ended; the
+            message names the file.
+    """
+    return Recording(build_index(path))

@@ -1,0 +1,157 @@
+"""Crash tolerance (a real SIGKILL, files cut at any byte) and clear errors for wrong files."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mcap.reader import make_reader
+
+from retarget.references import FLAT_SIZE, RobotReferences
+from teleop.record import Recorder, RecordingFormatError, open_recording, recover
+from teleop.record import dataset_cli
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from retarget.references import FLAT_SIZE, RobotReferences
+    from teleop.record import Recorder
+
+    rec = Recorder(sys.argv[1])  # wall clock (time.time_ns), default 0.5 s flush
+    rec.start_episode("squat")
+    start = time.monotonic()
+    i = 0
+    while True:
+        rec.log_references(RobotReferences.from_flat(i * 0.01, np.full(FLAT_SIZE, float(i))))
+        if i == 0:
+            print("started", time.time_ns(), flush=True)
+        i += 1
+        # Absolute schedule: a late tick is caught up, so the count tracks elapsed time.
+        delay = start + i * 0.01 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+""")
+
+
+def test_sigkill_loses_at_most_one_second(tmp_path):
+    path = tmp_path / "killed.mcap"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True,
+                             env=env, cwd=REPO_ROOT)
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("started"), line
+        first_ns = int(line.split()[1])
+        time.sleep(2.0)
+        kill_ns = time.time_ns()
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+
+    elapsed_s = (kill_ns - first_ns) * 1e-9
+    recording = open_recording(path)
+    assert not recording.complete
+    count = recording.channel("references").count
+    assert count >= (elapsed_s - 1.0) * 100, (count, elapsed_s)
+    assert (kill_ns - recording.end_ns) * 1e-9 <= 1.0
+    values = recording.reference_trajectory().values
+    np.testing.assert_array_equal(values[:, 0], np.arange(count))  # in order, nothing missing before the tail
+    [episode] = recording.episodes()
+    assert episode.task == "squat" and not episode.stopped
+
+    report = recover(path, tmp_path / "repaired.mcap")
+    assert report.messages == recording.message_count and not report.complete
+    with open(tmp_path / "repaired.mcap", "rb") as f:  # complete again: the plain mcap reader opens it
+        reader = make_reader(f)
+        assert reader.get_summary() is not None
+        assert sum(1 for _ in reader.iter_messages(topics=["/references"])) == count
+
+
+def test_file_cut_at_any_byte_opens_with_what_precedes(tmp_path):
+    path = tmp_path / "full.mcap"
+    clock = {"t": 0}
+    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False, chunk_size_bytes=2000) as rec:
+        for i in range(200):
+            clock["t"] = i * 10_000_000
+            rec.log_references(RobotReferences.from_flat(i * 0.01, np.full(FLAT_SIZE, float(i))))
+    data = path.read_bytes()
+    header_end = 8 + 9 + int.from_bytes(data[9:17], "little")
+    cut_path = tmp_path / "cut.mcap"
+    previous = 0
+    for cut in list(range(header_end, len(data), 61)) + [len(data) - 1]:
+        cut_path.write_bytes(data[:cut])
+        recording = open_recording(cut_path)
+        messages = list(recording.messages())
+        assert len(messages) == recording.message_count >= previous
+        assert [m.sequence for m in messages] == list(range(len(messages)))  # a prefix, in order
+        previous = len(messages)
+    assert previous == 200  # only the summary was cut
+
+
+def test_damaged_tail_is_dropped(tmp_path):
+    path = tmp_path / "damaged.mcap"
+    with Recorder(path, threaded=False, chunk_size_bytes=2000) as rec:
+        for i in range(100):
+            rec.log_references(RobotReferences.from_flat(i * 0.01, np.zeros(FLAT_SIZE)), log_time_ns=i)
+    data = bytearray(path.read_bytes())
+    recording = open_recording(path)
+    last_chunk = recording.index.blocks[-1]
+    in_last_chunk = len(list(recording.messages(start_ns=last_chunk.start_ns)))
+    data[last_chunk.offset + 60:last_chunk.offset + 80] = bytes(20)  # corrupt its compressed bytes
+    del data[last_chunk.offset + last_chunk.body_length + 9:]  # and lose the summary
+    path.write_bytes(bytes(data))
+    damaged = open_recording(path)
+    assert 0 < in_last_chunk < 100
+    assert damaged.message_count == 100 - in_last_chunk
+    assert "damaged chunk record" in damaged.problem
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"", "truncated MCAP file"),
+    (b"\x89MCA", "truncated MCAP file"),
+    (b"time,x,y\n0.0,1.0,2.0\n", "not an MCAP recording"),
+    (b"\x89MCAP0\r\n", "header record missing"),
+    (b"\x89MCAP0\r\n\x01\x40\x00\x00\x00\x00\x00\x00\x00abc", "header record cut short"),
+    (b"\x89MCAP0\r\n\x05\x00\x00\x00\x00\x00\x00\x00\x00", "expected a header"),
+])
+def test_wrong_files_give_a_clear_error_naming_the_file(tmp_path, content, expected):
+    path = tmp_path / "session.mcap"
+    path.write_bytes(content)
+    with pytest.raises(RecordingFormatError) as info:
+        open_recording(path)
+    assert str(path) in str(info.value) and expected in str(info.value)
+
+
+def test_cli_reports_wrong_files_and_missing_files(tmp_path, capsys):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a recording\n")
+    assert dataset_cli.main(["inspect", str(text)]) == 1
+    err = capsys.readouterr().err
+    assert str(text) in err and "not an MCAP recording" in err
+    assert dataset_cli.main(["inspect", str(tmp_path / "missing.mcap")]) == 1
+    assert "missing.mcap" in capsys.readouterr().err
+
+
+def test_recorder_closed_without_close_leaves_a_readable_file(tmp_path):
+    """A process that exits without close(): no footer, but the flushed data reads back."""
+    path = tmp_path / "abandoned.mcap"
+    rec = Recorder(path, flush_interval_s=0.05, threaded=False)
+    for i in range(50):
+        rec.log_references(RobotReferences.from_flat(i * 0.01, np.zeros(FLAT_SIZE)), log_time_ns=i)
+    time.sleep(0.06)
+    rec.log_references(RobotReferences.from_flat(1.0, np.zeros(FLAT_SIZE)), log_time_ns=50)  # triggers the flush
+    recording = open_recording(path)
+    assert not recording.complete and recording.message_count == 51
+    rec.close()
+    assert open_recording(path).complete

@@ -1,0 +1,152 @@
+"""Episodes, labels, trim, export: library functions and the `teleop dataset` subcommands."""
+
+import argparse
+
+import numpy as np
+import pytest
+
+from retarget.references import FLAT_SIZE, ReferenceTrajectory, RobotReferences
+from teleop.record import Recorder, export_episodes, open_recording, write_copy
+from teleop.record import dataset_cli
+
+STEP_NS = 10_000_000  # 100 Hz
+
+
+def flat_at(i: int) -> np.ndarray:
+    return np.full(FLAT_SIZE, float(i)) + np.arange(FLAT_SIZE) / 100
+
+
+def write_session(path, episodes=(("squat", 0, 100), ("", 150, 250), ("wave", 260, 290)), n=300):
+    """100 Hz references for n ticks (log time i * 10 ms) with episodes (task, first tick, stop tick)."""
+    clock = {"t": 0}
+    starts = {first: (task, stop) for task, first, stop in episodes}
+    stops = {stop for _, _, stop in episodes}
+    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False) as rec:
+        for i in range(n):
+            clock["t"] = i * STEP_NS
+            if i in stops:
+                rec.stop_episode()
+            if i in starts:
+                rec.start_episode(starts[i][0])
+            rec.log_references(RobotReferences.from_flat(i * 0.01, flat_at(i)))
+    return path
+
+
+def test_episodes_are_read_back(tmp_path):
+    recording = open_recording(write_session(tmp_path / "s.mcap"))
+    episodes = recording.episodes()
+    assert [(e.number, e.task, e.stopped) for e in episodes] == [(0, "squat", True), (1, "", True), (2, "wave", True)]
+    assert episodes[0].start_ns == 0 and episodes[0].stop_ns == 100 * STEP_NS
+    assert episodes[2].duration_s == pytest.approx(0.3)
+
+
+def test_reference_trajectory_between_times(tmp_path):
+    recording = open_recording(write_session(tmp_path / "s.mcap"))
+    traj = recording.reference_trajectory("references", 50 * STEP_NS, 60 * STEP_NS)
+    assert isinstance(traj, ReferenceTrajectory) and len(traj) == 10
+    np.testing.assert_allclose(traj.times, np.arange(50, 60) * 0.01)
+    np.testing.assert_array_equal(traj.values, np.stack([flat_at(i) for i in range(50, 60)]))
+    relative = recording.reference_trajectory("references", 50 * STEP_NS, 60 * STEP_NS,
+                                              time_origin_ns=50 * STEP_NS)
+    assert relative.times[0] == 0.0
+    by_message_time = recording.reference_trajectory("references", 50 * STEP_NS, 60 * STEP_NS, use_message_time=True)
+    np.testing.assert_allclose(by_message_time.times, np.arange(50, 60) * 0.01)
+    assert len(recording.reference_trajectory("references", 10**15, None)) == 0
+
+
+def test_label_writes_a_labelled_copy_and_in_place(tmp_path):
+    source = write_session(tmp_path / "s.mcap")
+    copy = tmp_path / "labelled.mcap"
+    assert dataset_cli.main(["label", str(source), "--episode", "1", "--task", "reach", "-o", str(copy)]) == 0
+    assert [e.task for e in open_recording(copy).episodes()] == ["squat", "reach", "wave"]
+    assert [e.task for e in open_recording(source).episodes()] == ["squat", "", "wave"]  # untouched
+    assert open_recording(copy).message_count == open_recording(source).message_count
+
+    assert dataset_cli.main(["label", str(source), "--episode", "0", "--task", "lunge"]) == 0
+    relabelled = open_recording(source)
+    assert relabelled.complete and [e.task for e in relabelled.episodes()] == ["lunge", "", "wave"]
+    assert ("teleop.rewrite" in [name for name, _ in relabelled.metadata])
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_label_unknown_episode_is_an_error(tmp_path, capsys):
+    source = write_session(tmp_path / "s.mcap")
+    assert dataset_cli.main(["label", str(source), "--episode", "7", "--task", "x"]) == 1
+    assert "no episode 7" in capsys.readouterr().err
+
+
+def test_trim_keeps_the_window_and_clips_episodes(tmp_path):
+    source = write_session(tmp_path / "s.mcap")
+    out = tmp_path / "trimmed.mcap"
+    # Seconds from the first message: ticks 50..200 inclusive.
+    assert dataset_cli.main(["trim", str(source), "--start", "0.5", "--end", "2.0", "-o", str(out)]) == 0
+    trimmed = open_recording(out)
+    assert trimmed.channel("references").count == 151
+    assert trimmed.start_ns == 50 * STEP_NS and trimmed.end_ns == 200 * STEP_NS
+    episodes = trimmed.episodes()
+    assert [(e.number, e.task) for e in episodes] == [(0, "squat"), (1, "")]
+    assert episodes[0].start_ns == 50 * STEP_NS and episodes[0].stop_ns == 100 * STEP_NS
+    assert episodes[1].start_ns == 150 * STEP_NS and episodes[1].stopped  # clipped at the window's end
+    assert episodes[1].stop_ns == 200 * STEP_NS
+
+
+def test_export_writes_one_folder_per_task(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_session(data / "alice.mcap")
+    write_session(data / "bob.mcap", episodes=(("squat", 10, 60),))
+    out = tmp_path / "train"
+    assert dataset_cli.main(["export", str(data), "--channel", "references", "-o", str(out)]) == 0
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.npz"))
+    assert files == ["squat/alice_0.npz", "squat/bob_0.npz", "wave/alice_2.npz"]  # unlabelled episode 1 skipped
+
+    traj = ReferenceTrajectory.load_npz(out / "squat" / "alice_0.npz")
+    assert traj.label == "squat" and len(traj) == 101  # ticks 0..100: the stop marker's tick is included
+    assert traj.times[0] == 0.0 and traj.times[-1] == pytest.approx(1.0)
+    np.testing.assert_array_equal(traj.values[5], flat_at(5))
+    wave = ReferenceTrajectory.load_npz(out / "wave" / "alice_2.npz")
+    np.testing.assert_array_equal(wave.values[0], flat_at(260))
+
+    result = export_episodes(data / "bob.mcap", tmp_path / "again")
+    assert [p.name for p in result.written] == ["bob_0.npz"] and result.skipped == []
+
+
+def test_list_and_inspect_print_episodes_and_channels(tmp_path, capsys):
+    write_session(tmp_path / "s.mcap")
+    assert dataset_cli.main(["list", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "s.mcap" in out and "squat" in out and "(unlabelled)" in out and "3 episode(s)" in out
+    assert dataset_cli.main(["inspect", str(tmp_path / "s.mcap")]) == 0
+    out = capsys.readouterr().out
+    assert "/references" in out and "teleop.RobotReferences" in out and "100.00" in out and "complete" in out
+
+
+def test_write_copy_round_trips_everything(tmp_path):
+    source = open_recording(write_session(tmp_path / "s.mcap"))
+    copy = open_recording(write_copy(source, tmp_path / "copy.mcap"))
+    assert [(m.topic, m.log_time_ns, m.data) for m in copy.messages("references")] == \
+        [(m.topic, m.log_time_ns, m.data) for m in source.messages("references")]
+    assert [(e.task, e.start_ns, e.stop_ns) for e in copy.episodes()] == \
+        [(e.task, e.start_ns, e.stop_ns) for e in source.episodes()]
+
+
+def test_register_adds_the_dataset_subcommands():
+    parser = argparse.ArgumentParser(prog="teleop")
+    dataset_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["dataset", "trim", "f.mcap", "--start", "1", "--end", "2", "-o", "out.mcap"])
+    assert args.func is not None and args.start == 1.0 and args.end == 2.0
+
+
+def test_export_skips_what_it_cannot_use(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_session(data / "good.mcap", episodes=(("squat", 0, 50),))
+    write_session(data / "unlabelled.mcap", episodes=(("", 0, 50),))
+    (data / "broken.mcap").write_text("not a recording")
+    assert dataset_cli.main(["export", str(data), "-o", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "broken.mcap" in err and "unlabelled.mcap#episode0: no task label" in err
+    assert [p.name for p in (tmp_path / "out").rglob("*.npz")] == ["good_0.npz"]
+    assert dataset_cli.main(["export", str(data / "good.mcap"), "--channel", "compensated",
+                             "-o", str(tmp_path / "none")]) == 1
+    assert "no channel /commands/compensated" in capsys.readouterr().err
