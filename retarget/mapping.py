@@ -168,7 +168,17 @@ class Retargeter:
             else:
                 centres, corners = m.foot_centers, m.foot_corners
             human_feet = feet_frame(centres[:, 0], centres[:, 1], corners)
-            put("com_xy", retarget_com(m.com_xy, human_feet, self._robot_feet))
+            com_xy = retarget_com(m.com_xy, human_feet, self._robot_feet)
+            if c.reference == "frame" and ref.com_xy is not None:
+                # Eq. 2.1 applied to the CoM as to every other signal: the calibration
+                # posture maps onto the robot's initial CoM, motion is added to it. The
+                # absolute mapping puts the start a few cm away from the robot's actual
+                # CoM (2 cm on the synthetic reach), and a position-controlled robot
+                # asked for that step tips over before any motion starts.
+                start_feet = feet_frame(ref.foot_centers[:1, 0], ref.foot_centers[:1, 1], ref.foot_corners[:1]) \
+                    if ref.foot_centers is not None else human_feet
+                com_xy = com_xy - retarget_com(ref.com_xy[:1], start_feet, self._robot_feet) + tgt.com_xy
+            put("com_xy", com_xy)
 
         # Waist height, Eqs. 2.11-2.12 - only from a pelvis: the head's height cannot tell
         # a squat from a forward bend (on the Xsens box take, bending lowers the head by
