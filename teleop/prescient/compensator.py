@@ -144,6 +144,11 @@ class PrescientCompensator:
         self._reset_motion()
         self.state = CompensationState.PASSTHROUGH
 
+    @property
+    def latest_delayed(self) -> np.ndarray | None:
+        """(20,) newest delayed references received, or None."""
+        return self._latest_y
+
     # ---------------------------------------------------------------- motion
     def _reset_motion(self) -> None:
         self._onset.reset()

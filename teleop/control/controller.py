@@ -1,0 +1,388 @@
+r"""The whole-body controller: velocity IK-QP over a stack of tasks (thesis Eqs. 1.1-1.3, 1.16).
+
+Each tick, at configuration :math:`q`:
+
+1. kinematics once (:class:`Kinematics`), every task writes its rows :math:`\sqrt{w}J`,
+   :math:`\sqrt{w}b` into one preallocated matrix;
+2. the contacts are eliminated, :math:`v = v_0 + P z` (or kept as equality rows), the joint
+   limits become bounds on z and the support polygon linear rows;
+3. one QP (``mode="weighted"``) or a cascade of QPs (``mode="strict"``) gives z;
+4. :math:`q_{k+1} = q \oplus v\,\Delta t` (``pin.integrate``), clipped into the limits.
+
+Open loop or closed loop: :meth:`WholeBodyController.step` without ``q`` linearises and
+integrates the controller's *own* state (open loop, what OpenSoT does on the real iCub and
+the standard choice for a position-controlled robot or simulator: the commanded posture
+stays consistent and the servo's tracking lag is not fed back). Passing the measured
+``q`` closes the loop on it instead (useful after a reset or to re-synchronise).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pinocchio as pin
+
+from teleop.control.kinematics import Kinematics
+from teleop.control.limits import (ContactConstraint, JointPositionLimit, JointVelocityLimit,
+                                   SupportPolygonConstraint, identity_reduction, joint_velocity_bounds)
+from teleop.control.limits.contacts import as_slice
+from teleop.control.qp import EQUALITY, Constraints
+from teleop.control.solve import HierarchyResult, solve_hierarchy, solve_weighted
+from teleop.control.stack import StackConfig, StackError, build_task, load_stack
+from teleop.control.tasks import PostureTask, Task
+from teleop.control.tasks.base import all_finite
+from teleop.control.tasks.posture import PostureRows
+from teleop.control.timing import TickTimings, TimingWindow
+from teleop.robot.model import NV_BASE, RobotModel
+
+
+class SolveStatus(str, enum.Enum):
+    """What the controller did this tick."""
+
+    #: Every level was solved under every constraint.
+    OK = "ok"
+    #: Something was relaxed: a lower level kept the higher levels' solution, or the
+    #: support-polygon constraint was dropped because the hard constraints conflicted.
+    #: The command is still within joint limits and keeps the feet fixed.
+    RELAXED = "relaxed"
+    #: No solve succeeded (or the input was unusable): the last command is held, v = 0.
+    HELD = "held"
+    #: The targets were rejected (NaN, infinite, out of the workspace): the last command
+    #: is held, v = 0, and the previous targets stay in force.
+    REJECTED_TARGET = "rejected_target"
+
+
+class ControlOutput(NamedTuple):
+    """Result of one tick: unpacks as ``q, v, status, timings``.
+
+    Attributes:
+        q: (nq,) commanded configuration (send ``q[7:]`` as joint position targets).
+        v: (nv,) commanded velocity (base twist in the base frame, joint velocities).
+        status: see :class:`SolveStatus`.
+        timings: cost of this tick.
+    """
+
+    q: np.ndarray
+    v: np.ndarray
+    status: SolveStatus
+    timings: TickTimings
+
+
+class WholeBodyController:
+    """Velocity-level whole-body IK for a floating-base robot standing on its feet.
+
+    Args:
+        robot: the robot model (default: a new iCub model).
+        stack: a :class:`StackConfig`, a preset name (``"default"``, ``"ch2_icub"``...) or
+            the path of a stack file.
+        dt: control period [s] (default: the stack's ``dt``); ``step`` may override it.
+        mode: ``"strict"`` or ``"weighted"`` to override the stack's mode. In weighted mode
+            all levels are merged into one, each task keeping its weight.
+        contact_elimination: ``"nullspace"`` or ``"equality"`` to override the stack's.
+        q0: initial configuration (default: the robot's home configuration).
+        timing_window: number of ticks of the timing percentiles.
+    """
+
+    def __init__(self, robot: RobotModel | None = None, stack: StackConfig | str | Path = "default", *,
+                 dt: float | None = None, mode: str | None = None, contact_elimination: str | None = None,
+                 q0: np.ndarray | None = None, timing_window: int = 1000) -> None:
+        self.robot = robot if robot is not None else RobotModel()
+        self.config = stack if isinstance(stack, StackConfig) else load_stack(stack)
+        self.mode = mode or self.config.mode
+        if self.mode not in ("strict", "weighted"):
+            raise ValueError(f"mode must be 'strict' or 'weighted', got {self.mode!r}")
+        self.dt = float(dt if dt is not None else self.config.dt)
+        self.damping = self.config.damping
+        self.contact_elimination = contact_elimination or self.config.contact_elimination
+        if self.contact_elimination not in ("nullspace", "equality"):
+            raise ValueError("contact_elimination must be 'nullspace' or 'equality'")
+        nv = self.robot.nv
+        self.kin = Kinematics(self.robot)
+
+        # Tasks, grouped by level (highest priority first), rows allocated in that order
+        # so that every level is a contiguous block of the task matrix.
+        specs = sorted(self.config.tasks, key=lambda s: s.level)
+        self.tasks: dict[str, Task] = {s.name: build_task(s, self.robot) for s in specs}
+        self.task_levels: dict[str, int] = {s.name: s.level for s in specs}
+        self.references: dict[str, str] = {s.name: s.reference for s in specs if s.reference}
+        self._task_rows: list[tuple[Task, slice]] = []   # tasks that fill their own rows
+        postures: list[tuple[PostureTask, int]] = []      # filled together (PostureRows)
+        level_rows: dict[int, list[int]] = {}
+        start = 0
+        for spec in specs:
+            task = self.tasks[spec.name]
+            if isinstance(task, PostureTask):
+                postures.append((task, start))
+            else:
+                self._task_rows.append((task, slice(start, start + task.dim)))
+            level_rows.setdefault(spec.level, [start, start])[1] = start + task.dim
+            start += task.dim
+        self._posture_rows = PostureRows(postures) if postures else None
+        self._level_rows = [slice(a, b) for a, b in level_rows.values()]
+        if self.mode == "weighted":
+            self._level_rows = [slice(0, start)]
+        self._n_task_rows = start  # the support-polygon rows follow them (allocated at reset)
+
+        # Constraints.
+        self.position_limit = JointPositionLimit(self.robot, self.config.position_limit_gain)
+        self.velocity_limit = JointVelocityLimit(self.robot, self.config.velocity_limit_scale)
+        frames = self.config.contact_frames
+        try:
+            self.contacts = ContactConstraint(self.robot, frames, self.config.contact_gain) if frames else None
+        except KeyError as exc:
+            raise StackError(f"contacts: {exc}") from None
+        self.polygon = None
+        self._polygon_sides = tuple(side for side in ("left", "right") if f"{side}_sole" in frames)
+        if self.config.polygon_enabled and self._polygon_sides:
+            self.polygon = SupportPolygonConstraint(self.config.polygon_margin, self.config.polygon_active_distance,
+                                                    self.config.polygon_recovery_speed)
+        eliminate = self.contacts is not None and self.contact_elimination == "nullspace"
+        self._eliminate = eliminate
+        if eliminate:
+            free, support = self.contacts.free_columns, self.contacts.support_columns
+        else:
+            free, support = np.arange(NV_BASE, nv), np.arange(NV_BASE)
+        # Joints whose bounds are simple bounds on z (free) or rows through the basis (support).
+        self._free_joints = as_slice(free - NV_BASE)
+        self._support_joint_positions = as_slice(np.flatnonzero(support >= NV_BASE))
+        self._n_support_joints = int(np.count_nonzero(support >= NV_BASE))
+        self._support_joints = as_slice(support[support >= NV_BASE] - NV_BASE)
+        self._n_free = len(free)
+        self._n_equalities = self.contacts.size if (self.contacts is not None and not eliminate) else 0
+        # Length of z: the contact equalities remove 6 per contact when eliminated.
+        self._n_reduced = nv - (self.contacts.size if eliminate else 0)
+        # A first level made only of posture tasks on free joints has selection rows in z:
+        # the next levels keep those coordinates fixed and the others free (no QR).
+        self._first_level_free = None
+        self._first_level_tasks: list[Task] = []
+        first = [self.tasks[s.name] for s in specs if s.level == specs[0].level]
+        free_list = list(free)
+        if self.mode == "strict" and all(isinstance(t, PostureTask) for t in first):
+            coordinates = {free_list.index(c) for t in first for c in t.velocity_indices if c in free_list}
+            if len(coordinates) == sum(t.dim for t in first):  # all on free joints, no overlap
+                self._first_level_free = np.array([i for i in range(self._n_reduced) if i not in coordinates])
+                self._first_level_tasks = first
+
+        self._weights_version = -1
+        self._any_zero_weight = True
+        self.timing = TimingWindow(timing_window)
+        self.status_message = ""
+        self.last_result: HierarchyResult | None = None
+        self.reset(q0)
+
+    # ----------------------------------------------------------------- set-up
+    @property
+    def n_levels(self) -> int:
+        return len(self._level_rows)
+
+    def task(self, name: str) -> Task:
+        """The task called ``name`` in the stack."""
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise KeyError(f"stack {self.config.name!r} has no task {name!r} (tasks: {list(self.tasks)})") from None
+
+    def reset(self, q0: np.ndarray | None = None) -> None:
+        """Restart from ``q0`` (default: home): internal state, held contacts, support
+        polygon, and every task's target set to its current value (hold still)."""
+        q = self.robot.home_configuration() if q0 is None else np.array(q0, dtype=float)
+        if q.shape != (self.robot.nq,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"q0 must be {self.robot.nq} finite values")
+        q[3:7] /= np.linalg.norm(q[3:7])
+        self.position_limit.clip(q)
+        self.q = self.last_command = q
+        self.kin.update(q)
+        for task in self.tasks.values():
+            task.set_target_from(self.kin)
+            task.set_feedforward(None)
+        if self.contacts is not None:
+            self.contacts.hold(self.kin)
+        n_edges = 0
+        if self.polygon is not None:
+            # The feet are held, so the polygon only changes at a reset.
+            self.robot.update(q)
+            self.polygon.set_polygon(self.robot.support_polygon(self._polygon_sides))
+            n_edges = self.polygon.n_edges
+        # One matrix for the tasks' rows sqrt(w) J (right-hand sides sqrt(w) b) and, below
+        # them, the polygon's rows G (bounds h): a single product maps them all to z.
+        n_tasks = self._n_task_rows
+        self._rows = np.zeros((n_tasks + n_edges, self.robot.nv))
+        self._targets = np.zeros(n_tasks + n_edges)
+        # Views made once (slicing costs a call per tick otherwise).
+        self._task_views = [(task, self._rows[block], self._targets[block]) for task, block in self._task_rows]
+        self._polygon_views = (self._rows[n_tasks:], self._targets[n_tasks:])
+        # The same layout in z, and per-level views of the task part (made once).
+        self._reduced_rows = np.empty((n_tasks + n_edges, self._n_reduced))
+        self._reduced_targets = np.empty(n_tasks + n_edges)
+        self._reduced_task_views = (self._reduced_rows[:n_tasks], self._reduced_targets[:n_tasks])
+        self._reduced_level_views = [(self._reduced_rows[block], self._reduced_targets[block])
+                                     for block in self._level_rows]
+        # Constraint buffers: [support-joint bounds | contact equalities | polygon edges].
+        n_rows = self._n_support_joints + self._n_equalities + n_edges
+        self._constraint_rows = np.zeros((n_rows, self._n_reduced))
+        self._constraint_lower = np.full(self._n_free + n_rows, -np.inf)
+        self._constraint_upper = np.full(self._n_free + n_rows, np.inf)
+        self._constraint_sense = np.zeros(self._n_free + n_rows, dtype=np.int32)
+        equalities = slice(self._n_free + self._n_support_joints, self._n_free + self._n_support_joints + self._n_equalities)
+        self._constraint_sense[equalities] = EQUALITY
+        # With every polygon edge emitted (the default) the constraint set has a fixed
+        # size: build it once over the buffers, which each tick fills in place.
+        self._full_constraints = Constraints(self._n_free, self._constraint_rows, self._constraint_lower,
+                                             self._constraint_upper, self._constraint_sense)
+        self.timing.clear()
+
+    # ------------------------------------------------------------------ ticks
+    def hold(self, status: SolveStatus = SolveStatus.HELD, message: str = "",
+             started: float | None = None) -> ControlOutput:
+        """Hold the last command (v = 0) and report ``status``."""
+        started = time.perf_counter() if started is None else started
+        self.status_message = message
+        total = (time.perf_counter() - started) * 1e3
+        timings = TickTimings(0.0, 0.0, total)
+        self.timing.add(timings)
+        return ControlOutput(self.last_command.copy(), np.zeros(self.robot.nv), status, timings)
+
+    def step(self, q: np.ndarray | None = None, dt: float | None = None) -> ControlOutput:
+        """One control tick from the internal state (``q=None``, open loop) or from a
+        measured configuration. Never raises on numerical trouble: see the status."""
+        started = time.perf_counter()
+        dt = self.dt if dt is None else float(dt)
+        if not (math.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be a positive number, got {dt}")
+        if q is None:
+            q = self.q
+        else:
+            q = np.asarray(q, dtype=float)
+            if q.shape != (self.robot.nq,) or not np.all(np.isfinite(q)):
+                return self.hold(SolveStatus.HELD, "measured configuration is not finite", started)
+
+        # ---- build: kinematics, task rows, constraints (reduced coordinates z)
+        self.kin.update(q)
+        lower, upper = joint_velocity_bounds(self.position_limit, self.velocity_limit, q, dt)  # (2, n) rows
+        equality_rows = None
+        try:
+            if self._eliminate:
+                reduction = self.contacts.reduction(self.kin, dt)
+            else:
+                reduction = identity_reduction(self.robot.nv)
+                if self.contacts is not None:
+                    equality_rows = self.contacts.equation(self.kin, dt)
+        except np.linalg.LinAlgError as exc:
+            return self.hold(SolveStatus.HELD, f"contact elimination failed: {exc}", started)
+        rows, targets = self._rows, self._targets
+        kin = self.kin
+        for task, task_rows, task_targets in self._task_views:
+            task.fill(kin, task_rows, task_targets)
+        if self._posture_rows is not None:
+            self._posture_rows.fill(kin, rows, targets)
+        slack = None
+        if self.polygon is not None:
+            slack = self.polygon.fill(kin, dt, *self._polygon_views)
+        # In z: task rows A P with targets b - A v0; polygon rows G P with bounds h - G v0.
+        reduced_rows = reduction.reduce(rows, self._reduced_rows)
+        reduced_targets = np.subtract(targets, reduction.apply_offset(rows), out=self._reduced_targets)
+        constraints, polygon_rows = self._constraints(reduction, lower, upper, equality_rows,
+                                                      reduced_rows, reduced_targets, slack)
+        reduced_rows, reduced_targets = self._reduced_task_views
+        built = time.perf_counter()
+
+        # ---- solve, relaxing the support polygon if the hard constraints conflict
+        result = self._solve(reduced_rows, reduced_targets, constraints)
+        status, message = SolveStatus.OK, ""
+        if result.z is None and polygon_rows.stop > polygon_rows.start:
+            result = self._solve(reduced_rows, reduced_targets,
+                                 constraints.without_rows(polygon_rows.start, polygon_rows.stop))
+            status, message = SolveStatus.RELAXED, "support polygon constraint dropped (hard constraints infeasible)"
+        if result.z is not None and result.levels_solved < self.n_levels:
+            status = SolveStatus.RELAXED
+            message = (message + "; " if message else "") + \
+                f"levels {result.levels_solved + 1}..{self.n_levels} kept the solution of level {result.levels_solved}"
+        self.last_result = result
+        solved = time.perf_counter()
+        if result.z is None:
+            return self.hold(SolveStatus.HELD, f"QP failed (DAQP exit flags {result.exitflags})", started)
+
+        # ---- integrate, with the output forced inside the limits
+        v = reduction.expand(result.z, self.robot.nv)
+        # DAQP meets bounds to ~1e-6; clipping makes "within limits" exact.
+        joint_velocities = v[NV_BASE:]
+        np.maximum(joint_velocities, lower, out=joint_velocities)
+        np.minimum(joint_velocities, upper, out=joint_velocities)
+        q_next = pin.integrate(self.robot.model, q, v * dt)
+        self.position_limit.clip(q_next)
+        if not all_finite(q_next):
+            return self.hold(SolveStatus.HELD, "non-finite solution", started)
+        # The internal state is the command (open loop); the caller gets a copy it may keep
+        # or modify without corrupting either.
+        self.q = self.last_command = q_next
+        self.status_message = message
+        finished = time.perf_counter()
+        timings = TickTimings((built - started) * 1e3, (solved - built) * 1e3, (finished - started) * 1e3)
+        self.timing.add(timings)
+        return ControlOutput(q_next.copy(), v, status, timings)
+
+    def _constraints(self, reduction, lower, upper, equality_rows, reduced_rows, reduced_targets,
+                     slack) -> tuple[Constraints, slice]:
+        """Hard constraints on z, and where the support-polygon rows are among its rows.
+
+        Filled into buffers preallocated at reset (this runs every tick)."""
+        n_free, n_joints = self._n_free, self._n_support_joints
+        rows, row_lower, row_upper = self._constraint_rows, self._constraint_lower, self._constraint_upper
+        row_lower[:n_free] = lower[self._free_joints]
+        row_upper[:n_free] = upper[self._free_joints]
+        if n_joints:
+            # Bounds of the joints inside the eliminated block: rows of the basis.
+            rows[:n_joints, n_free:] = reduction.basis[self._support_joint_positions]
+            offset = reduction.offset[self._support_joint_positions]
+            np.subtract(lower[self._support_joints], offset, out=row_lower[n_free:n_free + n_joints])
+            np.subtract(upper[self._support_joints], offset, out=row_upper[n_free:n_free + n_joints])
+        used = n_joints
+        if self._n_equalities:
+            jacobian, rhs = equality_rows
+            rows[used:used + len(rhs)] = reduction.reduce(jacobian)
+            row_lower[n_free + used:n_free + used + len(rhs)] = rhs
+            row_upper[n_free + used:n_free + used + len(rhs)] = rhs
+            used += len(rhs)
+        polygon_start = used
+        if slack is not None:
+            polygon_rows, polygon_bounds = reduced_rows[self._n_task_rows:], reduced_targets[self._n_task_rows:]
+            if self.polygon.active_distance != float("inf"):  # optional: only the near edges
+                near = slack < self.polygon.active_distance
+                polygon_rows, polygon_bounds = polygon_rows[near], polygon_bounds[near]
+            k = len(polygon_bounds)
+            rows[used:used + k] = polygon_rows
+            row_upper[n_free + used:n_free + used + k] = polygon_bounds
+            used += k
+        if used == len(rows):
+            return self._full_constraints, slice(polygon_start, used)
+        total = n_free + used
+        constraints = Constraints(n_free, rows[:used], row_lower[:total], row_upper[:total],
+                                  self._constraint_sense[:total])
+        return constraints, slice(polygon_start, used)
+
+    def _solve(self, rows: np.ndarray, targets: np.ndarray, constraints: Constraints) -> HierarchyResult:
+        """Solve the reduced problem (``rows``/``targets`` are the task part of the reduced
+        buffers, whose per-level views were made at reset)."""
+        if self.mode == "weighted":
+            return solve_weighted(rows, targets, self.damping, constraints)
+        levels = self._reduced_level_views
+        if self._weights_version != Task.parameters_version:  # weights rarely change
+            self._weights_version = Task.parameters_version
+            self._any_zero_weight = any(t.weight == 0.0 for t in self.tasks.values())
+        free = self._first_level_free if not self._any_zero_weight else None
+        return solve_hierarchy(levels, self.damping, constraints, free, self._any_zero_weight)
+
+    # ------------------------------------------------------------- inspection
+    def timing_stats(self) -> dict[str, float]:
+        """p50/p99 of build, solve and total time over the sliding window [ms]."""
+        return self.timing.stats()
+
+    def task_errors(self, q: np.ndarray | None = None) -> dict[str, float]:
+        """Norm of each task's error at ``q`` (default: the internal state)."""
+        self.kin.update(self.q if q is None else q)
+        return {name: float(np.linalg.norm(task.error(self.kin))) for name, task in self.tasks.items()}

@@ -1,0 +1,272 @@
+"""Stacks of tasks: the controller's configuration, read from TOML files.
+
+A stack file (presets in ``teleop/control/stacks/``) looks like::
+
+    name = "default"
+    description = "..."
+    mode = "strict"            # "strict": levels are strict priorities; "weighted": one level
+    dt = 0.01                  # nominal control period [s] (converts per-tick gains, below)
+    damping = 1e-4             # epsilon of the regularisation eps * ||v||^2 in every level
+
+    [contacts]                 # frames held fixed (equality constraints J_c v = b_c)
+    frames = ["left_sole", "right_sole"]
+    elimination = "nullspace"  # or "equality": keep the 12 rows in the QP
+    gain = 100.0               # [1/s] drift correction of the held contacts (capped at 1/dt)
+
+    [support_polygon]          # CoM ground projection inside the soles' hull
+    enabled = true
+    margin = 0.02              # [m]
+    active_distance = inf      # [m] edges farther than this from the CoM are not emitted
+    recovery_speed = 0.05      # [m/s] if the CoM starts outside
+
+    [limits]
+    position_gain = 1.0        # (q_min - q)/dt * gain <= v <= (q_max - q)/dt * gain
+    velocity_scale = 1.0       # fraction of the description's velocity limits
+
+    [[task]]
+    name = "com"               # unique; the ReferenceTracker and users find tasks by name
+    type = "com"               # com | waist_height | frame_position | frame_orientation
+                               # | frame_pose | posture
+    level = 2                  # 1 = highest priority
+    weight = 1.0
+    gain = 10.0                # [1/s]; or lambda = 0.1 (OpenSoT per-tick gain: gain = lambda/dt)
+    axes = "xy"                # com / frame_position: subset of "xyz"
+    reference = "com_xy"       # RobotReferences signal that drives the target (optional)
+
+Task keys by type: ``frame`` (a frame role such as ``left_hand`` or a URDF frame name) for
+the frame tasks; ``joints`` (a group, or a list of joints / groups) for postures;
+``orientation_gain`` (or ``sigma``, per tick) and ``orientation_weight`` for frame poses and
+for the waist height (whose orientation rows are off unless ``orientation_weight > 0``).
+A posture task with a ``reference`` takes the targets of the joints the description's
+``[reference_joints]`` assigns to that signal (with their signs); its other joints hold
+the posture they had at reset. Without ``joints`` it controls exactly those joints.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from teleop.control.tasks import (ComTask, FrameOrientationTask, FramePoseTask, FramePositionTask,
+                                  PostureTask, Task, WaistHeightTask)
+from teleop.robot.model import RobotModel
+
+STACKS_DIR = Path(__file__).with_name("stacks")
+
+TASK_TYPES = ("com", "waist_height", "frame_position", "frame_orientation", "frame_pose", "posture")
+#: RobotReferences signals a task may be bound to, and the task types that can track them.
+REFERENCE_SIGNALS = {
+    "com_xy": ("com",),
+    "waist_height": ("waist_height",),
+    "left_hand": ("frame_position",),
+    "right_hand": ("frame_position",),
+    "head_orientation": ("frame_orientation",),
+    "left_arm": ("posture",),
+    "right_arm": ("posture",),
+    "neck": ("posture",),
+    "torso": ("posture",),
+    "left_leg": ("posture",),
+    "right_leg": ("posture",),
+}
+_COMMON_KEYS = {"name", "type", "level", "weight", "gain", "lambda", "reference"}
+_TYPE_KEYS = {
+    "com": {"axes"},
+    "waist_height": {"frame", "orientation_weight", "orientation_gain", "sigma"},
+    "frame_position": {"frame", "axes"},
+    "frame_orientation": {"frame"},
+    "frame_pose": {"frame", "orientation_gain", "sigma", "orientation_weight"},
+    "posture": {"joints"},
+}
+_TOP_KEYS = {"name", "description", "mode", "dt", "damping", "contacts", "support_polygon", "limits", "task", "source"}
+
+
+class StackError(ValueError):
+    """A stack file that is malformed or refers to unknown frames, joints or signals."""
+
+
+@dataclass
+class TaskSpec:
+    """One task of a stack file (gains already converted to 1/s)."""
+
+    name: str
+    type: str
+    level: int
+    weight: float
+    gain: float
+    reference: str | None = None
+    frame: str | None = None
+    axes: str | None = None
+    joints: str | list[str] | None = None
+    orientation_gain: float | None = None
+    orientation_weight: float | None = None
+
+
+@dataclass
+class StackConfig:
+    """A parsed stack file."""
+
+    name: str
+    tasks: list[TaskSpec]
+    description: str = ""
+    mode: str = "strict"
+    dt: float = 0.01
+    damping: float = 1e-4
+    contact_frames: tuple[str, ...] = ("left_sole", "right_sole")
+    contact_elimination: str = "nullspace"
+    contact_gain: float = 100.0
+    polygon_enabled: bool = True
+    polygon_margin: float = 0.02
+    polygon_active_distance: float = float("inf")
+    polygon_recovery_speed: float = 0.05
+    position_limit_gain: float = 1.0
+    velocity_limit_scale: float = 1.0
+    source: Path | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def levels(self) -> list[int]:
+        """The distinct priority levels, highest priority first."""
+        return sorted({t.level for t in self.tasks})
+
+    def expression(self) -> str:
+        """The stack in the thesis's notation, e.g. ``(1 neck) / (1 com + 0.73 left_hand)``."""
+        groups = []
+        for level in self.levels:
+            terms = [f"{t.weight:g} {t.name}" for t in self.tasks if t.level == level]
+            groups.append("(" + " + ".join(terms) + ")")
+        return (" + " if self.mode == "weighted" else " / ").join(groups)
+
+
+def list_presets() -> list[str]:
+    """Names of the stack presets shipped in ``teleop/control/stacks/``."""
+    return sorted(p.stem for p in STACKS_DIR.glob("*.toml"))
+
+
+def load_stack(name_or_path: str | Path = "default") -> StackConfig:
+    """Load a stack preset by name or a stack file by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = STACKS_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        raise StackError(f"no stack {name_or_path!r} (presets: {list_presets()})")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise StackError(f"{path}: not valid TOML ({exc})") from None
+    return parse_stack(raw, source=path)
+
+
+def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
+    """Build a :class:`StackConfig` from the dict of a stack file (see module docstring)."""
+    where = str(source) if source else "stack"
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise StackError(f"{where}: unknown keys {sorted(unknown)}")
+    mode = raw.get("mode", "strict")
+    if mode not in ("strict", "weighted"):
+        raise StackError(f"{where}: mode must be 'strict' or 'weighted', got {mode!r}")
+    dt = float(raw.get("dt", 0.01))
+    if not dt > 0:
+        raise StackError(f"{where}: dt must be > 0")
+    contacts = dict(raw.get("contacts", {}))
+    polygon = dict(raw.get("support_polygon", {}))
+    limits = dict(raw.get("limits", {}))
+    for table, keys in ((contacts, {"frames", "elimination", "gain"}),
+                        (polygon, {"enabled", "margin", "active_distance", "recovery_speed"}),
+                        (limits, {"position_gain", "velocity_scale"})):
+        if set(table) - keys:
+            raise StackError(f"{where}: unknown keys {sorted(set(table) - keys)}")
+    elimination = contacts.get("elimination", "nullspace")
+    if elimination not in ("nullspace", "equality"):
+        raise StackError(f"{where}: contacts.elimination must be 'nullspace' or 'equality'")
+    tasks = [_parse_task(t, dt, where) for t in raw.get("task", [])]
+    if not tasks:
+        raise StackError(f"{where}: a stack needs at least one [[task]]")
+    names = [t.name for t in tasks]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise StackError(f"{where}: duplicate task names {duplicates}")
+    return StackConfig(
+        name=str(raw.get("name", source.stem if source else "stack")),
+        description=str(raw.get("description", "")),
+        tasks=tasks,
+        mode=mode,
+        dt=dt,
+        damping=float(raw.get("damping", 1e-4)),
+        contact_frames=tuple(contacts.get("frames", ("left_sole", "right_sole"))),
+        contact_elimination=elimination,
+        contact_gain=float(contacts.get("gain", 100.0)),
+        polygon_enabled=bool(polygon.get("enabled", True)),
+        polygon_margin=float(polygon.get("margin", 0.02)),
+        polygon_active_distance=float(polygon.get("active_distance", float("inf"))),
+        polygon_recovery_speed=float(polygon.get("recovery_speed", 0.05)),
+        position_limit_gain=float(limits.get("position_gain", 1.0)),
+        velocity_limit_scale=float(limits.get("velocity_scale", 1.0)),
+        source=source,
+    )
+
+
+def _parse_task(raw: dict, dt: float, where: str) -> TaskSpec:
+    name = raw.get("name")
+    kind = raw.get("type")
+    if not name or kind not in TASK_TYPES:
+        raise StackError(f"{where}: every task needs a name and a type in {TASK_TYPES} (got {raw})")
+    unknown = set(raw) - _COMMON_KEYS - _TYPE_KEYS[kind]
+    if unknown:
+        raise StackError(f"{where}: task {name!r} ({kind}) has unknown keys {sorted(unknown)}")
+    if "gain" in raw and "lambda" in raw:
+        raise StackError(f"{where}: task {name!r}: give gain [1/s] or lambda [per tick], not both")
+    gain = float(raw["gain"]) if "gain" in raw else float(raw.get("lambda", 0.1)) / dt
+    orientation_gain = raw.get("orientation_gain")
+    if "sigma" in raw:
+        if orientation_gain is not None:
+            raise StackError(f"{where}: task {name!r}: give orientation_gain or sigma, not both")
+        orientation_gain = float(raw["sigma"]) / dt
+    reference = raw.get("reference")
+    if reference is not None and (reference not in REFERENCE_SIGNALS or kind not in REFERENCE_SIGNALS[reference]):
+        raise StackError(f"{where}: task {name!r} ({kind}) cannot track reference {reference!r}")
+    level = int(raw.get("level", 1))
+    if level < 1:
+        raise StackError(f"{where}: task {name!r}: level must be >= 1")
+    if kind in ("frame_position", "frame_orientation", "frame_pose") and "frame" not in raw:
+        raise StackError(f"{where}: task {name!r} needs a frame")
+    if kind == "posture" and "joints" not in raw and reference is None:
+        raise StackError(f"{where}: posture task {name!r} needs joints or a reference")
+    return TaskSpec(name=name, type=kind, level=level, weight=float(raw.get("weight", 1.0)), gain=gain,
+                    reference=reference, frame=raw.get("frame"), axes=raw.get("axes"), joints=raw.get("joints"),
+                    orientation_gain=None if orientation_gain is None else float(orientation_gain),
+                    orientation_weight=None if raw.get("orientation_weight") is None else float(raw["orientation_weight"]))
+
+
+def build_task(spec: TaskSpec, robot: RobotModel) -> Task:
+    """Instantiate the task of a spec on a robot (resolving frames and joints)."""
+    try:
+        if spec.type == "com":
+            return ComTask(spec.name, spec.axes or "xy", spec.weight, spec.gain)
+        if spec.type == "waist_height":
+            return WaistHeightTask(spec.name, robot.frame_id(spec.frame or "waist"), spec.weight, spec.gain,
+                                   spec.orientation_weight or 0.0, spec.orientation_gain)
+        if spec.type == "frame_position":
+            return FramePositionTask(spec.name, robot.frame_id(spec.frame), spec.axes or "xyz", spec.weight, spec.gain)
+        if spec.type == "frame_orientation":
+            return FrameOrientationTask(spec.name, robot.frame_id(spec.frame), spec.weight, spec.gain)
+        if spec.type == "frame_pose":
+            return FramePoseTask(spec.name, robot.frame_id(spec.frame), spec.weight, spec.gain,
+                                 spec.orientation_gain, spec.orientation_weight)
+        joints = spec.joints
+        if joints is None:
+            joints = [j for j, _ in reference_joints(robot, spec.reference)]
+        return PostureTask(spec.name, robot, joints, spec.weight, spec.gain)
+    except (KeyError, ValueError) as exc:
+        raise StackError(f"task {spec.name!r}: {exc}") from None
+
+
+def reference_joints(robot: RobotModel, signal: str) -> list[tuple[str, float]]:
+    """(joint, sign) pairs realising a posture signal; legs default to the leg groups."""
+    table = robot.description.reference_joints
+    if signal in table:
+        return table[signal]
+    if signal in ("left_leg", "right_leg"):
+        return [(j, 1.0) for j in robot.description.groups[signal]]
+    raise StackError(f"{robot.description.name} has no [reference_joints] entry for {signal!r}")

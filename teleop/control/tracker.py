@@ -1,0 +1,253 @@
+"""Track :class:`RobotReferences` with the whole-body controller (what the robot station runs).
+
+Each tick the tracker checks the references (finite, inside the robot's workspace), turns
+them into task targets of the stack (every task with a ``reference`` in the stack file),
+and runs one controller tick. Invalid references are rejected as a whole: the previous
+targets stay in force and the last command is held, with status ``REJECTED_TARGET``.
+
+Open loop by default: the controller integrates its own state (as OpenSoT does on the real
+iCub); send ``q_command[7:]`` to the position-controlled joints. Pass the measured ``q`` to
+:meth:`ReferenceTracker.step` to close the loop on it instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from retarget.references import SIGNALS, InvalidReferences, RobotReferences
+from teleop.control.controller import ControlOutput, SolveStatus, WholeBodyController
+from teleop.control.stack import StackConfig, reference_joints
+from teleop.control.tasks import (ComTask, FrameOrientationTask, FramePositionTask, InvalidTarget, PostureTask,
+                                  WaistHeightTask)
+from teleop.control.tasks.frame_orientation import rotation_matrix
+from teleop.robot.model import NQ_BASE, RobotModel
+
+#: Posture signals of RobotReferences (name -> attribute).
+POSTURE_SIGNALS = ("left_arm", "right_arm", "neck", "torso", "left_leg", "right_leg")
+
+
+class OutOfWorkspace(InvalidTarget):
+    """References the robot cannot possibly follow (e.g. a hand 2 m from its shoulder)."""
+
+
+@dataclass
+class WorkspaceLimits:
+    """How far references may go before they are rejected as nonsense.
+
+    Attributes:
+        hand_reach_margin: a hand target may be at most (arm length + this) [m] from its
+            shoulder's current position (the QP handles slightly unreachable targets).
+        com_outside_polygon: a CoM target may be at most this far outside the support
+            polygon [m] (the polygon constraint clamps the CoM anyway).
+        waist_below_home, waist_above_home: allowed waist heights around home [m].
+        max_position: any Cartesian target must be within this of the stance origin [m].
+    """
+
+    hand_reach_margin: float = 0.10
+    com_outside_polygon: float = 0.15
+    waist_below_home: float = 0.35
+    waist_above_home: float = 0.10
+    max_position: float = 2.0
+
+
+def references_from_configuration(robot: RobotModel, q: np.ndarray, t: float = 0.0) -> RobotReferences:
+    """The references a robot at ``q`` is exactly tracking (e.g. the start of a trajectory)."""
+    data = robot.model.createData()
+    pin.framesForwardKinematics(robot.model, data, q)
+    com = pin.centerOfMass(robot.model, data, q)
+
+    def position(role: str) -> np.ndarray:
+        return data.oMf[robot.frame_id(role)].translation.copy()
+
+    def posture(signal: str) -> np.ndarray:
+        return np.array([sign * q[NQ_BASE + robot.joint_index(joint)]
+                         for joint, sign in robot.description.reference_joints[signal]])
+
+    return RobotReferences(t=t, com_xy=com[:2].copy(), waist_height=float(position("waist")[2]),
+                           left_hand=position("left_hand"), right_hand=position("right_hand"),
+                           left_arm=posture("left_arm"), right_arm=posture("right_arm"),
+                           neck=posture("neck"), torso=posture("torso"))
+
+
+class ReferenceTracker:
+    """Whole-body controller driven by :class:`RobotReferences`.
+
+    Args:
+        robot: robot model (default: a new iCub model).
+        stack: stack preset or file (default: ``"default"``).
+        dt: control period [s] (default: the stack's).
+        mode: ``"strict"`` / ``"weighted"`` override.
+        q0: initial configuration (default: home).
+        feedforward: use the references' velocity (finite difference of consecutive
+            samples) as the tasks' feed-forward; it removes the lag of pure feedback.
+        workspace: limits beyond which references are rejected.
+        max_sample_gap: consecutive samples further apart than this [s] give no
+            feed-forward (a stream that resumes after a gap must not produce a jump).
+    """
+
+    def __init__(self, robot: RobotModel | None = None, stack: StackConfig | str | Path = "default", *,
+                 dt: float | None = None, mode: str | None = None, q0: np.ndarray | None = None,
+                 feedforward: bool = True, workspace: WorkspaceLimits | None = None,
+                 max_sample_gap: float = 0.1) -> None:
+        self.robot = robot if robot is not None else RobotModel()
+        self.controller = WholeBodyController(self.robot, stack, dt=dt, mode=mode, q0=q0)
+        self.feedforward = feedforward
+        self.workspace = workspace or WorkspaceLimits()
+        self.max_sample_gap = max_sample_gap
+        c = self.controller
+        # Bindings: (signal, task, posture joints, their signs, their indices in the signal).
+        self._bindings: list[tuple] = []
+        for name, signal in c.references.items():
+            task = c.tasks[name]
+            if isinstance(task, PostureTask):
+                pairs = [(j, s) for j, s in reference_joints(self.robot, signal) if j in task.joint_names]
+                if not pairs:
+                    raise ValueError(f"posture task {name!r} has none of the joints of reference {signal!r}")
+                indices = np.array([i for i, (j, _) in enumerate(reference_joints(self.robot, signal))
+                                    if j in task.joint_names])
+                self._bindings.append((signal, task, [j for j, _ in pairs],
+                                       np.array([s for _, s in pairs]), indices))
+            else:
+                self._bindings.append((signal, task, None, None, None))
+        self._shoulder_ids = {side: self.robot.frame_id(f"{side[0]}_shoulder_pitch") for side in ("left", "right")}
+        self.reset(q0)
+
+    # ------------------------------------------------------------------ set-up
+    def reset(self, q0: np.ndarray | None = None) -> RobotReferences:
+        """Restart the controller at ``q0`` (default home); returns the references that
+        hold the robot still there."""
+        c = self.controller
+        c.reset(q0)
+        q = c.q
+        self._previous: RobotReferences | None = None
+        home = references_from_configuration(self.robot, q)
+        self._home_waist = home.waist_height
+        data = self.robot.model.createData()
+        pin.framesForwardKinematics(self.robot.model, data, q)
+        self._head_home_rotation = data.oMf[self.robot.frame_id("head")].rotation.copy()
+        self._reach = {}
+        for side in ("left", "right"):
+            p = side[0]
+            shoulder = data.oMf[self.robot.frame_id(f"{p}_shoulder_pitch")].translation
+            elbow = data.oMf[self.robot.frame_id(f"{p}_elbow")].translation
+            hand = data.oMf[self.robot.frame_id(f"{side}_hand")].translation
+            # Upper bound of the arm's reach: the segments aligned.
+            self._reach[side] = float(np.linalg.norm(elbow - shoulder) + np.linalg.norm(hand - elbow))
+        return home
+
+    @property
+    def q(self) -> np.ndarray:
+        """The controller's internal (commanded) configuration."""
+        return self.controller.q
+
+    def timing_stats(self) -> dict[str, float]:
+        return self.controller.timing_stats()
+
+    # -------------------------------------------------------------- references
+    def check(self, references: RobotReferences) -> None:
+        """Raise :class:`InvalidReferences` (non-finite) or :class:`OutOfWorkspace`."""
+        for name, size in SIGNALS:  # numpy would broadcast a 1-element signal silently
+            shape = np.shape(getattr(references, name, None))
+            if shape != ((size,) if name != "waist_height" else ()) and not (name == "waist_height" and shape == (1,)):
+                raise InvalidReferences(f"malformed references: {name} has shape {shape}, expected ({size},)")
+        for name, size in (("head_orientation", 4), ("left_leg", 6), ("right_leg", 6)):
+            value = getattr(references, name, None)
+            if value is not None and np.shape(value) != (size,):
+                raise InvalidReferences(f"malformed references: {name} has shape {np.shape(value)}, expected ({size},)")
+        try:
+            references.validate()
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidReferences):
+                raise
+            raise InvalidReferences(f"malformed references: {exc}") from None
+        limits = self.workspace
+        # The kinematics of the last tick: one tick older than the internal state, which
+        # is irrelevant for a check with a 10 cm margin and saves a kinematics pass.
+        kin = self.controller.kin
+        for side in ("left", "right"):
+            target = np.asarray(getattr(references, f"{side}_hand"), dtype=float)
+            if np.linalg.norm(target) > limits.max_position:
+                raise OutOfWorkspace(f"{side} hand target {target} is more than {limits.max_position} m away")
+            shoulder = kin.placement(self._shoulder_ids[side]).translation
+            distance = float(np.linalg.norm(target - shoulder))
+            if distance > self._reach[side] + limits.hand_reach_margin:
+                raise OutOfWorkspace(f"{side} hand target is {distance:.2f} m from the shoulder "
+                                     f"(reach {self._reach[side]:.2f} m)")
+        polygon = self.controller.polygon
+        com_xy = np.asarray(references.com_xy, dtype=float)
+        if polygon is not None and polygon.margin_to_polygon(com_xy) < -limits.com_outside_polygon:
+            raise OutOfWorkspace(f"CoM target {com_xy} is more than {limits.com_outside_polygon} m outside "
+                                 "the support polygon")
+        if np.linalg.norm(com_xy) > limits.max_position:
+            raise OutOfWorkspace(f"CoM target {com_xy} is out of reach")
+        height = float(references.waist_height)
+        low, high = self._home_waist - limits.waist_below_home, self._home_waist + limits.waist_above_home
+        if not low <= height <= high:
+            raise OutOfWorkspace(f"waist height {height:.3f} m outside [{low:.3f}, {high:.3f}] m")
+
+    def set_references(self, references: RobotReferences) -> None:
+        """Check ``references`` and make them the task targets (all or none).
+
+        Raises:
+            InvalidReferences: NaN / infinite values.
+            OutOfWorkspace, InvalidTarget: targets the robot cannot follow.
+        """
+        if self._previous is not None and references.t == self._previous.t:
+            return  # the same sample again (references slower than the controller): keep going
+        self.check(references)
+        previous = self._previous
+        gap = None if previous is None else references.t - previous.t
+        use_velocity = self.feedforward and gap is not None and 0.0 < gap <= self.max_sample_gap
+        updates = []
+        for signal, task, joints, signs, indices in self._bindings:
+            value = getattr(references, signal)
+            if value is None:  # optional signals (head orientation, legs) not provided
+                continue
+            velocity = None
+            if use_velocity and getattr(previous, signal) is not None and signal != "head_orientation":
+                velocity = (np.asarray(value, dtype=float) - np.asarray(getattr(previous, signal), dtype=float)) / gap
+            if isinstance(task, PostureTask):
+                value = np.asarray(value, dtype=float)[indices] * signs
+                velocity = None if velocity is None else velocity[indices] * signs
+                updates.append((task.set_target, (value, velocity, joints)))
+            elif isinstance(task, FrameOrientationTask):
+                # head_orientation is the head's rotation from its home orientation.
+                updates.append((task.set_target, (rotation_matrix(value) @ self._head_home_rotation,)))
+            elif isinstance(task, WaistHeightTask):
+                updates.append((task.set_target, (float(value), None if velocity is None else float(velocity))))
+            elif isinstance(task, (ComTask, FramePositionTask)):
+                updates.append((task.set_target, (value, velocity)))
+        # All or none: if any target is refused, restore the ones already set.
+        saved = [(task, task.target, task.feedforward, task._has_feedforward) for _, task, *_ in self._bindings]
+        try:
+            for setter, args in updates:
+                setter(*args)
+        except (InvalidTarget, ValueError):
+            for task, target, feedforward, has_feedforward in saved:
+                task.target, task.feedforward, task._has_feedforward = target, feedforward, has_feedforward
+            raise
+        self._previous = references
+
+    # ------------------------------------------------------------------- ticks
+    def step(self, references: RobotReferences | None = None, q: np.ndarray | None = None,
+             dt: float | None = None) -> ControlOutput:
+        """Set the references (if given) and run one control tick.
+
+        Returns ``(q_command, v, status, timings)``; with rejected references the last
+        command is held and the status is ``REJECTED_TARGET`` (see ``status_message``).
+        """
+        if references is not None:
+            try:
+                self.set_references(references)
+            except (InvalidReferences, InvalidTarget, ValueError, TypeError, AttributeError) as exc:
+                # Malformed input of any kind is the sender's problem: hold, never crash.
+                return self.controller.hold(SolveStatus.REJECTED_TARGET, str(exc))
+        return self.controller.step(q, dt)
+
+    @property
+    def status_message(self) -> str:
+        return self.controller.status_message

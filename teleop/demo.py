@@ -1,0 +1,259 @@
+"""The main job on the embedded default: the whole loop, in one process, on a virtual clock.
+
+operator station (synthetic operator of a performer never trained on → retargeting →
+references) → delayed link (thesis delay model) → robot station (ProMP compensation → ZMP
+correction → whole-body QP → simulated iCub) → eye camera → JPEG → delayed video link →
+jitter buffer → "display". The ProMP library is learned at start from the product's own
+synthetic demonstrations in ``datasets/synthetic``. The same session is run twice, with and
+without compensation, so the summary shows what compensation buys.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+DATASET = Path(__file__).resolve().parents[1] / "datasets" / "synthetic"
+
+
+@dataclass
+class DemoSettings:
+    """Settings of the demo.
+
+    Attributes:
+        duration: simulated session length [s].
+        rtt: round-trip delay [s] (τ_f ~ N(rtt/2, 2/15 rtt/2), τ_b = rtt/2).
+        seed: seed of the operator and of the link.
+        performer: synthetic performer id (≥ 3: not in the training data).
+        video_hz: eye-camera rate [Hz].
+        camera_size: (width, height) of the eye camera [px].
+    """
+
+    duration: float = 20.0
+    rtt: float = 1.5
+    seed: int = 7
+    performer: int = 5
+    video_hz: float = 5.0
+    camera_size: tuple[int, int] = (320, 240)
+    dataset: Path = field(default_factory=lambda: DATASET)
+
+
+@dataclass
+class SessionLog:
+    """Time series of one session (all (K, ...) arrays at the control ticks)."""
+
+    times: list = field(default_factory=list)
+    operator: list = field(default_factory=list)      # (20,) operator's current references
+    executed: list = field(default_factory=list)      # (20,) references the robot executed
+    hands: list = field(default_factory=list)         # (2, 3) measured hands
+    cop: list = field(default_factory=list)           # (2,)
+    states: list = field(default_factory=list)
+    frames: list = field(default_factory=list)        # (display time, capture time, jpeg bytes)
+    telemetry: dict = field(default_factory=dict)
+    fell: bool = False
+    max_foot_slip_mm: float = 0.0
+    min_cop_margin_mm: float = float("inf")
+
+
+def train_library(dataset: Path):
+    """Learn the task library from the product's own synthetic demonstrations."""
+    from teleop.prescient.training import learn_library
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.takes import load_takes
+
+    takes = load_takes(dataset, robot_target(RobotModel()), progress=False)
+    return learn_library([t.trajectory for t in takes]), len(takes)
+
+
+def run_session(settings: DemoSettings, library, *, with_video: bool, progress: bool) -> SessionLog:
+    """One session of the full loop on a virtual clock."""
+    from retarget.polygon import contains, project
+    from teleop.clock import VirtualClock
+    from teleop.inputs.synthetic import SyntheticOperator
+    from teleop.net.delay import DirectionModel, LinkModel, THESIS_JITTER_RATIO, VirtualLink
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.secret import session_secret
+    from teleop.net.virtual import connect_virtual
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.sim.camera import CameraIntrinsics
+    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.scene import add_to_simulation
+    from teleop.sim.simulator import Simulation
+    from teleop.stations.operator_station import OperatorStation, VideoPath
+    from teleop.stations.robot_station import RobotStation, RobotStationConfig
+    from teleop.video import wire
+    from teleop.video.codec import JpegCodec
+
+    one_way = settings.rtt / 2.0
+    clock = VirtualClock(0.0)
+    link = LinkModel(forward=DirectionModel(delay=one_way, jitter=THESIS_JITTER_RATIO * one_way),
+                     backward=DirectionModel.constant(one_way))
+    operator_ep, robot_ep = connect_virtual(PacketCodec(session_secret()), link, clock, seed=settings.seed)
+    robot = RobotModel()
+    log = SessionLog()
+    video_link = VirtualLink(DirectionModel.constant(one_way), seed=settings.seed, direction="video")
+    codec = JpegCodec()
+    frame_ids = iter(range(1 << 31))
+
+    def on_display(frame, now):
+        log.frames.append((now, frame.timing.capture_s, frame.payload))
+
+    video = VideoPath(clock, on_display=on_display) if with_video else None
+
+    def send_video(image: np.ndarray, capture_s: float) -> None:
+        payload = codec.encode(image[:, :, ::-1])  # the codec takes OpenCV's BGR order
+        for datagram in wire.packetize(payload, stream_id=0, frame_id=next(frame_ids), codec=1, capture_s=capture_s,
+                                       available_s=capture_s, encode_end_s=capture_s, send_clock=clock.now):
+            video_link.push(clock.now(), datagram)
+
+    with Simulation(robot, visual=False) as sim, \
+            SyntheticOperator(seed=settings.seed, performer=settings.performer, clock=clock.now) as source:
+        scene = add_to_simulation(sim, static=True)
+        camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(*settings.camera_size),
+                                  scene=scene) if with_video else None
+        config = RobotStationConfig(video_hz=settings.video_hz if with_video else 0.0, compensation=library is not None)
+        station = RobotStation(robot_ep, robot, sim, library, config,
+                               video_out=send_video if with_video else None,
+                               render=camera.render if camera is not None else None)
+        operator = OperatorStation(operator_ep, robot_ep.address, source, robot_target(robot), video)
+        polygon = station.support_polygon
+        soles0 = {s: sim.link_position(robot.description.frames[f"{s}_sole"]) for s in ("left", "right")}
+        n_ticks = int(round(settings.duration / station.dt))
+        for k in tqdm(range(n_ticks), desc="session" + (" (compensated)" if library else " (delayed)"),
+                      disable=not progress, leave=False):
+            clock.set(k * station.dt)
+            operator.tick()
+            if video is not None:
+                for delivery in video_link.pop(clock.now()):
+                    video.handle(delivery.data, delivery.t_deliver)
+            record = station.tick()
+            if operator.current is None:
+                continue
+            log.times.append(record.t)
+            log.operator.append(operator.current.to_flat())
+            log.executed.append(record.executed)
+            log.hands.append(record.measured_hands)
+            log.cop.append(record.cop)
+            log.states.append(record.compensation)
+            if sim.other_contacts() > 0:
+                log.fell = True
+            for side, p0 in soles0.items():
+                # Horizontal: the compliant floor lets the soles sink ~2 mm, which is not slip.
+                slip = np.linalg.norm((sim.link_position(robot.description.frames[f"{side}_sole"]) - p0)[:2])
+                log.max_foot_slip_mm = max(log.max_foot_slip_mm, 1000.0 * float(slip))
+            if np.all(np.isfinite(record.cop)):
+                inside = contains(polygon, record.cop)
+                margin = _distance_to_edges(polygon, record.cop) if inside else \
+                    -float(np.linalg.norm(project(polygon, record.cop) - record.cop))
+                log.min_cop_margin_mm = min(log.min_cop_margin_mm, 1000.0 * margin)
+        log.telemetry = station.telemetry()
+        if video is not None:
+            log.telemetry["video"] = {"frames_displayed": video.displayed, **video.buffer.report()}
+            video.close()
+    return log
+
+
+def _distance_to_edges(polygon: np.ndarray, p: np.ndarray) -> float:
+    edges = np.roll(polygon, -1, axis=0) - polygon
+    normals = np.stack([edges[:, 1], -edges[:, 0]], axis=1) / np.linalg.norm(edges, axis=1, keepdims=True)
+    return float(np.min(np.abs(np.sum((p - polygon) * normals, axis=1))))
+
+
+def seen_error_cm(log: SessionLog, tau_b: float) -> dict:
+    """What the operator sees (the robot's measured hands, τ_b later) vs what they do.
+
+    The frame captured at robot time t is seen at t + τ_b, when the operator's hands are
+    at operator(t + τ_b). Per-axis RMS averaged over axes and hands [cm], over the ticks
+    where the operator moves (hands faster than 5 cm/s), where delay matters.
+    """
+    t = np.asarray(log.times)
+    operator = np.asarray(log.operator)
+    hands_ref = operator[:, 3:9]
+    seen_at = t + tau_b
+    keep = seen_at <= t[-1]
+    truth = np.stack([np.interp(seen_at[keep], t, hands_ref[:, j]) for j in range(6)], axis=1)
+    measured = np.asarray(log.hands).reshape(len(t), 6)[keep]
+    speed = np.linalg.norm(np.gradient(hands_ref, t, axis=0), axis=1)[keep]
+    moving = speed > 0.05
+    err = measured - truth
+    return {"moving_cm": 100.0 * float(np.mean(np.sqrt(np.mean(err[moving] ** 2, axis=0)))) if moving.any() else None,
+            "all_cm": 100.0 * float(np.mean(np.sqrt(np.mean(err ** 2, axis=0))))}
+
+
+def plot_session(logs: dict[str, SessionLog], tau_b: float, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 1, figsize=(9, 5.5), dpi=110, sharex=True)
+    first = next(iter(logs.values()))
+    t = np.asarray(first.times)
+    operator = np.asarray(first.operator)
+    for ax, j, name in ((axes[0], 6, "right hand x"), (axes[1], 8, "right hand z")):
+        ax.plot(t, 100 * operator[:, j], "k-", lw=2, label="operator (what they do)")
+        for label, log in logs.items():
+            tt = np.asarray(log.times)
+            seen = np.asarray(log.hands)[:, 1, j - 6]
+            ax.plot(tt + tau_b, 100 * seen, label=f"robot as seen by the operator, {label}")
+        ax.set_ylabel(f"{name} [cm]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    axes[1].set_xlabel("operator time [s]")
+    fig.suptitle("Prescient teleoperation demo: the delayed video vs the operator's present motion")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool = True) -> dict:
+    """Run the demo, write its outputs into ``out_dir`` and return the summary."""
+    settings = settings or DemoSettings()
+    out_dir = Path(out_dir)
+    (out_dir / "frames").mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    library, n_demos = train_library(settings.dataset)
+    logs = {"compensated": run_session(settings, library, with_video=True, progress=progress),
+            "delayed": run_session(settings, None, with_video=False, progress=progress)}
+    tau_b = settings.rtt / 2.0
+    comp, delayed = logs["compensated"], logs["delayed"]
+    for i, (shown, captured, jpeg) in enumerate(comp.frames[-6:]):
+        (out_dir / "frames" / f"frame_{i}_captured_{captured:.2f}s_shown_{shown:.2f}s.jpg").write_bytes(jpeg)
+    plot_session(logs, tau_b, out_dir / "demo.png")
+    seen_comp, seen_delayed = seen_error_cm(comp, tau_b), seen_error_cm(delayed, tau_b)
+    states = {s: comp.states.count(s) for s in sorted(set(comp.states))}
+    summary = {
+        "round_trip_s": settings.rtt,
+        "duration_s": settings.duration,
+        "library": {"tasks": library.labels, "demonstrations": n_demos},
+        "robot": {"fell": comp.fell or delayed.fell, "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
+                  "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm)},
+        "seen_hand_error_cm": {"compensated": seen_comp, "delayed": seen_delayed},
+        "compensation_ticks": states,
+        "controller_timing_ms": comp.telemetry.get("controller_timing_ms"),
+        "tau_f_mean_s": comp.telemetry.get("tau_f_mean_s"),
+        "tau_b_reported_s": comp.telemetry.get("tau_b_s"),
+        "video": {k: v for k, v in comp.telemetry.get("video", {}).items() if not isinstance(v, (list, dict))},
+        "wall_time_s": time.perf_counter() - started,
+        "outputs": {"summary": str(out_dir / "summary.json"), "plot": str(out_dir / "demo.png"),
+                    "frames": str(out_dir / "frames")},
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
+    return summary
+
+
+def _json_default(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)

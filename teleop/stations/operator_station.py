@@ -1,0 +1,160 @@
+"""The operator station: human motion in, robot references out, robot video in.
+
+One :meth:`OperatorStation.tick` per period (100 Hz by default):
+
+1. the input source gives the newest human pose (VR trackers, Xsens, a file replay or the
+   synthetic operator);
+2. the retargeting turns it into robot references (calibrated on the first pose, Eq. 2.1),
+   sent to the robot stamped with the operator's clock;
+3. clock pings from the robot are answered, FEEDBACK kept for the display;
+4. the video path reassembles and decodes the robot's frames, plays them out through the
+   jitter buffer, and reports the measured backward delay + buffer length (τ̂_b) to the
+   robot, which needs it for compensation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+from retarget.human import HumanMotion
+from retarget.mapping import Retargeter
+from retarget.references import RobotReferences
+from retarget.robot_target import RobotTarget
+from teleop.net.clock import answer_ping
+from teleop.net.protocol import Feedback, PacketType, VideoReport
+from teleop.video.codec import JpegCodec
+from teleop.video.jitter_buffer import JitterBuffer
+from teleop.video.receiver import ReceivedFrame, VideoReceiver
+
+
+class PoseSource(Protocol):
+    """Anything that yields timestamped human poses (see teleop.inputs)."""
+
+    def poll(self, now: float | None = None) -> tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]] | None: ...
+
+
+@dataclass
+class OperatorStationConfig:
+    """Settings of the operator station.
+
+    Attributes:
+        report_hz: rate of VIDEO_REPORT packets to the robot [Hz].
+        jitter_buffer_s: length of the video jitter buffer [s].
+    """
+
+    report_hz: float = 2.0
+    jitter_buffer_s: float = 0.0
+
+
+class VideoPath:
+    """Receiving side of the video: datagrams -> frames -> jitter buffer -> display.
+
+    Datagrams come either from a UDP socket (:meth:`poll_socket`) or from a virtual link
+    (:meth:`handle`), so the demo and the live station share this code.
+    """
+
+    def __init__(self, clock, buffer_s: float = 0.0, bind: tuple[str, int] = ("127.0.0.1", 0),
+                 on_display: Callable[[ReceivedFrame, float], None] | None = None) -> None:
+        self.clock = clock
+        self.receiver = VideoReceiver(bind=bind)
+        self.codec = JpegCodec()
+        self.buffer = JitterBuffer(buffer_length_s=buffer_s, clock_offset_s=0.0)
+        self.on_display = on_display
+        self.displayed = 0
+
+    def handle(self, datagram: bytes, arrival_s: float) -> None:
+        frame = self.receiver.handle_datagram(datagram, arrival_s)
+        if frame is not None:
+            self.buffer.push(frame, arrival_s)
+
+    def poll_socket(self) -> None:
+        now = self.clock.now()
+        for frame in self.receiver.poll():
+            self.buffer.push(frame, now)
+
+    def play(self) -> None:
+        now = self.clock.now()
+        self.receiver.expire(now)
+        for frame in self.buffer.pop_due(now):
+            self.displayed += 1
+            if self.on_display is not None:
+                self.on_display(frame, now)
+
+    def report(self) -> VideoReport | None:
+        r = self.buffer.report()
+        if r.get("backward_delay_mean_s") is None:
+            return None
+        std = r.get("backward_delay_p95_s")
+        return VideoReport(jitter_buffer=float(r["buffer_length_s"]), backward_delay=float(r["backward_delay_mean_s"]),
+                           backward_delay_std=float(std - r["backward_delay_mean_s"]) if std is not None else float("nan"),
+                           frames_received=int(self.receiver.stats.frames_completed) & 0xFFFFFFFF)
+
+    def close(self) -> None:
+        self.receiver.close()
+
+
+class OperatorStation:
+    """See the module docstring.
+
+    Args:
+        endpoint: network endpoint towards the robot.
+        robot_address: where the robot station listens.
+        source: the human-pose source.
+        target: the robot as the retargeting sees it.
+        video: the video path (None: no video).
+        config: station settings.
+    """
+
+    def __init__(self, endpoint, robot_address, source: PoseSource, target: RobotTarget,
+                 video: VideoPath | None = None, config: OperatorStationConfig | None = None) -> None:
+        self.endpoint = endpoint
+        self.robot_address = robot_address
+        self.source = source
+        self.retargeter = Retargeter(target)
+        self.video = video
+        self.config = config or OperatorStationConfig()
+        self.feedback: Feedback | None = None
+        self.current: RobotReferences | None = None
+        self._calibrated = False
+        self._next_report = 0.0
+        self.sent = 0
+
+    def _retarget(self, t: float, pose: dict) -> RobotReferences:
+        names = tuple(pose)
+        positions = np.array([pose[n][0] for n in names])
+        orientations = np.array([pose[n][1] for n in names])
+        if not self._calibrated:
+            first = HumanMotion(np.array([t]), names, positions[None], orientations[None], source="operator")
+            self.retargeter.calibrate(first)
+            self._calibrated = True
+        return self.retargeter.step(t, positions, orientations, names)
+
+    def tick(self) -> RobotReferences | None:
+        """Run one period; returns the references sent (None if no new pose)."""
+        now = self.endpoint.clock.now()
+        sample = self.source.poll(now)
+        sent = None
+        if sample is not None:
+            t, pose = sample
+            refs = self._retarget(t, pose)
+            refs.valid = None  # the wire carries the 20 signals; absent ones hold the robot's posture
+            self.endpoint.send(refs, self.robot_address)
+            self.current = refs
+            self.sent += 1
+            sent = refs
+        for received in self.endpoint.poll():
+            if answer_ping(self.endpoint, received):
+                continue
+            if received.packet.packet_type == PacketType.FEEDBACK:
+                self.feedback = received.packet.message
+        if self.video is not None:
+            self.video.play()
+            if now >= self._next_report:
+                self._next_report = now + 1.0 / self.config.report_hz
+                report = self.video.report()
+                if report is not None:
+                    self.endpoint.send(report, self.robot_address)
+        return sent

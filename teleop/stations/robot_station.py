@@ -1,0 +1,272 @@
+"""The robot station: delayed references in, whole-body control of the robot, video out.
+
+One :meth:`RobotStation.tick` per control period (100 Hz by default):
+
+1. take what the network delivered: references (→ compensator and watchdog), clock pings
+   and pongs, the operator's video report (→ τ̂_b);
+2. the compensator decides the references to execute now (prediction at t + τ̂_b, or the
+   delayed references passed through);
+3. the stale-command watchdog overrides them: it holds the last executed references when
+   commands stop arriving and blends back smoothly when they resume;
+4. the ZMP/LIP correction moves the CoM reference so the ZMP stays in the support polygon,
+   from the measured CoM and CoM velocity (Eq. 2.15);
+5. the whole-body QP computes the joint command; the simulation advances;
+6. at the video rate the eye camera renders a frame for the operator.
+
+The station works with any endpoint that has ``send``/``poll``/``clock`` (UDP on loopback
+or a network, or the virtual link of trials and the demo): the code path is the same.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pinocchio as pin
+
+from promp.library import TaskLibrary
+from retarget.references import FLAT_SIZE, RobotReferences
+from retarget.zmp import ZmpCorrector
+from teleop.control.tracker import ReferenceTracker, references_from_configuration
+from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
+from teleop.net.protocol import Feedback, PacketType, VideoReport
+from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
+from teleop.prescient.compensator import CompensationState, CompensatorConfig, PrescientCompensator
+from teleop.robot.model import RobotModel
+from teleop.sim.simulator import Simulation
+from teleop.stations.smoothing import CriticallyDampedFilter
+
+#: Compensation state codes carried by FEEDBACK packets.
+STATE_CODES = {state: i for i, state in enumerate(CompensationState)}
+
+
+@dataclass
+class RobotStationConfig:
+    """Settings of the robot station.
+
+    Attributes:
+        control_hz: whole-body controller rate [Hz].
+        physics_steps: simulation steps per control tick (1 kHz physics at 100 Hz control).
+        video_hz: eye-camera frame rate [Hz] (0: no video).
+        stale_timeout: commands older than this make the robot hold its pose [s].
+        resume_duration: blend back to commands after a stale period [s].
+        zmp_correction: apply the ZMP/LIP correction to the CoM reference.
+        compensation: predict the operator's commands when a task library is given.
+        default_tau_b: backward delay [s] assumed until the operator reports one.
+        feedback_hz: rate of FEEDBACK packets to the operator [Hz].
+        feedforward: differentiate the references into feed-forward task velocities.
+        zmp_com_source: CoM state the ZMP/LIP correction (Eq. 2.15) starts from each tick;
+            the thesis leaves it open. "reference" (default): its own corrected reference, a
+            pure pre-filter that bounds the reference's ZMP. "measured" (the simulator's CoM)
+            and "commanded" (the controller's) feed the robot back into the reference: with
+            a position-controlled robot and an open-loop IK this is a positive feedback
+            loop (a lagging or tilting CoM drags the reference with it) and 3 of 3 and 2 of
+            3 twelve-second synthetic-operator sessions fell; with "reference", 0 of 3.
+        zmp_margin: distance kept between the ZMP of the corrected reference and the edges
+            of the support polygon [m]; the thin iCub soles rock on their edges well before
+            the ZMP reaches them, so the margin is wider than the controller's CoM margin.
+        smoothing_hz: cut-off of the reference filter (see teleop/stations/smoothing.py);
+            0 disables it.
+    """
+
+    control_hz: float = 100.0
+    physics_steps: int = 10
+    video_hz: float = 10.0
+    stale_timeout: float = 0.5
+    resume_duration: float = 1.0
+    zmp_correction: bool = True
+    compensation: bool = True
+    default_tau_b: float = 0.0
+    feedback_hz: float = 10.0
+    feedforward: bool = True
+    smoothing_hz: float = 4.0
+    zmp_com_source: str = "reference"
+    zmp_margin: float = 0.03
+    compensator: CompensatorConfig = field(default_factory=CompensatorConfig)
+
+
+@dataclass
+class TickRecord:
+    """What happened in one tick (for telemetry, the recorder and the demo's plots)."""
+
+    t: float
+    executed: np.ndarray          # (20,) references sent to the controller
+    delayed: np.ndarray | None    # (20,) newest delayed references received
+    measured_hands: np.ndarray    # (2, 3) measured left/right hand positions [m]
+    measured_com: np.ndarray      # (3,) measured CoM [m]
+    cop: np.ndarray               # (2,) measured centre of pressure [m]
+    compensation: str
+    watchdog: str
+    status: str
+
+
+class RobotStation:
+    """See the module docstring.
+
+    Args:
+        endpoint: network endpoint towards the operator.
+        robot: robot model.
+        sim: the simulated robot (its clock must be the endpoint's clock in lock-step use).
+        library: ProMP task library for compensation (None: pass-through).
+        config: station settings.
+        video_out: called with (image (H, W, 3) RGB uint8, capture time) at the video rate.
+        render: called with the measured configuration q to produce the eye image.
+    """
+
+    def __init__(self, endpoint, robot: RobotModel, sim: Simulation, library: TaskLibrary | None = None,
+                 config: RobotStationConfig | None = None,
+                 video_out: Callable[[np.ndarray, float], None] | None = None,
+                 render: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        self.endpoint = endpoint
+        self.robot = robot
+        self.sim = sim
+        self.config = config or RobotStationConfig()
+        cfg = self.config
+        self.dt = 1.0 / cfg.control_hz
+        self.compensator = PrescientCompensator(library if cfg.compensation else None, cfg.compensator)
+        self.watchdog = StaleCommandWatchdog(endpoint.clock, timeout=cfg.stale_timeout,
+                                             resume_duration=cfg.resume_duration)
+        self.tracker = ReferenceTracker(robot, dt=self.dt, feedforward=cfg.feedforward)
+        self.zmp = ZmpCorrector(dt=self.dt, margin=cfg.zmp_margin) if cfg.zmp_correction else None
+        self.smoother = CriticallyDampedFilter(cfg.smoothing_hz, self.dt) if cfg.smoothing_hz > 0 else None
+        self.video_out, self.render = video_out, render
+        self.clock_estimator = ClockOffsetEstimator(method="median")
+        self.clock_sync: ClockSyncClient | None = None
+        self.operator: tuple | None = None
+        self.tau_b = cfg.default_tau_b
+        self.home = references_from_configuration(robot, self.tracker.q).to_flat()
+        self.hold = self.home.copy()
+        self.last_executed = self.home.copy()
+        self._prev_com_ref: np.ndarray | None = None
+        self._data = robot.model.createData()
+        # Double support with fixed feet: the support polygon of the home stance (computed
+        # on a separate model: the controller owns robot.data).
+        stance = RobotModel(robot.description)
+        stance.update(self.tracker.q)
+        self.support_polygon = stance.support_polygon()
+        self._next_video = 0.0
+        self._next_feedback = 0.0
+        self._last_seq = 0
+        self._last_ref_time = float("nan")
+        self._delays: deque[float] = deque(maxlen=100)
+        self.records: list[TickRecord] = []
+        self.keep_records = False
+        sim.reset(self.tracker.q)
+        self._last_joint_command = self.tracker.q[7:].copy()
+        self._last_v = np.zeros(robot.nv)
+        self._zmp_state: tuple[np.ndarray, np.ndarray] | None = None
+
+    # ---------------------------------------------------------------- clocks
+    def operator_time(self, t_robot: float) -> float:
+        """Robot-clock time expressed on the operator's clock (0 offset until measured)."""
+        offset = self.clock_estimator.offset
+        return t_robot + (offset if offset is not None else 0.0)
+
+    # ------------------------------------------------------------------ tick
+    def _receive(self) -> None:
+        for received in self.endpoint.poll():
+            if answer_ping(self.endpoint, received):
+                continue
+            if self.clock_sync is not None and self.clock_sync.handle(received):
+                continue
+            packet = received.packet
+            if packet.packet_type == PacketType.REFERENCES:
+                if self.operator is None:
+                    self.operator = received.peer
+                    self.clock_sync = ClockSyncClient(self.endpoint, received.peer, estimator=self.clock_estimator)
+                refs: RobotReferences = packet.message
+                arrival_op = self.operator_time(received.arrival_time)
+                self.compensator.observe(refs.t, refs.to_flat(), arrival_op)
+                self._delays.append(arrival_op - refs.t)
+                self.watchdog.command_received(received.arrival_time)
+                if packet.seq > self._last_seq:
+                    self._last_seq, self._last_ref_time = packet.seq, refs.t
+            elif packet.packet_type == PacketType.VIDEO_REPORT:
+                report: VideoReport = packet.message
+                if np.isfinite(report.effective_backward_delay):
+                    self.tau_b = float(report.effective_backward_delay)
+
+    def tick(self) -> TickRecord:
+        """Run one control period (see the module docstring)."""
+        now = self.endpoint.clock.now()
+        self._receive()
+        if self.clock_sync is not None:
+            self.clock_sync.tick()
+        out = self.compensator.step(self.operator_time(now), self.tau_b)
+        commanded = out.references if out.references is not None else self.last_executed
+        status = self.watchdog.update()
+        if status.went_stale:
+            self.hold = self.last_executed.copy()
+        if status.state in (WatchdogState.WAITING, WatchdogState.STALE):
+            executed = self.hold
+        elif status.state == WatchdogState.RESUMING:
+            executed = (1.0 - status.blend) * self.hold + status.blend * commanded
+        else:
+            executed = commanded
+        executed = np.array(executed, dtype=float)
+        if self.smoother is not None:
+            executed = self.smoother.step(executed)
+
+        source = self.config.zmp_com_source
+        if source == "measured":
+            state = self.sim.state()
+            pin.centerOfMass(self.robot.model, self._data, state.q, state.v)
+        else:
+            pin.centerOfMass(self.robot.model, self._data, self.tracker.q, self._last_v)
+        com, com_vel = self._data.com[0].copy(), self._data.vcom[0].copy()
+        if source == "reference" and self._zmp_state is not None:
+            # The LIP pre-filter runs on its own corrected reference (position, velocity)
+            # at the commanded CoM height: no feedback from the robot.
+            com = np.array([*self._zmp_state[0], com[2]])
+            com_vel = np.array([*self._zmp_state[1], 0.0])
+        to_track = executed.copy()
+        if self.zmp is not None:
+            ref_vel = np.zeros(2) if self._prev_com_ref is None else (executed[:2] - self._prev_com_ref) / self.dt
+            self._prev_com_ref = executed[:2].copy()
+            corrected = self.zmp.step(executed[:2], ref_vel, com, com_vel, self.support_polygon)
+            self._zmp_state = (corrected.copy(), self.zmp.com_velocity.copy())
+            to_track[:2] = corrected
+        q_command, v_command, solve_status, _ = self.tracker.step(RobotReferences.from_flat(now, to_track))
+        self._last_v = np.asarray(v_command, dtype=float)
+        self.sim.step_ramped(self._last_joint_command, q_command[7:], self.config.physics_steps)
+        self._last_joint_command = q_command[7:].copy()
+        self.last_executed = executed
+
+        measured = self.sim.state()
+        if self.video_out is not None and self.render is not None and self.config.video_hz > 0 and now >= self._next_video:
+            self._next_video = now + 1.0 / self.config.video_hz
+            self.video_out(self.render(measured.q), now)
+        if self.operator is not None and now >= self._next_feedback:
+            self._next_feedback = now + 1.0 / self.config.feedback_hz
+            self._send_feedback(out.state, status.state, com)
+        # Measure with the station's own pinocchio data: the controller owns robot.data.
+        pin.framesForwardKinematics(self.robot.model, self._data, measured.q)
+        hands = np.stack([self._data.oMf[self.robot.frame_id(f"{side}_hand")].translation for side in ("left", "right")])
+        record = TickRecord(now, executed, self.compensator.latest_delayed,
+                            hands, pin.centerOfMass(self.robot.model, self._data, measured.q),
+                            self.sim.measured_cop(), out.state.value, status.state.name, solve_status.value)
+        if self.keep_records:
+            self.records.append(record)
+        return record
+
+    def _send_feedback(self, comp_state: CompensationState, watchdog_state: WatchdogState, com: np.ndarray) -> None:
+        delays = np.array(self._delays) if self._delays else np.array([np.nan])
+        stats = self.endpoint.stats.summary()
+        feedback = Feedback(
+            last_ref_seq=self._last_seq, last_ref_time=self._last_ref_time,
+            forward_delay=float(np.mean(delays)), forward_delay_std=float(np.std(delays)),
+            clock_offset=float(-(self.clock_estimator.offset or 0.0)), watchdog_state=int(watchdog_state),
+            compensation_state=STATE_CODES[comp_state], packets_accepted=int(stats.get("accepted", 0)) & 0xFFFFFFFF,
+            packets_dropped=int(sum(v for k, v in stats.items() if k.startswith("dropped_"))) & 0xFFFFFFFF,
+            executed=self.last_executed.copy(), measured_com_xy=com[:2].copy())
+        self.endpoint.send(feedback, self.operator)
+
+    def telemetry(self) -> dict:
+        """Per-stage figures: controller timing, delays, network counters, states."""
+        delays = np.array(self._delays) if self._delays else np.array([np.nan])
+        return {"controller_timing_ms": self.tracker.controller.timing_stats(),
+                "tau_f_mean_s": float(np.mean(delays)), "tau_b_s": self.tau_b,
+                "compensation": self.compensator.state.value,
+                "network": self.endpoint.stats.summary()}

@@ -1,0 +1,84 @@
+"""Stack files: the presets load and run; malformed files are refused with a clear error."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from teleop.control import StackError, WholeBodyController, list_presets, load_stack
+from teleop.control.stack import parse_stack
+from teleop.control.tracker import ReferenceTracker
+
+PRESETS = ["default", "ch2_icub", "ch4_icub", "ch5_icub", "c1", "c2"]
+
+
+def test_the_thesis_presets_are_shipped():
+    assert set(PRESETS) <= set(list_presets())
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_loads_and_tracks_references(robot, name):
+    stack = load_stack(name)
+    tracker = ReferenceTracker(robot, name)
+    home = tracker.reset()
+    for k in range(1, 11):
+        refs = dataclasses.replace(home, t=0.01 * k, com_xy=home.com_xy + [0.0, 0.001 * k],
+                                   left_hand=home.left_hand + [0.002 * k, 0.0, 0.0])
+        q, v, status, _ = tracker.step(refs)
+        assert status == "ok", tracker.status_message
+    assert tracker.controller.n_levels == (1 if stack.mode == "weighted" else len(stack.levels))
+    assert ("/" in stack.expression()) == (stack.mode == "strict" and len(stack.levels) > 1)
+
+
+def test_thesis_weights_and_gains_are_the_published_ones():
+    ch5 = {t.name: t for t in load_stack("ch5_icub").tasks}
+    assert (ch5["com"].weight, ch5["left_hand"].weight, ch5["waist_height"].weight, ch5["neck"].weight,
+            ch5["torso"].weight, ch5["left_forearm"].weight) == (1.0, 0.73, 0.85, 1.0, 0.62, 0.11)
+    c1 = {t.name: t for t in load_stack("c1").tasks}
+    assert c1["left_hand"].gain == pytest.approx(0.0191 / 0.01)        # OpenSoT lambda per tick
+    assert [c1[n].level for n in ("head", "com", "com_height", "torso", "left_hand", "left_forearm")] == [1, 2, 2, 2, 2, 3]
+    c2 = {t.name: t for t in load_stack("c2").tasks}
+    assert c2["chest"].level == 3 and c2["chest"].gain == pytest.approx(60.52)
+    assert c2["left_arm"].weight == 0.8406
+
+
+def test_equality_and_nullspace_contact_handling_agree(robot):
+    outputs = []
+    for elimination in ("nullspace", "equality"):
+        controller = WholeBodyController(robot, "default", mode="weighted", contact_elimination=elimination)
+        controller.task("right_hand").set_target(controller.task("right_hand").target + [0.01, -0.01, 0.02])
+        controller.task("com").set_target(controller.task("com").target + [0.005, 0.0])
+        outputs.append(controller.step().v)
+    assert np.abs(outputs[0] - outputs[1]).max() < 1e-5
+
+
+BASE = {"name": "t", "task": [{"name": "com", "type": "com", "level": 1}]}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"modes": "strict"}, "unknown keys"),
+    ({"mode": "lexicographic"}, "mode must be"),
+    ({"task": []}, "at least one"),
+    ({"task": [{"name": "a", "type": "com"}, {"name": "a", "type": "com"}]}, "duplicate"),
+    ({"task": [{"name": "a", "type": "teleport"}]}, "type"),
+    ({"task": [{"name": "a", "type": "com", "frame": "left_hand"}]}, "unknown keys"),
+    ({"task": [{"name": "a", "type": "frame_position"}]}, "needs a frame"),
+    ({"task": [{"name": "a", "type": "posture"}]}, "needs joints"),
+    ({"task": [{"name": "a", "type": "com", "reference": "left_hand"}]}, "cannot track"),
+    ({"task": [{"name": "a", "type": "com", "gain": 1.0, "lambda": 0.1}]}, "not both"),
+    ({"task": [{"name": "a", "type": "com", "level": 0}]}, "level"),
+    ({"contacts": {"elimination": "magic"}}, "elimination"),
+    ({"support_polygon": {"margin": 0.1, "colour": "red"}}, "unknown keys"),
+])
+def test_malformed_stacks_are_refused(change, message):
+    with pytest.raises(StackError, match=message):
+        parse_stack(dict(BASE, **change))
+
+
+def test_unknown_frames_and_joints_are_refused(robot):
+    for task in ({"name": "a", "type": "frame_position", "frame": "tail"},
+                 {"name": "a", "type": "posture", "joints": ["l_elbow", "tail_joint"]}):
+        with pytest.raises(StackError):
+            WholeBodyController(robot, parse_stack({"name": "t", "task": [task]}))
+    with pytest.raises(StackError, match="no stack"):
+        load_stack("no_such_stack")
