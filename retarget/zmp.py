@@ -186,3 +186,39 @@ class ZmpCorrector:
 def _box(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """(4, 2) counter-clockwise rectangle."""
     return np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])
+
+
+class ZmpPrefilter:
+    """Eq. 2.15 run as a pure pre-filter of the CoM reference (no feedback from the robot).
+
+    The corrector is stepped on its own corrected state (position and velocity of the
+    corrected CoM reference) at a given CoM height, so the reference the controller
+    receives has its LIP ZMP inside the support polygon shrunk by ``margin``. Feeding the
+    robot's measured or commanded CoM back instead closes a positive feedback loop around a
+    position-controlled robot (see teleop/stations/robot_station.py for the measurements).
+
+    Args:
+        dt: control period [s].
+        margin: distance kept between the ZMP and the polygon edges [m].
+    """
+
+    def __init__(self, dt: float = 0.01, margin: float = 0.03) -> None:
+        self.corrector = ZmpCorrector(dt=dt, margin=margin)
+        self.dt = float(dt)
+        self._state: tuple[np.ndarray, np.ndarray] | None = None
+        self._prev_ref: np.ndarray | None = None
+
+    def reset(self) -> None:
+        self.corrector.reset()
+        self._state, self._prev_ref = None, None
+
+    def step(self, com_ref_xy: np.ndarray, com_height: float, support_polygon: np.ndarray) -> np.ndarray:
+        """(2,) corrected CoM reference for the (2,) retargeted one [m]."""
+        ref = np.asarray(com_ref_xy, dtype=float)
+        ref_vel = np.zeros(2) if self._prev_ref is None else (ref - self._prev_ref) / self.dt
+        self._prev_ref = ref.copy()
+        pos, vel = self._state if self._state is not None else (ref, np.zeros(2))
+        corrected = self.corrector.step(ref, ref_vel, np.array([pos[0], pos[1], com_height]),
+                                        np.array([vel[0], vel[1], 0.0]), support_polygon)
+        self._state = (corrected.copy(), self.corrector.com_velocity.copy())
+        return corrected

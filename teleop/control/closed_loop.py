@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pinocchio as pin
 
+from retarget.zmp import ZmpPrefilter
 from retarget.references import ReferenceTrajectory, RobotReferences
 from teleop.control.controller import SolveStatus
 from teleop.control.limits import SupportPolygonConstraint
@@ -80,7 +81,7 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
                     robot: RobotModel | None = None, stack: StackConfig | str | Path = "default",
                     mode: str | None = None, control_dt: float = 0.01, physics_steps: int = 10,
                     settle_time: float = 0.3, duration: float | None = None, feedforward: bool = True,
-                    interpolate: bool = True, gui: bool = False) -> dict:
+                    interpolate: bool = True, zmp_correction: bool = False, gui: bool = False) -> dict:
     """Track ``references`` with the controller in the pybullet simulation.
 
     Args:
@@ -144,7 +145,12 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         min_cop_margin = np.inf
         hand_errors, com_errors, waist_errors, joint_errors = [], [], [], []
         previous_joints = q0[7:].copy()
+        prefilter = ZmpPrefilter(dt=control_dt) if zmp_correction else None
+        com_height = float(pin.centerOfMass(robot.model, robot.model.createData(), q0)[2])
         for k, refs in enumerate(schedule):
+            if prefilter is not None:
+                # Eq. 2.15 as a pre-filter of the CoM reference (retarget.zmp.ZmpPrefilter).
+                refs = replace(refs, com_xy=prefilter.step(refs.com_xy, com_height, polygon.vertices))
             q_command, _, status, _ = tracker.step(refs)
             statuses[status.value] += 1
             joints = q_command[7:]

@@ -28,7 +28,7 @@ import pinocchio as pin
 
 from promp.library import TaskLibrary
 from retarget.references import FLAT_SIZE, RobotReferences
-from retarget.zmp import ZmpCorrector
+from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
 from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport
@@ -52,18 +52,16 @@ class RobotStationConfig:
         video_hz: eye-camera frame rate [Hz] (0: no video).
         stale_timeout: commands older than this make the robot hold its pose [s].
         resume_duration: blend back to commands after a stale period [s].
-        zmp_correction: apply the ZMP/LIP correction to the CoM reference.
         compensation: predict the operator's commands when a task library is given.
         default_tau_b: backward delay [s] assumed until the operator reports one.
         feedback_hz: rate of FEEDBACK packets to the operator [Hz].
         feedforward: differentiate the references into feed-forward task velocities.
-        zmp_com_source: CoM state the ZMP/LIP correction (Eq. 2.15) starts from each tick;
-            the thesis leaves it open. "reference" (default): its own corrected reference, a
-            pure pre-filter that bounds the reference's ZMP. "measured" (the simulator's CoM)
-            and "commanded" (the controller's) feed the robot back into the reference: with
-            a position-controlled robot and an open-loop IK this is a positive feedback
-            loop (a lagging or tilting CoM drags the reference with it) and 3 of 3 and 2 of
-            3 twelve-second synthetic-operator sessions fell; with "reference", 0 of 3.
+        zmp_correction: bound the ZMP of the CoM reference with Eq. 2.15 run as a pure
+            pre-filter (retarget.zmp.ZmpPrefilter). The thesis leaves open which CoM state
+            the correction starts from; feeding back the measured CoM (or the controller's
+            commanded CoM) made 3 of 3 (2 of 3) twelve-second synthetic-operator sessions
+            fall, a positive feedback loop around a position-controlled robot; as a
+            pre-filter, 0 of 3.
         zmp_margin: distance kept between the ZMP of the corrected reference and the edges
             of the support polygon [m]; the thin iCub soles rock on their edges well before
             the ZMP reaches them, so the margin is wider than the controller's CoM margin.
@@ -82,7 +80,6 @@ class RobotStationConfig:
     feedback_hz: float = 10.0
     feedforward: bool = True
     smoothing_hz: float = 4.0
-    zmp_com_source: str = "reference"
     zmp_margin: float = 0.03
     compensator: CompensatorConfig = field(default_factory=CompensatorConfig)
 
@@ -129,7 +126,7 @@ class RobotStation:
         self.watchdog = StaleCommandWatchdog(endpoint.clock, timeout=cfg.stale_timeout,
                                              resume_duration=cfg.resume_duration)
         self.tracker = ReferenceTracker(robot, dt=self.dt, feedforward=cfg.feedforward)
-        self.zmp = ZmpCorrector(dt=self.dt, margin=cfg.zmp_margin) if cfg.zmp_correction else None
+        self.zmp = ZmpPrefilter(dt=self.dt, margin=cfg.zmp_margin) if cfg.zmp_correction else None
         self.smoother = CriticallyDampedFilter(cfg.smoothing_hz, self.dt) if cfg.smoothing_hz > 0 else None
         self.video_out, self.render = video_out, render
         self.clock_estimator = ClockOffsetEstimator(method="median")
@@ -139,13 +136,13 @@ class RobotStation:
         self.home = references_from_configuration(robot, self.tracker.q).to_flat()
         self.hold = self.home.copy()
         self.last_executed = self.home.copy()
-        self._prev_com_ref: np.ndarray | None = None
         self._data = robot.model.createData()
         # Double support with fixed feet: the support polygon of the home stance (computed
         # on a separate model: the controller owns robot.data).
         stance = RobotModel(robot.description)
         stance.update(self.tracker.q)
         self.support_polygon = stance.support_polygon()
+        self._com_height = float(stance.com()[2])
         self._next_video = 0.0
         self._next_feedback = 0.0
         self._last_seq = 0
@@ -155,8 +152,6 @@ class RobotStation:
         self.keep_records = False
         sim.reset(self.tracker.q)
         self._last_joint_command = self.tracker.q[7:].copy()
-        self._last_v = np.zeros(robot.nv)
-        self._zmp_state: tuple[np.ndarray, np.ndarray] | None = None
 
     # ---------------------------------------------------------------- clocks
     def operator_time(self, t_robot: float) -> float:
@@ -209,27 +204,10 @@ class RobotStation:
         if self.smoother is not None:
             executed = self.smoother.step(executed)
 
-        source = self.config.zmp_com_source
-        if source == "measured":
-            state = self.sim.state()
-            pin.centerOfMass(self.robot.model, self._data, state.q, state.v)
-        else:
-            pin.centerOfMass(self.robot.model, self._data, self.tracker.q, self._last_v)
-        com, com_vel = self._data.com[0].copy(), self._data.vcom[0].copy()
-        if source == "reference" and self._zmp_state is not None:
-            # The LIP pre-filter runs on its own corrected reference (position, velocity)
-            # at the commanded CoM height: no feedback from the robot.
-            com = np.array([*self._zmp_state[0], com[2]])
-            com_vel = np.array([*self._zmp_state[1], 0.0])
         to_track = executed.copy()
         if self.zmp is not None:
-            ref_vel = np.zeros(2) if self._prev_com_ref is None else (executed[:2] - self._prev_com_ref) / self.dt
-            self._prev_com_ref = executed[:2].copy()
-            corrected = self.zmp.step(executed[:2], ref_vel, com, com_vel, self.support_polygon)
-            self._zmp_state = (corrected.copy(), self.zmp.com_velocity.copy())
-            to_track[:2] = corrected
-        q_command, v_command, solve_status, _ = self.tracker.step(RobotReferences.from_flat(now, to_track))
-        self._last_v = np.asarray(v_command, dtype=float)
+            to_track[:2] = self.zmp.step(executed[:2], self._com_height, self.support_polygon)
+        q_command, _, solve_status, _ = self.tracker.step(RobotReferences.from_flat(now, to_track))
         self.sim.step_ramped(self._last_joint_command, q_command[7:], self.config.physics_steps)
         self._last_joint_command = q_command[7:].copy()
         self.last_executed = executed
@@ -238,15 +216,15 @@ class RobotStation:
         if self.video_out is not None and self.render is not None and self.config.video_hz > 0 and now >= self._next_video:
             self._next_video = now + 1.0 / self.config.video_hz
             self.video_out(self.render(measured.q), now)
-        if self.operator is not None and now >= self._next_feedback:
-            self._next_feedback = now + 1.0 / self.config.feedback_hz
-            self._send_feedback(out.state, status.state, com)
         # Measure with the station's own pinocchio data: the controller owns robot.data.
         pin.framesForwardKinematics(self.robot.model, self._data, measured.q)
         hands = np.stack([self._data.oMf[self.robot.frame_id(f"{side}_hand")].translation for side in ("left", "right")])
         record = TickRecord(now, executed, self.compensator.latest_delayed,
                             hands, pin.centerOfMass(self.robot.model, self._data, measured.q),
                             self.sim.measured_cop(), out.state.value, status.state.name, solve_status.value)
+        if self.operator is not None and now >= self._next_feedback:
+            self._next_feedback = now + 1.0 / self.config.feedback_hz
+            self._send_feedback(out.state, status.state, record.measured_com)
         if self.keep_records:
             self.records.append(record)
         return record

@@ -1,0 +1,92 @@
+"""The `teleop` command, run as a user would, on the embedded default data."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from teleop.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
+DATASET = REPO / "datasets" / "synthetic"
+SUBCOMMANDS = ("demo", "robot", "operator", "trial", "retarget", "train", "eval", "netem", "record", "dataset",
+               "bench", "info")
+
+
+def test_help_lists_every_subcommand_and_each_explains_itself(capsys):
+    help_text = build_parser().format_help()
+    for name in SUBCOMMANDS:
+        assert name in help_text
+        with pytest.raises(SystemExit) as exc:
+            main([name, "--help"])
+        assert exc.value.code == 0
+        assert len(capsys.readouterr().out) > 200
+
+
+def run_teleop(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "teleop", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, check=True)
+
+
+def test_demo_headless_prints_the_summary_and_writes_its_outputs(tmp_path):
+    out = tmp_path / "demo"
+    summary = json.loads(run_teleop("demo", "--headless", "--duration", "5", "--seed", "11", "--out", str(out)).stdout)
+    for key in ("round_trip_s", "robot", "seen_hand_error_cm", "controller_timing_ms", "video", "library"):
+        assert key in summary
+    assert summary["robot"]["fell"] is False
+    assert summary["video"]["frames_displayed"] > 5
+    assert (out / "summary.json").is_file() and (out / "demo.png").stat().st_size > 10_000
+    assert len(list((out / "frames").glob("*.jpg"))) > 0
+
+
+def test_train_then_trial_on_the_embedded_dataset(tmp_path):
+    library = tmp_path / "lib.npz"
+    run_teleop("train", str(DATASET), "-o", str(library), "--tasks", "reach_forward,squat")
+    assert library.is_file()
+    out = run_teleop("trial", "--train", str(DATASET), "--test", str(DATASET), "--leave-one-out",
+                     "--train-tasks", "reach_forward,squat", "--test-tasks", "reach_forward,squat",
+                     "--rtt", "0,1.5", "--json", "--out", str(tmp_path / "trial")).stdout
+    summary = json.loads(out)
+    assert set(summary["rtt"]) == {"0", "1.5"}
+    at_15 = summary["rtt"]["1.5"]
+    assert at_15["comp"]["hand_cm"] < at_15["nocomp"]["hand_cm"]
+    assert summary["rtt"]["0"]["comp"]["whole"]["hand_cm"] == pytest.approx(0.0, abs=1e-6)
+    assert (tmp_path / "trial" / "error_vs_delay.png").is_file()
+
+
+def test_eval_promp_json_layout(tmp_path):
+    out = run_teleop("eval", "promp", "--train", str(DATASET), "--test", str(DATASET), "--leave-one-out",
+                     "--train-tasks", "reach_forward,squat,place_high", "--test-tasks", "reach_forward,squat,place_high",
+                     "--json").stdout
+    result = json.loads(out)
+    assert set(result["recognition"]) == {"none", "quarter", "half"}
+    assert set(result["hand_rms_cm"]) == {"none", "recog", "quarter", "half"}
+    assert result["recognition"]["half"] >= 0.9
+    assert result["hand_rms_cm"]["half"] < result["hand_rms_cm"]["none"]
+    assert 0.0 < result["coverage_2sigma"] <= 1.0
+
+
+def test_retarget_execute_json(tmp_path):
+    take = DATASET / "reach_forward" / "reach_forward_0.npz"
+    result = json.loads(run_teleop("retarget", str(take), "--execute", "--json", "--out", str(tmp_path)).stdout)
+    assert set(result) >= {"fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm", "zmp_correction"}
+    assert result["fell"] is False
+    assert (tmp_path / "retargeting.png").is_file()
+
+
+def test_bench_sim_quick_json():
+    result = json.loads(run_teleop("bench", "sim", "--quick", "--json").stdout)
+    assert result["fk_max_error_mm"] < 1.0
+    assert abs(result["mass_sim_kg"] - result["mass_model_kg"]) / result["mass_model_kg"] < 0.01
+    assert set(result["camera_frame_ms"]) == {"320x240", "640x480"}
+
+
+def test_a_wrong_motion_file_gives_a_clear_error(tmp_path):
+    bad = tmp_path / "notes.bvh"
+    bad.write_text("this is not a motion capture file\n")
+    proc = subprocess.run([sys.executable, "-m", "teleop", "retarget", str(bad)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "notes.bvh" in proc.stderr
