@@ -6,7 +6,7 @@ import numpy as np
 
 from teleop.control.kinematics import Kinematics
 from teleop.control.tasks.base import Task, finite_vector
-from teleop.control.tasks.frame_position import parse_axes
+from teleop.control.tasks.frame_position import axis_rows, parse_axes
 
 
 class ComTask(Task):
@@ -25,9 +25,7 @@ class ComTask(Task):
         self.axes = parse_axes(axes)
         super().__init__(name, len(self.axes), weight, gain)
         self.target = np.zeros(self.dim)
-        first = int(self.axes[0])
-        contiguous = self.axes.tolist() == list(range(first, first + self.dim))
-        self._rows = slice(first, first + self.dim) if contiguous else self.axes
+        self._rows = axis_rows(self.axes)
 
     def set_target(self, position: np.ndarray, velocity: np.ndarray | None = None) -> None:
         """Target CoM position on the task's axes [m] (and its velocity [m/s])."""

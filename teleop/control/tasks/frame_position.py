@@ -17,6 +17,13 @@ def parse_axes(axes: str) -> np.ndarray:
     return np.array([AXES[a] for a in axes], dtype=int)
 
 
+def axis_rows(axes: np.ndarray) -> slice | np.ndarray:
+    """Row selector of parsed axes: a slice where contiguous, so that selecting rows of a
+    cached Jacobian is a view (no copy); "xz" needs fancy indexing."""
+    first = int(axes[0])
+    return slice(first, first + len(axes)) if axes.tolist() == list(range(first, first + len(axes))) else axes
+
+
 class FramePositionTask(Task):
     r"""Bring the origin of a frame to a target position, on the selected world axes.
 
@@ -41,10 +48,7 @@ class FramePositionTask(Task):
         super().__init__(name, len(self.axes), weight, gain)
         self.frame_id = frame_id
         self.target = np.zeros(self.dim)
-        first = int(self.axes[0])
-        contiguous = self.axes.tolist() == list(range(first, first + self.dim))
-        # A slice gives a view of the cached Jacobian (no copy); "xz" needs fancy indexing.
-        self._rows = slice(first, first + self.dim) if contiguous else self.axes
+        self._rows = axis_rows(self.axes)
 
     def set_target(self, position: np.ndarray, velocity: np.ndarray | None = None) -> None:
         """Target position on the task's axes [m] (and its velocity [m/s])."""
