@@ -162,3 +162,24 @@ def test_step_validates_and_uses_the_measured_height():
         ZmpCorrector(dt=0.0)
     with pytest.raises(ValueError):
         ZmpCorrector(bounds="circle")
+
+
+def test_prefilter_passes_a_feasible_reference_and_bounds_a_step():
+    """ZmpPrefilter (Eq. 2.15 on its own state): a slow reference passes through; a step
+    of the CoM reference is turned into a motion whose LIP ZMP stays in the polygon."""
+    from retarget.zmp import ZmpPrefilter
+
+    polygon = np.array([[-0.05, -0.11], [0.10, -0.11], [0.10, 0.11], [-0.05, 0.11]])
+    height, dt, g = 0.55, 0.01, 9.81
+    slow = ZmpPrefilter(dt=dt, margin=0.01)
+    ref = [np.array([0.01 * np.sin(0.5 * k * dt), 0.0]) for k in range(300)]
+    out = np.array([slow.step(r, height, polygon) for r in ref])
+    assert np.abs(out - np.array(ref)).max() < 2e-3
+
+    step = ZmpPrefilter(dt=dt, margin=0.01)
+    out = np.array([step.step(np.array([0.0, 0.08 if k > 10 else 0.0]), height, polygon) for k in range(400)])
+    acc = np.gradient(np.gradient(out[:, 1], dt), dt)
+    zmp_y = out[:, 1] - acc * height / g
+    assert np.all(np.isfinite(out))
+    assert zmp_y.max() < 0.11 + 0.005 and zmp_y.min() > -0.11 - 0.005
+    assert abs(out[-1, 1] - 0.08) < 0.005  # it gets there
