@@ -420,7 +420,6 @@ def test_generate_dataset_round_trips_through_load_npz(tmp_path):
         assert np.abs(loaded.com - original.com).max() < 1e-4
 
 
-@pytest.mark.skipif(not (DATASET / "index.csv").exists(), reason="datasets/synthetic not generated")
 def test_shipped_dataset_loads_and_is_small():
     rows = list(csv.DictReader(open(DATASET / "index.csv")))
     assert {r["task"] for r in rows} == set(TASKS)
