@@ -109,6 +109,7 @@ class Simulation:
         self.position_gain = float(robot.description.sim.get("position_gain", 1.0))
         self.velocity_gain = float(robot.description.sim.get("velocity_gain", 1.0))
         self.t = 0.0
+        self.torque_mode = False
         self.reset(q_home)
 
     # ------------------------------------------------------------------ set-up
@@ -143,7 +144,10 @@ class Simulation:
         pb.resetBaseVelocity(self.body, [0, 0, 0], [0, 0, 0], **self._pb_kwargs)
         for jid, angle in zip(self.joint_ids, q[NQ_BASE:]):
             pb.resetJointState(self.body, int(jid), float(angle), 0.0, **self._pb_kwargs)
-        self.set_joint_targets(q[NQ_BASE:])
+        if self.torque_mode:
+            self.set_torque_mode(True)
+        else:
+            self.set_joint_targets(q[NQ_BASE:])
 
     def close(self) -> None:
         if self.client is not None and pb.isConnected(self.client):
@@ -179,6 +183,49 @@ class Simulation:
             self.body, self.joint_ids.tolist(), pb.POSITION_CONTROL, targetPositions=joints.tolist(),
             forces=self.robot.limits.effort.tolist(), positionGains=[self.position_gain] * n,
             velocityGains=[self.velocity_gain] * n, **kwargs, **self._pb_kwargs)
+
+    def set_torque_mode(self, enabled: bool = True) -> None:
+        """Switch the joints between pybullet's position servos and direct torque control.
+
+        In torque mode pybullet's motors are released (a velocity motor with zero force is
+        how pybullet turns them off), and the joints move only under the torques given to
+        :meth:`apply_joint_torques` before each :meth:`step` (held until changed). Leaving
+        torque mode re-arms the position servos at the current angles, so nothing jumps.
+        """
+        n = self.robot.n_joints
+        if enabled:
+            pb.setJointMotorControlArray(self.body, self.joint_ids.tolist(), pb.VELOCITY_CONTROL,
+                                         targetVelocities=[0.0] * n, forces=[0.0] * n, **self._pb_kwargs)
+            self.torque_mode = True
+        else:
+            self.torque_mode = False
+            self.set_joint_targets(self.joint_positions())
+
+    def apply_joint_torques(self, torques: np.ndarray) -> None:
+        """Apply (n_joints,) joint torques [N m] in model joint order (torque mode only).
+
+        pybullet applies them during the next :meth:`step`; they are *not* clipped here, so
+        a controller is responsible for its own torque limits.
+        """
+        if not getattr(self, "torque_mode", False):
+            raise RuntimeError("apply_joint_torques needs set_torque_mode(True) first")
+        torques = np.asarray(torques, dtype=float)
+        if torques.shape != (self.robot.n_joints,) or not np.all(np.isfinite(torques)):
+            raise ValueError(f"joint torques must be {self.robot.n_joints} finite values")
+        pb.setJointMotorControlArray(self.body, self.joint_ids.tolist(), pb.TORQUE_CONTROL,
+                                     forces=torques.tolist(), **self._pb_kwargs)
+
+    def joint_positions(self) -> np.ndarray:
+        """(n_joints,) measured joint angles [rad], model order."""
+        return np.array([s[0] for s in pb.getJointStates(self.body, self.joint_ids.tolist(), **self._pb_kwargs)])
+
+    def joint_velocities(self) -> np.ndarray:
+        """(n_joints,) measured joint velocities [rad/s], model order."""
+        return np.array([s[1] for s in pb.getJointStates(self.body, self.joint_ids.tolist(), **self._pb_kwargs)])
+
+    def set_gravity(self, g: float = GRAVITY) -> None:
+        """Set the gravity magnitude [m/s^2] (0 for the no-gravity tuning setup)."""
+        pb.setGravity(0, 0, -float(g), **self._pb_kwargs)
 
     def step_ramped(self, start: np.ndarray, end: np.ndarray, n: int) -> float:
         """Advance ``n`` physics steps while moving the (n_joints,) position targets linearly
