@@ -36,7 +36,7 @@ from promp.basis import RBFBasis
 from promp.model import ProMP
 
 __all__ = ["Demonstration", "CovarianceRegularisation", "DEFAULT_REGULARISATION",
-           "demo_phases", "fit_weights", "learn_promp"]
+           "demo_phases", "fit_weights", "learn_promp", "augment_promp"]
 
 
 @dataclass
@@ -180,6 +180,7 @@ def learn_promp(demos: Sequence[Demonstration], basis: RBFBasis | None = None, *
     centred = (weights - mean) / np.sqrt(max(n - 1, 1))            # (N, D, k)
     low_rank = np.ascontiguousarray(centred.transpose(1, 2, 0))     # (D, k, N)
     mean_block_var = np.einsum("ndk,ndk->d", centred, centred) / k  # mean diag of S_dd
+
     block_var = regularisation.relative * mean_block_var + regularisation.absolute
     noise_var = np.maximum(sq_residual / dof, np.asarray(min_noise_std, dtype=float) ** 2)
     labels = {d.label for d in demos if d.label is not None}
@@ -190,3 +191,46 @@ def learn_promp(demos: Sequence[Demonstration], basis: RBFBasis | None = None, *
                  low_rank=low_rank, block_var=block_var, coupled=(covariance == "full"),
                  signal_names=tuple(signal_names) if signal_names is not None else None,
                  label=label)
+
+
+
+def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitude: float = 0.0) -> ProMP:
+    """The ProMP with structured directions of variation added to its low-rank covariance.
+
+    Args:
+        promp: a learned (structured, coupled) ProMP.
+        offset: std of a constant shift of each signal over the whole motion, as a
+            fraction of that signal's demo spread s_d (RMS over the phase of its std across
+            the demonstrations). One low-rank column per signal.
+        ramp: the same for a shift growing linearly from -s_d to +s_d over the phase.
+        amplitude: std of a common scaling of every signal's mean displacement from its
+            start value (a shallower squat, a shorter reach), as a fraction. One column.
+
+    These directions model how an operator who is not one of the demonstrators differs
+    (another height, stance, depth): a deviation observed early persists over the rest of
+    the motion, which the isotropic regulariser cannot express (its deviations are
+    independent per basis function and fade within a basis width of the last observation).
+    A model without structure, or nothing to add, is returned as it is.
+    """
+    if not promp.structured or not promp.coupled or (offset <= 0 and ramp <= 0 and amplitude <= 0):
+        return promp
+    basis, mean, low_rank = promp.basis, promp.weight_mean, promp.low_rank
+    D, k = mean.shape
+    cols = []
+    if offset > 0 or ramp > 0:
+        phi = basis(np.linspace(0.0, 1.0, 101))
+        demo_traj = np.einsum("zk,dkr->zdr", phi, low_rank)                  # (Z, D, r)
+        spread = np.maximum(np.sqrt(np.mean(np.sum(demo_traj ** 2, axis=2), axis=0)), 1e-9)
+        # The normalised RBFs sum to one, so equal weights give a constant; weights equal to
+        # the (clipped) phase of their centre give a ramp.
+        for frac, shape in ((offset, np.ones(k)), (ramp, 2.0 * np.clip(basis.centres, 0.0, 1.0) - 1.0)):
+            if frac > 0:
+                block = np.zeros((D, k, D))
+                block[np.arange(D), :, np.arange(D)] = frac * spread[:, None] * shape[None, :]
+                cols.append(block)
+    if amplitude > 0:
+        cols.append((amplitude * (mean - mean[:, :1]))[:, :, None])
+    return ProMP(basis=basis, weight_mean=mean, noise_var=promp.noise_var, durations=promp.durations,
+                 low_rank=np.ascontiguousarray(np.concatenate([low_rank] + cols, axis=2)),
+                 block_var=promp.block_var, coupled=True, signal_names=promp.signal_names,
+                 label=promp.label)

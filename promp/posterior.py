@@ -43,7 +43,13 @@ class StructuredPosterior:
     observations; ``add`` appends to them.
     """
 
-    def __init__(self, promp: ProMP) -> None:
+    def __init__(self, promp: ProMP, conditioning_noise_var: np.ndarray | None = None) -> None:
+        """Args:
+            promp: the structured prior.
+            conditioning_noise_var: (D,) noise variance of the observations conditioned on
+                (default: the model's ``noise_var``); the predictive ``include_noise`` term
+                is always the model's own ``noise_var``.
+        """
         if not promp.structured:
             raise ValueError("StructuredPosterior needs a ProMP with low_rank/block_var structure")
         self.promp = promp
@@ -54,9 +60,12 @@ class StructuredPosterior:
         self._u = promp.low_rank
         self._u_km = np.ascontiguousarray(promp.low_rank.transpose(1, 0, 2))   # (k, D, r)
         self._mu_km = np.ascontiguousarray(promp.weight_mean.T)                # (k, D)
-        self._ratio = (promp.block_var / promp.noise_var)[None, :]             # eps / sigma^2
+        cond_noise = promp.noise_var if conditioning_noise_var is None else \
+            np.broadcast_to(np.asarray(conditioning_noise_var, dtype=float), (D,)).copy()
+        self._ratio = (promp.block_var / cond_noise)[None, :]                  # eps / sigma^2
         self._eps = promp.block_var
-        self._noise = promp.noise_var
+        self._noise = cond_noise
+        self._predictive_noise = promp.noise_var
         self.reset()
 
     # --------------------------------------------------------------- statistics
@@ -235,7 +244,7 @@ class StructuredPosterior:
                 var[:, signals] = (psi * psi) @ jinv
                 low[:, signals, :r] = (psi @ factor.reshape(self._k, -1)).reshape(F, len(signals), r)
         if include_noise:
-            var += self._noise
+            var += self._predictive_noise
         if not full_cov:
             return mean, var + np.einsum("fdr,fdr->fd", low, low)
         if not self._coupled:

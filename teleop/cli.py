@@ -22,6 +22,10 @@ COMMAND_MODULES = (
     "teleop.net.cli",
     "teleop.record.record_cli",
     "teleop.record.dataset_cli",
+    "teleop.jog.cli",
+    "teleop.tuning.cli",
+    "teleop.sim.calibrate_cli",
+    "teleop.sim.lockstep_cli",
     "teleop.benchmarks.cli",
     "teleop.info_cli",
 )

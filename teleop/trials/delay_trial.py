@@ -14,6 +14,19 @@ error is the motion over a whole round trip.
 Reported per take, as the thesis does, over the window after compensation has engaged and
 blended in (the same window for the uncompensated run of that take), and also over the whole
 take. Cartesian errors are per-axis RMS averaged over axes (and hands) [m]; postures [rad].
+
+Rest before and after the motion (:func:`pad_take`). A live operator stands still before a
+motion and holds its final pose afterwards; cut clips (HDM05, the Xsens demos) start and end
+in the middle of the motion and are often shorter than the round trip, so that without
+padding the error window of a 1.2 s squat at 1.5 s round trip is empty (the operator is done
+before the first packet arrives) and nothing could be measured on real data. Every take is
+therefore played with at least ``lead_in`` seconds of rest at its first pose before the
+motion onset and at least ``hold`` seconds (default: one round trip) at its last pose after
+the motion end; takes that already contain that much rest (the synthetic operator's) are
+played nearly unchanged. With hold = round trip the last scored tick is the one at which
+the *uncompensated* robot is seen to finish, so the window never contains ticks where the
+uncompensated error is trivially zero. ``lead_in=0, hold=0`` reproduces the first protocol
+(see TrialSettings).
 """
 
 from __future__ import annotations
@@ -44,6 +57,8 @@ class TrialSettings:
         loss: forward packet loss probability.
         duplicate: forward duplication probability.
         tail: seconds simulated after the take ends (the last commands still arrive).
+        lead_in: minimum rest [s] at the first pose before the motion onset (see module doc).
+        hold: minimum rest [s] at the last pose after the motion end; None = the round trip.
     """
 
     control_hz: float = 100.0
@@ -52,6 +67,8 @@ class TrialSettings:
     loss: float = 0.0
     duplicate: float = 0.0
     tail: float = 0.5
+    lead_in: float = 1.0
+    hold: float | None = None
 
 
 @dataclass
@@ -105,10 +122,37 @@ def error_summary(err: np.ndarray) -> dict[str, float]:
             "posture_rad": float(np.mean(rms[list(POSTURE_INDICES)]))}
 
 
+def pad_take(take: ReferenceTrajectory, lead_in: float, hold: float) -> ReferenceTrajectory:
+    """The take with at least ``lead_in`` s of rest before its motion onset and ``hold`` s after
+    its motion end (first / last pose held, at the take's median sample period)."""
+    from teleop.prescient.training import motion_span
+
+    start, end = motion_span(take)
+    before = max(0.0, lead_in - (start - float(take.times[0])))
+    after = max(0.0, hold - (float(take.times[-1]) - end))
+    if before <= 0.0 and after <= 0.0:
+        return take
+    dt = float(np.median(np.diff(take.times)))
+    n_before = int(np.ceil(before / dt))
+    n_after = int(np.ceil(after / dt))
+    t0, t1 = float(take.times[0]), float(take.times[-1])
+    times = np.concatenate([t0 - dt * np.arange(n_before, 0, -1), take.times,
+                            t1 + dt * np.arange(1, n_after + 1)])
+    values = np.concatenate([np.repeat(take.values[:1], n_before, 0), take.values,
+                             np.repeat(take.values[-1:], n_after, 0)])
+    return ReferenceTrajectory(times, values, label=take.label, source=take.source,
+                               meta=dict(take.meta), valid=take.valid)
+
+
 def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None, *,
              compensate: bool = True, seed: int = 0, settings: TrialSettings = TrialSettings(),
              compensator_config: CompensatorConfig = CompensatorConfig()) -> TakeResult:
-    """Play one take through the delayed link and the compensator (virtual clock)."""
+    """Play one take through the delayed link and the compensator (virtual clock).
+
+    The take is first padded with rest (:func:`pad_take`, settings ``lead_in`` and ``hold``).
+    """
+    hold = rtt if settings.hold is None else settings.hold
+    take = pad_take(take, settings.lead_in, hold)
     one_way = rtt / 2.0
     tau_b = one_way
     link = LinkModel(
