@@ -60,10 +60,11 @@ class Simulation:
         gui: open pybullet's GUI window instead of running headless.
         realtime: pace :meth:`step` to the wall clock.
         visual: load visual meshes (needed for the eye cameras).
+        fixed_base: bolt the root link to the world (bench tests of single limbs).
     """
 
     def __init__(self, robot: RobotModel, dt: float = 0.001, gui: bool = False,
-                 realtime: bool = False, visual: bool = True) -> None:
+                 realtime: bool = False, visual: bool = True, fixed_base: bool = False) -> None:
         self.robot = robot
         self.dt = dt
         self.realtime = realtime
@@ -88,7 +89,7 @@ class Simulation:
         keep |= {f"{side}_foot" for side in ("l", "r")}
         urdf = prepare_urdf(robot.description.urdf_path, keep, visual=visual)
         q_home = robot.home_configuration()
-        self.body = pb.loadURDF(str(urdf), q_home[:3], q_home[3:7], useFixedBase=False,
+        self.body = pb.loadURDF(str(urdf), q_home[:3], q_home[3:7], useFixedBase=fixed_base,
                                 flags=pb.URDF_USE_INERTIA_FROM_FILE, **self._pb_kwargs)
         self._index_links_and_joints()
         info = pb.getDynamicsInfo(self.body, -1, **self._pb_kwargs)
@@ -109,7 +110,7 @@ class Simulation:
         self.position_gain = float(robot.description.sim.get("position_gain", 1.0))
         self.velocity_gain = float(robot.description.sim.get("velocity_gain", 1.0))
         self.t = 0.0
-        self.torque_mode = False
+        self.torque_joints = np.zeros(0, dtype=int)
         self.reset(q_home)
 
     # ------------------------------------------------------------------ set-up
@@ -144,10 +145,9 @@ class Simulation:
         pb.resetBaseVelocity(self.body, [0, 0, 0], [0, 0, 0], **self._pb_kwargs)
         for jid, angle in zip(self.joint_ids, q[NQ_BASE:]):
             pb.resetJointState(self.body, int(jid), float(angle), 0.0, **self._pb_kwargs)
+        self.set_joint_targets(q[NQ_BASE:])
         if self.torque_mode:
-            self.set_torque_mode(True)
-        else:
-            self.set_joint_targets(q[NQ_BASE:])
+            self.set_torque_mode(True, self.torque_joints)
 
     def close(self) -> None:
         if self.client is not None and pb.isConnected(self.client):
@@ -175,44 +175,67 @@ class Simulation:
         joints = np.asarray(joints, dtype=float)
         if joints.shape != (self.robot.n_joints,) or not np.all(np.isfinite(joints)):
             raise ValueError(f"joint targets must be {self.robot.n_joints} finite values")
+        # Joints under torque control keep their torques: only the servoed ones take targets.
+        idx = np.setdiff1d(np.arange(self.robot.n_joints), self.torque_joints) if self.torque_mode \
+            else np.arange(self.robot.n_joints)
         kwargs = {}
         if velocities is not None:
-            kwargs["targetVelocities"] = np.asarray(velocities, dtype=float).tolist()
-        n = self.robot.n_joints
+            kwargs["targetVelocities"] = np.asarray(velocities, dtype=float)[idx].tolist()
+        n = len(idx)
         pb.setJointMotorControlArray(
-            self.body, self.joint_ids.tolist(), pb.POSITION_CONTROL, targetPositions=joints.tolist(),
-            forces=self.robot.limits.effort.tolist(), positionGains=[self.position_gain] * n,
+            self.body, self.joint_ids[idx].tolist(), pb.POSITION_CONTROL, targetPositions=joints[idx].tolist(),
+            forces=self.robot.limits.effort[idx].tolist(), positionGains=[self.position_gain] * n,
             velocityGains=[self.velocity_gain] * n, **kwargs, **self._pb_kwargs)
 
-    def set_torque_mode(self, enabled: bool = True) -> None:
-        """Switch the joints between pybullet's position servos and direct torque control.
+    def set_torque_mode(self, enabled: bool = True, joints: np.ndarray | None = None) -> None:
+        """Switch joints between pybullet's position servos and direct torque control.
+
+        Args:
+            enabled: True releases the servos of ``joints``; False re-arms them.
+            joints: model joint indices (default: all joints).
 
         In torque mode pybullet's motors are released (a velocity motor with zero force is
-        how pybullet turns them off), and the joints move only under the torques given to
-        :meth:`apply_joint_torques` before each :meth:`step` (held until changed). Leaving
-        torque mode re-arms the position servos at the current angles, so nothing jumps.
+        how pybullet turns them off), and those joints move only under the torques given
+        to :meth:`apply_joint_torques` before each :meth:`step` (held until changed).
+        Re-arming holds the current angles, so nothing jumps. Joints not in torque mode
+        keep their position servos and targets.
         """
-        n = self.robot.n_joints
+        idx = np.arange(self.robot.n_joints) if joints is None else np.asarray(joints, dtype=int)
         if enabled:
-            pb.setJointMotorControlArray(self.body, self.joint_ids.tolist(), pb.VELOCITY_CONTROL,
-                                         targetVelocities=[0.0] * n, forces=[0.0] * n, **self._pb_kwargs)
-            self.torque_mode = True
+            pb.setJointMotorControlArray(self.body, self.joint_ids[idx].tolist(), pb.VELOCITY_CONTROL,
+                                         targetVelocities=[0.0] * len(idx), forces=[0.0] * len(idx),
+                                         **self._pb_kwargs)
+            self.torque_joints = np.union1d(self.torque_joints, idx).astype(int)
         else:
-            self.torque_mode = False
-            self.set_joint_targets(self.joint_positions())
+            self.torque_joints = np.setdiff1d(self.torque_joints, idx).astype(int)
+            q = self.joint_positions()
+            pb.setJointMotorControlArray(
+                self.body, self.joint_ids[idx].tolist(), pb.POSITION_CONTROL, targetPositions=q[idx].tolist(),
+                forces=self.robot.limits.effort[idx].tolist(), positionGains=[self.position_gain] * len(idx),
+                velocityGains=[self.velocity_gain] * len(idx), **self._pb_kwargs)
 
-    def apply_joint_torques(self, torques: np.ndarray) -> None:
-        """Apply (n_joints,) joint torques [N m] in model joint order (torque mode only).
+    @property
+    def torque_mode(self) -> bool:
+        """True when any joint is under direct torque control."""
+        return len(self.torque_joints) > 0
+
+    def apply_joint_torques(self, torques: np.ndarray, joints: np.ndarray | None = None) -> None:
+        """Apply joint torques [N m] to torque-mode joints.
+
+        Args:
+            torques: (len(joints),) torques, or (n_joints,) when ``joints`` is None.
+            joints: model joint indices (default: all joints, which must all be in torque mode).
 
         pybullet applies them during the next :meth:`step`; they are *not* clipped here, so
         a controller is responsible for its own torque limits.
         """
-        if not getattr(self, "torque_mode", False):
-            raise RuntimeError("apply_joint_torques needs set_torque_mode(True) first")
+        idx = np.arange(self.robot.n_joints) if joints is None else np.asarray(joints, dtype=int)
+        if not np.all(np.isin(idx, self.torque_joints)):
+            raise RuntimeError("apply_joint_torques needs set_torque_mode(True) for those joints first")
         torques = np.asarray(torques, dtype=float)
-        if torques.shape != (self.robot.n_joints,) or not np.all(np.isfinite(torques)):
-            raise ValueError(f"joint torques must be {self.robot.n_joints} finite values")
-        pb.setJointMotorControlArray(self.body, self.joint_ids.tolist(), pb.TORQUE_CONTROL,
+        if torques.shape != (len(idx),) or not np.all(np.isfinite(torques)):
+            raise ValueError(f"joint torques must be {len(idx)} finite values")
+        pb.setJointMotorControlArray(self.body, self.joint_ids[idx].tolist(), pb.TORQUE_CONTROL,
                                      forces=torques.tolist(), **self._pb_kwargs)
 
     def joint_positions(self) -> np.ndarray:
