@@ -32,6 +32,8 @@ class DemoSettings:
         performer: synthetic performer id (≥ 3: not in the training data).
         video_hz: eye-camera rate [Hz].
         camera_size: (width, height) of the eye camera [px].
+        loss: forward packet loss probability.
+        jitter: forward jitter std [s]; None = the thesis's model (2/15 of the one-way delay).
     """
 
     duration: float = 20.0
@@ -40,6 +42,8 @@ class DemoSettings:
     performer: int = 5
     video_hz: float = 5.0
     camera_size: tuple[int, int] = (320, 240)
+    loss: float = 0.0
+    jitter: float | None = None
     dataset: Path = field(default_factory=lambda: DATASET)
 
 
@@ -58,6 +62,9 @@ class SessionLog:
     fell: bool = False
     max_foot_slip_mm: float = 0.0
     min_cop_margin_mm: float = float("inf")
+    max_joint_speed_ratio: float = 0.0    # max over ticks and joints of |measured velocity| / limit
+    max_command_speed_ratio: float = 0.0  # the same for the commanded joint velocity (QP output)
+    nonfinite_ticks: int = 0              # ticks whose executed references held a NaN or inf
 
 
 def train_library(dataset: Path):
@@ -93,7 +100,8 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
 
     one_way = settings.rtt / 2.0
     clock = VirtualClock(0.0)
-    link = LinkModel(forward=DirectionModel(delay=one_way, jitter=THESIS_JITTER_RATIO * one_way),
+    jitter = THESIS_JITTER_RATIO * one_way if settings.jitter is None else settings.jitter
+    link = LinkModel(forward=DirectionModel(delay=one_way, jitter=jitter, loss=settings.loss),
                      backward=DirectionModel.constant(one_way))
     operator_ep, robot_ep = connect_virtual(PacketCodec(session_secret()), link, clock, seed=settings.seed)
     robot = RobotModel()
@@ -126,6 +134,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
         polygon = station.support_polygon
         soles0 = {s: sim.link_position(robot.description.frames[f"{s}_sole"]) for s in ("left", "right")}
         n_ticks = int(round(settings.duration / station.dt))
+        prev_command = None
         for k in tqdm(range(n_ticks), desc="session" + (" (compensated)" if library else " (delayed)"),
                       disable=not progress, leave=False):
             clock.set(k * station.dt)
@@ -142,6 +151,14 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
             log.hands.append(record.measured_hands)
             log.cop.append(record.cop)
             log.states.append(record.compensation)
+            if not np.all(np.isfinite(record.executed)):
+                log.nonfinite_ticks += 1
+            joint_speed = np.abs(sim.joint_velocities()) / robot.limits.velocity
+            if prev_command is not None:
+                command_speed = np.abs(station._last_joint_command - prev_command) / station.dt / robot.limits.velocity
+                log.max_command_speed_ratio = max(log.max_command_speed_ratio, float(np.max(command_speed)))
+            prev_command = station._last_joint_command.copy()
+            log.max_joint_speed_ratio = max(log.max_joint_speed_ratio, float(np.max(joint_speed)))
             if sim.other_contacts() > 0:
                 log.fell = True
             for side, p0 in soles0.items():

@@ -48,10 +48,13 @@ class SigmoidBlend:
         start_from: (D,) value of the stream blended out, at the start.
         start_to: (D,) value of the stream blended in, at the start.
         step_scale: size of one step in multiples of :data:`STEP_UNITS`.
+        max_steps: longest blend [steps] (see :func:`blend_steps`).
     """
 
-    def __init__(self, start_from: np.ndarray, start_to: np.ndarray, step_scale: float = 1.0) -> None:
-        self.steps = blend_steps(np.asarray(start_to) - np.asarray(start_from), STEP_UNITS * step_scale)
+    def __init__(self, start_from: np.ndarray, start_to: np.ndarray, step_scale: float = 1.0,
+                 max_steps: int = 100) -> None:
+        self.steps = blend_steps(np.asarray(start_to) - np.asarray(start_from), STEP_UNITS * step_scale,
+                                 max_steps=max_steps)
         self.i = 0
 
     @property

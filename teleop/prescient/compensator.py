@@ -130,6 +130,7 @@ class CompensatorConfig:
     ood_margin: float = 0.05
     history: float = 1.0
     blend_step_scale: float = 6.0
+    blend_max_steps: int = 100
     smoothing_time: float = 0.2
     max_speed_cartesian: float = 2.0
     max_speed_angular: float = 4.0
@@ -298,7 +299,8 @@ class PrescientCompensator:
             out = y_d
             if self._ready_to_engage():
                 y_p = self._predict(motion_time)
-                self._blend = SigmoidBlend(y_d, y_p, self.config.blend_step_scale)
+                self._blend = SigmoidBlend(y_d, y_p, self.config.blend_step_scale,
+                                           self.config.blend_max_steps)
                 state = CompensationState.BLEND_IN
                 out = self._blend.step(y_d, y_p)
             elif self._t0 is not None and (self._rejected or self._ended) and self._at_rest():
@@ -396,7 +398,8 @@ class PrescientCompensator:
 
     def _start_blend_out(self, last_prediction: np.ndarray, rejected: bool) -> CompensationState:
         self._frozen_prediction = np.array(last_prediction, dtype=float)
-        self._blend = SigmoidBlend(self._frozen_prediction, self._latest_y, self.config.blend_step_scale)
+        self._blend = SigmoidBlend(self._frozen_prediction, self._latest_y, self.config.blend_step_scale,
+                                   self.config.blend_max_steps)
         self._rejected = self._rejected or rejected
         self._ended = self._ended or not rejected
         return CompensationState.BLEND_OUT

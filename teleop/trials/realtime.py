@@ -1,0 +1,277 @@
+"""``teleop trial --realtime``: the real stations through the real impairment proxy, in wall time.
+
+The virtual-clock trial (:mod:`teleop.trials.delay_trial`) plays the compensator alone on a
+modelled link. This one runs what a user runs, on loopback:
+
+    operator station ──UDP──▶ NetemProxy (τ_f ~ N(RTT/2, 2/15 RTT/2)) ──▶ robot station
+          ▲                                                              (its own process:
+          └── video  ◀── NetemProxy (τ_b = RTT/2 constant) ◀── eye camera  pybullet + QP)
+
+* the robot station (:class:`teleop.stations.robot_station.RobotStation`: compensator,
+  watchdog, ZMP pre-filter, whole-body QP, simulated iCub, low-poly eye camera) runs in a
+  child process, paced to the wall clock at its control rate;
+* two :class:`teleop.net.netem.NetemProxy` threads impair the command link (forward
+  jitter, backward constant) and the video (backward constant);
+* the operator station (:class:`teleop.stations.operator_station.OperatorStation`) replays
+  the test take's references at 100 Hz, receives the video through its jitter buffer and
+  reports τ̂_b, which the compensator uses, exactly as in a live session.
+
+Scoring is the virtual trial's (:class:`teleop.trials.delay_trial.TakeResult`): the
+references the robot station executed at each tick, against what the operator does when
+that tick's video reaches them (the take τ_b later). Both processes read
+``time.monotonic``, one clock on one machine, so no offset enters the score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from retarget.references import ReferenceTrajectory, RobotReferences
+from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
+from teleop.trials.delay_trial import TakeResult, pad_take
+
+#: Compensation states that count as engaged (blend-in finished).
+ENGAGED = "predicting"
+
+
+@dataclass
+class RealtimeSettings:
+    """Settings of one real-time run.
+
+    Attributes:
+        lead_in: rest at the first pose before the motion [s] (see delay_trial.pad_take).
+        tail: time the robot keeps running after the last reference was sent [s], on top
+            of one round trip.
+        video_hz: eye-camera rate [Hz] (the video carries τ̂_b back to the robot).
+        jitter_ratio: forward jitter std as a fraction of the one-way delay.
+        loss: forward packet loss probability.
+        startup_timeout: longest wait for the robot process to come up [s].
+    """
+
+    lead_in: float = 1.0
+    tail: float = 0.5
+    video_hz: float = 10.0
+    jitter_ratio: float = THESIS_JITTER_RATIO
+    loss: float = 0.0
+    startup_timeout: float = 60.0
+
+
+def _robot_process(secret: bytes, listen_port: mp.Value, video_to: tuple[str, int], library_path: str | None,
+                   ready: mp.Event, stop: mp.Event, out_path: str, video_hz: float) -> None:
+    """Child process: one robot station on loopback until ``stop``; records to ``out_path``."""
+    from promp.library import TaskLibrary
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.udp import UdpEndpoint
+    from teleop.robot.model import RobotModel
+    from teleop.sim.camera import CameraIntrinsics
+    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.scene import add_to_simulation
+    from teleop.sim.simulator import Simulation
+    from teleop.stations.robot_station import RobotStation, RobotStationConfig
+    from teleop.video.sender import VideoSender
+
+    library = TaskLibrary.load(library_path) if library_path else None
+    endpoint = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
+    robot = RobotModel()
+    with Simulation(robot, visual=False) as sim:
+        scene = add_to_simulation(sim, static=True)
+        camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(160, 120), scene=scene)
+        sender = VideoSender(video_to)
+        station = RobotStation(endpoint, robot, sim, library,
+                               RobotStationConfig(video_hz=video_hz, compensation=library is not None),
+                               video_out=lambda image, t: sender.send_image(image[:, :, ::-1], t),
+                               render=camera.render)
+        station.keep_records = True
+        listen_port.value = endpoint.address[1]
+        ready.set()
+        start = time.monotonic()
+        k = 0
+        while not stop.is_set():
+            station.tick()
+            k += 1
+            delay = start + k * station.dt - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        records = station.records
+        np.savez(out_path, t=np.array([r.t for r in records]),
+                 executed=np.array([r.executed for r in records]),
+                 states=np.array([r.compensation for r in records]),
+                 watchdog=np.array([r.watchdog for r in records]),
+                 tau_b=np.array(station.tau_b), ticks=np.array(k), wall=np.array(time.monotonic() - start))
+        sender.close()
+        endpoint.close()
+
+
+class _ReferenceReplay:
+    """Operator input that replays a take's robot references at their own times (wall clock)."""
+
+    def __init__(self, take: ReferenceTrajectory, start_wall: float) -> None:
+        self.take = take
+        self.start_wall = start_wall
+        self.t0 = float(take.times[0])
+
+    @property
+    def finished(self) -> bool:
+        return time.monotonic() - self.start_wall > self.take.duration
+
+    def poll(self, now: float | None = None):
+        now = time.monotonic() if now is None else now
+        s = min(max(now - self.start_wall, 0.0), self.take.duration)
+        flat = self.take.interpolate(np.array([s + self.t0]))[0]
+        return now, RobotReferences.from_flat(now, flat)
+
+
+def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path | None, *, seed: int = 0,
+                      settings: RealtimeSettings = RealtimeSettings()) -> TakeResult:
+    """Play one take through the real stations and proxies on loopback (see module doc)."""
+    from teleop.net.netem import NetemProxy
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.secret import session_secret
+    from teleop.net.udp import UdpEndpoint
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.stations.operator_station import OperatorStation, VideoPath
+
+    one_way = rtt / 2.0
+    take = pad_take(take, settings.lead_in, rtt)
+    secret = session_secret()
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    port = ctx.Value("i", 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        video = VideoPath(_wall_clock(), 0.0, ("127.0.0.1", 0))
+        video_proxy = NetemProxy(("127.0.0.1", 0), video.receiver.address,
+                                 forward=DirectionModel.constant(one_way), backward=DirectionModel.constant(one_way),
+                                 seed=seed)
+        out_path = str(Path(tmp) / "robot.npz")
+        child = ctx.Process(target=_robot_process, daemon=True,
+                            args=(secret, port, video_proxy.listen_address, str(library_path) if library_path else None,
+                                  ready, stop, out_path, settings.video_hz))
+        child.start()
+        try:
+            deadline = time.monotonic() + settings.startup_timeout
+            while not ready.wait(0.2):
+                if not child.is_alive():
+                    raise RuntimeError(f"the robot station process died on start-up (exit code {child.exitcode})")
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the robot station process did not start in time")
+            command_proxy = NetemProxy(("127.0.0.1", 0), ("127.0.0.1", port.value),
+                                       forward=DirectionModel(delay=one_way, jitter=settings.jitter_ratio * one_way,
+                                                              loss=settings.loss),
+                                       backward=DirectionModel.constant(one_way), seed=seed)
+            threads = [threading.Thread(target=p.run, daemon=True) for p in (command_proxy, video_proxy)]
+            for th in threads:
+                th.start()
+            endpoint = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
+            start_wall = time.monotonic()
+            source = _ReferenceReplay(take, start_wall)
+            operator = OperatorStation(endpoint, command_proxy.listen_address, source,
+                                       robot_target(RobotModel()), video)
+            end = take.duration + one_way * (1 + 4 * settings.jitter_ratio) + settings.tail
+            k = 0
+            while time.monotonic() - start_wall < end:
+                video.poll_socket()
+                if not source.finished:
+                    operator.tick()
+                else:
+                    video.play()
+                k += 1
+                delay = start_wall + k * 0.01 - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            stop.set()
+            child.join(30.0)
+            for p in (command_proxy, video_proxy):
+                p.stop()
+            for th in threads:
+                th.join(2.0)
+            command_proxy.close()
+            endpoint.close()
+            if child.exitcode != 0:
+                raise RuntimeError(f"the robot station process failed (exit code {child.exitcode})")
+            rec = np.load(out_path)
+            times = rec["t"] - start_wall
+            executed = rec["executed"]
+            states = [str(s) for s in rec["states"]]
+        finally:
+            stop.set()
+            if child.is_alive():
+                child.terminate()
+            video_proxy.close()
+            video.close()
+    t0 = float(take.times[0])
+    truth = take.interpolate(np.clip(times + one_way, 0.0, take.duration) + t0)
+    engaged = [t for t, s in zip(times, states) if s == ENGAGED and t >= 0]
+    result = TakeResult(rtt, library_path is not None, engaged[0] if engaged else None, times=times,
+                        executed=executed, truth=truth, states=states, take_duration=take.duration)
+    result.whole = result.errors_after(0.0)
+    result.window = result.errors_after(result.engaged_at)
+    result.robot_tick_hz = float(rec["ticks"]) / float(rec["wall"])
+    result.tau_b_reported = float(rec["tau_b"])
+    return result
+
+
+def _wall_clock():
+    from teleop.clock import WallClock
+
+    return WallClock()
+
+
+def run_realtime_trial(args: argparse.Namespace) -> int:
+    """``teleop trial --realtime``: the sweep of the virtual trial, in wall time over loopback."""
+    from tqdm import tqdm
+
+    from teleop.data_args import read_takes
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.train_cli import _learn
+    from teleop.trials.report import format_table
+    from teleop.trials.sweep import summarise
+
+    labels = [x.strip() for x in args.rtt.split(",") if x.strip()]
+    rtts = [float(x) for x in labels]
+    target = robot_target(RobotModel(args.robot))
+    train = read_takes(args, args.train, "train", target)
+    test = read_takes(args, args.test, "test", target)
+    args.out.mkdir(parents=True, exist_ok=True)
+    settings = RealtimeSettings(loss=args.loss)
+    libraries: list[Path] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, t in enumerate(test):
+            if args.leave_one_out or i == 0:
+                path = Path(tmp) / f"library_{i}.npz"
+                _learn([o for o in train if not args.leave_one_out or o.path != t.path]).save(path)
+                libraries.append(path)
+            else:
+                libraries.append(libraries[0])
+        results: dict[float, list] = {rtt: [] for rtt in rtts}
+        rates = []
+        jobs = [(rtt, i) for rtt in rtts for i in range(len(test))]
+        for rtt, i in tqdm(jobs, desc="real-time trials", disable=args.json):
+            comp = run_take_realtime(test[i].trajectory, rtt, libraries[i], seed=args.seed * 100_003 + i,
+                                     settings=settings)
+            nocomp = run_take_realtime(test[i].trajectory, rtt, None, seed=args.seed * 100_003 + i,
+                                       settings=settings)
+            nocomp.window = nocomp.errors_after(comp.engaged_at)
+            results[rtt].append((comp, nocomp))
+            rates += [comp.robot_tick_hz, nocomp.robot_tick_hz]
+    summary = summarise(results, labels)
+    summary["mode"] = "realtime"
+    summary["robot_tick_hz_min"] = float(min(rates)) if rates else None
+    (args.out / "summary_realtime.json").write_text(json.dumps(summary, indent=1))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_table(summary))
+        print(f"robot station control rate achieved: ≥ {summary['robot_tick_hz_min']:.0f} Hz (target 100)")
+        print(f"written: {args.out / 'summary_realtime.json'}")
+    return 0

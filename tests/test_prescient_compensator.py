@@ -1,0 +1,130 @@
+"""The prescient compensator on synthetic-operator takes: pass-through, engagement, continuity,
+fallback, and the error it removes (a few seconds on a shared 2-core machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retarget.references import HAND_INDICES, ReferenceTrajectory
+from teleop.prescient.compensator import CompensationState, CompensatorConfig, PrescientCompensator
+from teleop.prescient.training import learn_library, motion_span
+from teleop.trials.delay_trial import TrialSettings, pad_take, run_take
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ["reach_forward", "squat"]
+
+
+@pytest.fixture(scope="module")
+def takes():
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.takes import load_takes
+
+    target = robot_target(RobotModel("icub"))
+    return load_takes(ROOT / "datasets" / "synthetic", target, tasks=TASKS, progress=False)
+
+
+@pytest.fixture(scope="module")
+def held_out(takes):
+    """(test take, library learned from all the other takes)."""
+    test = takes[0]
+    return test.trajectory, learn_library([t.trajectory for t in takes[1:]])
+
+
+@pytest.fixture(scope="module")
+def trial(held_out):
+    take, library = held_out
+    comp = run_take(take, 1.5, library, compensate=True, seed=1)
+    nocomp = run_take(take, 1.5, library, compensate=False, seed=1)
+    return comp, nocomp
+
+
+def play(compensator: PrescientCompensator, take: ReferenceTrajectory, tau: float, tau_b: float,
+         dt: float = 0.01) -> list:
+    """Feed the take delayed by a constant ``tau`` and step at ``dt``; returns the outputs."""
+    outs = []
+    k = 0
+    t_end = take.times[-1] + tau + 1.0
+    for t in np.arange(take.times[0], t_end, dt):
+        while k < len(take.times) and take.times[k] + tau <= t + 1e-9:
+            compensator.observe(take.times[k], take.values[k], arrival_op=t)
+            k += 1
+        outs.append(compensator.step(t, tau_b))
+    return outs
+
+
+def test_zero_delay_passes_the_references_through(held_out):
+    take, library = held_out
+    comp = PrescientCompensator(library)
+    outs = play(comp, take, tau=0.0, tau_b=0.0)
+    assert all(o.state is CompensationState.PASSTHROUGH for o in outs)
+    k = np.searchsorted(take.times, [take.times[0] + 0.01 * i for i in range(len(outs))], side="right") - 1
+    executed = np.array([o.references for o in outs])
+    np.testing.assert_array_equal(executed, take.values[np.clip(k, 0, len(take.times) - 1)])
+
+
+def test_engages_after_recognition_and_stays_finite(trial, held_out):
+    comp, _ = trial
+    take, _ = held_out
+    padded = pad_take(take, TrialSettings().lead_in, 1.5)
+    onset, _ = motion_span(padded)
+    states = [s.value for s in comp.states]
+    assert "predicting" in states
+    # Engaged after the onset has been seen (tau_f = 0.75 s) and recognised.
+    recognition = CompensatorConfig().recognition_time
+    assert comp.engaged_at >= (onset - padded.times[0]) + 0.75 + recognition - 0.1
+    ok = ~np.isnan(comp.executed).any(axis=1)
+    first = np.argmax(ok)
+    assert ok[first:].all(), "no NaN once the first reference arrived"
+
+
+def test_compensated_output_has_no_jumps(trial):
+    comp, _ = trial
+    cfg = CompensatorConfig()
+    active = np.array([s is not CompensationState.PASSTHROUGH for s in comp.states])
+    step = np.abs(np.diff(comp.executed, axis=0))[active[1:]]
+    dt = comp.times[1] - comp.times[0]
+    hands = list(HAND_INDICES)
+    # Hard bound: never faster than the configured limits.
+    assert step[:, hands].max() <= cfg.max_speed_cartesian * dt + 1e-9
+    assert step[:, 9:].max() <= cfg.max_speed_angular * dt + 1e-9
+    # While predicting, the output moves like the operator does: no per-tick change larger
+    # than the operator's own fastest one (+1 mm). Before smoothing (point estimate of the
+    # warp, 17 x 5 grid) the same take showed 3-5 cm steps whenever the warp estimate moved.
+    predicting = np.array([s is CompensationState.PREDICTING for s in comp.states])
+    pred_step = np.abs(np.diff(comp.executed, axis=0))[predicting[1:] & predicting[:-1]][:, hands]
+    truth_step = np.abs(np.diff(comp.truth, axis=0))[:, hands]
+    assert len(pred_step) > 50
+    assert pred_step.max() <= truth_step.max() + 1e-3
+
+
+def test_compensation_beats_the_delay(trial):
+    comp, nocomp = trial
+    assert comp.engaged_at is not None
+    nocomp_window = nocomp.errors_after(comp.engaged_at)
+    assert comp.window["hand_cm"] < 0.6 * nocomp_window["hand_cm"]
+    assert comp.whole["hand_cm"] < nocomp.whole["hand_cm"]
+
+
+def test_blends_out_when_the_operator_leaves_the_demonstrations(held_out):
+    take, library = held_out
+    start, end = motion_span(take)
+    values = take.values.copy()
+    late = take.times > start + 0.6 * (end - start)
+    ramp = np.clip((take.times - (start + 0.6 * (end - start))) / 0.3, 0.0, 1.0)
+    values[:, HAND_INDICES[3:]] += 0.4 * ramp[:, None]          # the right hand goes 40 cm away
+    deviating = ReferenceTrajectory(take.times, values, label=take.label)
+    comp = run_take(deviating, 1.5, library, seed=2)
+    states = [s.value for s in comp.states]
+    assert "predicting" in states and "blend_out" in states
+    first_out = states.index("blend_out")
+    assert "predicting" not in states[first_out:], "a rejected motion is not predicted again"
+    assert states[-1] == "passthrough"
+    # Rejected while the operator was still moving away, not at the end of the motion:
+    # the robot sees operator time t - tau_f, tau_f ~ 0.75 s.
+    padded = pad_take(deviating, TrialSettings().lead_in, 1.5)
+    seen_at_out = padded.times[0] + comp.times[first_out] - 0.75
+    assert take.times[late][0] < seen_at_out < end

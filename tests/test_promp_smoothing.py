@@ -1,0 +1,154 @@
+"""Smooth warp estimate, sigma-point phase averaging, structured prior directions, noise and
+variance settings of the online estimator."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from promp.basis import RBFBasis
+from promp.estimator import EstimatorConfig, OnlineEstimator
+from promp.learning import augment_promp
+from promp.library import TaskLibrary
+from promp.phase_filter import PhaseGridConfig, _upsample_quadratic
+from promp.posterior import StructuredPosterior
+from promp.synthetic import make_tasks
+
+N_SIGNALS = 6
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return make_tasks(seed=3, n_tasks=2, n_signals=N_SIGNALS, duration=3.0)
+
+
+@pytest.fixture(scope="module")
+def library(tasks):
+    rng = np.random.default_rng(2)
+    return TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks}, basis=RBFBasis(20))
+
+
+def speed_track(library, demo, mode):
+    est = OnlineEstimator(library, EstimatorConfig(grid=PhaseGridConfig(speed_estimate=mode)))
+    speeds = []
+    for t, y in zip(demo.times, demo.values):
+        if t > 0.8 * demo.duration:
+            break
+        speeds.append(est.update(t, y).speed)
+    return np.array(speeds)
+
+
+def test_smooth_speed_estimate_moves_in_small_steps(tasks, library):
+    rng = np.random.default_rng(4)
+    demo, _ = tasks[0].execution(rng, speed=1.3, warp=0.2)
+    smooth = speed_track(library, demo, "smooth")
+    jumpy = speed_track(library, demo, "map")
+    late = slice(len(smooth) // 3, None)
+    step_smooth = np.abs(np.diff(np.log(smooth[late]))).max()
+    step_map = np.abs(np.diff(np.log(jumpy[late]))).max()
+    assert step_smooth < 0.5 * step_map
+    assert step_smooth < 0.03                     # < 3 % per observation once informed
+    truth = library.promps[0].duration / demo.duration
+    assert abs(smooth[-1] / truth - 1.0) < 0.15
+
+
+def test_warp_distribution_narrows_with_evidence(tasks, library):
+    rng = np.random.default_rng(5)
+    demo, _ = tasks[1].execution(rng, speed=0.9)
+    est = OnlineEstimator(library)
+    spreads = []
+    for t, y in zip(demo.times, demo.values):
+        est.update(t, y)
+        if t in demo.times[[10, len(demo.times) // 2]]:
+            mean, cov = est.filter.warp_distribution(1)
+            assert np.all(np.linalg.eigvalsh(cov) >= -1e-12)
+            assert mean[0] == pytest.approx(np.log(est.time_warp(1).speed))
+            spreads.append(cov[0, 0])
+    assert spreads[1] < spreads[0]
+
+
+def test_quadratic_upsampling_keeps_grid_values_and_peaks():
+    x = np.linspace(-1.0, 1.0, 5)
+    values = -((x - 0.2) ** 2)[:, None] * np.ones((1, 3))
+    fine = _upsample_quadratic(values, 0, 4)
+    assert fine.shape == (17, 3)
+    np.testing.assert_allclose(fine[::4], values)
+    xf = np.linspace(-1.0, 1.0, 17)
+    assert xf[np.argmax(fine[:, 0])] == pytest.approx(0.25)    # nearest fine point to 0.2
+    assert np.all(np.isneginf(_upsample_quadratic(np.full((4, 2), -np.inf), 0, 4)))
+
+
+def test_unscented_phase_averaging_brackets_the_point_prediction(tasks, library):
+    rng = np.random.default_rng(6)
+    demo, _ = tasks[0].execution(rng, speed=1.1)
+    point = OnlineEstimator(library, EstimatorConfig(phase_averaging="none"))
+    avg = OnlineEstimator(library, EstimatorConfig(phase_averaging="unscented"))
+    future = demo.times[demo.times > 0.5 * demo.duration]
+    for t, y in zip(demo.times, demo.values):
+        if t > 0.5 * demo.duration:
+            break
+        point.update(t, y)
+        avg.update(t, y)
+    m_p, v_p = point.predict_many(future, full_cov=False)
+    m_a, c_a = avg.predict_many(future)
+    assert np.all(np.isfinite(m_a)) and np.all(np.linalg.eigvalsh(c_a) > 0)
+    # Informed speed: the average stays close to the point prediction.
+    assert np.sqrt(np.mean((m_a - m_p) ** 2)) < 0.3 * np.sqrt(np.mean(v_p))
+    with pytest.raises(ValueError):
+        OnlineEstimator(library, EstimatorConfig(phase_averaging="spline"))
+
+
+def test_offset_direction_makes_an_early_deviation_persist(tasks, library):
+    rng = np.random.default_rng(7)
+    demo, _ = tasks[1].execution(rng, speed=1.0, coeffs=np.zeros(3))
+    shifted = demo.values + 0.06                       # a taller operator: +6 cm everywhere
+    base = EstimatorConfig(offset_fraction=0.0)
+    errors = {}
+    for frac in (0.0, 1.0):
+        est = OnlineEstimator(library, replace(base, offset_fraction=frac))
+        half = demo.times <= 0.5 * demo.duration
+        for t, y in zip(demo.times[half], shifted[half]):
+            est.update(t, y)
+        mean, _ = est.predict_many(demo.times[~half], task=1)
+        errors[frac] = np.sqrt(np.mean((mean - shifted[~half]) ** 2))
+    assert errors[1.0] < 0.8 * errors[0.0]
+
+
+def test_augment_promp_adds_structured_columns(library):
+    promp = library.promps[0]
+    r = promp.low_rank.shape[2]
+    aug = augment_promp(promp, offset=0.5, ramp=0.5, amplitude=0.2)
+    assert aug.low_rank.shape == (N_SIGNALS, promp.n_basis, r + 2 * N_SIGNALS + 1)
+    np.testing.assert_array_equal(aug.weight_mean, promp.weight_mean)
+    assert np.all(aug.var(np.linspace(0, 1, 11)) >= promp.var(np.linspace(0, 1, 11)) - 1e-15)
+    assert augment_promp(promp) is promp
+
+
+def test_conditioning_noise_matches_dense_conditioning(library):
+    promp = library.promps[0]
+    rng = np.random.default_rng(8)
+    z = rng.uniform(0, 0.6, 30)
+    y = promp.mean(z) + rng.normal(0, 0.01, (30, N_SIGNALS))
+    noise = promp.noise_var * 50.0
+    post = StructuredPosterior(promp, noise).condition(promp.basis(z), y)
+    dense = promp.condition(z, y, noise_var=noise)
+    np.testing.assert_allclose(post.mean_weights, dense.weight_mean, rtol=1e-6, atol=1e-9)
+    # The predictive noise term stays the model's own.
+    zf = np.linspace(0.7, 1.0, 4)
+    _, var = post.predict(promp.basis(zf), include_noise=True, full_cov=False)
+    _, var0 = post.predict(promp.basis(zf), include_noise=False, full_cov=False)
+    np.testing.assert_allclose(var - var0, np.broadcast_to(promp.noise_var, var.shape), rtol=1e-9)
+
+
+def test_variance_scale_scales_the_covariance(tasks, library):
+    rng = np.random.default_rng(9)
+    demo, _ = tasks[0].execution(rng)
+    a = OnlineEstimator(library, EstimatorConfig(variance_scale=1.0))
+    b = OnlineEstimator(library, EstimatorConfig(variance_scale=4.0))
+    for t, y in zip(demo.times[:100], demo.values[:100]):
+        a.update(t, y)
+        b.update(t, y)
+    ma, ca = a.predict_many(demo.times[150:160])
+    mb, cb = b.predict_many(demo.times[150:160])
+    np.testing.assert_allclose(mb, ma)
+    np.testing.assert_allclose(cb, 4.0 * ca)
