@@ -171,6 +171,12 @@ class Feedback:
         packets_dropped: packets dropped by the robot's filter so far (wraps at 2**32).
         executed: optional (20,) flat references the controller is tracking now.
         measured_com_xy: optional (2,) measured CoM ground projection [m].
+        measured_q: optional (nq,) measured configuration of the robot (pinocchio layout:
+            base position [m], base quaternion x y z w, joint angles [rad]); the operator's
+            3D view draws the robot's actual (delayed) pose from it.
+        commanded_q: optional (nq,) configuration the whole-body controller commands now,
+            i.e. the compensated (predicted) references turned into joints; drawn as the
+            predicted pose.
     """
 
     last_ref_seq: int = 0
@@ -184,6 +190,8 @@ class Feedback:
     packets_dropped: int = 0
     executed: np.ndarray | None = None
     measured_com_xy: np.ndarray | None = None
+    measured_q: np.ndarray | None = None
+    commanded_q: np.ndarray | None = None
 
     def __eq__(self, other: object) -> bool:  # arrays need element-wise comparison
         if not isinstance(other, Feedback):
@@ -314,12 +322,41 @@ def decode_clock_pong(payload: bytes) -> ClockPong:
 _FEEDBACK_FIXED = struct.Struct("!QddddBBHII")
 _FEEDBACK_HAS_EXECUTED = 0x1
 _FEEDBACK_HAS_COM = 0x2
+# Added later, additively: the flags word is the payload's version. A receiver built before
+# these bits rejects such packets as malformed (unknown flags) instead of misreading them.
+_FEEDBACK_HAS_MEASURED_Q = 0x4
+_FEEDBACK_HAS_COMMANDED_Q = 0x8
+_FEEDBACK_KNOWN_FLAGS = 0xF
+#: Configurations are sent as ``u16 n | n × f64``: n is the robot's nq (39 for the iCub).
+_CONFIG_COUNT = struct.Struct("!H")
+#: Upper bound on n, so that two configurations always fit in a datagram.
+_MAX_CONFIG_SIZE = 64
+
+
+def _encode_configuration(values: Any, name: str) -> bytes:
+    array = np.asarray(values, dtype=float).reshape(-1)
+    if not 0 < array.size <= _MAX_CONFIG_SIZE:
+        raise ValueError(f"{name} must have 1..{_MAX_CONFIG_SIZE} values, got {array.size}")
+    return _CONFIG_COUNT.pack(array.size) + array.astype(_F64).tobytes()
+
+
+def _decode_configuration(payload: bytes, offset: int, name: str) -> tuple[np.ndarray, int]:
+    (count,) = _CONFIG_COUNT.unpack_from(payload, offset)
+    if not 0 < count <= _MAX_CONFIG_SIZE:
+        raise MalformedPacket(f"{name} announces {count} values")
+    offset += _CONFIG_COUNT.size
+    if len(payload) < offset + 8 * count:
+        raise MalformedPacket(f"{name} is truncated")
+    return _read_f64(payload, offset, count), offset + 8 * count
 
 
 def encode_feedback(feedback: Feedback) -> bytes:
-    """Payload of a FEEDBACK packet (56 bytes + 160 with executed refs + 16 with CoM)."""
+    """Payload of a FEEDBACK packet: 52 bytes + 160 with executed refs + 16 with CoM
+    + (2 + 8 nq) per configuration (measured, commanded): 856 bytes in all for the iCub."""
     flags = (_FEEDBACK_HAS_EXECUTED if feedback.executed is not None else 0) | (
         _FEEDBACK_HAS_COM if feedback.measured_com_xy is not None else 0
+    ) | (_FEEDBACK_HAS_MEASURED_Q if feedback.measured_q is not None else 0) | (
+        _FEEDBACK_HAS_COMMANDED_Q if feedback.commanded_q is not None else 0
     )
     parts = [
         _FEEDBACK_FIXED.pack(
@@ -333,23 +370,38 @@ def encode_feedback(feedback: Feedback) -> bytes:
         parts.append(_f64_array(feedback.executed, FLAT_SIZE, "executed"))
     if feedback.measured_com_xy is not None:
         parts.append(_f64_array(feedback.measured_com_xy, 2, "measured_com_xy"))
+    if feedback.measured_q is not None:
+        parts.append(_encode_configuration(feedback.measured_q, "measured_q"))
+    if feedback.commanded_q is not None:
+        parts.append(_encode_configuration(feedback.commanded_q, "commanded_q"))
     return b"".join(parts)
 
 
 def decode_feedback(payload: bytes) -> Feedback:
     fields = _FEEDBACK_FIXED.unpack_from(payload, 0)
     flags = fields[7]
-    if flags & ~(_FEEDBACK_HAS_EXECUTED | _FEEDBACK_HAS_COM):
+    if flags & ~_FEEDBACK_KNOWN_FLAGS:
         raise MalformedPacket(f"unknown feedback flags {flags:#x}")
     has_executed = bool(flags & _FEEDBACK_HAS_EXECUTED)
     has_com = bool(flags & _FEEDBACK_HAS_COM)
-    _expect_size(payload, _FEEDBACK_FIXED.size + 8 * (FLAT_SIZE * has_executed + 2 * has_com), "feedback")
+    fixed_size = _FEEDBACK_FIXED.size + 8 * (FLAT_SIZE * has_executed + 2 * has_com)
+    if not flags & (_FEEDBACK_HAS_MEASURED_Q | _FEEDBACK_HAS_COMMANDED_Q):
+        _expect_size(payload, fixed_size, "feedback")
+    elif len(payload) < fixed_size:
+        raise MalformedPacket(f"feedback payload is {len(payload)} bytes, expected at least {fixed_size}")
     offset = _FEEDBACK_FIXED.size
     executed = _read_f64(payload, offset, FLAT_SIZE) if has_executed else None
     offset += 8 * FLAT_SIZE * has_executed
     com = _read_f64(payload, offset, 2) if has_com else None
+    offset += 16 * has_com
+    measured_q = commanded_q = None
+    if flags & _FEEDBACK_HAS_MEASURED_Q:
+        measured_q, offset = _decode_configuration(payload, offset, "measured_q")
+    if flags & _FEEDBACK_HAS_COMMANDED_Q:
+        commanded_q, offset = _decode_configuration(payload, offset, "commanded_q")
+    _expect_size(payload, offset, "feedback")
     return Feedback(*fields[:7], packets_accepted=fields[8], packets_dropped=fields[9],
-                    executed=executed, measured_com_xy=com)
+                    executed=executed, measured_com_xy=com, measured_q=measured_q, commanded_q=commanded_q)
 
 
 _VIDEO_REPORT = struct.Struct("!dddII")

@@ -12,7 +12,13 @@ bound to 127.0.0.1 by default. Routes:
 ``GET /frame/<name>.jpg``  the latest JPEG of the stream (503 before the first one)
 ``GET /stats``             JSON: viewer counters plus whatever ``stats_provider()``
                            returns (e.g. :meth:`VideoPlayback.stats`)
+``GET /robot-pose``        JSON returned by ``robot_pose_provider()``: skeletons of
+                           the ghost / actual / predicted robot poses (see
+                           teleop/video/robot_view.py); 404 without a provider
+``GET /robot_view.js``     the built-in 3D view script (teleop/video/robot_view.js)
 =========================  ==========================================================
+
+Layout: the camera(s) left, the 3D robot view right (with its legend), stats below.
 
 Frames are published as JPEG bytes (:meth:`publish_jpeg`): the received payload is
 served as is, without re-encoding. :meth:`publish_image` encodes a BGR image first.
@@ -21,7 +27,10 @@ served as is, without re-encoding. :meth:`publish_image` encodes a BGR image fir
 After every ``/stats`` poll the page calls ``renderRobotView(stats)``, which invokes
 ``fn(canvas, stats)`` if one was registered; otherwise an overlay says that no renderer
 is registered. The page itself never draws on the canvas, so the renderer is free to take
-a WebGL context. Data the renderer needs (joint angles...) goes into ``stats_provider``.
+a WebGL context. When a ``robot_pose_provider`` is set, the page loads the built-in
+renderer (``/robot_view.js``): it polls ``/robot-pose`` every ``robot_pose_period_ms``
+and draws the three poses with a perspective projection on the 2D canvas (drag to orbit,
+wheel to zoom); it registers itself through the same hook.
 
 Shutdown: :meth:`stop` ends the accept loop, wakes every streaming client so its
 handler returns, closes the listening socket and joins the threads (bounded waits).
@@ -32,8 +41,10 @@ from __future__ import annotations
 import html
 import http.server
 import json
+import math
 import re
 import threading
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -54,31 +65,62 @@ _PAGE_TEMPLATE = """<!DOCTYPE html>
 <meta charset="utf-8">
 <title>{title}</title>
 <style>
-  body {{ background: #111; color: #ddd; font-family: sans-serif; margin: 1em; }}
-  .row {{ display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }}
+  * {{ box-sizing: border-box; }}
+  body {{ background: #0d1117; color: #d0d7de; font-family: system-ui, sans-serif; margin: 0; padding: 14px 18px; }}
+  header {{ display: flex; align-items: baseline; gap: 1em; margin-bottom: 10px; }}
+  h1 {{ font-size: 1.25em; font-weight: 600; margin: 0; }}
+  h2 {{ font-size: 0.85em; font-weight: 600; color: #8b949e; text-transform: uppercase;
+        letter-spacing: 0.06em; margin: 0 0 8px 0; }}
+  .views {{ display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }}
+  .panel {{ background: #161b22; border: 1px solid #30363d; border-radius: 8px; padding: 10px 12px; }}
+  .camera {{ flex: 1 1 340px; max-width: 660px; }}
+  .cameras {{ display: flex; flex-direction: column; gap: 10px; }}
   figure {{ margin: 0; }}
-  figcaption {{ font-size: 0.9em; color: #aaa; }}
-  img.video {{ background: #000; max-width: 48vw; }}
-  #robot-view-box {{ position: relative; }}
-  #robot-view {{ background: #000; border: 1px solid #444; }}
-  #robot-view-status {{ position: absolute; left: 0.5em; top: 0.5em; color: #888; font-size: 0.9em; }}
-  pre#stats {{ font-size: 0.8em; max-width: 48vw; overflow: auto; }}
+  figcaption {{ font-size: 0.8em; color: #8b949e; margin-top: 4px; }}
+  img.video {{ display: block; width: 100%; aspect-ratio: 4 / 3; object-fit: contain; background: #000;
+               border-radius: 4px; }}
+  .robot {{ flex: 0 0 auto; width: 666px; }}
+  #robot-view-box {{ position: relative; width: 640px; }}
+  #robot-view {{ display: block; background: #0a0e1e; border-radius: 4px; cursor: grab; touch-action: none; }}
+  #robot-view:active {{ cursor: grabbing; }}
+  #robot-view-status {{ position: absolute; left: 0.8em; top: 0.6em; color: #8b949e; font-size: 0.9em; }}
+  #robot-view-legend {{ display: flex; flex-wrap: wrap; gap: 6px 18px; margin-top: 8px; font-size: 0.85em; }}
+  .legend-item {{ display: inline-flex; align-items: center; gap: 7px; }}
+  .legend-item.missing {{ color: #6e7681; }}
+  .swatch {{ display: inline-block; width: 26px; height: 0; border-top-width: 4px; }}
+  .swatch-ghost {{ border-top-width: 8px; border-radius: 4px; }}
+  #robot-view-info {{ font-size: 0.8em; color: #8b949e; margin-top: 4px; min-height: 1.2em; }}
+  .hint {{ font-size: 0.75em; color: #6e7681; margin-top: 2px; }}
+  .stats-panel {{ margin-top: 14px; }}
+  pre#stats {{ font-size: 0.78em; line-height: 1.45; margin: 0; max-height: 40vh; overflow: auto;
+               column-width: 30em; column-gap: 2.5em; white-space: pre-wrap; color: #b1bac4; }}
 </style>
 </head>
 <body>
-<h1>{title}</h1>
-<div class="row">
+<header><h1>{title}</h1></header>
+<main class="views">
+  <section class="panel camera">
+    <h2>Robot camera</h2>
+    <div class="cameras">
 {figures}
-</div>
-<div class="row">
-  <figure id="robot-view-box">
-    <canvas id="robot-view" width="640" height="480"></canvas>
-    <div id="robot-view-status">3D robot view: no renderer registered
-      (call window.teleopRobotView.setRenderer(fn))</div>
-    <figcaption>3D robot view</figcaption>
-  </figure>
+    </div>
+  </section>
+  <section class="panel robot">
+    <h2>Robot pose</h2>
+    <figure id="robot-view-box">
+      <canvas id="robot-view" width="640" height="480"></canvas>
+      <div id="robot-view-status">3D robot view: no renderer registered
+        (call window.teleopRobotView.setRenderer(fn))</div>
+    </figure>
+    <div id="robot-view-legend"></div>
+    <div id="robot-view-info"></div>
+    <div class="hint" id="robot-view-hint" hidden>drag to orbit · wheel to zoom · double-click to reset the view</div>
+  </section>
+</main>
+<section class="panel stats-panel">
+  <h2>Stats</h2>
   <pre id="stats">waiting for /stats ...</pre>
-</div>
+</section>
 <script>
 "use strict";
 // Hook for the 3D robot view. The integration registers a renderer
@@ -106,11 +148,22 @@ function renderRobotView(stats) {{
   }}
 }}
 
+// {{"a": {{"b": 1}}}} -> ["a.b  1"]: one line per value, readable in narrow columns.
+function flattenStats(value, prefix = "", lines = []) {{
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {{
+    for (const [key, item] of Object.entries(value)) flattenStats(item, prefix ? prefix + "." + key : key, lines);
+  }} else {{
+    const text = typeof value === "number" && !Number.isInteger(value) ? value.toPrecision(4) : JSON.stringify(value);
+    lines.push(prefix + "  " + text);
+  }}
+  return lines;
+}}
+
 async function pollStats() {{
   try {{
     const response = await fetch("/stats", {{cache: "no-store"}});
     const stats = await response.json();
-    document.getElementById("stats").textContent = JSON.stringify(stats, null, 2);
+    document.getElementById("stats").textContent = flattenStats(stats).join("\\n");
     renderRobotView(stats);
   }} catch (error) {{
     document.getElementById("stats").textContent = "stats unavailable: " + error;
@@ -118,15 +171,27 @@ async function pollStats() {{
 }}
 setInterval(pollStats, {stats_period_ms});
 pollStats();
+// The MJPEG streams never finish loading: the page loads with the latest single frame and
+// switches to the stream after the load event, so the page is not "loading" forever
+// (which would also block headless screenshots).
+window.addEventListener("load", () => {{
+  for (const img of document.querySelectorAll("img.video[data-src]")) img.src = img.dataset.src;
+}});
 </script>
+{robot_view_script}
 </body>
 </html>
 """
 
-_FIGURE_TEMPLATE = """  <figure>
-    <img class="video" id="video-{name}" src="/stream/{name}.mjpg" alt="{name} camera">
-    <figcaption>{name} camera</figcaption>
-  </figure>"""
+_FIGURE_TEMPLATE = """      <figure>
+        <img class="video" id="video-{name}" src="/frame/{name}.jpg" data-src="/stream/{name}.mjpg"
+             alt="{name} camera">
+        <figcaption>{name} eye</figcaption>
+      </figure>"""
+
+#: The built-in 3D view (teleop/video/robot_view.js), included when a pose provider is set.
+_ROBOT_VIEW_SCRIPT = '<script src="/robot_view.js" data-poll-ms="{poll_ms}"></script>'
+_ROBOT_VIEW_JS = Path(__file__).with_name("robot_view.js")
 
 
 class _StreamSlot:
@@ -153,6 +218,11 @@ class VideoWebViewer:
         jpeg_quality: quality used by :meth:`publish_image` (1-100).
         client_timeout_s: socket timeout of each connection, seconds: a client that stops
             reading cannot hold its handler thread longer than this.
+        robot_pose_provider: callable returning the ``/robot-pose`` document (e.g.
+            :meth:`teleop.video.robot_view.RobotPoseView.from_station`); it runs in the
+            HTTP thread, once per poll of each open page. May be set after construction,
+            before the page is loaded.
+        robot_pose_period_ms: how often the page polls ``/robot-pose`` [ms].
     """
 
     def __init__(
@@ -164,8 +234,12 @@ class VideoWebViewer:
         title: str = "Teleoperation video",
         jpeg_quality: int = 80,
         client_timeout_s: float = 5.0,
+        robot_pose_provider: Callable[[], dict[str, Any]] | None = None,
+        robot_pose_period_ms: int = 100,
     ) -> None:
         self.host = host
+        self.robot_pose_provider = robot_pose_provider
+        self.robot_pose_period_ms = int(robot_pose_period_ms)
         self.requested_port = int(port)
         self.stream_names = tuple(streams)
         self.stats_provider = stats_provider
@@ -259,7 +333,11 @@ class VideoWebViewer:
     def page_html(self) -> str:
         """The HTML page served at ``/``."""
         figures = "\n".join(_FIGURE_TEMPLATE.format(name=html.escape(name)) for name in self.stream_names)
-        return _PAGE_TEMPLATE.format(title=html.escape(self.title), figures=figures, stats_period_ms=500)
+        script = ""
+        if self.robot_pose_provider is not None:
+            script = _ROBOT_VIEW_SCRIPT.format(poll_ms=self.robot_pose_period_ms)
+        return _PAGE_TEMPLATE.format(title=html.escape(self.title), figures=figures, stats_period_ms=500,
+                                     robot_view_script=script)
 
     def stats(self) -> dict[str, Any]:
         """The ``/stats`` document: ``{"viewer": {...}, **stats_provider()}``."""
@@ -296,6 +374,23 @@ class VideoWebViewer:
         return None
 
 
+def _json_safe(value: Any) -> Any:
+    """Copy of a stats document that JSON.parse accepts: NaN and ±inf (Python's json writes
+    them as bare ``NaN``/``Infinity``, which browsers reject) become null; numpy scalars and
+    arrays become Python numbers and lists."""
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def _json_default(value: Any) -> Any:
     """Serialise numpy scalars/arrays that stats providers commonly return."""
     if isinstance(value, np.generic):
@@ -323,12 +418,18 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 return
             if path == "/stats":
                 try:
-                    body = json.dumps(viewer.stats(), default=_json_default).encode()
+                    body = json.dumps(_json_safe(viewer.stats()), default=_json_default).encode()
                 except Exception as error:  # a provider bug shows up in the page, not as a hang
                     body = json.dumps({"error": repr(error)}).encode()
                     self._send_bytes(500, "application/json", body)
                     return
                 self._send_bytes(200, "application/json", body)
+                return
+            if path == "/robot-pose":
+                self._send_robot_pose()
+                return
+            if path == "/robot_view.js":
+                self._send_bytes(200, "text/javascript; charset=utf-8", _ROBOT_VIEW_JS.read_bytes())
                 return
             match = _FRAME_ROUTE.match(path)
             if match and match.group(1) in viewer.stream_names:
@@ -345,13 +446,29 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 return
             self._send_bytes(404, "text/plain", b"not found")
 
+        def _send_robot_pose(self) -> None:
+            provider = viewer.robot_pose_provider
+            if provider is None:
+                self._send_bytes(404, "application/json", b'{"error": "no robot pose provider"}')
+                return
+            try:
+                body = json.dumps(_json_safe(provider()), default=_json_default).encode()
+            except Exception as error:  # a provider bug shows up in the page, not as a hang
+                self._send_bytes(500, "application/json", json.dumps({"error": repr(error)}).encode())
+                return
+            self._send_bytes(200, "application/json", body)
+
         def _send_bytes(self, status: int, content_type: str, body: bytes) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                # The page went away mid-response (tab closed, reload): nothing to report.
+                self.close_connection = True
 
         def _stream_mjpeg(self, stream: str) -> None:
             self.send_response(200)
