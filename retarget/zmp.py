@@ -83,6 +83,8 @@ class ZmpCorrector:
             against a corrupt measurement dividing by ~0).
         capture_point: keep the next capture point inside the polygon too (see module
             docstring); False gives the literal Eq. 2.15.
+        capture_margin: the capture point is kept inside the polygon shrunk by this [m]
+            (default: ``margin``); a larger value keeps the CoM itself further inside.
 
     Attributes (after a step): ``zmp`` (2,) the chosen ZMP, ``saturated`` whether the
     constraint was active, ``com_velocity`` (2,) the corrected velocity v*.
@@ -90,7 +92,7 @@ class ZmpCorrector:
 
     def __init__(self, dt: float = 0.01, margin: float = 0.01, recovery_time: float = 0.2,
                  bounds: str = "polygon", gravity: float = GRAVITY, min_height: float = 0.05,
-                 capture_point: bool = True) -> None:
+                 capture_point: bool = True, capture_margin: float | None = None) -> None:
         if dt <= 0:
             raise ValueError("dt must be positive")
         if bounds not in ("polygon", "box"):
@@ -102,6 +104,9 @@ class ZmpCorrector:
         self.gravity = float(gravity)
         self.min_height = float(min_height)
         self.capture_point = bool(capture_point)
+        self.capture_margin = self.margin if capture_margin is None else float(capture_margin)
+        self._capture_key: bytes | None = None
+        self._capture_poly: np.ndarray | None = None
         self.com: np.ndarray | None = None
         self.zmp = np.full(2, np.nan)
         self.com_velocity = np.zeros(2)
@@ -113,6 +118,7 @@ class ZmpCorrector:
         """Forget the state; the next step starts from ``com_xy`` (default: the measured CoM)."""
         self.com = None if com_xy is None else np.array(com_xy, dtype=float)
         self.saturated = False
+        self.zmp = np.full(2, np.nan)
 
     def feasible_region(self, support_polygon: np.ndarray) -> np.ndarray:
         """(K, 2) the convex hull of the support points shrunk by the margin (cached)."""
@@ -150,7 +156,7 @@ class ZmpCorrector:
         if self.bounds == "box":
             region = _box(region.min(axis=0), region.max(axis=0))
         if self.capture_point:
-            region = self._capture_region(region, x_m[:2], v_m, k, height)
+            region = self._capture_region(region, x_m[:2], v_m, k, height, self._capture_polygon(support_polygon))
         if self.bounds == "box":
             z = np.clip(z_free, region.min(axis=0), region.max(axis=0))
         else:
@@ -161,24 +167,37 @@ class ZmpCorrector:
         self.com = self.com + dt * self.com_velocity
         return self.com.copy()
 
+    def _capture_polygon(self, support_polygon: np.ndarray) -> np.ndarray:
+        """(K, 2) where the capture point must stay: the hull shrunk by ``capture_margin``."""
+        if self.capture_margin == self.margin:
+            return self.feasible_region(support_polygon)
+        pts = np.asarray(support_polygon, dtype=float)[:, :2]
+        key = pts.tobytes()
+        if key != self._capture_key:
+            self._capture_poly = shrink(convex_hull(pts), self.capture_margin)
+            self._capture_key = key
+        return self._capture_poly
+
     def _capture_region(self, region: np.ndarray, x_m: np.ndarray, v_m: np.ndarray, k: float,
-                        height: float) -> np.ndarray:
-        """ZMPs of ``region`` whose next capture point stays in ``region`` (see docstring).
+                        height: float, capture: np.ndarray | None = None) -> np.ndarray:
+        """ZMPs of ``region`` whose next capture point stays in ``capture`` (default:
+        ``region``; see docstring).
 
         xi_next = x_m + T v(z), v(z) = v_m + k (x_m - z), T = dt + 1/omega. For each edge
         n.p <= b of the region: n.xi_next <= b  <=>  -n.z <= (b - n.(x_m + T v_m)) / (k T) - n.x_m.
         """
-        if len(region) < 3:
+        capture = region if capture is None else capture
+        if len(region) < 3 or len(capture) < 3:
             return region
         t = self.dt + np.sqrt(height / self.gravity)
-        n, b = halfplanes(region)
+        n, b = halfplanes(capture)
         offsets = (b - n @ (x_m + t * v_m)) / (k * t) - n @ x_m
         admissible = clip(region, -n, offsets)
         if len(admissible) >= 1:
             return admissible
         # Beyond recovery: aim the capture point at the region's centre, as far as the
         # region allows.
-        centre = region.mean(axis=0)
+        centre = capture.mean(axis=0)
         z_centre = x_m + (x_m + t * v_m - centre) / (k * t)
         return project(region, z_centre)[None]
 
@@ -197,25 +216,96 @@ class ZmpPrefilter:
     robot's measured or commanded CoM back instead closes a positive feedback loop around a
     position-controlled robot (see teleop/stations/robot_station.py for the measurements).
 
+    Two additions to the thesis keep a position-controlled robot on flat feet (both
+    measured on the HDM05 takes, see ``tools/eval_retarget_execute.py``):
+
+    * ``com_margin``: the retargeted CoM is first projected into the polygon shrunk by this
+      margin [m]. The robot cannot step, so a human CoM that leaves the feet (HDM05
+      depositFloorR: up to 1.4 m sideways once mapped, the performer steps) must not pin
+      the robot's CoM near an edge: with a compliant sole contact a CoM 3 cm inside the
+      outer edge already rolled the robot onto that edge, where an open-loop position
+      controller leaves it.
+    * ``smoothing_frequency`` / ``max_acceleration`` / ``max_jerk``: the clamped
+      reference then goes through a critically damped second-order filter,
+      s'' = w^2 (r - s) - 2 w s', with s'' changing by at most ``max_jerk`` [m/s^3] and
+      bounded by ``max_acceleration`` [m/s^2]: its LIP ZMP stays within
+      max_acceleration * h / g of the CoM (2.8 cm at 0.5 m/s^2, h = 0.55 m) and moves at
+      most max_jerk * h / g per second (0.28 m/s at 5 m/s^3). Eq. 2.15 alone is greedy
+      (bang-bang): chasing the reference it swung the ZMP from one side of the polygon to
+      the other within 3 ticks (-0.069 -> +0.057 m, depositFloorR bd 001) when the
+      capture-point safeguard had to brake, and the compliant robot overshot such swings
+      by 2-3 cm, onto the soles' edges. Eq. 2.15 then only acts as the safety net.
+      (A slew limit on Eq. 2.15's own ZMP was tried first: its lag made the greedy law
+      overshoot until the capture-point safeguard forced a jump, the very thing to avoid.)
+
     Args:
         dt: control period [s].
-        margin: distance kept between the ZMP and the polygon edges [m].
+        margin: distance kept between the LIP ZMP and the polygon edges [m].
+        com_margin: distance kept between the CoM reference and the polygon edges [m]
+            (0: the thesis' unclamped offsets).
+        smoothing_frequency: w of the smoothing filter [rad/s] (None: no smoothing, the
+            literal Eq. 2.15).
+        max_acceleration: bound of the smoothed reference's acceleration [m/s^2].
+        max_jerk: bound of its rate of change [m/s^3].
     """
 
-    def __init__(self, dt: float = 0.01, margin: float = 0.03) -> None:
+    def __init__(self, dt: float = 0.01, margin: float = 0.04, com_margin: float = 0.06,
+                 smoothing_frequency: float | None = 4.0, max_acceleration: float = 0.5,
+                 max_jerk: float = 5.0) -> None:
+        if com_margin < 0:
+            raise ValueError("com_margin must be >= 0")
+        if (smoothing_frequency is not None and smoothing_frequency <= 0) or max_acceleration <= 0 or max_jerk <= 0:
+            raise ValueError("smoothing_frequency, max_acceleration and max_jerk must be positive")
+        self.smoothing_frequency = None if smoothing_frequency is None else float(smoothing_frequency)
+        self.max_acceleration = float(max_acceleration)
+        self.max_jerk = float(max_jerk)
+        self._smooth: tuple[np.ndarray, np.ndarray] | None = None
+        # (The capture point is kept ``margin`` inside, like the ZMP: keeping it inside
+        # the CoM region instead made Eq. 2.15 brake hard whenever the smoothed reference
+        # approached that region's edge, which is exactly the bang-bang to avoid.)
         self.corrector = ZmpCorrector(dt=dt, margin=margin)
         self.dt = float(dt)
+        self.com_margin = float(com_margin)
+        self._com_key: bytes | None = None
+        self._com_region: np.ndarray | None = None
         self._state: tuple[np.ndarray, np.ndarray] | None = None
         self._prev_ref: np.ndarray | None = None
 
     def reset(self) -> None:
         self.corrector.reset()
-        self._state, self._prev_ref = None, None
+        self._state, self._prev_ref, self._smooth = None, None, None
+
+    def com_region(self, support_polygon: np.ndarray) -> np.ndarray:
+        """(K, 2) where the CoM reference may go: the polygon shrunk by ``com_margin``."""
+        pts = np.asarray(support_polygon, dtype=float)[:, :2]
+        key = pts.tobytes()
+        if key != self._com_key:
+            self._com_region = shrink(convex_hull(pts), self.com_margin)
+            self._com_key = key
+        return self._com_region
 
     def step(self, com_ref_xy: np.ndarray, com_height: float, support_polygon: np.ndarray) -> np.ndarray:
         """(2,) corrected CoM reference for the (2,) retargeted one [m]."""
-        ref = np.asarray(com_ref_xy, dtype=float)
-        ref_vel = np.zeros(2) if self._prev_ref is None else (ref - self._prev_ref) / self.dt
+        ref = np.asarray(com_ref_xy, dtype=float)[:2]
+        if self.com_margin > 0:
+            ref = project(self.com_region(support_polygon), ref)
+        if self.smoothing_frequency is not None:
+            w = self.smoothing_frequency
+            pos, vel, acc_prev = self._smooth if self._smooth is not None else (ref.copy(), np.zeros(2), np.zeros(2))
+            acc = w * w * (ref - pos) - 2.0 * w * vel
+            change = acc - acc_prev
+            norm = float(np.linalg.norm(change))
+            if norm > self.max_jerk * self.dt:
+                acc = acc_prev + change * (self.max_jerk * self.dt / norm)
+            norm = float(np.linalg.norm(acc))
+            if norm > self.max_acceleration:
+                acc = acc * (self.max_acceleration / norm)
+            vel = vel + self.dt * acc          # semi-implicit Euler: stable at any w dt < 1
+            pos = pos + self.dt * vel
+            self._smooth = (pos, vel, acc)
+            ref, ref_vel = pos.copy(), vel.copy()
+        else:
+            ref_vel = np.zeros(2) if self._prev_ref is None else (ref - self._prev_ref) / self.dt
         self._prev_ref = ref.copy()
         pos, vel = self._state if self._state is not None else (ref, np.zeros(2))
         corrected = self.corrector.step(ref, ref_vel, np.array([pos[0], pos[1], com_height]),

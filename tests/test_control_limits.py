@@ -30,7 +30,10 @@ def random_targets(controller, rng, home_targets):
 
 @pytest.mark.parametrize("mode", ["weighted", "strict"])
 def test_random_targets_never_violate_limits_and_keep_the_feet(robot, mode):
-    controller = WholeBodyController(robot, "default", mode=mode)
+    # Dead-beat position limits (gain 1): the default stack's 0.05 approaches a limit
+    # asymptotically (5 % of the distance per tick), so joints would never touch it here.
+    config = dataclasses.replace(load_stack("default"), position_limit_gain=1.0)
+    controller = WholeBodyController(robot, config, mode=mode)
     home_targets = {name: np.copy(getattr(t, "target", None)) for name, t in controller.tasks.items()}
     rng = np.random.default_rng(7 if mode == "strict" else 8)
     lower, upper, vmax = robot.limits.lower, robot.limits.upper, robot.limits.velocity
@@ -84,3 +87,40 @@ def _polygon_of(controller):
     controller.robot.update(controller.q)
     polygon.set_polygon(controller.robot.support_polygon())
     return polygon
+
+
+def test_zmp_rows_predict_the_multibody_zmp(robot):
+    """The optional ZMP rows (``support_polygon.zmp_margin``): n_i . p(v) with p the
+    multi-body ZMP of the next tick (centroidal momentum rate by finite difference, CoM
+    advanced by J_c v dt) is exactly rows @ v plus the constant part."""
+    import pinocchio as pin
+
+    config = dataclasses.replace(load_stack("default"), zmp_margin=0.03)
+    controller = WholeBodyController(robot, config, mode="weighted")
+    polygon, model, dt = controller.polygon, robot.model, controller.dt
+    assert polygon.n_rows == 2 * polygon.n_edges
+    rng = np.random.default_rng(3)
+    q = controller.q.copy()
+    controller.kin.update(q)
+    rows, bounds = np.zeros((polygon.n_rows, robot.nv)), np.zeros(polygon.n_rows)
+    v_prev = 0.1 * rng.normal(size=robot.nv)
+    polygon.fill(controller.kin, dt, rows, bounds)   # computes the centroidal map at q
+    polygon.commanded(v_prev)
+    polygon.fill(controller.kin, dt, rows, bounds)
+    v = v_prev + 0.05 * rng.normal(size=robot.nv)
+    data = model.createData()
+    momentum = []
+    for velocity in (v_prev, v):
+        pin.computeCentroidalMomentum(model, data, q, velocity)
+        momentum.append(data.hg.vector.copy())
+    rate = (momentum[1] - momentum[0]) / dt
+    com = pin.centerOfMass(model, data, q)
+    com_next = com + pin.jacobianCenterOfMass(model, data, q) @ v * dt
+    weight = robot.total_mass * 9.81
+    zmp = np.array([com_next[0] - (rate[4] + com[2] * rate[0]) / weight,
+                    com_next[1] + (rate[3] - com[2] * rate[1]) / weight])
+    k = polygon.n_edges
+    constant = polygon.normals @ (com[:2] - polygon._selector @ polygon._momentum)
+    np.testing.assert_allclose(polygon.normals @ zmp, rows[k:] @ v + constant, atol=1e-12)
+    # and the bound is the shrunk edge (the state is well inside: no recovery floor)
+    np.testing.assert_allclose(bounds[k:], polygon.offsets - 0.03 - constant, atol=1e-12)

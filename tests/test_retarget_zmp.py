@@ -171,15 +171,57 @@ def test_prefilter_passes_a_feasible_reference_and_bounds_a_step():
 
     polygon = np.array([[-0.05, -0.11], [0.10, -0.11], [0.10, 0.11], [-0.05, 0.11]])
     height, dt, g = 0.55, 0.01, 9.81
-    slow = ZmpPrefilter(dt=dt, margin=0.01)
+    # The literal Eq. 2.15 pre-filter: no CoM clamp, no smoothing, no ZMP slew limit.
+    literal = dict(com_margin=0.0, smoothing_frequency=None)
+    slow = ZmpPrefilter(dt=dt, margin=0.01, **literal)
     ref = [np.array([0.01 * np.sin(0.5 * k * dt), 0.0]) for k in range(300)]
     out = np.array([slow.step(r, height, polygon) for r in ref])
     assert np.abs(out - np.array(ref)).max() < 2e-3
 
-    step = ZmpPrefilter(dt=dt, margin=0.01)
+    step = ZmpPrefilter(dt=dt, margin=0.01, **literal)
     out = np.array([step.step(np.array([0.0, 0.08 if k > 10 else 0.0]), height, polygon) for k in range(400)])
     acc = np.gradient(np.gradient(out[:, 1], dt), dt)
     zmp_y = out[:, 1] - acc * height / g
     assert np.all(np.isfinite(out))
     assert zmp_y.max() < 0.11 + 0.005 and zmp_y.min() > -0.11 - 0.005
     assert abs(out[-1, 1] - 0.08) < 0.005  # it gets there
+
+
+def _lip_zmp(out: np.ndarray, dt: float, height: float, g: float = 9.81) -> np.ndarray:
+    acc = np.gradient(np.gradient(out, dt, axis=0), dt, axis=0)
+    return out - acc * height / g
+
+
+def test_default_prefilter_keeps_the_com_inside_and_its_zmp_smooth():
+    """The robot-station defaults: a CoM reference far outside the feet (a human who
+    steps) is held com_margin inside the polygon, the LIP ZMP stays margin inside, and
+    the ZMP never jumps (bounded acceleration of the smoothed reference)."""
+    from retarget.zmp import ZmpPrefilter
+
+    polygon = np.array([[-0.05, -0.11], [0.10, -0.11], [0.10, 0.11], [-0.05, 0.11]])
+    height, dt = 0.55, 0.01
+    f = ZmpPrefilter(dt=dt)
+    # A ramp to 0.4 m sideways and back, then a step forward: both far outside.
+    ref = [np.array([0.0, min(0.4, 0.004 * k) if k < 300 else 0.0]) if k < 450 else np.array([0.3, 0.0])
+           for k in range(700)]
+    out, saturated = [], []
+    for r in ref:
+        out.append(f.step(r, height, polygon))
+        saturated.append(f.corrector.saturated)
+    out, saturated = np.array(out), np.array(saturated)
+    assert np.all(np.isfinite(out))
+    # Eq. 2.15 is the safety net: the smoothed reference rarely needs it.
+    assert saturated.mean() < 0.05
+    inner_y = 0.11 - f.com_margin
+    # (the acceleration- and jerk-limited smoothing filter overshoots a 30 cm step by < 1.5 cm)
+    assert out[:, 1].max() <= inner_y + 0.015 and out[:, 0].max() <= 0.10 - f.com_margin + 0.015
+    zmp = _lip_zmp(out, dt, height)[2:-2]
+    assert np.abs(zmp[:, 1]).max() <= 0.11 - f.corrector.margin + 2e-3
+    # Bounded acceleration: the LIP ZMP is within max_acceleration * h / g of the CoM,
+    # and bounded jerk: it moves at most max_jerk * h / g * dt per step.
+    assert np.abs(zmp - out[2:-2]).max() <= f.max_acceleration * height / 9.81 + 2e-3
+    # (where Eq. 2.15 did not have to intervene)
+    steps = np.abs(np.diff(zmp, axis=0)).max(axis=1)
+    calm = ~(saturated[2:-3] | saturated[3:-2] | saturated[1:-4] | saturated[4:-1])
+    assert steps[calm].max() <= f.max_jerk * height / 9.81 * dt + 1e-3
+    assert abs(out[280, 1] - inner_y) < 5e-3    # it gets as far as it may

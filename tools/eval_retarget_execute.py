@@ -1,10 +1,16 @@
 """Play every take of a folder on the simulated robot, with and without the ZMP correction.
 
 The acceptance measurement of the retargeting: does the robot fall, does the measured
-centre of pressure leave the support polygon, how much do the feet slip? Usage:
+centre of pressure leave the support polygon, how much do the feet slip, how well do the
+hands track? Usage:
 
     python tools/eval_retarget_execute.py ../shared/data/hdm05 --tasks squat1Reps,grabHighR,depositFloorR
+    python tools/eval_retarget_execute.py ../shared/data/hdm05 --tasks depositFloorR --performers bk,dg --json out.json
     python tools/eval_retarget_execute.py ../shared/data/xsens_putaside_box
+
+``--modes zmp`` (or ``raw``) plays only one of the two; the summary is printed per task
+and per performer (tuning vs held-out performers: pass ``--performers``), and the JSON
+file (``--json``) is rewritten after every take, so a long run can be read while it goes.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 from tqdm import tqdm
@@ -21,37 +28,56 @@ from teleop.robot.model import RobotModel
 from teleop.robot.target import robot_target
 from teleop.takes import load_takes, split_csv
 
+METRICS = ("fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm")
+
+
+def summarise(rows: list[dict], key: str) -> str:
+    """One line: takes, falls, CoP outside, worst margin / slip, mean hand RMS."""
+    rows = [r for r in rows if key in r]
+    if not rows:
+        return "no takes"
+    fell = sum(r[key]["fell"] for r in rows)
+    outside = sum(r[key]["min_cop_margin_mm"] < 0 for r in rows)
+    worst_margin = min(r[key]["min_cop_margin_mm"] for r in rows)
+    worst_slip = max(r[key]["max_foot_slip_mm"] for r in rows)
+    hand = sum(r[key]["hand_rms_cm"] for r in rows) / len(rows)
+    return (f"{len(rows)} takes, fell {fell}, CoP outside the polygon in {outside} "
+            f"(worst margin {worst_margin:+.1f} mm), worst foot slip {worst_slip:.1f} mm, mean hand RMS {hand:.2f} cm")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", type=Path)
     parser.add_argument("--tasks")
     parser.add_argument("--performers")
+    parser.add_argument("--modes", default="zmp,raw", help="zmp, raw or both (default)")
     parser.add_argument("--json", type=Path, help="write per-take results here")
     args = parser.parse_args(argv)
+    modes = split_csv(args.modes)
+    if not modes or set(modes) - {"zmp", "raw"}:
+        parser.error("--modes takes zmp and/or raw")
     robot = RobotModel()
     takes = load_takes(args.data, robot_target(robot), tasks=split_csv(args.tasks), performers=split_csv(args.performers))
     rows = []
     for take in tqdm(takes, desc="takes"):
         row = {"take": take.path.name, "task": take.label, "performer": take.performer}
-        for zmp in (True, False):
-            m = run_closed_loop(take.trajectory, robot=robot, zmp_correction=zmp)
-            key = "zmp" if zmp else "raw"
-            row[key] = {k: float(m[k]) for k in ("fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm")}
+        for key in modes:
+            m = run_closed_loop(take.trajectory, robot=robot, zmp_correction=key == "zmp")
+            row[key] = {k: float(m[k]) for k in METRICS}
+            row[key]["rejected_ticks"] = int(m["statuses"].get("rejected_target", 0))
         rows.append(row)
-    for key in ("zmp", "raw"):
-        fell = sum(r[key]["fell"] for r in rows)
-        outside = sum(r[key]["min_cop_margin_mm"] < 0 for r in rows)
-        worst_margin = min(r[key]["min_cop_margin_mm"] for r in rows)
-        worst_slip = max(r[key]["max_foot_slip_mm"] for r in rows)
-        hand = sum(r[key]["hand_rms_cm"] for r in rows) / len(rows)
-        print(f"{key:4s}: {len(rows)} takes, fell {fell}, CoP outside the polygon in {outside} "
-              f"(worst margin {worst_margin:.1f} mm), worst foot slip {worst_slip:.1f} mm, mean hand RMS {hand:.2f} cm")
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+    groups = defaultdict(list)
     for r in rows:
-        if r["zmp"]["fell"] or r["raw"]["fell"] or r["zmp"]["min_cop_margin_mm"] < 0:
-            print(f"  {r['take']}: zmp {r['zmp']}  raw {r['raw']}")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        groups[(r["task"], r["performer"])].append(r)
+    for key in modes:
+        print(f"{key}: all: {summarise(rows, key)}")
+        for (task, performer), group in sorted(groups.items()):
+            print(f"  {key} {task} {performer or '-'}: {summarise(group, key)}")
+    for r in rows:
+        if any(r[k]["fell"] or r[k]["min_cop_margin_mm"] < 0 for k in modes):
+            print(f"  {r['take']}: " + "  ".join(f"{k} {r[k]}" for k in modes))
     return 0
 
 

@@ -81,7 +81,8 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
                     robot: RobotModel | None = None, stack: StackConfig | str | Path = "default",
                     mode: str | None = None, control_dt: float = 0.01, physics_steps: int = 10,
                     settle_time: float = 0.3, duration: float | None = None, feedforward: bool = True,
-                    interpolate: bool = True, zmp_correction: bool = False, gui: bool = False) -> dict:
+                    interpolate: bool = True, zmp_correction: bool | dict = False, gui: bool = False,
+                    trace: list | None = None) -> dict:
     """Track ``references`` with the controller in the pybullet simulation.
 
     Args:
@@ -96,6 +97,11 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         duration: how much of the references to play [s] (default: all).
         interpolate: ramp the joint targets linearly over the physics steps of each tick
             instead of stepping them once per tick (see the module docstring).
+        zmp_correction: pre-filter the CoM reference with :class:`retarget.zmp.ZmpPrefilter`
+            (Eq. 2.15); a dict gives its keyword arguments (margins, ZMP speed).
+        trace: if a list, one dict per tick (settling ones flagged) is appended to it (time, status, the
+            reference / commanded / measured CoM (2,) [m], measured CoP (2,) [m] and its
+            margin [m], foot slip [m]) - for diagnosing a fall.
 
     Returns:
         ``{"fell", "max_foot_slip_mm", "min_cop_margin_mm", "hand_rms_cm", "hand_max_cm",
@@ -145,7 +151,9 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         min_cop_margin = np.inf
         hand_errors, com_errors, waist_errors, joint_errors = [], [], [], []
         previous_joints = q0[7:].copy()
-        prefilter = ZmpPrefilter(dt=control_dt) if zmp_correction else None
+        prefilter = None
+        if zmp_correction:
+            prefilter = ZmpPrefilter(dt=control_dt, **(zmp_correction if isinstance(zmp_correction, dict) else {}))
         com_height = float(pin.centerOfMass(robot.model, robot.model.createData(), q0)[2])
         for k, refs in enumerate(schedule):
             if prefilter is not None:
@@ -168,9 +176,18 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
                 break
             for side, link in sole_links.items():
                 max_slip = max(max_slip, float(np.linalg.norm(sim.link_position(link) - soles0[side])))
-            if k < n_settle:
+            if k < n_settle and trace is None:
                 continue
             cop = sim.measured_cop()
+            if trace is not None:
+                trace.append({"t": refs.t, "settling": k < n_settle, "status": status.value, "message": tracker.status_message,
+                              "com_ref": np.array(refs.com_xy, dtype=float),
+                              "com_cmd": pin.centerOfMass(robot.model, data, q_command)[:2].copy(),
+                              "com": pin.centerOfMass(robot.model, data, state.q).copy(),
+                              "cop": cop, "cop_margin": polygon.margin_to_polygon(cop) if np.all(np.isfinite(cop)) else np.nan,
+                              "slip": max_slip, "q_cmd": q_command.copy(), "q": state.q.copy(), "refs": refs})
+            if k < n_settle:
+                continue
             if np.all(np.isfinite(cop)):
                 min_cop_margin = min(min_cop_margin, polygon.margin_to_polygon(cop))
             for side, link in hand_links.items():

@@ -140,7 +140,8 @@ class WholeBodyController:
         self._polygon_sides = tuple(side for side in ("left", "right") if f"{side}_sole" in frames)
         if self.config.polygon_enabled and self._polygon_sides:
             self.polygon = SupportPolygonConstraint(self.config.polygon_margin, self.config.polygon_active_distance,
-                                                    self.config.polygon_recovery_speed)
+                                                    self.config.polygon_recovery_speed, self.config.zmp_margin,
+                                                    self.robot)
         eliminate = self.contacts is not None and self.contact_elimination == "nullspace"
         self._eliminate = eliminate
         if eliminate:
@@ -207,7 +208,8 @@ class WholeBodyController:
             # The feet are held, so the polygon only changes at a reset.
             self.robot.update(q)
             self.polygon.set_polygon(self.robot.support_polygon(self._polygon_sides))
-            n_edges = self.polygon.n_edges
+            n_edges = self.polygon.n_rows
+            self.polygon.reset_motion()
         # One matrix for the tasks' rows sqrt(w) J (right-hand sides sqrt(w) b) and, below
         # them, the polygon's rows G (bounds h): a single product maps them all to z.
         n_tasks = self._n_task_rows
@@ -242,6 +244,8 @@ class WholeBodyController:
         """Hold the last command (v = 0) and report ``status``."""
         started = time.perf_counter() if started is None else started
         self.status_message = message
+        if self.polygon is not None:
+            self.polygon.reset_motion()   # held: v = 0 from now on
         total = (time.perf_counter() - started) * 1e3
         timings = TickTimings(0.0, 0.0, total)
         self.timing.add(timings)
@@ -320,6 +324,8 @@ class WholeBodyController:
         # The internal state is the command (open loop); the caller gets a copy it may keep
         # or modify without corrupting either.
         self.q = self.last_command = q_next
+        if self.polygon is not None:
+            self.polygon.commanded(v)
         self.status_message = message
         finished = time.perf_counter()
         timings = TickTimings((built - started) * 1e3, (solved - built) * 1e3, (finished - started) * 1e3)

@@ -18,6 +18,7 @@ A stack file (presets in ``teleop/control/stacks/``) looks like::
     margin = 0.02              # [m]
     active_distance = inf      # [m] edges farther than this from the CoM are not emitted
     recovery_speed = 0.05      # [m/s] if the CoM starts outside
+    zmp_margin = 0.03          # [m] optional: multi-body ZMP rows too (absent: none)
 
     [limits]
     position_gain = 1.0        # (q_min - q)/dt * gain <= v <= (q_max - q)/dt * gain
@@ -119,6 +120,9 @@ class StackConfig:
     polygon_margin: float = 0.02
     polygon_active_distance: float = float("inf")
     polygon_recovery_speed: float = 0.05
+    #: Multi-body ZMP kept this far inside the polygon [m] (None: no ZMP rows), see
+    #: :class:`teleop.control.limits.SupportPolygonConstraint`.
+    zmp_margin: float | None = None
     position_limit_gain: float = 1.0
     velocity_limit_scale: float = 1.0
     source: Path | None = None
@@ -173,7 +177,7 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
     polygon = dict(raw.get("support_polygon", {}))
     limits = dict(raw.get("limits", {}))
     for table, keys in ((contacts, {"frames", "elimination", "gain"}),
-                        (polygon, {"enabled", "margin", "active_distance", "recovery_speed"}),
+                        (polygon, {"enabled", "margin", "active_distance", "recovery_speed", "zmp_margin"}),
                         (limits, {"position_gain", "velocity_scale"})):
         if set(table) - keys:
             raise StackError(f"{where}: unknown keys {sorted(set(table) - keys)}")
@@ -201,6 +205,7 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
         polygon_margin=float(polygon.get("margin", 0.02)),
         polygon_active_distance=float(polygon.get("active_distance", float("inf"))),
         polygon_recovery_speed=float(polygon.get("recovery_speed", 0.05)),
+        zmp_margin=None if polygon.get("zmp_margin") is None else float(polygon["zmp_margin"]),
         position_limit_gain=float(limits.get("position_gain", 1.0)),
         velocity_limit_scale=float(limits.get("velocity_scale", 1.0)),
         source=source,

@@ -40,14 +40,23 @@ class WorkspaceLimits:
 
     Attributes:
         hand_reach_margin: a hand target may be at most (arm length + this) [m] from its
-            shoulder's current position (the QP handles slightly unreachable targets).
+            shoulder's current position, else it is rejected.
+        hand_clamp: hand targets farther than the arm length from the shoulder (but within
+            the margin above) are pulled back onto that sphere instead of being tracked as
+            they are. Retargeting clamps the reach around the *retargeted* shoulder; the
+            robot's shoulder lags it whenever the trunk cannot bend like the human's (HDM05
+            depositFloorR: left hand targets 0.42-0.45 m from a shoulder whose reach is
+            0.31 m). Tracked as they are, such targets drag the trunk and the CoM; rejected,
+            they froze every reference for up to 3 s and the robot jumped when they came
+            back (measured: 218 of 298 ticks rejected on bd 003).
         com_outside_polygon: a CoM target may be at most this far outside the support
             polygon [m] (the polygon constraint clamps the CoM anyway).
         waist_below_home, waist_above_home: allowed waist heights around home [m].
         max_position: any Cartesian target must be within this of the stance origin [m].
     """
 
-    hand_reach_margin: float = 0.10
+    hand_reach_margin: float = 0.35
+    hand_clamp: bool = True
     com_outside_polygon: float = 0.15
     waist_below_home: float = 0.35
     waist_above_home: float = 0.10
@@ -87,17 +96,26 @@ class ReferenceTracker:
         workspace: limits beyond which references are rejected.
         max_sample_gap: consecutive samples further apart than this [s] give no
             feed-forward (a stream that resumes after a gap must not produce a jump).
+        feedforward_ramp: after a sample without feed-forward (the first one, one after a
+            gap, or one equal to its predecessor: references at rest) the feed-forward is
+            faded in linearly over this time [s]. A stream that
+            starts mid-motion otherwise steps every task velocity in one tick: HDM05 takes
+            are cut mid-motion (depositFloorR bd 003: left hand already at 0.45 m/s), and
+            the arms' reaction put the measured CoP on the toe edge on the first played
+            tick (margin 69.5 -> 1.7 mm in 10 ms).
     """
 
     def __init__(self, robot: RobotModel | None = None, stack: StackConfig | str | Path = "default", *,
                  dt: float | None = None, mode: str | None = None, q0: np.ndarray | None = None,
                  feedforward: bool = True, workspace: WorkspaceLimits | None = None,
-                 max_sample_gap: float = 0.1) -> None:
+                 max_sample_gap: float = 0.1, feedforward_ramp: float = 0.3) -> None:
         self.robot = robot if robot is not None else RobotModel()
         self.controller = WholeBodyController(self.robot, stack, dt=dt, mode=mode, q0=q0)
         self.feedforward = feedforward
         self.workspace = workspace or WorkspaceLimits()
         self.max_sample_gap = max_sample_gap
+        self.feedforward_ramp = float(feedforward_ramp)
+        self._ramp = 0.0
         c = self.controller
         # Bindings: (signal, task, posture joints, their signs, their indices in the signal).
         self._bindings: list[tuple] = []
@@ -124,6 +142,8 @@ class ReferenceTracker:
         c.reset(q0)
         q = c.q
         self._previous: RobotReferences | None = None
+        self._previous_hands: dict[str, np.ndarray] = {}
+        self._ramp = 0.0
         home = references_from_configuration(self.robot, q)
         self._home_waist = home.waist_height
         data = self.robot.model.createData()
@@ -148,8 +168,10 @@ class ReferenceTracker:
         return self.controller.timing_stats()
 
     # -------------------------------------------------------------- references
-    def check(self, references: RobotReferences) -> None:
-        """Raise :class:`InvalidReferences` (non-finite) or :class:`OutOfWorkspace`."""
+    def check(self, references: RobotReferences) -> dict[str, np.ndarray]:
+        """Raise :class:`InvalidReferences` (non-finite) or :class:`OutOfWorkspace`;
+        returns the hand targets to track ({"left_hand", "right_hand"}: (3,) [m], clamped
+        to the arm's reach, see :class:`WorkspaceLimits`)."""
         for name, size in SIGNALS:  # numpy would broadcast a 1-element signal silently
             shape = np.shape(getattr(references, name, None))
             if shape != ((size,) if name != "waist_height" else ()) and not (name == "waist_height" and shape == (1,)):
@@ -164,9 +186,17 @@ class ReferenceTracker:
             if isinstance(exc, InvalidReferences):
                 raise
             raise InvalidReferences(f"malformed references: {exc}") from None
+        hands = self._hand_targets(references)
+        self._check_rest(references)
+        return hands
+
+    def _hand_targets(self, references: RobotReferences) -> dict[str, np.ndarray]:
+        """The hand targets (3,) [m] to track, clamped to the reach (see WorkspaceLimits);
+        raises OutOfWorkspace beyond the margin."""
         limits = self.workspace
+        out = {}
         # The kinematics of the last tick: one tick older than the internal state, which
-        # is irrelevant for a check with a 10 cm margin and saves a kinematics pass.
+        # is irrelevant for a check with a 35 cm margin and saves a kinematics pass.
         kin = self.controller.kin
         for side in ("left", "right"):
             target = np.asarray(getattr(references, f"{side}_hand"), dtype=float)
@@ -177,6 +207,13 @@ class ReferenceTracker:
             if distance > self._reach[side] + limits.hand_reach_margin:
                 raise OutOfWorkspace(f"{side} hand target is {distance:.2f} m from the shoulder "
                                      f"(reach {self._reach[side]:.2f} m)")
+            if limits.hand_clamp and distance > self._reach[side]:
+                target = shoulder + (target - shoulder) * (self._reach[side] / distance)
+            out[f"{side}_hand"] = target
+        return out
+
+    def _check_rest(self, references: RobotReferences) -> None:
+        limits = self.workspace
         polygon = self.controller.polygon
         com_xy = np.asarray(references.com_xy, dtype=float)
         if polygon is not None and polygon.margin_to_polygon(com_xy) < -limits.com_outside_polygon:
@@ -198,18 +235,25 @@ class ReferenceTracker:
         """
         if self._previous is not None and references.t == self._previous.t:
             return  # the same sample again (references slower than the controller): keep going
-        self.check(references)
+        hands = self.check(references)
         previous = self._previous
+        previous_hands = self._previous_hands
         gap = None if previous is None else references.t - previous.t
         use_velocity = self.feedforward and gap is not None and 0.0 < gap <= self.max_sample_gap
+        # Fade the feed-forward in after a (re)start (see feedforward_ramp).
+        # It restarts whenever the references were at rest (e.g. held during settling).
+        ramp = 0.0
+        if use_velocity and not np.array_equal(references.to_flat(), previous.to_flat()):
+            ramp = min(1.0, self._ramp + gap / self.feedforward_ramp) if self.feedforward_ramp > 0 else 1.0
         updates = []
         for signal, task, joints, signs, indices in self._bindings:
-            value = getattr(references, signal)
+            value = hands[signal] if signal in hands else getattr(references, signal)
             if value is None:  # optional signals (head orientation, legs) not provided
                 continue
             velocity = None
             if use_velocity and getattr(previous, signal) is not None and signal != "head_orientation":
-                velocity = (np.asarray(value, dtype=float) - np.asarray(getattr(previous, signal), dtype=float)) / gap
+                before = previous_hands[signal] if signal in hands else getattr(previous, signal)
+                velocity = (np.asarray(value, dtype=float) - np.asarray(before, dtype=float)) * (ramp / gap)
             if isinstance(task, PostureTask):
                 value = np.asarray(value, dtype=float)[indices] * signs
                 velocity = None if velocity is None else velocity[indices] * signs
@@ -231,6 +275,8 @@ class ReferenceTracker:
                 task.target, task.feedforward, task._has_feedforward = target, feedforward, has_feedforward
             raise
         self._previous = references
+        self._previous_hands = hands
+        self._ramp = ramp
 
     # ------------------------------------------------------------------- ticks
     def step(self, references: RobotReferences | None = None, q: np.ndarray | None = None,

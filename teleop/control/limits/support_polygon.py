@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 
 from teleop.control.kinematics import Kinematics
 
@@ -30,12 +31,52 @@ class SupportPolygonConstraint:
     The constraint is linearised over one tick: the integrated CoM can overshoot the shrunk
     polygon by the second-order term, a few micrometres (5 um worst on the tests' hard
     reach), far inside the margin.
+
+    **ZMP rows** (``zmp_margin`` set; the thesis' Ch. 4-5 constraint "ZMP inside the support
+    polygon", reference §4.2). The CoM rows say nothing about accelerations, and the LIP
+    pre-filter (Eq. 2.15) only shapes the CoM reference: the upper body's angular momentum
+    is ignored by both. Measured on HDM05 depositFloorR (bd 001), the multi-body ZMP of the
+    command left the LIP ZMP of its CoM by up to 5 cm while the trunk pitched forward by
+    1.1 rad in 0.8 s, and the CoP reached the heel and then the outer toe corner. With the
+    centroidal momentum :math:`h = A_g(q) v` (pinocchio's centroidal map, world axes,
+    about the CoM) and its rate over one tick :math:`\dot h \approx (A_g v - h^-)/\Delta t`
+    (:math:`h^-` the previous command's momentum), the multi-body ZMP of the next state
+    (flat ground at z = 0, vertical CoM acceleration neglected: :math:`f_z = m g`) is
+
+    .. math::
+
+        p = c_{xy} + \Delta t J_{c,xy} v + S (A_g v - h^-)/\Delta t, \qquad
+        S = \frac{1}{m g}\begin{bmatrix} -c_z & 0 & 0 & 0 & -1 & 0 \\
+                                             0 & -c_z & 0 & 1 & 0 & 0 \end{bmatrix}
+
+    (Eq. 2.14 plus the angular-momentum term), linear in v; each edge gives
+    :math:`n_i^T p \le d_i - m_z`. The bound never asks for more than the recovery
+    speed over keeping the previous velocity (:math:`v = v^-`), so the rows stay
+    feasible when the state is already beyond them.
+
+    Off in the shipped stacks (opt in with ``zmp_margin`` in ``[support_polygon]``):
+    with the smoothed LIP pre-filter (``retarget.zmp.ZmpPrefilter``) and the slow joint-limit
+    approach of the default stack, the rows (margin 3 cm) made the closed loop worse on
+    HDM05 depositFloorR bd 003 (CoP margin +1.5 -> +0.6 mm, foot slip 2.2 -> 5.7 mm):
+    they bound the *commanded* ZMP from one tick to the next, which makes the command
+    itself jerkier, and they cost a centroidal map per tick.
     """
 
     def __init__(self, margin: float = 0.02, active_distance: float = float("inf"),
-                 recovery_speed: float = 0.05) -> None:
+                 recovery_speed: float = 0.05, zmp_margin: float | None = None,
+                 robot=None) -> None:
         if margin < 0 or active_distance <= 0 or recovery_speed <= 0:
             raise ValueError("support polygon: margin >= 0, active_distance > 0 and recovery_speed > 0")
+        if zmp_margin is not None and (zmp_margin < 0 or robot is None):
+            raise ValueError("support polygon: zmp_margin >= 0 needs the robot model")
+        self.zmp_margin = None if zmp_margin is None else float(zmp_margin)
+        if self.zmp_margin is not None:
+            self._model = robot.model
+            self._data = robot.model.createData()   # the centroidal map's own passes
+            self._mass = float(robot.total_mass)
+            self._momentum = np.zeros(6)             # h^- of the last command
+            self._velocity = np.zeros(robot.nv)      # v^- of the last command
+            self._selector = np.zeros((2, 6))
         self.margin = float(margin)
         self.active_distance = float(active_distance)
         self.recovery_speed = float(recovery_speed)
@@ -60,6 +101,8 @@ class SupportPolygonConstraint:
         self.normals = normals
         self.offsets = np.einsum("ij,ij->i", normals, starts)
         self._shrunk_offsets = self.offsets - self.margin
+        if self.zmp_margin is not None:
+            self._zmp_offsets = self.offsets - self.zmp_margin
         self._dt = None
 
     def slack(self, com_xy: np.ndarray) -> np.ndarray:
@@ -74,6 +117,23 @@ class SupportPolygonConstraint:
     def n_edges(self) -> int:
         return len(self.normals)
 
+    @property
+    def n_rows(self) -> int:
+        """Rows written by :meth:`fill`: one per edge, twice with the ZMP rows."""
+        return len(self.normals) * (1 if self.zmp_margin is None else 2)
+
+    def commanded(self, v: np.ndarray) -> None:
+        """Record the velocity (nv,) commanded this tick (the ZMP rows need h^-, v^-)."""
+        if self.zmp_margin is not None:
+            self._velocity[:] = v
+            self._momentum = self._centroidal_map @ v if v.any() else np.zeros(6)
+
+    def reset_motion(self) -> None:
+        """The robot is at rest (after a reset)."""
+        if self.zmp_margin is not None:
+            self._velocity[:] = 0.0
+            self._momentum = np.zeros(6)
+
     def fill(self, kin: Kinematics, dt: float, rows_out: np.ndarray, bound_out: np.ndarray) -> np.ndarray:
         r"""Write every edge's row of :math:`G v \le h` into ``rows_out`` (edges, nv) and
         ``bound_out`` (edges,); returns the (edges,) slack (for optional filtering)."""
@@ -81,10 +141,27 @@ class SupportPolygonConstraint:
             self._dt = dt
             self._normals_dt = dt * self.normals
             self._recovery_step = -self.recovery_speed * dt
-        np.matmul(self._normals_dt, kin.com_jacobian()[:2], out=rows_out)
-        slack = self._shrunk_offsets - self.normals @ kin.com()[:2]
-        np.maximum(slack, self._recovery_step, out=bound_out)
-        return slack
+        k = len(self.normals)
+        com_jacobian = kin.com_jacobian()
+        com = kin.com()
+        np.matmul(self._normals_dt, com_jacobian[:2], out=rows_out[:k])
+        slack = self._shrunk_offsets - self.normals @ com[:2]
+        np.maximum(slack, self._recovery_step, out=bound_out[:k])
+        if self.zmp_margin is None:
+            return slack
+        # ZMP rows (class docstring): p = c + [dt Jc + S Ag / dt] v - S h^- / dt.
+        self._centroidal_map = centroidal = pin.computeCentroidalMap(self._model, self._data, kin.q)
+        selector = self._selector
+        scale = 1.0 / (self._mass * 9.81 * dt)
+        selector[0, 0] = selector[1, 1] = -com[2] * scale
+        selector[0, 4], selector[1, 3] = -scale, scale
+        zmp_rows = rows_out[k:]
+        np.matmul(self.normals, dt * com_jacobian[:2] + selector @ centroidal, out=zmp_rows)
+        zmp_slack = self._zmp_offsets - self.normals @ (com[:2] - selector @ self._momentum)
+        # Never demand more than the recovery speed beyond keeping v^-.
+        floor = zmp_rows @ self._velocity + self._recovery_step
+        np.maximum(zmp_slack, floor, out=bound_out[k:])
+        return np.concatenate((slack, zmp_slack - zmp_rows @ self._velocity))
 
     def rows(self, kin: Kinematics, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """(k, nv) rows G and (k,) bounds h of :math:`G v \\le h` for the near edges."""
