@@ -18,7 +18,7 @@ COMMAND_MODULES = (
     "teleop.trial_cli",
     "teleop.retarget_cli",
     "teleop.train_cli",
-
+    "teleop.inputs.mvn_cli",
     "teleop.net.cli",
     "teleop.record.record_cli",
     "teleop.record.dataset_cli",

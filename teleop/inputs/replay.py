@@ -1,9 +1,9 @@
 """File replay: a recorded motion played back as a live pose source, at its true rate.
 
 Any format the retarget readers support. ``speed`` scales time (2 = twice as fast);
-``loop`` starts over at the end. The interface is the synthetic operator's: ``poll(now)``
-returns the newest frame due and not returned yet, as (t, {segment: (pos (3,), quat (4,))}),
-with t on the caller's clock.
+``loop`` starts over at the end. The interface is every input's
+(:class:`teleop.inputs.base.PoseSource`): ``poll(now)`` returns the newest frame due and
+not returned yet, as (t, {segment: (pos (3,), quat (4,))}), with t on the caller's clock.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from retarget.human import HumanMotion
 from retarget.readers import read_motion
+from teleop.inputs.base import Frame
 
 
 class FileReplay:
@@ -40,7 +41,7 @@ class FileReplay:
         self._last = -1
         self.finished = False
 
-    def poll(self, now: float | None = None):
+    def poll(self, now: float | None = None) -> Frame | None:
         now = self._clock() if now is None else float(now)
         if self._t0 is None:
             self._t0 = now
@@ -61,3 +62,6 @@ class FileReplay:
         pose = {name: (self.motion.positions[i, s], self.motion.orientations[i, s])
                 for s, name in enumerate(self.motion.segment_names)}
         return t, pose
+
+    def close(self) -> None:
+        """Nothing to release (the interface's optional ``close``)."""

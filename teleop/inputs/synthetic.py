@@ -51,6 +51,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from retarget.human import SEGMENTS, HumanMotion
+from teleop.inputs.base import Frame
 from teleop.inputs.skeleton import (
     SEGMENT_INDEX,
     Skeleton,
@@ -1092,12 +1093,14 @@ class VirtualClock:
 _OPERATOR_HISTORY = 4        # motions (trials or rests) a SyntheticOperator keeps for look-ups
 _OPERATOR_LOOKAHEAD = 2      # motions it keeps scheduled (generating) ahead of the current one
 
-#: One live frame: (time on the operator clock [s], {segment: (position (3,) [m], quaternion (4,) (w, x, y, z))}).
-Frame = tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]]
+# One live frame, Frame = (time on the operator clock [s], {segment: (position (3,) [m], quaternion (4,)
+# (w, x, y, z))}): every input backend's type, teleop.inputs.base.Frame (imported above, still importable here).
 
 
 class SyntheticOperator:
     """A live synthetic operator for the operator station: random tasks with rests, on a clock.
+
+    A :class:`teleop.inputs.base.PoseSource` like every input backend.
 
     The operator stands in the N-pose, then performs randomly chosen tasks (each one a
     :func:`generate` trial, starting and ending with its own ~0.5 s still N-pose) separated

@@ -15,7 +15,7 @@ One :meth:`OperatorStation.tick` per period (100 Hz by default):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
@@ -23,17 +23,12 @@ from retarget.human import HumanMotion
 from retarget.mapping import Retargeter
 from retarget.references import RobotReferences
 from retarget.robot_target import RobotTarget
+from teleop.inputs.base import PoseSource  # the one input interface (re-exported here for older imports)
 from teleop.net.clock import answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport
 from teleop.video.codec import JpegCodec
 from teleop.video.jitter_buffer import JitterBuffer
 from teleop.video.receiver import ReceivedFrame, VideoReceiver
-
-
-class PoseSource(Protocol):
-    """Anything that yields timestamped human poses (see teleop.inputs)."""
-
-    def poll(self, now: float | None = None) -> tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]] | None: ...
 
 
 @dataclass
@@ -122,6 +117,10 @@ class OperatorStation:
         self._next_report = 0.0
         self.sent = 0
 
+    def recalibrate(self) -> None:
+        """Calibrate the retargeting again on the next pose (the operator's calibrate button)."""
+        self._calibrated = False
+
     def _retarget(self, t: float, pose: dict) -> RobotReferences:
         names = tuple(pose)
         positions = np.array([pose[n][0] for n in names])
@@ -139,7 +138,9 @@ class OperatorStation:
         sent = None
         if sample is not None:
             t, pose = sample
-            refs = self._retarget(t, pose)
+            # A source may yield robot references directly (a replay of recorded
+            # references, as the real-time trial does): those need no retargeting.
+            refs = pose if isinstance(pose, RobotReferences) else self._retarget(t, pose)
             refs.valid = None  # the wire carries the 20 signals; absent ones hold the robot's posture
             self.endpoint.send(refs, self.robot_address)
             self.current = refs

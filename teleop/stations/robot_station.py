@@ -150,6 +150,7 @@ class RobotStation:
         self._delays: deque[float] = deque(maxlen=100)
         self.records: list[TickRecord] = []
         self.keep_records = False
+        self.last_compensator_output = None
         sim.reset(self.tracker.q)
         self._last_joint_command = self.tracker.q[7:].copy()
 
@@ -190,6 +191,7 @@ class RobotStation:
         if self.clock_sync is not None:
             self.clock_sync.tick()
         out = self.compensator.step(self.operator_time(now), self.tau_b)
+        self.last_compensator_output = out   # for the recorder (teleop/stations/recording.py)
         commanded = out.references if out.references is not None else self.last_executed
         status = self.watchdog.update()
         if status.went_stale:
@@ -224,12 +226,16 @@ class RobotStation:
                             self.sim.measured_cop(), out.state.value, status.state.name, solve_status.value)
         if self.operator is not None and now >= self._next_feedback:
             self._next_feedback = now + 1.0 / self.config.feedback_hz
-            self._send_feedback(out.state, status.state, record.measured_com)
+            self._send_feedback(out.state, status.state, record.measured_com,
+                                measured_q=measured.q, commanded_q=q_command)
         if self.keep_records:
             self.records.append(record)
         return record
 
-    def _send_feedback(self, comp_state: CompensationState, watchdog_state: WatchdogState, com: np.ndarray) -> None:
+    def _send_feedback(self, comp_state: CompensationState, watchdog_state: WatchdogState, com: np.ndarray,
+                       measured_q: np.ndarray | None = None, commanded_q: np.ndarray | None = None) -> None:
+        # measured_q / commanded_q ((nq,) each) let the operator's 3D view draw the robot's
+        # actual pose and the predicted (compensated) pose it is being driven to.
         delays = np.array(self._delays) if self._delays else np.array([np.nan])
         stats = self.endpoint.stats.summary()
         feedback = Feedback(
@@ -238,7 +244,9 @@ class RobotStation:
             clock_offset=float(-(self.clock_estimator.offset or 0.0)), watchdog_state=int(watchdog_state),
             compensation_state=STATE_CODES[comp_state], packets_accepted=int(stats.get("accepted", 0)) & 0xFFFFFFFF,
             packets_dropped=int(sum(v for k, v in stats.items() if k.startswith("dropped_"))) & 0xFFFFFFFF,
-            executed=self.last_executed.copy(), measured_com_xy=com[:2].copy())
+            executed=self.last_executed.copy(), measured_com_xy=com[:2].copy(),
+            measured_q=None if measured_q is None else np.array(measured_q, dtype=float),
+            commanded_q=None if commanded_q is None else np.array(commanded_q, dtype=float))
         self.endpoint.send(feedback, self.operator)
 
     def telemetry(self) -> dict:

@@ -1,0 +1,207 @@
+"""Xsens MVN live: the MVN real-time network stream (UDP) as a :class:`~teleop.inputs.base.PoseSource`.
+
+In MVN Analyze/Animate: Options > Preferences > Network Streamer, add this computer's
+address and port (default 9763), UDP, and tick "Position + Orientation (Quaternion)"
+(type 02; "Center of Mass" (24) and "Joint Angles" (20) are used when present).
+
+:meth:`XsensLiveSource.poll` drains the socket without blocking, reassembles samples that
+span several datagrams, decodes them (:mod:`teleop.inputs.mvn_protocol`: cm -> m, MVN's
+T-pose arm frames -> N-pose frames, segment IDs 1..23 -> names) and returns the newest
+complete pose not returned yet. Anything else on the port -- foreign datagrams, truncated
+or inconsistent ones, other characters, unknown message types -- is dropped and counted in
+:attr:`XsensLiveSource.stats`; it never raises.
+
+Timestamps: a frame's time is MVN's time code mapped onto the caller's clock,
+``t = time_code + offset`` with ``offset`` the smallest ``arrival - time_code`` seen so far
+(the least-delayed sample), so network jitter does not enter the timestamps. The offset
+is re-estimated when the time code jumps back (MVN restarted its clock).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+
+from teleop.inputs.base import Frame
+from teleop.inputs.mvn_protocol import (
+    CENTER_OF_MASS,
+    CHARACTER_META,
+    CHARACTER_SCALE,
+    DEFAULT_PORT,
+    JOINT_ANGLES,
+    KNOWN_TYPES,
+    POSE_QUATERNION,
+    TIME_CODE,
+    MvnCodec,
+    MvnFormatError,
+    Reassembler,
+    parse_header,
+)
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    """"9763", "0.0.0.0:9763" or "" (-> 127.0.0.1:9763) as (host, port); ValueError if bad."""
+    host, _, port = text.rpartition(":") if ":" in text else ("", "", text)
+    try:
+        number = int(port) if port else DEFAULT_PORT
+    except ValueError:
+        raise ValueError(f"bad MVN port {port!r} in {text!r}: expected [HOST:]PORT") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"MVN port {number} out of range 0..65535")
+    return host or "127.0.0.1", number
+
+
+class XsensLiveSource:
+    """Receives the MVN network stream on a UDP port.
+
+    Args:
+        bind: (host, port) to listen on; port 0 picks a free port (see :attr:`address`).
+        character_id: accept only this character (None: the first one heard).
+        position_unit_m: metres per position unit on the wire (spec: cm -> 0.01).
+        clock: the caller's clock [s] (time.monotonic by default).
+        allow_remote: listening on a non-loopback address must be asked for explicitly.
+        receive_buffer_bytes: socket receive buffer (bursts of a 240 Hz stream).
+
+    Attributes:
+        stats: Counter of datagrams, samples and drops by reason ("foreign", "truncated",
+            "bad_size", "bad_type", "unknown_type", "other_character", "stale_sample",
+            "incomplete", "bad_content").
+        com: newest centre of mass (3,) [m] (type 24), or None.
+        joint_angles: newest joint angles (list of JointAngle, type 20), or None.
+        meta: character meta data (type 12) {tag: value}.
+        scale: newest character scale (type 13), or None.
+        time_code: newest type-25 time code string, or None.
+    """
+
+    def __init__(self, bind: tuple[str, int] = ("127.0.0.1", DEFAULT_PORT), *, character_id: int | None = None,
+                 position_unit_m: float = 0.01, clock: Callable[[], float] = time.monotonic,
+                 allow_remote: bool = False, receive_buffer_bytes: int = 1 << 20) -> None:
+        host, port = bind
+        if host not in _LOOPBACK and not allow_remote:
+            raise ValueError(f"refusing to listen on {host}: pass allow_remote=True to accept a remote MVN stream")
+        self.codec = MvnCodec(position_unit_m)
+        self.character_id = character_id
+        self._clock = clock
+        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+            self._sock.bind((host, port))
+        except OSError as exc:
+            self._sock.close()
+            raise OSError(f"cannot listen for the MVN stream on {host}:{port}: {exc.strerror or exc}") from None
+        self._sock.setblocking(False)
+        self._reassembler = Reassembler()
+        self.stats: Counter = Counter()
+        self.com: np.ndarray | None = None
+        self.joint_angles = None
+        self.meta: dict[str, str] = {}
+        self.scale = None
+        self.time_code: str | None = None
+        self._offset: float | None = None
+        self._last_time_code: int | None = None
+        self._newest: Frame | None = None
+        self._newest_sample: int | None = None
+        self._returned = True
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._sock.getsockname()[:2]
+
+    # ------------------------------------------------------------------ input
+    def handle_datagram(self, datagram: bytes, arrival: float) -> None:
+        """Take one datagram (from the socket, or directly in tests); never raises on bad input."""
+        self.stats["datagrams"] += 1
+        try:
+            header = parse_header(datagram)
+        except MvnFormatError as exc:
+            self.stats[f"dropped_{exc.reason}"] += 1
+            return
+        if header.message_type not in KNOWN_TYPES:
+            self.stats["dropped_unknown_type"] += 1
+            return
+        if self.character_id is None:
+            self.character_id = header.character_id
+        elif header.character_id != self.character_id:
+            self.stats["dropped_other_character"] += 1
+            return
+        whole = self._reassembler.add(header, memoryview(datagram)[24:].tobytes())
+        self.stats["dropped_incomplete"] = self._reassembler.incomplete
+        if whole is None:
+            return
+        header, payload = whole
+        try:
+            message = self.codec.decode(header, payload)
+        except (MvnFormatError, ValueError, UnicodeError):   # inconsistent content: drop it
+            self.stats["dropped_bad_content"] += 1
+            return
+        self.stats[f"messages_{header.message_type}"] += 1
+        if header.message_type == POSE_QUATERNION:
+            self._take_pose(header, message.data, message.ignored_items, arrival)
+        elif header.message_type == CENTER_OF_MASS:
+            self.com = message.data
+        elif header.message_type == JOINT_ANGLES:
+            self.joint_angles = message.data
+        elif header.message_type == CHARACTER_META:
+            self.meta.update(message.data)        # tags may come a few at a time (spec 2.6.1)
+        elif header.message_type == CHARACTER_SCALE:
+            self.scale = message.data
+        elif header.message_type == TIME_CODE:
+            self.time_code = message.data
+
+    def _take_pose(self, header, pose: dict, ignored: int, arrival: float) -> None:
+        self.stats["ignored_items"] += ignored
+        if not pose:
+            self.stats["dropped_bad_content"] += 1
+            return
+        code = header.time_code_ms
+        if self._last_time_code is not None and code < self._last_time_code:
+            if self._last_time_code - code < 1000:     # reordered by the network: older than what we have
+                self.stats["dropped_stale_sample"] += 1
+                return
+            self._offset = None                         # MVN's clock restarted
+        self._last_time_code = code
+        sample_offset = arrival - code / 1000.0
+        self._offset = sample_offset if self._offset is None else min(self._offset, sample_offset)
+        self._newest = (code / 1000.0 + self._offset, pose)
+        self._newest_sample = header.sample_counter
+        self._returned = False
+        self.stats["samples"] += 1
+
+    def receive(self, max_datagrams: int = 1024) -> int:
+        """Drain the socket (non-blocking); returns the number of datagrams read."""
+        n = 0
+        while n < max_datagrams:
+            try:
+                datagram = self._sock.recv(65535)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:          # e.g. ICMP errors surfacing on the socket: nothing to read
+                self.stats["receive_errors"] += 1
+                break
+            self.handle_datagram(datagram, self._clock())
+            n += 1
+        return n
+
+    # --------------------------------------------------------------- interface
+    def poll(self, now: float | None = None) -> Frame | None:
+        """The newest complete pose not returned yet (see the module docstring), or None."""
+        self.receive()
+        if self._returned or self._newest is None:
+            return None
+        self._returned = True
+        return self._newest
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> "XsensLiveSource":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,236 @@
+"""The session recorder inside the stations (``teleop operator|robot --record FILE``).
+
+Both stations write every stream they see into one MCAP file with
+:class:`teleop.record.Recorder`, on the station's own clock (the clock their samples are
+stamped with, so log times and sample times agree):
+
+operator station
+    ``/operator/segments`` raw operator input (every frame the input gave), ``/references``
+    (retargeted, as sent), ``/camera/<left|right>`` (received camera frames, JPEG, at
+    display time; the message time is the robot's capture time), ``/network/stats``
+    (command link counters, video buffer report; 2 Hz).
+robot station
+    ``/commands/delivered`` (references as they arrived, delayed: publish time = the
+    operator's send time mapped onto the robot clock, so log - publish = forward delay),
+    ``/commands/compensated`` (what the compensator made of them), ``/robot/state``
+    (joint positions/velocities, CoM, CoP), ``/camera/<left|right>`` (frames sent),
+    ``/network/stats`` (link counters, delays, τ_b; 2 Hz).
+
+Crash tolerance is the recorder's: data reaches the operating system at least every
+``flush_interval_s`` (0.5 s), so a SIGKILL loses at most about that and the file opens
+(:func:`teleop.record.open_recording`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from retarget.references import RobotReferences
+from teleop.inputs.base import Frame, InputEvent, StationEvent, frame_to_motion
+from teleop.net.protocol import PacketType
+from teleop.record import CameraFrame, Recorder, RobotStateSample
+from teleop.video.clock import monotonic_s
+from teleop.video.wire import STREAM_NAMES
+
+
+def camera_name(stream_id: int) -> str:
+    """Topic suffix of a video stream ("left", "right", or "stream<N>")."""
+    return STREAM_NAMES.get(stream_id, f"stream{stream_id}")
+
+
+class _StationRecording:
+    def __init__(self, path, clock, station: str, stats_hz: float, metadata: dict | None) -> None:
+        self.clock = clock
+        self.recorder = Recorder(path, clock=clock, metadata={"station": station, "clock_kind": "monotonic",
+                                                                 **(metadata or {})})
+        self._stats_period = 1.0 / stats_hz
+        self._next_stats = -np.inf
+
+    @staticmethod
+    def _ns(t: float) -> int:
+        return int(round(t * 1e9))
+
+    def _stats_due(self) -> bool:
+        now = self.clock.now()
+        if now < self._next_stats:
+            return False
+        self._next_stats = now + self._stats_period
+        return True
+
+    def toggle_episode(self, task: str | None = None) -> None:
+        """Start an episode, or stop the open one (the record button)."""
+        if self.recorder.episode_open:
+            self.recorder.stop_episode()
+        else:
+            self.recorder.start_episode(task)
+
+    def close(self):
+        return self.recorder.close()
+
+
+class OperatorRecording(_StationRecording):
+    """Recorder hooks of the operator station.
+
+    Args:
+        path: output .mcap file.
+        clock: the station's clock (``now()`` in seconds).
+        stats_hz: rate of /network/stats messages [Hz].
+    """
+
+    def __init__(self, path, clock, stats_hz: float = 2.0, metadata: dict | None = None) -> None:
+        super().__init__(path, clock, "operator", stats_hz, metadata)
+
+    def wrap_source(self, source):
+        """The source, with every frame it gives recorded as raw operator input."""
+        return _RecordedSource(source, self)
+
+    def input_frame(self, frame: Frame) -> None:
+        t, pose = frame
+        if isinstance(pose, RobotReferences):     # a references replay: nothing raw to record
+            return
+        self.recorder.log_operator_input(frame_to_motion(frame), log_time_ns=self._ns(t))
+
+    def references(self, refs: RobotReferences) -> None:
+        self.recorder.log_references(refs, log_time_ns=self._ns(refs.t))
+
+    def camera_frame(self, frame, now: float) -> None:
+        """A displayed :class:`teleop.video.receiver.ReceivedFrame` (JPEG payload)."""
+        timing = frame.timing
+        self.recorder.log_camera_frame(CameraFrame(float(timing.capture_s), bytes(frame.payload), "jpeg",
+                                                   f"{camera_name(timing.stream_id)}_eye"),
+                                       camera=camera_name(timing.stream_id), log_time_ns=self._ns(now))
+
+    def after_tick(self, endpoint, video=None) -> None:
+        """Network statistics at ``stats_hz``."""
+        if not self._stats_due():
+            return
+        stats: dict[str, Any] = {"link": "operator", **endpoint.stats.summary()}
+        if video is not None:
+            report = video.buffer.report()
+            stats.update({f"video_{k}": v for k, v in report.items() if isinstance(v, (int, float)) or v is None})
+            stats["video_frames_displayed"] = video.displayed
+        self.recorder.log_network_stats(stats)
+
+
+class _RecordedSource:
+    """A pose source whose frames are also recorded (everything else is passed through)."""
+
+    def __init__(self, source, recording: OperatorRecording) -> None:
+        self.source = source
+        self.recording = recording
+
+    def poll(self, now: float | None = None):
+        frame = self.source.poll(now)
+        if frame is not None:
+            self.recording.input_frame(frame)
+        return frame
+
+    def __getattr__(self, name):                    # events(), close(), task_at()...
+        return getattr(self.source, name)
+
+
+class RobotRecording(_StationRecording):
+    """Recorder hooks of the robot station.
+
+    Args:
+        path: output .mcap file.
+        clock: the station's clock (``now()`` in seconds).
+        joint_names: names of the robot's joints, in state order.
+        stats_hz: rate of /network/stats messages [Hz].
+    """
+
+    def __init__(self, path, clock, joint_names: list[str] | None = None, stats_hz: float = 2.0,
+                 metadata: dict | None = None) -> None:
+        super().__init__(path, clock, "robot", stats_hz, metadata)
+        self.joint_names = tuple(joint_names) if joint_names is not None else None
+        self.station = None
+
+    def wrap_endpoint(self, endpoint):
+        """The endpoint, with every references packet recorded as delivered."""
+        return _RecordedEndpoint(endpoint, self)
+
+    def delivered(self, refs: RobotReferences, arrival: float) -> None:
+        # The operator stamped refs.t on its clock; on the robot clock the send time is
+        # refs.t - offset (offset = operator - robot, 0 until the clock sync has measured it).
+        offset = 0.0
+        if self.station is not None:
+            offset = self.station.operator_time(0.0)
+        self.recorder.log_delivered_command(refs, log_time_ns=self._ns(arrival),
+                                            publish_time_ns=self._ns(refs.t - offset))
+
+    def video_out(self, sender) -> Callable[[np.ndarray, float], None]:
+        """A station ``video_out`` that encodes once, sends and records the frame."""
+        def send(image: np.ndarray, t: float) -> None:
+            available = monotonic_s()                # the sender's default clock
+            payload = sender.codec.encode(np.ascontiguousarray(image[:, :, ::-1]))   # RGB -> BGR
+            sender.send_encoded(payload, t, available, monotonic_s())
+            name = camera_name(sender.stream_id)
+            self.recorder.log_camera_frame(CameraFrame(float(t), payload, "jpeg", f"{name}_eye"), camera=name,
+                                           log_time_ns=self._ns(t))
+        return send
+
+    def after_tick(self, station, record) -> None:
+        """Compensated command, robot state (every tick) and statistics (at ``stats_hz``)."""
+        self.station = station
+        t = float(record.t)
+        out = getattr(station, "last_compensator_output", None)
+        if out is not None and out.references is not None:
+            self.recorder.log_compensated_command(RobotReferences.from_flat(t, np.asarray(out.references, float)),
+                                                  log_time_ns=self._ns(t))
+        state = station.sim.state()
+        self.recorder.log_robot_state(RobotStateSample(t, state.q[7:], state.v[6:], record.measured_com, record.cop,
+                                                       self.joint_names), log_time_ns=self._ns(t))
+        if self._stats_due():
+            telemetry = station.telemetry()
+            stats = {"link": "robot", **telemetry["network"], "tau_f_mean_s": telemetry["tau_f_mean_s"],
+                     "tau_b_s": telemetry["tau_b_s"], "compensation": telemetry["compensation"],
+                     "watchdog": record.watchdog}
+            self.recorder.log_network_stats(stats, log_time_ns=self._ns(t))
+
+
+class _RecordedEndpoint:
+    """An endpoint whose received references packets are also recorded (as delivered)."""
+
+    def __init__(self, endpoint, recording: RobotRecording) -> None:
+        self.endpoint = endpoint
+        self.recording = recording
+
+    def poll(self, *args, **kwargs):
+        received = self.endpoint.poll(*args, **kwargs)
+        for item in received:
+            if item.packet.packet_type == PacketType.REFERENCES:
+                self.recording.delivered(item.packet.message, item.arrival_time)
+        return received
+
+    def __getattr__(self, name):                    # send, clock, stats, close, address...
+        return getattr(self.endpoint, name)
+
+
+def input_event_handler(station, recording: OperatorRecording | None = None,
+                        log: Callable[[str], None] | None = None) -> Callable[[StationEvent], None]:
+    """What the operator station does with the input's button events.
+
+    Calibrate (N-/T-pose): the retargeting calibrates again on the next pose (the input
+    has already re-zeroed its trackers). Record: start/stop an episode when recording.
+    Pause and emergency stop are applied by :class:`teleop.inputs.base.GatedSource`
+    (nothing is sent; the robot's watchdog holds a safe pose); they are only reported here.
+    """
+    log = log or (lambda message: None)
+
+    def handle(event: StationEvent) -> None:
+        if event.kind in (InputEvent.CALIBRATE_NPOSE, InputEvent.CALIBRATE_TPOSE):
+            station.recalibrate()
+            log(f"{event.kind.value}: retargeting recalibrated on the next pose")
+        elif event.kind is InputEvent.RECORD_TOGGLE:
+            if recording is None:
+                log("record button: not recording (start the station with --record FILE)")
+            else:
+                recording.toggle_episode()
+                log(f"episode {'started' if recording.recorder.episode_open else 'stopped'}")
+        elif event.kind is InputEvent.PAUSE_TOGGLE:
+            log("pause (clutch) toggled")
+        elif event.kind is InputEvent.EMERGENCY_STOP:
+            log("EMERGENCY STOP: references are no longer sent; the robot holds its pose")
+    return handle

@@ -1,0 +1,146 @@
+"""The recorder inside both stations: real processes over loopback, killed with SIGKILL.
+
+``teleop robot --record`` and ``teleop operator --record`` run as subprocesses talking UDP
+on loopback; once both files hold every stream, both processes are SIGKILLed and the files
+are reopened: everything up to (at most) the last second is there and readable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from retarget.references import RobotReferences
+from teleop.inputs.base import InputEvent, StationEvent
+from teleop.record import open_recording
+from teleop.record.recovery import recover
+from teleop.stations.recording import OperatorRecording, input_event_handler
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+OPERATOR_TOPICS = ("/operator/segments", "/references", "/camera/left", "/network/stats")
+ROBOT_TOPICS = ("/commands/delivered", "/commands/compensated", "/robot/state", "/camera/left", "/network/stats")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _counts(path: Path) -> dict[str, int]:
+    """Messages per topic of a (possibly still growing) recording; {} if not readable yet."""
+    if not path.exists():
+        return {}
+    try:
+        recording = open_recording(path)
+        return {name: recording.channel(name).count for name in recording.channels}
+    except Exception:  # the header may not be complete yet in the first instants
+        return {}
+
+
+def test_both_stations_record_every_stream_and_survive_sigkill(tmp_path):
+    robot_port, video_port = _free_port(), _free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TELEOP_SECRET="station-record-test-secret-0123456789")
+    robot_file, operator_file = tmp_path / "robot.mcap", tmp_path / "operator.mcap"
+    python = [sys.executable, "-m", "teleop"]
+    robot = subprocess.Popen(python + ["robot", "--listen", f"127.0.0.1:{robot_port}", "--video-to",
+                                       f"127.0.0.1:{video_port}", "--video-hz", "10", "--record", str(robot_file)],
+                             env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    operator = subprocess.Popen(python + ["operator", "--robot", f"127.0.0.1:{robot_port}", "--video-listen",
+                                          f"127.0.0.1:{video_port}", "--input", "synthetic", "--record",
+                                          str(operator_file)],
+                                env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    children = (robot, operator)
+    try:
+        # Wait (bounded; the machine may be busy) until both files hold every stream.
+        ready = False
+        for _ in range(240):
+            if any(child.poll() is not None for child in children):
+                break
+            op_counts, robot_counts = _counts(operator_file), _counts(robot_file)
+            if all(op_counts.get(t, 0) > 0 for t in OPERATOR_TOPICS) and \
+                    all(robot_counts.get(t, 0) > 0 for t in ROBOT_TOPICS):
+                ready = True
+                break
+            time.sleep(0.5)
+        time.sleep(1.0)                                  # record a little more, then crash
+        kill_time = time.monotonic()                     # the stations' clock (CLOCK_MONOTONIC)
+        for child in children:
+            if child.poll() is None:
+                os.kill(child.pid, signal.SIGKILL)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+    errors = {name: child.stderr.read()[-2000:] for name, child in (("robot", robot), ("operator", operator))}
+    for child in children:
+        child.stderr.close()
+    assert ready, f"streams missing: operator {_counts(operator_file)}, robot {_counts(robot_file)}; stderr {errors}"
+    assert robot.returncode == operator.returncode == -signal.SIGKILL, errors
+
+    for path, topics in ((operator_file, OPERATOR_TOPICS), (robot_file, ROBOT_TOPICS)):
+        recording = open_recording(path)
+        assert not recording.complete                    # cut by the kill, read anyway
+        assert set(topics) <= set(recording.channels)
+        assert kill_time - recording.end_ns * 1e-9 <= 1.0, f"{path.name}: more than the last second lost"
+        assert recover(path, tmp_path / f"repaired-{path.name}").messages == recording.message_count
+
+    op = open_recording(operator_file)
+    [(_, raw)] = list(op.decoded("/operator/segments"))[-1:]
+    assert len(raw.segment_names) == 23 and raw.positions.shape == (1, 23, 3)
+    refs = [message for _, message in op.decoded("/references")]
+    assert all(isinstance(r, RobotReferences) for r in refs)
+    _, frame = next(op.decoded("/camera/left"))
+    assert cv2.imdecode(np.frombuffer(frame.data, np.uint8), cv2.IMREAD_COLOR).shape == (240, 320, 3)
+
+    rb = open_recording(robot_file)
+    delivered = list(rb.messages("/commands/delivered"))
+    # Delivered commands carry the operator's send time (mapped to the robot clock) as
+    # publish time: the difference is the measured forward delay over loopback, small.
+    delays = np.array([(m.log_time_ns - m.publish_time_ns) * 1e-9 for m in delivered])
+    assert np.all(np.abs(delays) < 1.0), delays
+    _, state = next(rb.decoded("/robot/state"))
+    assert state.joint_positions.shape == (32,) and len(state.joint_names) == 32
+    _, stats = next(rb.decoded("/network/stats"))
+    assert stats["link"] == "robot" and "tau_f_mean_s" in stats
+
+
+class _FakeStation:
+    """Only what the event handler calls on the operator station."""
+
+    def __init__(self) -> None:
+        self.recalibrations = 0
+
+    def recalibrate(self) -> None:
+        self.recalibrations += 1
+
+
+def test_record_button_toggles_episodes_and_calibrate_recalibrates(tmp_path):
+    class Clock:
+        def now(self):
+            return time.monotonic()
+
+    recording = OperatorRecording(tmp_path / "events.mcap", Clock())
+    station, messages = _FakeStation(), []
+    handle = input_event_handler(station, recording, log=messages.append)
+    for kind in (InputEvent.RECORD_TOGGLE, InputEvent.CALIBRATE_NPOSE, InputEvent.RECORD_TOGGLE,
+                 InputEvent.RECORD_TOGGLE, InputEvent.PAUSE_TOGGLE, InputEvent.EMERGENCY_STOP):
+        handle(StationEvent(kind, time.monotonic(), "right_controller"))
+    recording.close()
+    assert station.recalibrations == 1
+    episodes = open_recording(tmp_path / "events.mcap").episodes()
+    assert [e.stopped for e in episodes] == [True, True]      # the open one is stopped by close()
+    assert any("EMERGENCY STOP" in m for m in messages)
+    without = input_event_handler(station, None, log=messages.append)
+    without(StationEvent(InputEvent.RECORD_TOGGLE, 0.0))
+    assert "not recording" in messages[-1]
