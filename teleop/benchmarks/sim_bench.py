@@ -2,7 +2,12 @@
 
 Measures
 * ``rtf``: real-time factor (simulated s per wall-clock s) of the standing robot at 1 kHz
-  physics with position targets refreshed at 100 Hz, as the robot station drives it;
+  physics with position targets refreshed at 100 Hz, as the robot station drives it, with
+  the description's servo (``servo``); ``rtf_by_servo`` gives it for both joint servos
+  (pybullet's motors, the explicit PD of teleop.sim.servo) measured in alternating
+  1 s slices so that a busy machine slows both alike, and ``rtf_cpu_by_servo`` the same
+  per CPU second of this process (simulated s / process CPU s: what the machine could do
+  if it were not shared);
 * ``mass_model_kg`` / ``mass_sim_kg``: total mass in pinocchio and in pybullet;
 * ``fk_max_error_mm``: worst disagreement of the hand and sole frames between pinocchio
   and pybullet over random configurations (joints uniform within limits, random base);
@@ -25,18 +30,48 @@ from teleop.sim.simulator import Simulation
 FK_ROLES = ("left_hand", "right_hand", "left_sole", "right_sole")
 
 
-def measure_rtf(sim: Simulation, robot: RobotModel, seconds: float, control_hz: float = 100.0) -> float:
-    """Real-time factor of the standing robot over ``seconds`` of simulated time."""
-    sim.reset()
+def measure_rtf(sim: Simulation, robot: RobotModel, seconds: float, control_hz: float = 100.0,
+                cpu: bool = False, reset: bool = True) -> float:
+    """Real-time factor of the standing robot over ``seconds`` of simulated time
+    (per process CPU second instead of wall-clock second if ``cpu``)."""
+    if reset:
+        sim.reset()
     targets = robot.home_joints()
     steps_per_tick = int(round(1.0 / (control_hz * sim.dt)))
     ticks = int(round(seconds * control_hz))
-    start = time.perf_counter()
+    clock = time.process_time if cpu else time.perf_counter
+    start = clock()
     for _ in range(ticks):
         sim.state()  # the station reads the state every tick
         sim.set_joint_targets(targets)
         sim.step(steps_per_tick)
-    return ticks * steps_per_tick * sim.dt / (time.perf_counter() - start)
+    return ticks * steps_per_tick * sim.dt / (clock() - start)
+
+
+def rtf_by_servo(robot: RobotModel, seconds: float, slice_s: float = 1.0) -> tuple[dict, dict]:
+    """({servo: wall-clock RTF}, {servo: CPU RTF}) of the standing robot for both servo
+    kinds, over ``seconds`` each, in alternating slices (after 0.3 s of settling)."""
+    from teleop.sim.simulator import SERVO_KINDS
+
+    sims = {kind: Simulation(robot, visual=False, servo=kind) for kind in SERVO_KINDS}
+    wall = {kind: 0.0 for kind in sims}
+    cpu = {kind: 0.0 for kind in sims}
+    try:
+        for sim in sims.values():
+            sim.reset()
+            sim.step(300)
+        slices = max(1, int(round(seconds / slice_s)))
+        for _ in range(slices):
+            for kind, sim in sims.items():
+                w0, c0 = time.perf_counter(), time.process_time()
+                measure_rtf(sim, robot, slice_s, reset=False)
+                wall[kind] += time.perf_counter() - w0
+                cpu[kind] += time.process_time() - c0
+        simulated = slices * slice_s
+        return ({k: simulated / v for k, v in wall.items()}, {k: simulated / v for k, v in cpu.items()})
+    finally:
+        for sim in sims.values():
+            sim.close()
 
 
 def fk_max_error_mm(sim: Simulation, robot: RobotModel, n_configs: int, seed: int = 0,
@@ -86,9 +121,13 @@ def camera_frame_ms(sim: Simulation, robot: RobotModel, frames: int, renderer: s
 
 def run(quick: bool = False) -> dict:
     robot = RobotModel()
+    by_servo, by_servo_cpu = rtf_by_servo(robot, seconds=1.0 if quick else 5.0)
     with Simulation(robot) as sim:
         result = {
-            "rtf": measure_rtf(sim, robot, seconds=1.0 if quick else 5.0),
+            "rtf": by_servo[sim.servo_kind],
+            "servo": sim.servo_kind,
+            "rtf_by_servo": by_servo,
+            "rtf_cpu_by_servo": by_servo_cpu,
             "mass_model_kg": robot.total_mass,
             "mass_sim_kg": sim.total_mass(),
             "fk_max_error_mm": fk_max_error_mm(sim, robot, 100 if quick else 1000, progress=not quick),
@@ -101,7 +140,12 @@ def run(quick: bool = False) -> dict:
 def format_table(result: dict) -> str:
     cam = result["camera_frame_ms"]
     rows = [
-        ("real-time factor (1 kHz physics, 100 Hz control)", f"{result['rtf']:.2f}", ">= 2"),
+        (f"real-time factor (1 kHz physics, 100 Hz control, {result['servo']} servo)", f"{result['rtf']:.2f}", ">= 2"),
+    ]
+    for kind, value in result["rtf_by_servo"].items():
+        rows.append((f"  {kind} servo: wall clock / per CPU second",
+                     f"{value:.2f} / {result['rtf_cpu_by_servo'][kind]:.2f}", ""))
+    rows += [
         ("mass, model [kg]", f"{result['mass_model_kg']:.3f}", ""),
         ("mass, simulator [kg]", f"{result['mass_sim_kg']:.3f}", "within 1%"),
         ("hand/sole FK disagreement, worst [mm]", f"{result['fk_max_error_mm']:.4f}", "< 1"),

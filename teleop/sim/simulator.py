@@ -7,6 +7,17 @@
   of pressure are readable.
 * Two modes: lock-step (``step`` returns as soon as physics is done: as fast as it can go,
   for trials and tests) and real time (``realtime=True``: ``step`` paces to the wall clock).
+* Two joint servos (description ``[sim] servo``, the ``servo`` argument, or the
+  environment variable ``TELEOP_SIM_SERVO`` which wins, for running a test suite both
+  ways): ``"pybullet"`` (pybullet's constraint motors, the default) or ``"explicit"``
+  (:mod:`teleop.sim.servo`: a PD + gravity feed-forward computed here and applied through
+  pybullet's torque mode; about twice as fast, since the 32 motor constraints dominate
+  the solver).
+* An optional actuator model (description ``[sim.actuator]`` or the ``actuator``
+  argument; :mod:`teleop.sim.actuator`): servo gains, viscous and Coulomb friction,
+  torque limit, command latency, noise on the measured angles, link mass / CoM scales
+  (reference pid_tuning_and_sim_to_real.md, Part B). Off by default; on, it runs on the
+  explicit servo.
 
 State is reported in the pinocchio layout of :class:`teleop.robot.model.RobotModel`
 (base pose of the URDF root frame, not pybullet's inertial frame), in the stance frame.
@@ -14,7 +25,11 @@ State is reported in the pinocchio layout of :class:`teleop.robot.model.RobotMod
 
 from __future__ import annotations
 
+import hashlib
+import os
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pybullet as pb
@@ -22,9 +37,21 @@ import pybullet_data
 
 from teleop.clock import RealTimePacer
 from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
-from teleop.sim.urdf_prep import prepare_urdf
+from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_actuator_params, link_scale_for,
+                                 params_from_dict, read_parameter_file)
+from teleop.sim.urdf_prep import cache_dir, prepare_urdf
 
 GRAVITY = 9.81
+SERVO_KINDS = ("pybullet", "explicit")
+#: Environment variable that overrides the description's servo kind.
+SERVO_ENV = "TELEOP_SIM_SERVO"
+#: Period [s] at which the explicit servo's gravity feed-forward is refreshed (the control
+#: rate: gravity torques change with the posture, which moves at control-rate speeds).
+FEEDFORWARD_PERIOD = 0.01
+#: [sim] contact settings that [sim.explicit_servo] may override for the explicit servo.
+EXPLICIT_CONTACT_KEYS = ("foot_rolling_friction", "foot_spinning_friction")
+#: Explicit servo gains when the description gives none [N m/rad], [N m s/rad].
+DEFAULT_EXPLICIT_GAINS = {"kp": 3000.0, "kd": 30.0}
 
 
 @dataclass
@@ -61,12 +88,24 @@ class Simulation:
         realtime: pace :meth:`step` to the wall clock.
         visual: load visual meshes (needed for the eye cameras).
         fixed_base: bolt the root link to the world (bench tests of single limbs).
+        servo: "pybullet" or "explicit" (default: ``$TELEOP_SIM_SERVO``, else the
+            description's ``[sim] servo``, else "pybullet").
+        actuator: actuator model: :class:`ActuatorParams`, a parameter file path, False
+            (off), or None (the description's ``[sim.actuator]``, off unless enabled).
+            When on, the explicit servo runs with these parameters.
+        collisions: False drops every collision shape (a fixed-base robot in the air, as
+            in calibration: loads ~20x faster, since pybullet need not build mesh hulls).
     """
 
     def __init__(self, robot: RobotModel, dt: float = 0.001, gui: bool = False,
-                 realtime: bool = False, visual: bool = True, fixed_base: bool = False) -> None:
+                 realtime: bool = False, visual: bool = True, fixed_base: bool = False,
+                 servo: str | None = None, actuator: ActuatorParams | str | Path | bool | None = None,
+                 collisions: bool = True) -> None:
         self.robot = robot
         self.dt = dt
+        self.fixed_base = fixed_base
+        self.actuator = self._resolve_actuator(actuator)
+        self.servo_kind = "explicit" if self.actuator is not None else self._resolve_servo(servo)
         self.realtime = realtime
         self._pacer = RealTimePacer() if realtime else None
         self.client = pb.connect(pb.GUI if gui else pb.DIRECT)
@@ -88,16 +127,26 @@ class Simulation:
         keep = set(robot.description.frames.values()) | {f.parent for f in robot.description.extra_frames.values()}
         keep |= {f"{side}_foot" for side in ("l", "r")}
         urdf = prepare_urdf(robot.description.urdf_path, keep, visual=visual)
+        link_scales = self.actuator.link_scales if self.actuator is not None else {}
+        if link_scales or not collisions:
+            urdf = _rewritten_urdf(urdf, link_scales, collisions)
         q_home = robot.home_configuration()
-        self.body = pb.loadURDF(str(urdf), q_home[:3], q_home[3:7], useFixedBase=fixed_base,
-                                flags=pb.URDF_USE_INERTIA_FROM_FILE, **self._pb_kwargs)
+        try:
+            self.body = pb.loadURDF(str(urdf), q_home[:3], q_home[3:7], useFixedBase=fixed_base,
+                                    flags=pb.URDF_USE_INERTIA_FROM_FILE, **self._pb_kwargs)
+        finally:
+            if link_scales:
+                urdf.unlink(missing_ok=True)  # one per parameter set (calibration): not cached
         self._index_links_and_joints()
         info = pb.getDynamicsInfo(self.body, -1, **self._pb_kwargs)
         # pybullet's base frame is the root link's inertial frame; keep the offset to
         # convert to and from the URDF root frame that pinocchio uses.
         self._base_inertial_pos = np.array(info[3])
         self._base_inertial_orn = np.array(info[4])
-        sim_cfg = robot.description.sim
+        sim_cfg = dict(robot.description.sim)
+        if self.servo_kind == "explicit":
+            # The explicit servo may set its own foot contact settings (see the description).
+            sim_cfg.update({k: v for k, v in sim_cfg.get("explicit_servo", {}).items() if k in EXPLICIT_CONTACT_KEYS})
         contact = {}
         if "foot_contact_stiffness" in sim_cfg:
             contact = {"contactStiffness": float(sim_cfg["foot_contact_stiffness"]),
@@ -111,7 +160,63 @@ class Simulation:
         self.velocity_gain = float(robot.description.sim.get("velocity_gain", 1.0))
         self.t = 0.0
         self.torque_joints = np.zeros(0, dtype=int)
+        self._joint_id_list = self.joint_ids.tolist()
+        self._servo = None
+        self._noise_rng = None
+        if self.servo_kind == "explicit":
+            self._setup_explicit_servo()
         self.reset(q_home)
+
+    def _resolve_servo(self, servo: str | None) -> str:
+        kind = os.environ.get(SERVO_ENV) or servo or self.robot.description.sim.get("servo", "pybullet")
+        if kind not in SERVO_KINDS:
+            raise ValueError(f"servo must be one of {SERVO_KINDS}, got {kind!r} "
+                             f"(argument, ${SERVO_ENV} or {self.robot.description.source} [sim] servo)")
+        return kind
+
+    def _resolve_actuator(self, actuator) -> ActuatorParams | None:
+        """The actuator parameters, or None when the actuator model is off."""
+        robot = self.robot
+        if actuator is False:
+            return None
+        if isinstance(actuator, ActuatorParams):
+            return actuator
+        if actuator is not None:
+            return params_from_dict(read_parameter_file(actuator), robot.joint_names, robot.limits.effort,
+                                    source=str(actuator))
+        section = robot.description.sim.get("actuator", {})
+        if not isinstance(section, dict):
+            raise ActuatorFileError(f"{robot.description.source} [sim.actuator]: must be a table")
+        if not section.get("enabled", False):
+            return None
+        return description_actuator_params(robot)
+
+    def _setup_explicit_servo(self) -> None:
+        """Release pybullet's motors for good and build the explicit servo (teleop.sim.servo)."""
+        from teleop.sim.servo import GravityFeedForward, JointServo, apparent_inertia
+
+        robot = self.robot
+        params = self.actuator
+        if params is None:
+            section = {k: v for k, v in robot.description.sim.get("explicit_servo", {}).items()
+                       if k not in EXPLICIT_CONTACT_KEYS}
+            section.setdefault("default", {})
+            for key, value in DEFAULT_EXPLICIT_GAINS.items():
+                section["default"].setdefault(key, value)
+            params = params_from_dict(section, robot.joint_names, robot.limits.effort,
+                                      source=f"{robot.description.source} [sim.explicit_servo]")
+        soles = () if self.fixed_base else ("left_sole", "right_sole")
+        inertia = apparent_inertia(robot, robot.home_configuration(), self.fixed_base, soles)
+        self._servo = JointServo(params, inertia, self.dt)
+        self._feedforward = GravityFeedForward(robot, self.fixed_base) if params.feedforward == "gravity" else None
+        self._ff_every = max(1, int(round(FEEDFORWARD_PERIOD / self.dt)))
+        self._ff_countdown = 0
+        self._user_torques = np.zeros(robot.n_joints)
+        if self.actuator is not None and np.any(self.actuator.noise_std > 0):
+            self._noise_rng = np.random.default_rng(self.actuator.seed)
+        n = robot.n_joints
+        pb.setJointMotorControlArray(self.body, self._joint_id_list, pb.VELOCITY_CONTROL,
+                                     targetVelocities=[0.0] * n, forces=[0.0] * n, **self._pb_kwargs)
 
     # ------------------------------------------------------------------ set-up
     def _index_links_and_joints(self) -> None:
@@ -145,6 +250,9 @@ class Simulation:
         pb.resetBaseVelocity(self.body, [0, 0, 0], [0, 0, 0], **self._pb_kwargs)
         for jid, angle in zip(self.joint_ids, q[NQ_BASE:]):
             pb.resetJointState(self.body, int(jid), float(angle), 0.0, **self._pb_kwargs)
+        if self._servo is not None:
+            self._servo.reset(q[NQ_BASE:])
+            self._ff_countdown = 0
         self.set_joint_targets(q[NQ_BASE:])
         if self.torque_mode:
             self.set_torque_mode(True, self.torque_joints)
@@ -175,6 +283,14 @@ class Simulation:
         joints = np.asarray(joints, dtype=float)
         if joints.shape != (self.robot.n_joints,) or not np.all(np.isfinite(joints)):
             raise ValueError(f"joint targets must be {self.robot.n_joints} finite values")
+        if velocities is not None:
+            velocities = np.asarray(velocities, dtype=float)
+            if velocities.shape != (self.robot.n_joints,) or not np.all(np.isfinite(velocities)):
+                raise ValueError(f"joint target velocities must be {self.robot.n_joints} finite values")
+        if self._servo is not None:
+            # Torque-mode joints ignore the command: step() overrides their torques.
+            self._servo.command(joints, velocities)
+            return
         # Joints under torque control keep their torques: only the servoed ones take targets.
         idx = np.setdiff1d(np.arange(self.robot.n_joints), self.torque_joints) if self.torque_mode \
             else np.arange(self.robot.n_joints)
@@ -201,6 +317,15 @@ class Simulation:
         keep their position servos and targets.
         """
         idx = np.arange(self.robot.n_joints) if joints is None else np.asarray(joints, dtype=int)
+        if self._servo is not None:
+            # pybullet's motors are off for good; the explicit servo skips torque joints.
+            if enabled:
+                self.torque_joints = np.union1d(self.torque_joints, idx).astype(int)
+                self._user_torques[idx] = 0.0
+            else:
+                self.torque_joints = np.setdiff1d(self.torque_joints, idx).astype(int)
+                self._servo.hold(idx, self._true_joint_states()[0][idx])
+            return
         if enabled:
             pb.setJointMotorControlArray(self.body, self.joint_ids[idx].tolist(), pb.VELOCITY_CONTROL,
                                          targetVelocities=[0.0] * len(idx), forces=[0.0] * len(idx),
@@ -235,12 +360,28 @@ class Simulation:
         torques = np.asarray(torques, dtype=float)
         if torques.shape != (len(idx),) or not np.all(np.isfinite(torques)):
             raise ValueError(f"joint torques must be {len(idx)} finite values")
+        if self._servo is not None:
+            self._user_torques[idx] = torques  # applied (held) by step()
+            return
         pb.setJointMotorControlArray(self.body, self.joint_ids[idx].tolist(), pb.TORQUE_CONTROL,
                                      forces=torques.tolist(), **self._pb_kwargs)
 
     def joint_positions(self) -> np.ndarray:
-        """(n_joints,) measured joint angles [rad], model order."""
-        return np.array([s[0] for s in pb.getJointStates(self.body, self.joint_ids.tolist(), **self._pb_kwargs)])
+        """(n_joints,) measured joint angles [rad], model order (with the actuator model's
+        sensor noise, if any)."""
+        q = np.array([s[0] for s in pb.getJointStates(self.body, self._joint_id_list, **self._pb_kwargs)])
+        return self._add_noise(q)
+
+    def _add_noise(self, q: np.ndarray) -> np.ndarray:
+        if self._noise_rng is not None:
+            q = q + self._noise_rng.normal(0.0, self.actuator.noise_std)
+        return q
+
+    def _true_joint_states(self) -> tuple[np.ndarray, np.ndarray]:
+        """((n,) angles [rad], (n,) velocities [rad/s]) without sensor noise."""
+        states = pb.getJointStates(self.body, self._joint_id_list, **self._pb_kwargs)
+        qv = np.array([s[:2] for s in states])
+        return qv[:, 0], qv[:, 1]
 
     def joint_velocities(self) -> np.ndarray:
         """(n_joints,) measured joint velocities [rad/s], model order."""
@@ -259,24 +400,68 @@ class Simulation:
         foot and slide (56 mm of foot slip on an 8 cm squat); ramped, 0.07 mm.
         """
         start, end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
+        # The explicit servo also gets the ramp's velocity, so its damping does not brake
+        # the motion (pybullet's motors keep their behaviour: targets only).
+        velocity = (end - start) / (n * self.dt) if self._servo is not None and n > 0 else None
         for i in range(1, n + 1):
-            self.set_joint_targets(start + (end - start) * (i / n))
+            self.set_joint_targets(start + (end - start) * (i / n), velocity)
             self.step(1)
         return self.t
 
     def step(self, n: int = 1) -> float:
         """Advance physics by ``n`` steps; returns the simulated time [s]."""
-        for _ in range(n):
-            pb.stepSimulation(**self._pb_kwargs)
-            self.t += self.dt
+        if self._servo is not None:
+            self._step_explicit(n)
+        else:
+            for _ in range(n):
+                pb.stepSimulation(**self._pb_kwargs)
+                self.t += self.dt
         if self._pacer is not None:
             self._pacer.wait(self.t)
         return self.t
 
+    def _step_explicit(self, n: int) -> None:
+        """``n`` physics steps with the explicit servo's torques (teleop.sim.servo)."""
+        kw = self._pb_kwargs
+        servo = self._servo
+        torque_joints = self.torque_joints
+        apply_friction_to_torque_joints = self.actuator is not None
+        for _ in range(n):
+            if self._feedforward is not None:
+                if self._ff_countdown <= 0:
+                    servo.feedforward = self._feedforward(self._true_state().q, self._feet_in_contact())
+                    self._ff_countdown = self._ff_every
+                self._ff_countdown -= 1
+            q, qdot = self._true_joint_states()
+            tau, friction = servo.torques(q, qdot)
+            if friction is not None:
+                tau += friction
+            if len(torque_joints):
+                tau[torque_joints] = self._user_torques[torque_joints]
+                if friction is not None and apply_friction_to_torque_joints:
+                    tau[torque_joints] += friction[torque_joints]
+            pb.setJointMotorControlArray(self.body, self._joint_id_list, pb.TORQUE_CONTROL, forces=tau.tolist(), **kw)
+            pb.stepSimulation(**kw)
+            self.t += self.dt
+
+    def _feet_in_contact(self) -> tuple[bool, bool]:
+        """Which feet touch the ground (for sharing the gravity load, teleop.sim.servo)."""
+        if self.fixed_base:
+            return (False, False)
+        links = {c[3] for c in pb.getContactPoints(self.body, self.plane, **self._pb_kwargs)}
+        return tuple(bool(links & self._foot_links_all[side]) for side in ("left", "right"))
+
     # ------------------------------------------------------------ measuring
     def state(self) -> SimState:
         """Measured state in the pinocchio layout (root frame pose, base velocity in the
-        root frame, joint angles and velocities)."""
+        root frame, joint angles and velocities; joint angles with the actuator model's
+        sensor noise, if any)."""
+        state = self._true_state()
+        if self._noise_rng is not None:
+            state.q[NQ_BASE:] = self._add_noise(state.q[NQ_BASE:])
+        return state
+
+    def _true_state(self) -> SimState:
         kw = self._pb_kwargs
         pos, orn = pb.getBasePositionAndOrientation(self.body, **kw)
         root_pos, root_orn = self._inertial_to_root(pos, orn)
@@ -332,3 +517,40 @@ class Simulation:
         """Number of robot–ground contact points not under the feet (a fall touches down)."""
         feet = self._foot_links_all["left"] | self._foot_links_all["right"]
         return sum(1 for c in pb.getContactPoints(self.body, self.plane, **self._pb_kwargs) if c[3] not in feet)
+
+
+def _rewritten_urdf(urdf: Path, link_scales: dict[str, tuple[float, float]], collisions: bool = True) -> Path:
+    """A copy of ``urdf`` with each link's mass and rotational inertia scaled by its mass
+    scale and its centre-of-mass offset (inertial origin) by its CoM scale (reference B1:
+    CAD masses and CoMs are off; B2 calibrates them), and without collision shapes if
+    ``collisions`` is False. pybullet cannot move a link's CoM after loading, hence a
+    rewritten file (cached by content)."""
+    source = Path(urdf).read_bytes()
+    key = hashlib.sha256(source + repr((sorted(link_scales.items()), collisions)).encode()).hexdigest()[:16]
+    # Scaled files are written per process and deleted once loaded; collision-free ones are cached.
+    out = cache_dir() / (f"scaled_{key}_{os.getpid()}.urdf" if link_scales else f"nocollision_{key}.urdf")
+    if out.exists() and not link_scales:
+        return out
+    root = ET.fromstring(source)
+    for link in root.findall("link"):
+        if not collisions:
+            for collision in link.findall("collision"):
+                link.remove(collision)
+        mass_scale, com_scale = link_scale_for(link_scales, link.get("name"))
+        inertial = link.find("inertial")
+        if inertial is None or (mass_scale == 1.0 and com_scale == 1.0):
+            continue
+        mass = inertial.find("mass")
+        mass.set("value", repr(float(mass.get("value")) * mass_scale))
+        inertia = inertial.find("inertia")
+        if inertia is not None:
+            for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
+                inertia.set(k, repr(float(inertia.get(k, "0")) * mass_scale))
+        origin = inertial.find("origin")
+        if origin is not None:
+            xyz = [float(x) * com_scale for x in origin.get("xyz", "0 0 0").split()]
+            origin.set("xyz", " ".join(repr(x) for x in xyz))
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    ET.ElementTree(root).write(tmp)
+    tmp.replace(out)
+    return out

@@ -1,0 +1,251 @@
+"""Actuator model parameters: what stands between a commanded joint angle and the joint.
+
+Reference: ../shared/reference/pid_tuning_and_sim_to_real.md, Part B.
+The servo model is the physically consistent form of B4,
+
+    tau = clip(K_p (q_bar - q) + K_d (qdot_bar - qdot) + tau_ff, -tau_max, tau_max)
+          - k_v qdot - k_c sgn(qdot)                                         (B4)
+
+with a command latency (B5: 16 ms measured on the real robot's loop), Gaussian noise on
+the measured angles (B5: "noise ... measured and modelled", no model given, so white
+Gaussian per joint is our choice) and per-link mass / centre-of-mass scale factors (B1:
+"CAD mass, COM ... are off"; B2 calibrates them).
+
+File format (TOML or JSON, same structure; every key optional)::
+
+    latency = 0.016            # command latency [s] (rounded to whole physics steps)
+    seed = 0                   # seed of the sensor noise
+    feedforward = "gravity"    # "gravity" (model-based bias compensation) or "none"
+    [default]                  # per-joint values for every joint ...
+    kp = 300.0                 # servo stiffness K_p [N m/rad]
+    kd = 3.0                   # servo damping K_d [N m s/rad]
+    viscous = 0.0              # viscous friction k_v [N m s/rad]
+    coulomb = 0.0              # Coulomb friction k_c [N m]
+    torque_limit = 30.0        # [N m]; default: the robot description's effort limit
+    noise_std = 0.0            # sensor noise on measured angles [rad]
+    [joints."*_wrist_*"]       # ... overridden by fnmatch patterns, in file order,
+    kp = 20.0                  #     then by exact joint names
+    [links."r_*"]              # per-link (URDF link name or pattern) scale factors
+    mass_scale = 1.0           # mass and rotational inertia x this
+    com_scale = 1.0            # centre-of-mass offset (in the link frame) x this
+
+Loading validates everything and names the file in every error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+#: Per-joint keys of a parameter file and their defaults (torque_limit None = description).
+JOINT_KEYS = {"kp": 300.0, "kd": 3.0, "viscous": 0.0, "coulomb": 0.0, "torque_limit": None, "noise_std": 0.0}
+LINK_KEYS = {"mass_scale": 1.0, "com_scale": 1.0}
+TOP_KEYS = {"latency", "seed", "feedforward", "default", "joints", "links", "enabled", "file"}
+FEEDFORWARD_KINDS = ("gravity", "none")
+
+
+class ActuatorFileError(ValueError):
+    """A malformed actuator parameter file (the message names the file)."""
+
+
+@dataclass
+class ActuatorParams:
+    """Per-joint actuator parameters, (n,) arrays in model joint order.
+
+    Attributes:
+        joint_names: the n joint names (model order).
+        kp: servo stiffness K_p [N m/rad].
+        kd: servo damping K_d [N m s/rad].
+        viscous: viscous friction k_v [N m s/rad].
+        coulomb: Coulomb friction k_c [N m].
+        torque_limit: motor torque limit [N m].
+        noise_std: standard deviation of the noise on measured angles [rad].
+        latency: command latency [s].
+        seed: seed of the noise generator.
+        feedforward: "gravity" or "none".
+        link_scales: URDF link name -> (mass scale, com scale); links not listed are 1, 1.
+    """
+
+    joint_names: list[str]
+    kp: np.ndarray
+    kd: np.ndarray
+    viscous: np.ndarray
+    coulomb: np.ndarray
+    torque_limit: np.ndarray
+    noise_std: np.ndarray
+    latency: float = 0.0
+    seed: int = 0
+    feedforward: str = "gravity"
+    link_scales: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @classmethod
+    def uniform(cls, joint_names: list[str], torque_limit: np.ndarray, **values) -> "ActuatorParams":
+        """Every joint the same: ``values`` are per-joint keys (scalars) and top-level keys."""
+        n = len(joint_names)
+        arrays = {k: np.full(n, float(values.pop(k, d if d is not None else 0.0))) for k, d in JOINT_KEYS.items()
+                  if k != "torque_limit"}
+        limit = np.asarray(values.pop("torque_limit", torque_limit), dtype=float) * np.ones(n)
+        return cls(list(joint_names), torque_limit=limit, **arrays, **values)
+
+    def copy(self) -> "ActuatorParams":
+        return replace(self, joint_names=list(self.joint_names), kp=self.kp.copy(), kd=self.kd.copy(),
+                       viscous=self.viscous.copy(), coulomb=self.coulomb.copy(),
+                       torque_limit=self.torque_limit.copy(), noise_std=self.noise_std.copy(),
+                       link_scales=dict(self.link_scales))
+
+    def to_dict(self) -> dict:
+        """The file structure (every joint listed by exact name), for TOML/JSON writing."""
+        joints = {name: {"kp": float(self.kp[i]), "kd": float(self.kd[i]), "viscous": float(self.viscous[i]),
+                         "coulomb": float(self.coulomb[i]), "torque_limit": float(self.torque_limit[i]),
+                         "noise_std": float(self.noise_std[i])}
+                  for i, name in enumerate(self.joint_names)}
+        out = {"latency": float(self.latency), "seed": int(self.seed), "feedforward": self.feedforward,
+               "joints": joints}
+        if self.link_scales:
+            out["links"] = {name: {"mass_scale": float(m), "com_scale": float(c)}
+                            for name, (m, c) in self.link_scales.items()}
+        return out
+
+
+def _number(value, where: str, source: str, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ActuatorFileError(f"{source}: {where} must be a finite number, got {value!r}")
+    if value < minimum:
+        raise ActuatorFileError(f"{source}: {where} must be >= {minimum}, got {value!r}")
+    return float(value)
+
+
+def read_parameter_file(path: str | Path) -> dict:
+    """Read a TOML (``.toml``) or JSON (anything else) parameter file into a dict."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ActuatorFileError(f"{path}: cannot read actuator parameter file ({exc.strerror})") from None
+    try:
+        raw = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
+        raise ActuatorFileError(f"{path}: not valid {kind} ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ActuatorFileError(f"{path}: expected a table/object at the top level")
+    return raw
+
+
+def params_from_dict(raw: dict, joint_names: list[str], effort_limits: np.ndarray,
+                     source: str = "<actuator parameters>") -> ActuatorParams:
+    """Build :class:`ActuatorParams` from a parsed file (see the module docstring).
+
+    Args:
+        raw: the parsed file.
+        joint_names: (n,) model joint names.
+        effort_limits: (n,) default torque limits [N m] (the robot description's).
+        source: file name used in error messages.
+    """
+    unknown = set(raw) - TOP_KEYS
+    if unknown:
+        raise ActuatorFileError(f"{source}: unknown keys {sorted(unknown)} (allowed: {sorted(TOP_KEYS)})")
+    n = len(joint_names)
+    values = {k: np.full(n, np.nan if d is None else d) for k, d in JOINT_KEYS.items()}
+    values["torque_limit"] = np.asarray(effort_limits, dtype=float).copy()
+
+    def apply(entry, mask: np.ndarray, where: str) -> None:
+        if not isinstance(entry, dict):
+            raise ActuatorFileError(f"{source}: {where} must be a table of {sorted(JOINT_KEYS)}")
+        for key, value in entry.items():
+            if key not in JOINT_KEYS:
+                raise ActuatorFileError(f"{source}: {where}: unknown key {key!r} (allowed: {sorted(JOINT_KEYS)})")
+            values[key][mask] = _number(value, f"{where}.{key}", source)
+
+    apply(raw.get("default", {}), np.ones(n, dtype=bool), "default")
+    joints = raw.get("joints", {})
+    if not isinstance(joints, dict):
+        raise ActuatorFileError(f"{source}: 'joints' must be a table of joint names/patterns")
+    exact = {k: v for k, v in joints.items() if k in joint_names}
+    for pattern, entry in joints.items():
+        if pattern in exact:
+            continue
+        mask = np.array([fnmatch.fnmatchcase(j, pattern) for j in joint_names])
+        if not mask.any():
+            raise ActuatorFileError(f"{source}: joints.{pattern!r} matches no joint of the robot")
+        apply(entry, mask, f"joints.{pattern!r}")
+    for name, entry in exact.items():
+        apply(entry, np.array([j == name for j in joint_names]), f"joints.{name!r}")
+
+    links = raw.get("links", {})
+    if not isinstance(links, dict):
+        raise ActuatorFileError(f"{source}: 'links' must be a table of link names/patterns")
+    link_scales = {}
+    for name, entry in links.items():
+        if not isinstance(entry, dict) or set(entry) - set(LINK_KEYS):
+            raise ActuatorFileError(f"{source}: links.{name!r} must be a table of {sorted(LINK_KEYS)}")
+        link_scales[name] = (_number(entry.get("mass_scale", 1.0), f"links.{name!r}.mass_scale", source, 1e-6),
+                             _number(entry.get("com_scale", 1.0), f"links.{name!r}.com_scale", source))
+    feedforward = raw.get("feedforward", "gravity")
+    if feedforward not in FEEDFORWARD_KINDS:
+        raise ActuatorFileError(f"{source}: feedforward must be one of {FEEDFORWARD_KINDS}, got {feedforward!r}")
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ActuatorFileError(f"{source}: seed must be an integer, got {seed!r}")
+    return ActuatorParams(list(joint_names), latency=_number(raw.get("latency", 0.0), "latency", source),
+                          seed=seed, feedforward=feedforward, link_scales=link_scales, **values)
+
+
+def load_actuator_params(path: str | Path, joint_names: list[str], effort_limits: np.ndarray) -> ActuatorParams:
+    """Load an actuator parameter file (TOML or JSON, see the module docstring)."""
+    return params_from_dict(read_parameter_file(path), joint_names, effort_limits, source=str(path))
+
+
+def write_actuator_params(params: ActuatorParams, path: str | Path) -> None:
+    """Write parameters as TOML (``.toml``) or JSON (otherwise), readable by
+    :func:`load_actuator_params`."""
+    path = Path(path)
+    data = params.to_dict()
+    if path.suffix.lower() != ".toml":
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        return
+    lines = [f"latency = {data['latency']!r}", f"seed = {data['seed']}", f'feedforward = "{data["feedforward"]}"', ""]
+    for name, entry in data["joints"].items():
+        lines.append(f'[joints."{name}"]')
+        lines += [f"{k} = {v!r}" for k, v in entry.items()]
+    for name, entry in data.get("links", {}).items():
+        lines.append(f'[links."{name}"]')
+        lines += [f"{k} = {v!r}" for k, v in entry.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def link_scale_for(link_scales: dict[str, tuple[float, float]], link: str) -> tuple[float, float]:
+    """(mass scale, com scale) of a URDF link: exact name first, then patterns, else (1, 1)."""
+    if link in link_scales:
+        return link_scales[link]
+    for pattern, scales in link_scales.items():
+        if fnmatch.fnmatchcase(link, pattern):
+            return scales
+    return (1.0, 1.0)
+
+
+def description_actuator_params(robot) -> ActuatorParams:
+    """The actuator parameters of a robot description's ``[sim.actuator]`` (inline values or
+    its ``file``), whether or not ``enabled``: the nominal values a calibration starts from.
+
+    Args:
+        robot: a :class:`teleop.robot.model.RobotModel`.
+    """
+    description = robot.description
+    section = description.sim.get("actuator", {})
+    source = f"{description.source} [sim.actuator]"
+    if not isinstance(section, dict):
+        raise ActuatorFileError(f"{source}: must be a table")
+    if "file" in section:
+        path = Path(section["file"])
+        if not path.is_absolute() and description.source is not None:
+            path = description.source.parent / path
+        return load_actuator_params(path, robot.joint_names, robot.limits.effort)
+    inline = {k: v for k, v in section.items() if k != "enabled"}
+    return params_from_dict(inline, robot.joint_names, robot.limits.effort, source=source)

@@ -1,0 +1,73 @@
+"""``teleop lockstep``: serve the simulation to an external controller in lock step, or run
+the demo controller against such a server (protocol: docs/lockstep_protocol.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lockstep", help="lock-step coupling of the simulation with an external controller",
+                       description="The simulation steps in strict alternation with a controller in another "
+                                   "process (any language) over TCP: each 1 ms step waits for that step's "
+                                   "command; sequence numbers guard against lost or reused steps. "
+                                   "Protocol: docs/lockstep_protocol.md.")
+    lsub = p.add_subparsers(dest="lockstep_command", metavar="ACTION")
+
+    serve = lsub.add_parser("serve", help="run the simulation as a lock-step server",
+                            description="Listen for controllers one after the other; each session starts from "
+                                        "the home posture. Prints one line per session (steps, real-time factor).")
+    serve.add_argument("--host", default="127.0.0.1", help="listen address (default: 127.0.0.1, loopback only)")
+    serve.add_argument("--port", type=int, default=47500, help="TCP port (default: 47500; 0 picks a free one)")
+    serve.add_argument("--joints", default="left_arm,right_arm",
+                       help="comma-separated groups or joint names the controller commands "
+                            "(default: left_arm,right_arm); the rest stay position-servoed")
+    serve.add_argument("--max-steps", type=int, default=None, help="end each session after this many steps")
+    serve.add_argument("--sessions", type=int, default=None, help="exit after this many sessions (default: never)")
+    serve.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a command (default: 10)")
+    serve.add_argument("--floating-base", action="store_true",
+                       help="let the robot stand on its feet (default: base bolted to the world)")
+    serve.add_argument("--no-clip", action="store_true", help="do not clip torques to the effort limits")
+    serve.add_argument("--robot", default="icub", help="robot description (default: icub)")
+    serve.add_argument("--json", action="store_true", help="print each session report as JSON")
+    serve.set_defaults(func=_serve)
+
+    demo = lsub.add_parser("demo-client", help="run the demo joint-impedance controller against a server",
+                           description="A controller in this process: joint impedance (gravity compensation + "
+                                       "spring-damper) holding the home posture with a slow shoulder swing. "
+                                       "Prints a JSON summary (sequence counters, server RTF, tracking error).")
+    from teleop.sim.lockstep_client import add_demo_arguments
+
+    add_demo_arguments(demo)
+    demo.set_defaults(func=_demo)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from teleop.robot.model import RobotModel
+    from teleop.sim.lockstep import LockstepServer
+    from teleop.sim.simulator import Simulation
+
+    robot = RobotModel(args.robot)
+    names = [x.strip() for x in args.joints.split(",") if x.strip()]
+    joints = [int(i) for name in names for i in robot.group_indices(name)]
+    sim = Simulation(robot, visual=False, fixed_base=not args.floating_base)
+    try:
+        with LockstepServer(sim, joints, host=args.host, port=args.port, max_steps=args.max_steps,
+                            command_timeout=args.timeout, clip_torques=not args.no_clip) as server:
+            host, port = server.address
+            print(f"lock-step server on {host}:{port}: {len(joints)} joints ({', '.join(names)}), "
+                  f"dt {sim.dt * 1000:g} ms; waiting for a controller", flush=True)
+            log = (lambda _msg: print(json.dumps(server.reports[-1].as_dict()), flush=True)) if args.json \
+                else (lambda msg: print(msg, flush=True))
+            server.serve_forever(max_sessions=args.sessions, log=log)
+    finally:
+        sim.close()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from teleop.sim.lockstep_client import run_demo
+
+    return run_demo(args)

@@ -1,0 +1,265 @@
+"""Python client of the lock-step protocol (docs/lockstep_protocol.md), and a demo controller.
+
+The client is what an external controller links against: it connects, says HELLO, then
+answers every STATE with exactly one COMMAND carrying the same sequence number, and checks
+that the simulator's sequence numbers run 0, 1, 2, ... without gaps or repeats (the
+counters of Tables 3.1/3.2 in ../shared/reference/controller_coupling_and_jogging.md, §A.4).
+It needs numpy only (no pybullet): the controller side of §A.1 runs in its own process.
+
+Run as a module it is the demo controller (``python -m teleop.sim.lockstep_client --port P``,
+the same as ``teleop lockstep demo-client``): a joint-impedance controller (gravity
+compensation + spring-damper, reference §A.6) that holds the arms at their home angles
+while the shoulders swing in a slow sine, printing a JSON summary of the session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from teleop.sim.lockstep import (BYE, COMMAND, ERROR, HELLO, MESSAGE_NAMES, MODE_POSITION, MODE_TORQUE, STATE,
+                                 VERSION, WELCOME, E_SEQUENCE, E_UNEXPECTED, LockstepError, SequenceError, State,
+                                 decode_error, decode_json, decode_state, encode_command, encode_error,
+                                 encode_json, read_frame)
+
+#: A controller maps the latest state to (mode, (k,) values): torques [N m] for
+#: MODE_TORQUE or joint targets [rad] for MODE_POSITION, for the session's controlled joints.
+Controller = Callable[[State], "tuple[int, np.ndarray]"]
+
+
+@dataclass
+class ClientReport:
+    """What the client saw: ``states`` received (first and last seq), ``commands`` sent,
+    ``seq_gaps``/``seq_repeats`` (always 0 on success: any of them ends the session with a
+    SequenceError), the server's BYE statistics, and the client's wall time [s]."""
+
+    states: int = 0
+    first_seq: int = -1
+    last_seq: int = -1
+    commands: int = 0
+    seq_gaps: int = 0
+    seq_repeats: int = 0
+    final_time_s: float = 0.0
+    server_stats: dict = field(default_factory=dict)
+    wall_time_s: float = 0.0
+
+
+class LockstepClient:
+    """One connection to a :class:`teleop.sim.lockstep.LockstepServer`.
+
+    Args:
+        host, port: the server's address (TCP on loopback by default).
+        name: a name for the server's log.
+        timeout: seconds to wait for any message before giving up (socket.timeout).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 47500, name: str = "python-client",
+                 timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(encode_json(HELLO, {"client": name, "protocol": VERSION}))
+        msg_type, _, payload = read_frame(self.sock)
+        if msg_type == ERROR:
+            raise decode_error(payload)
+        if msg_type != WELCOME:
+            raise LockstepError(E_UNEXPECTED, f"expected WELCOME, got {MESSAGE_NAMES[msg_type]}")
+        #: The server's WELCOME: dt, nq, nv, joint_names, controlled_joints, effort_limits...
+        self.welcome = decode_json(payload, "WELCOME")
+        self.controlled_joints = np.array(self.welcome["controlled_joints"], dtype=int)
+        self._expected_seq = 0
+        self.report = ClientReport()
+        self.stats: dict | None = None
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "LockstepClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def receive_state(self) -> State | None:
+        """The next STATE, checked to carry the next sequence number; None when the
+        server ended the session with BYE (its statistics are then in :attr:`stats`).
+
+        Raises:
+            SequenceError: the server skipped or repeated a state (also reported back to it).
+            PeerError: the server sent an ERROR.
+        """
+        msg_type, flags, payload = read_frame(self.sock)
+        if msg_type == BYE:
+            self.stats = decode_json(payload, "BYE")
+            self.report.server_stats = self.stats
+            return None
+        if msg_type == ERROR:
+            raise decode_error(payload)
+        if msg_type != STATE:
+            raise LockstepError(E_UNEXPECTED, f"expected STATE, got {MESSAGE_NAMES[msg_type]}")
+        state = decode_state(payload, flags)
+        r = self.report
+        if state.seq != self._expected_seq:
+            if state.seq > self._expected_seq:
+                r.seq_gaps += 1
+            else:
+                r.seq_repeats += 1
+            kind = "skipped" if state.seq > self._expected_seq else "repeated"
+            msg = f"expected state seq {self._expected_seq}, got {state.seq} ({kind})"
+            try:
+                self.sock.sendall(encode_error(E_SEQUENCE, msg))
+            except OSError:
+                pass
+            raise SequenceError(msg)
+        self._expected_seq += 1
+        r.states += 1
+        r.first_seq = state.seq if r.first_seq < 0 else r.first_seq
+        r.last_seq = state.seq
+        r.final_time_s = state.t
+        return state
+
+    def send_command(self, seq: int, mode: int, values) -> None:
+        """Answer state ``seq`` with (k,) values (torques [N m] or targets [rad])."""
+        self.sock.sendall(encode_command(seq, mode, values))
+        self.report.commands += 1
+
+    def bye(self) -> dict:
+        """End the session; returns the server's statistics (steps, sim time, RTF...)."""
+        self.sock.sendall(encode_json(BYE, {}))
+        while True:
+            msg_type, _, payload = read_frame(self.sock)
+            if msg_type == BYE:
+                self.stats = decode_json(payload, "BYE")
+                self.report.server_stats = self.stats
+                return self.stats
+            if msg_type == ERROR:
+                raise decode_error(payload)
+
+    def run(self, controller: Controller, steps: int | None = None) -> ClientReport:
+        """Drive the simulation: answer each state with ``controller(state)``.
+
+        Ends after ``steps`` commands (then says BYE), or when the server sends a final
+        state / BYE (its ``max_steps``). Returns the :class:`ClientReport`.
+        """
+        start = time.perf_counter()
+        try:
+            while True:
+                state = self.receive_state()
+                if state is None:
+                    break
+                if state.final:
+                    continue  # the server's BYE follows
+                if steps is not None and self.report.commands >= steps:
+                    self.bye()
+                    break
+                mode, values = controller(state)
+                self.send_command(state.seq, mode, values)
+        finally:
+            self.report.wall_time_s = time.perf_counter() - start
+        return self.report
+
+
+# ------------------------------------------------------------------------ demo controller
+def make_demo_controller(welcome: dict, amplitude: float = 0.2, period: float = 2.0, stiffness: float = 30.0,
+                         mode: str = "torque", robot="icub") -> tuple[Controller, dict]:
+    """A joint-impedance controller for the demo (reference §A.6, Eq. JI of
+    :mod:`teleop.control.impedance`): the controlled joints track their home angles, the
+    shoulder pitches offset by ``amplitude`` [rad] x sin(2 pi t / ``period`` [s]).
+
+    ``robot`` is the client's own RobotModel (or the name of its description); its joint
+    order must match the server's WELCOME. Returns (controller, stats) where stats accumulates the tracking
+    error [rad]."""
+    from teleop.control.impedance import JointImpedance
+    from teleop.robot.model import NQ_BASE, RobotModel
+
+    robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+    if robot.joint_names != welcome["joint_names"]:
+        raise LockstepError(E_UNEXPECTED, "the server's joint order differs from this client's robot model")
+    joints = np.array(welcome["controlled_joints"], dtype=int)
+    impedance = JointImpedance(robot, joints, stiffness=stiffness)
+    home = robot.home_joints()
+    swing = np.array([("shoulder_pitch" in robot.joint_names[j]) for j in joints], dtype=float)
+    stats = {"max_tracking_error_rad": 0.0}
+
+    def controller(state: State):
+        desired = home[joints] + swing * amplitude * np.sin(2 * np.pi * state.t / period)
+        err = float(np.max(np.abs(desired - state.q[NQ_BASE + joints])))
+        if state.t > 0.5:  # after the start-up transient
+            stats["max_tracking_error_rad"] = max(stats["max_tracking_error_rad"], err)
+        if mode == "position":
+            return MODE_POSITION, desired
+        return MODE_TORQUE, impedance.torques(state.q, state.v, desired).tau
+
+    return controller, stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m teleop.sim.lockstep_client",
+                                description="Demo controller over the lock-step protocol (prints a JSON summary).")
+    add_demo_arguments(p)
+    return run_demo(p.parse_args(argv))
+
+
+def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="server address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=47500, help="server port (default: 47500)")
+    p.add_argument("--steps", type=int, default=None, help="commands to send before BYE (default: until the "
+                                                            "server ends the session)")
+    p.add_argument("--mode", choices=("torque", "position"), default="torque",
+                   help="joint impedance torques (default) or joint position targets")
+    p.add_argument("--amplitude", type=float, default=0.2, help="shoulder-pitch swing [rad] (default: 0.2)")
+    p.add_argument("--timeout", type=float, default=10.0, help="socket timeout [s] (default: 10)")
+    p.add_argument("--fault", choices=("none", "skip", "duplicate"), default="none",
+                   help="for tests: at command 100 send a skipped or a duplicated sequence number")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from teleop.robot.model import RobotModel
+
+    # Load the model before connecting: the simulator sends state 0 at once and starts
+    # its command timeout.
+    robot = RobotModel()
+    with LockstepClient(args.host, args.port, name=f"demo-client/{args.mode}", timeout=args.timeout) as client:
+        controller, stats = make_demo_controller(client.welcome, amplitude=args.amplitude, mode=args.mode,
+                                                 robot=robot)
+        if args.fault != "none":
+            controller = _faulty(client, controller, args.fault)
+        out = {"ok": True}
+        try:
+            report = client.run(controller, steps=args.steps)
+        except LockstepError as exc:
+            report = client.report
+            out = {"ok": False, "error": str(exc), "error_code": exc.code}
+        out.update({"states": report.states, "first_seq": report.first_seq, "last_seq": report.last_seq,
+                    "commands": report.commands, "seq_gaps": report.seq_gaps, "seq_repeats": report.seq_repeats,
+                    "final_time_s": report.final_time_s, "client_wall_time_s": report.wall_time_s,
+                    "server": report.server_stats, **stats})
+    print(json.dumps(out))
+    return 0 if out["ok"] else 1
+
+
+def _faulty(client: LockstepClient, controller: Controller, fault: str) -> Controller:
+    """Wrap ``client.send_command`` so that the 100th command breaks the sequence rule."""
+    send = client.send_command
+
+    def faulty_send(seq, mode, values):
+        if seq == 100:
+            if fault == "skip":
+                return send(seq + 1, mode, values)
+            send(seq, mode, values)            # the right one, then the same seq again
+            return send(seq, mode, values)
+        return send(seq, mode, values)
+
+    client.send_command = faulty_send
+    return controller
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Joint-trajectory recordings for simulation calibration: commanded vs measured angles.
+
+A recording is what a position-controlled robot's log gives: at each sample time the
+measured joint angles (read first) and the command sent (then held until the next
+sample), for k recorded joints. Two file formats with the same content:
+
+* ``.npz`` (numpy): arrays ``time`` (T,) [s], ``commanded`` (T, k) [rad], ``measured``
+  (T, k) [rad], ``joint_names`` (k,) str, optional ``commanded_velocity`` (T, k) [rad/s],
+  optional ``meta`` (a JSON string);
+* ``.json``: an object with the same keys (lists of numbers, ``meta`` an object).
+
+``meta`` may hold ``fixed_base`` (bool: the robot hung from its root, as on a test bench),
+``base_height`` [m] above the standing pose, ``q0`` (n,) every joint's initial angle
+(joints not recorded hold theirs), and for recordings made from the simulator with
+hidden parameters, ``truth`` (the hidden values, used only to report how well a fit
+recovered them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+class RecordingError(ValueError):
+    """A recording file that is missing something or inconsistent (names the file)."""
+
+
+@dataclass
+class Recording:
+    """Commanded and measured joint trajectories.
+
+    Attributes:
+        time: (T,) sample times [s], evenly spaced.
+        joint_names: (k,) recorded joints.
+        commanded: (T, k) commanded angles [rad] sent at each sample time.
+        measured: (T, k) measured angles [rad] read at each sample time.
+        commanded_velocity: (T, k) commanded velocities [rad/s] or None (zero).
+        meta: free-form metadata (see the module docstring).
+    """
+
+    time: np.ndarray
+    joint_names: list[str]
+    commanded: np.ndarray
+    measured: np.ndarray
+    commanded_velocity: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def sample_dt(self) -> float:
+        """Sample period [s]."""
+        return float(self.time[1] - self.time[0])
+
+
+def _validate(rec: Recording, source: str) -> Recording:
+    t = rec.time
+    if t.ndim != 1 or len(t) < 3:
+        raise RecordingError(f"{source}: 'time' must be a 1-D array of at least 3 samples")
+    steps = np.diff(t)
+    if not np.all(np.isfinite(t)) or np.any(steps <= 0) or np.ptp(steps) > 1e-6 * max(1.0, steps.mean()) + 1e-9:
+        raise RecordingError(f"{source}: 'time' must be increasing and evenly spaced")
+    k = len(rec.joint_names)
+    if k == 0:
+        raise RecordingError(f"{source}: 'joint_names' is empty")
+    for key in ("commanded", "measured", "commanded_velocity"):
+        value = getattr(rec, key)
+        if value is None:
+            continue
+        if value.shape != (len(t), k):
+            raise RecordingError(f"{source}: '{key}' has shape {value.shape}, expected ({len(t)}, {k}) "
+                                 f"= (len(time), len(joint_names))")
+        if not np.all(np.isfinite(value)):
+            raise RecordingError(f"{source}: '{key}' holds non-finite values")
+    if not isinstance(rec.meta, dict):
+        raise RecordingError(f"{source}: 'meta' must be an object")
+    return rec
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read a ``.npz`` or ``.json`` recording (see the module docstring); raises
+    :class:`RecordingError` naming the file if it is malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecordingError(f"{path}: no such recording file")
+    try:
+        if path.suffix.lower() == ".npz":
+            with np.load(path, allow_pickle=False) as npz:
+                raw = {key: npz[key] for key in npz.files}
+            if "meta" in raw:
+                raw["meta"] = json.loads(str(raw["meta"]))
+        elif path.suffix.lower() == ".json":
+            raw = json.loads(path.read_text())
+            if not isinstance(raw, dict):
+                raise RecordingError(f"{path}: expected a JSON object with time, joint_names, commanded, measured")
+        else:
+            raise RecordingError(f"{path}: unknown recording format (expected .npz or .json)")
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, RecordingError):
+            raise
+        raise RecordingError(f"{path}: cannot read recording ({exc})") from None
+    missing = [k for k in ("time", "joint_names", "commanded", "measured") if k not in raw]
+    if missing:
+        raise RecordingError(f"{path}: missing {missing} (a recording needs time, joint_names, commanded, measured)")
+    try:
+        rec = Recording(
+            time=np.asarray(raw["time"], dtype=float),
+            joint_names=[str(n) for n in np.atleast_1d(raw["joint_names"])],
+            commanded=np.asarray(raw["commanded"], dtype=float),
+            measured=np.asarray(raw["measured"], dtype=float),
+            commanded_velocity=None if raw.get("commanded_velocity") is None
+            else np.asarray(raw["commanded_velocity"], dtype=float),
+            meta=raw.get("meta", {}),
+        )
+    except (TypeError, ValueError) as exc:
+        raise RecordingError(f"{path}: arrays are not numeric or ragged ({exc})") from None
+    return _validate(rec, str(path))
+
+
+def save_recording(rec: Recording, path: str | Path) -> None:
+    """Write a recording as ``.npz`` or ``.json`` (by suffix)."""
+    path = Path(path)
+    _validate(rec, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".npz":
+        arrays = {"time": rec.time, "joint_names": np.array(rec.joint_names), "commanded": rec.commanded,
+                  "measured": rec.measured, "meta": np.array(json.dumps(rec.meta))}
+        if rec.commanded_velocity is not None:
+            arrays["commanded_velocity"] = rec.commanded_velocity
+        with path.open("wb") as f:
+            np.savez_compressed(f, **arrays)
+    elif path.suffix.lower() == ".json":
+        data = {"time": rec.time.tolist(), "joint_names": rec.joint_names, "commanded": rec.commanded.tolist(),
+                "measured": rec.measured.tolist(), "meta": rec.meta}
+        if rec.commanded_velocity is not None:
+            data["commanded_velocity"] = rec.commanded_velocity.tolist()
+        path.write_text(json.dumps(data))
+    else:
+        raise RecordingError(f"{path}: unknown recording format (expected .npz or .json)")

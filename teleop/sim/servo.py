@@ -1,0 +1,227 @@
+"""Explicit joint servo: the actuator model of Part B as torques on pybullet's torque mode.
+
+Reference: ../shared/reference/pid_tuning_and_sim_to_real.md, B4 (servo model) and B5
+(latency, noise, limits). Per physics step and joint, with q_bar / qdot_bar the command
+that arrived ``latency`` ago:
+
+    tau_motor = clip(tau_pd + tau_ff, -tau_max, tau_max)
+    tau_pd    = [K_p (q_bar - q - dt qdot) + K_d (qdot_bar - qdot)] / (1 + (K_p dt + K_d) dt / I)
+    tau_fric  = -k_v qdot / (1 + k_v dt / I) - sgn(qdot) min(k_c, c |qdot|)
+    tau       = tau_motor + tau_fric
+
+``tau_pd`` is B4's K_p (q_bar - q) + K_d (qdot_bar - qdot) evaluated at the *end* of the step
+(the "stable PD" of Tan, Liu & Turk 2011, diagonal form) [not in the reference]: pybullet
+integrates applied torques explicitly, and a plain PD with the stiffness a standing robot
+needs is unstable on the light wrist and neck links at 1 ms (K_d dt / I > 2). For heavy
+joints (I >> K_p dt^2) it is the plain PD. ``I`` is each joint's apparent inertia
+1 / (M^-1)_jj at the home posture, standing on both feet (:func:`apparent_inertia`): a
+stance leg then gets its full stiffness. A foot in the air sees far less inertia, so the
+leg gains must also be stable as a plain PD on the free foot, (K_d + K_p dt) dt / I_free
+< 2 (the description's [sim.explicit_servo] gains are chosen so). Friction is treated the same way: Coulomb friction can
+slow a joint but never reverse it within a step: near rest it acts as a damper c of at
+most a tenth of the one-step stopping damping I/dt, and less when the servo's damping
+already nears it (see ``DAMPING_BUDGET``), which is what a sgn() does physically without
+the chatter of an explicit sgn().
+
+``tau_ff`` is the model-based gravity feed-forward (``feedforward = "gravity"``): the
+generalised gravity of the nominal pinocchio model, with the floating base's share carried
+by the feet in contact (minimum-norm contact wrenches), refreshed at the control rate. The
+servo then only corrects the error, so moderate gains track well.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pinocchio as pin
+
+from teleop.robot.model import NV_BASE, RobotModel
+from teleop.sim.actuator import ActuatorParams
+
+
+def apparent_inertia(robot: RobotModel, q: np.ndarray, fixed_base: bool,
+                     contact_frames: tuple[str, ...] = ()) -> np.ndarray:
+    """(n,) apparent inertia [kg m^2] of each joint, 1 / (M^-1)_jj, at configuration q (nq,).
+
+    Args:
+        fixed_base: the root is bolted to the world (base rows removed).
+        contact_frames: roles/frames held fixed in the world (e.g. the soles of a standing
+            robot): the inverse inertia is that of the constrained system,
+            M^-1 - M^-1 J^T (J M^-1 J^T)^-1 J M^-1, so a stance ankle sees the body it
+            carries, not just its foot.
+    """
+    data = robot.model.createData()
+    mass = pin.crba(robot.model, data, q)
+    mass = np.triu(mass) + np.triu(mass, 1).T  # crba fills the upper triangle only
+    if fixed_base:
+        return 1.0 / np.diag(np.linalg.inv(mass[NV_BASE:, NV_BASE:]))
+    inverse = np.linalg.inv(mass)
+    if contact_frames:
+        pin.computeJointJacobians(robot.model, data, q)
+        pin.updateFramePlacements(robot.model, data)
+        jac = np.vstack([pin.getFrameJacobian(robot.model, data, robot.frame_id(f), pin.LOCAL_WORLD_ALIGNED)
+                         for f in contact_frames])
+        projected = inverse @ jac.T
+        inverse = inverse - projected @ np.linalg.solve(jac @ projected, projected.T)
+    return 1.0 / np.diag(inverse)[NV_BASE:]
+
+
+#: Fraction of the one-step stopping damping I/dt used by Coulomb friction near rest ...
+COULOMB_REST_DAMPING = 0.1
+#: ... and the total near-rest damping (servo + viscous + Coulomb) it may bring a joint to.
+DAMPING_BUDGET = 0.9
+
+
+class GravityFeedForward:
+    """Gravity torques of the nominal model, shared with the ground through the feet.
+
+    Args:
+        robot: the nominal model (the controller's knowledge, not the simulated truth).
+        fixed_base: the root is bolted to the world (no contact sharing needed).
+    """
+
+    def __init__(self, robot: RobotModel, fixed_base: bool) -> None:
+        self.robot = robot
+        self.data = robot.model.createData()
+        self.fixed_base = fixed_base
+        self.sole_ids = [robot.frame_id(f"{side}_sole") for side in ("left", "right")]
+
+    def __call__(self, q: np.ndarray, feet_in_contact: tuple[bool, bool]) -> np.ndarray:
+        """(n,) joint torques [N m] that hold configuration q (nq,) against gravity.
+
+        Floating base: g(q) = [g_b; g_j] must be balanced by the contact wrenches f
+        (J_c^T f = g on the base rows, minimum-norm f), leaving g_j - J_cj^T f for the
+        joints. No foot in contact (a fall, a jump): no gravity load on the joints.
+        """
+        model, data = self.robot.model, self.data
+        gravity = pin.computeGeneralizedGravity(model, data, q)
+        if self.fixed_base:
+            return gravity[NV_BASE:].copy()
+        contacts = [fid for fid, on in zip(self.sole_ids, feet_in_contact) if on]
+        if not contacts:
+            return np.zeros(self.robot.n_joints)
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        jac = np.vstack([pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED) for fid in contacts])
+        # Minimum-norm f with J_b^T f = g_b: f = J_b (J_b^T J_b)^-1 g_b (J_b^T is 6 x 6k,
+        # full row rank with a foot down); solve() is ~5x cheaper than lstsq here.
+        jac_base = jac[:, :NV_BASE]
+        wrench = jac_base @ np.linalg.solve(jac_base.T @ jac_base, gravity[:NV_BASE])
+        return gravity[NV_BASE:] - jac[:, NV_BASE:].T @ wrench
+
+
+class JointServo:
+    """Per-joint position servo with friction, torque limit and command latency.
+
+    Args:
+        params: actuator parameters (n,) per joint (gains, friction, limits, latency).
+        inertia: (n,) apparent joint inertia [kg m^2] (see :func:`apparent_inertia`).
+        dt: physics step [s]. A latency between whole steps blends the commands of the
+            two neighbouring steps linearly, so that a fit sees the error change smoothly
+            with the latency (teleop.sim.calibration).
+    """
+
+    def __init__(self, params: ActuatorParams, inertia: np.ndarray, dt: float) -> None:
+        self.params = params
+        self.dt = dt
+        self.inertia = np.asarray(inertia, dtype=float)
+        steps = params.latency / dt
+        self.latency_steps = int(np.floor(steps + 1e-9))
+        self._latency_fraction = max(0.0, steps - self.latency_steps) if steps - self.latency_steps > 1e-9 else 0.0
+        p = params
+        # tau_pd = A (q_bar - q) - D qdot + B qdot_bar: the stable-PD law expanded once, so
+        # the per-step work is a handful of vector operations (it runs at 1 kHz in Python).
+        scale = 1.0 / (1.0 + (p.kp * dt + p.kd) * dt / self.inertia)
+        self._a = scale * p.kp
+        self._b = scale * p.kd
+        self._d = scale * (p.kd + p.kp * dt)
+        self._viscous = p.viscous / (1.0 + p.viscous * dt / self.inertia)
+        # Near rest Coulomb friction becomes a damper. With all damping of a joint at the
+        # one-step stopping value I/dt the coupled joints of a standing robot chatter and
+        # the feet bounce (+6% mean normal force, or hop with stiff gains): the friction's
+        # damper gets what is left of DAMPING_BUDGET x I/dt after the servo's and viscous
+        # damping, and at most COULOMB_REST_DAMPING x I/dt (measured: 0.25 still made the hips
+        # and torso of the standing robot chatter at the 2-step period, -9% mean foot force).
+        used = self._d + self._viscous
+        self._stop = np.clip(DAMPING_BUDGET * self.inertia / dt - used, 0.0, COULOMB_REST_DAMPING * self.inertia / dt)
+        self._has_viscous = bool(np.any(p.viscous > 0))
+        self._has_coulomb = bool(np.any(p.coulomb > 0))
+        self._limit = p.torque_limit.copy()
+        n = len(self.inertia)
+        self._feedforward = np.zeros(n)
+        self._queue: deque = deque()
+        self.reset(np.zeros(n))
+
+    @property
+    def feedforward(self) -> np.ndarray:
+        """(n,) feed-forward torque tau_ff [N m] added to the PD before the limit."""
+        return self._feedforward
+
+    @feedforward.setter
+    def feedforward(self, tau: np.ndarray) -> None:
+        self._feedforward = np.asarray(tau, dtype=float)
+        self._update_constant()
+
+    def _update_constant(self) -> None:
+        f = self._latency_fraction
+        if f > 0.0:
+            # Fractional latency: the command in force is (1 - f) x this step's + f x the
+            # previous step's (the one that arrived latency_steps + 1 steps ago).
+            self._target_used = (1.0 - f) * self.target + f * self._previous_target
+            velocity = (1.0 - f) * self.target_velocity + f * self._previous_velocity
+        else:
+            self._target_used = self.target
+            velocity = self.target_velocity
+        self._constant = self._b * velocity + self._feedforward
+
+    def reset(self, q: np.ndarray) -> None:
+        """Hold the (n,) angles q [rad]; forget commands in flight."""
+        self.target = np.asarray(q, dtype=float).copy()
+        self.target_velocity = np.zeros_like(self.target)
+        self._previous_target, self._previous_velocity = self.target, self.target_velocity
+        self._queue.clear()
+        self._step = 0
+        self._update_constant()
+
+    def command(self, q_bar: np.ndarray, qdot_bar: np.ndarray | None = None) -> None:
+        """Send a (n,) position [rad] (and velocity [rad/s]) command; it takes effect
+        ``latency`` later (B5)."""
+        qdot_bar = np.zeros_like(q_bar) if qdot_bar is None else np.asarray(qdot_bar, dtype=float)
+        self._queue.append((self._step + self.latency_steps, np.array(q_bar, dtype=float), qdot_bar.copy()))
+
+    def hold(self, idx: np.ndarray, q: np.ndarray) -> None:
+        """Make joints ``idx`` hold angles q (len(idx),) now and in every queued command."""
+        self.target[idx] = q
+        self.target_velocity[idx] = 0.0
+        self._previous_target = self._previous_target.copy()
+        self._previous_velocity = self._previous_velocity.copy()
+        self._previous_target[idx] = q
+        self._previous_velocity[idx] = 0.0
+        for _, q_bar, qdot_bar in self._queue:
+            q_bar[idx] = q
+            qdot_bar[idx] = 0.0
+        self._update_constant()
+
+    def torques(self, q: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Advance one physics step; returns ((n,) motor torque, (n,) friction torque or
+        None when there is no friction) [N m] for the true (noise-free) joint state
+        q [rad], qdot [rad/s]."""
+        queue = self._queue
+        if self._latency_fraction > 0.0:
+            if self._previous_target is not self.target:
+                self._previous_target, self._previous_velocity = self.target, self.target_velocity
+                self._update_constant()
+        if queue and queue[0][0] <= self._step:
+            while queue and queue[0][0] <= self._step:
+                _, self.target, self.target_velocity = queue.popleft()
+            self._update_constant()
+        self._step += 1
+        motor = self._a * (self._target_used - q) - self._d * qdot + self._constant
+        np.clip(motor, -self._limit, self._limit, out=motor)
+        if not (self._has_viscous or self._has_coulomb):
+            return motor, None
+        friction = -self._viscous * qdot
+        if self._has_coulomb:
+            friction -= np.sign(qdot) * np.minimum(self.params.coulomb, self._stop * np.abs(qdot))
+        return motor, friction

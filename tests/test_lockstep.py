@@ -1,0 +1,187 @@
+"""Lock-step coupling (docs/lockstep_protocol.md; reference §A.5): strict alternation,
+sequence counters, and clear errors on skipped/duplicated sequence numbers and bad data."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from teleop.sim import lockstep as ls
+from teleop.sim.lockstep_client import LockstepClient
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def fixed_sim(robot):
+    from teleop.sim.simulator import Simulation
+
+    sim = Simulation(robot, visual=False, fixed_base=True)
+    yield sim
+    sim.close()
+
+
+@pytest.fixture()
+def server(fixed_sim, robot):
+    """A server for both arms, run for one session in a background thread."""
+    joints = np.concatenate([robot.group_indices("left_arm"), robot.group_indices("right_arm")])
+    servers = []
+
+    def start(max_steps=None, timeout=30.0):
+        srv = ls.LockstepServer(fixed_sim, joints, max_steps=max_steps, command_timeout=timeout)
+        thread = threading.Thread(target=srv.serve_one, daemon=True)
+        thread.start()
+        servers.append((srv, thread))
+        return srv, thread
+
+    yield start
+    for srv, thread in servers:
+        thread.join(timeout=30)
+        srv.close()
+
+
+def _run_client_process(port: int, *extra: str) -> dict:
+    """The demo controller in a separate process; returns its JSON summary."""
+    cmd = [sys.executable, "-m", "teleop.sim.lockstep_client", "--port", str(port), "--timeout", "30", *extra]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"client printed no summary; stderr:\n{out.stderr}"
+    return json.loads(lines[-1])
+
+
+def test_codec_round_trip():
+    q, v, tau = np.arange(39.0), -np.arange(38.0), np.full(32, 0.5)
+    frame = ls.encode_state(7, 0.007, q, v, tau, ls.FLAG_FINAL)
+    head = ls.HEADER.unpack(frame[:ls.HEADER.size])
+    assert head == (b"LKSP", 1, ls.STATE, ls.FLAG_FINAL, len(frame) - 12)
+    state = ls.decode_state(frame[12:], head[3])
+    assert state.seq == 7 and state.final and not state.saturated
+    np.testing.assert_array_equal(state.q, q)
+    np.testing.assert_array_equal(state.v, v)
+    np.testing.assert_array_equal(state.tau, tau)
+    seq, mode, values = ls.decode_command(ls.encode_command(41, ls.MODE_TORQUE, [1.0, -2.0])[12:])
+    assert (seq, mode, values.tolist()) == (41, ls.MODE_TORQUE, [1.0, -2.0])
+    with pytest.raises(ls.LockstepError, match="BAD_PAYLOAD"):
+        ls.decode_command(ls.encode_command(1, ls.MODE_TORQUE, [1.0, 2.0])[12:-8])   # truncated
+    with pytest.raises(ls.LockstepError, match="unknown command mode"):
+        ls.decode_command(ls.COMMAND_HEAD.pack(1, 9, 0, 0, 0))
+
+
+def test_ten_thousand_steps_with_a_controller_in_another_process(server):
+    """10,000 strictly alternating steps: every state seq 0..10000 seen once, every
+    command seq 0..9999 applied once, 10 s of simulated time."""
+    srv, thread = server(max_steps=10_000)
+    summary = _run_client_process(srv.address[1])
+    thread.join(timeout=60)
+    report = srv.reports[-1]
+    assert summary["ok"], summary
+    assert (summary["states"], summary["first_seq"], summary["last_seq"]) == (10_001, 0, 10_000)
+    assert summary["commands"] == 10_000
+    assert summary["seq_gaps"] == 0 and summary["seq_repeats"] == 0
+    assert summary["final_time_s"] == pytest.approx(10.0, abs=1e-9)
+    assert report.error is None and report.ended_by == "max_steps"
+    assert report.steps == 10_000 and report.states_sent == 10_001 and report.last_command_seq == 9_999
+    assert report.mode_counts == {"position": 0, "torque": 10_000}
+    assert report.sim_time_s == pytest.approx(10.0, abs=1e-6)
+    assert report.rtf > 0 and summary["server"]["steps"] == 10_000
+    # The external controller really controls the arms: the shoulder swing (0.2 rad) is
+    # tracked through torques computed in the other process.
+    assert summary["max_tracking_error_rad"] < 0.15
+
+
+@pytest.mark.parametrize("fault, applied, words", [("skip", 100, ["expected command seq 100", "got 101", "skipped"]),
+                                                   ("duplicate", 101, ["expected command seq 101", "got 100",
+                                                                       "duplicated"])])
+def test_skipped_or_duplicated_command_is_detected_and_reported(server, fault, applied, words):
+    srv, thread = server()
+    summary = _run_client_process(srv.address[1], "--fault", fault)
+    thread.join(timeout=30)
+    report = srv.reports[-1]
+    assert report.error_code == ls.E_SEQUENCE and report.ended_by == "error"
+    assert report.steps == applied            # nothing applied after the bad command
+    for w in words:
+        assert w in report.error
+    assert not summary["ok"] and summary["error_code"] == ls.E_SEQUENCE
+    assert "expected command seq" in summary["error"]   # the controller was told why
+
+
+def test_client_detects_a_skipped_state():
+    """A (fake) simulator that skips state 1: the client raises SequenceError and tells it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received = {}
+
+    def fake_simulator():
+        conn, _ = listener.accept()
+        ls.read_frame(conn)                                      # HELLO
+        conn.sendall(ls.encode_json(ls.WELCOME, {"controlled_joints": [0]}))
+        conn.sendall(ls.encode_state(0, 0.0, np.zeros(8), np.zeros(7), np.zeros(1)))
+        ls.read_frame(conn)                                      # COMMAND 0
+        conn.sendall(ls.encode_state(2, 0.002, np.zeros(8), np.zeros(7), np.zeros(1)))
+        received["reply"] = ls.read_frame(conn)
+        conn.close()
+
+    thread = threading.Thread(target=fake_simulator, daemon=True)
+    thread.start()
+    with LockstepClient(port=listener.getsockname()[1], timeout=5) as client:
+        with pytest.raises(ls.SequenceError, match="expected state seq 1, got 2"):
+            client.run(lambda s: (ls.MODE_TORQUE, np.zeros(1)))
+        assert client.report.seq_gaps == 1
+    thread.join(timeout=5)
+    listener.close()
+    msg_type, _, payload = received["reply"]
+    assert msg_type == ls.ERROR and ls.decode_error(payload).code == ls.E_SEQUENCE
+
+
+def test_malformed_frame_gets_a_clear_error_and_the_server_survives(fixed_sim, robot):
+    joints = robot.group_indices("left_arm")
+    with ls.LockstepServer(fixed_sim, joints, command_timeout=5.0) as srv:
+        thread = threading.Thread(target=srv.serve_forever, kwargs={"max_sessions": 3, "log": None}, daemon=True)
+        thread.start()
+        # 1. garbage instead of HELLO
+        with socket.create_connection(srv.address, timeout=5) as raw:
+            raw.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            msg_type, _, payload = ls.read_frame(raw)
+        err = ls.decode_error(payload)
+        assert msg_type == ls.ERROR and err.code == ls.E_FRAMING and "bad magic" in str(err)
+        # 2. a command with the wrong number of values, then 3. a good session on the same server
+        with LockstepClient(port=srv.address[1], timeout=5) as client:
+            state = client.receive_state()
+            client.send_command(state.seq, ls.MODE_TORQUE, np.zeros(3))
+            with pytest.raises(ls.PeerError, match="has 3 values, this session controls 7 joints"):
+                client.receive_state()
+        with LockstepClient(port=srv.address[1], timeout=5) as client:
+            hold = lambda s: (ls.MODE_POSITION, s.q[7 + joints])  # noqa: E731
+            report = client.run(hold, steps=50)
+            assert report.commands == 50 and client.stats["steps"] == 50
+        thread.join(timeout=30)
+    assert [r.error_code for r in srv.reports] == [ls.E_FRAMING, ls.E_PAYLOAD, None]
+    assert srv.reports[2].mode_counts["position"] == 50
+
+
+def test_non_finite_command_is_rejected(server):
+    srv, thread = server()
+    with LockstepClient(port=srv.address[1], timeout=5) as client:
+        state = client.receive_state()
+        client.send_command(state.seq, ls.MODE_TORQUE, np.full(14, np.nan))
+        with pytest.raises(ls.PeerError, match="non-finite"):
+            client.receive_state()
+    thread.join(timeout=10)
+    assert srv.reports[-1].steps == 0
+
+
+def test_a_silent_controller_times_out_with_a_clear_error(server):
+    srv, thread = server(timeout=0.3)
+    with LockstepClient(port=srv.address[1], timeout=5) as client:
+        assert client.receive_state().seq == 0
+        with pytest.raises(ls.PeerError, match="TIMEOUT: no message from the controller within 0.3 s"):
+            client.receive_state()                      # we never answered state 0
+    thread.join(timeout=10)
+    assert srv.reports[-1].error_code == ls.E_TIMEOUT and srv.reports[-1].steps == 0

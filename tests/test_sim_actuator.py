@@ -1,0 +1,201 @@
+"""The actuator model (teleop.sim.actuator, teleop.sim.servo): parameter files, latency,
+friction, torque limit, sensor noise; off by default, on it keeps the robot standing."""
+
+import json
+
+import numpy as np
+import pytest
+
+from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_actuator_params,
+                                 load_actuator_params, write_actuator_params)
+from teleop.sim.servo import JointServo
+
+TOML = """
+latency = 0.016
+seed = 3
+[default]
+kp = 100.0
+kd = 2.0
+[joints."*_wrist_*"]
+kp = 10.0
+coulomb = 0.05
+[joints."r_wrist_yaw"]
+kp = 7.0
+[links."r_hand"]
+mass_scale = 1.1
+com_scale = 0.9
+"""
+
+
+def _load(tmp_path, robot, text, name="act.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return load_actuator_params(path, robot.joint_names, robot.limits.effort)
+
+
+def test_parameter_file_patterns_then_exact_names(tmp_path, robot):
+    p = _load(tmp_path, robot, TOML)
+    j = robot.joint_index
+    assert p.kp[j("l_knee")] == 100.0 and p.kd[j("l_knee")] == 2.0
+    assert p.kp[j("l_wrist_pitch")] == 10.0 and p.coulomb[j("l_wrist_pitch")] == 0.05
+    assert p.kp[j("r_wrist_yaw")] == 7.0 and p.coulomb[j("r_wrist_yaw")] == 0.05
+    assert p.torque_limit[j("l_knee")] == robot.limits.effort[j("l_knee")]  # description default
+    assert p.latency == 0.016 and p.seed == 3 and p.link_scales == {"r_hand": (1.1, 0.9)}
+
+
+def test_json_and_toml_round_trip(tmp_path, robot):
+    p = _load(tmp_path, robot, TOML)
+    for name in ("out.toml", "out.json"):
+        write_actuator_params(p, tmp_path / name)
+        q = load_actuator_params(tmp_path / name, robot.joint_names, robot.limits.effort)
+        for key in ("kp", "kd", "viscous", "coulomb", "torque_limit", "noise_std"):
+            assert np.array_equal(getattr(p, key), getattr(q, key))
+        assert q.latency == p.latency and q.link_scales == p.link_scales
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("kp = [", "not valid TOML"),
+    ("[default]\nkp = -1.0", "must be >= 0"),
+    ("[default]\nstiffness = 1.0", "unknown key 'stiffness'"),
+    ('[joints."no_such_*"]\nkp = 1.0', "matches no joint"),
+    ('feedforward = "magic"', "feedforward must be one of"),
+    ("latency = \"16 ms\"", "latency must be a finite number"),
+])
+def test_malformed_parameter_file_names_the_file(tmp_path, robot, text, fragment):
+    with pytest.raises(ActuatorFileError) as err:
+        _load(tmp_path, robot, text, "broken.toml")
+    assert "broken.toml" in str(err.value) and fragment in str(err.value)
+
+
+def test_malformed_json_and_missing_file_name_the_file(tmp_path, robot):
+    with pytest.raises(ActuatorFileError, match="bad.json.*not valid JSON"):
+        _load(tmp_path, robot, "{", "bad.json")
+    with pytest.raises(ActuatorFileError, match="missing.toml"):
+        load_actuator_params(tmp_path / "missing.toml", robot.joint_names, robot.limits.effort)
+
+
+def _servo(n=1, inertia=0.01, limit=5.0, **values):
+    params = ActuatorParams.uniform([f"j{i}" for i in range(n)], np.full(n, limit), **values)
+    return JointServo(params, np.full(n, inertia), dt=0.001)
+
+
+def test_command_latency_is_applied_after_the_configured_delay():
+    servo = _servo(kp=100.0, kd=0.0, latency=0.016)
+    servo.command(np.array([0.1]))
+    torques = [servo.torques(np.zeros(1), np.zeros(1))[0][0] for _ in range(20)]
+    assert np.allclose(torques[:16], 0.0)  # 16 steps of 1 ms: the command is still in flight
+    assert all(t > 0 for t in torques[16:])
+
+
+def test_fractional_latency_blends_neighbouring_commands():
+    servo = _servo(kp=10.0, kd=0.0, latency=0.0105)
+    servo.command(np.array([0.1]))
+    torques = [servo.torques(np.zeros(1), np.zeros(1))[0][0] for _ in range(13)]
+    full = torques[12]
+    assert np.allclose(torques[:10], 0.0) and torques[10] == pytest.approx(0.5 * full) and torques[11] == full
+
+
+def test_torque_limit_and_friction_laws():
+    servo = _servo(kp=1000.0, kd=0.0, coulomb=0.2, viscous=0.0)
+    servo.command(np.array([1.0]))
+    motor, friction = servo.torques(np.zeros(1), np.zeros(1))
+    assert motor[0] == 5.0  # clipped to the limit
+    # Coulomb friction opposes motion with k_c ...
+    _, friction = servo.torques(np.zeros(1), np.array([1.0]))
+    assert friction[0] == pytest.approx(-0.2)
+    # ... but near rest it is a damper weaker than what stops the joint within a step (I v / dt).
+    _, friction = servo.torques(np.zeros(1), np.array([-0.001]))
+    assert 0.0 < friction[0] <= 0.25 * 0.01 * 0.001 / 0.001
+
+
+def test_stable_pd_reduces_to_plain_pd_on_heavy_joints():
+    heavy = _servo(kp=100.0, kd=2.0, inertia=1e6, limit=100.0)
+    heavy.command(np.array([0.1]), np.array([0.5]))
+    motor, _ = heavy.torques(np.zeros(1), np.array([0.2]))
+    # B4 evaluated at the end of the step: q + dt qdot.
+    assert motor[0] == pytest.approx(100.0 * (0.1 - 0.001 * 0.2) + 2.0 * (0.5 - 0.2), rel=1e-6)
+
+
+def test_off_by_default_changes_nothing(robot, monkeypatch):
+    from teleop.sim.simulator import Simulation
+
+    monkeypatch.delenv("TELEOP_SIM_SERVO", raising=False)
+    assert robot.description.sim["actuator"]["enabled"] is False
+    with Simulation(robot, visual=False) as sim:
+        assert sim.actuator is None and sim.servo_kind == "pybullet" and sim._servo is None
+
+
+def _hung(robot, sim):
+    q = robot.home_configuration()
+    q[2] += 0.5
+    sim.reset(q)
+    return q
+
+
+def test_simulated_latency_and_noise(robot):
+    from teleop.sim.simulator import Simulation
+
+    params = description_actuator_params(robot)
+    params.noise_std[:] = 0.001
+    elbow = robot.joint_index("r_elbow")
+    with Simulation(robot, visual=False, fixed_base=True, collisions=False, actuator=params) as sim:
+        q = _hung(robot, sim)
+        sim.step(200)
+        rest = sim._true_joint_states()[0][elbow]
+        target = q[7:].copy()
+        target[elbow] += 0.2
+        sim.set_joint_targets(target)
+        sim.step(15)
+        assert abs(sim._true_joint_states()[0][elbow] - rest) < 1e-4  # 16 ms latency: not yet
+        sim.step(200)
+        assert sim._true_joint_states()[0][elbow] - rest > 0.1
+        noise = np.array([sim.joint_positions() - sim._true_joint_states()[0] for _ in range(200)])
+        assert np.std(noise) == pytest.approx(0.001, rel=0.1)
+        assert abs(sim.state().q[7 + elbow] - sim._true_joint_states()[0][elbow]) < 0.006
+
+
+def test_robot_stands_with_the_nominal_actuator_model(robot):
+    from teleop.sim.simulator import GRAVITY, Simulation
+
+    with Simulation(robot, visual=False, actuator=description_actuator_params(robot)) as sim:
+        sim.step(300)
+        forces = []
+        for _ in range(50):
+            sim.set_joint_targets(robot.home_joints())
+            sim.step(10)
+            forces.append(sim.foot_contact("left").force + sim.foot_contact("right").force)
+        assert sim.other_contacts() == 0
+        assert abs(np.mean(forces) - robot.total_mass * GRAVITY) / (robot.total_mass * GRAVITY) < 0.05
+        assert np.abs(sim._true_joint_states()[0] - robot.home_joints()).max() < 0.01
+
+
+def test_link_scales_change_the_simulated_mass(robot):
+    import pybullet as pb
+
+    from teleop.sim.simulator import Simulation
+
+    masses = []
+    for scale in (1.0, 2.0):
+        params = description_actuator_params(robot)
+        params.link_scales = {"r_upper_arm": (scale, 1.0)}
+        with Simulation(robot, visual=False, fixed_base=True, collisions=False, actuator=params) as sim:
+            link = sim.link_index["r_upper_arm"]
+            masses.append((pb.getDynamicsInfo(sim.body, link, physicsClientId=sim.client)[0], sim.total_mass()))
+    (m1, total1), (m2, total2) = masses
+    assert m2 == pytest.approx(2.0 * m1) and total2 - total1 == pytest.approx(m1)
+
+
+def test_description_actuator_file_is_read(tmp_path, robot):
+    from teleop.robot.description import load_description
+    from teleop.robot.model import RobotModel
+    from teleop.sim.simulator import Simulation
+
+    text = (robot.description.source.read_text().replace("enabled = false", f'enabled = true\nfile = "{tmp_path}/a.json"'))
+    (tmp_path / "icub_test.toml").write_text(text.replace('urdf = "package:', 'urdf = "package:'))
+    (tmp_path / "a.json").write_text(json.dumps({"latency": 0.005, "default": {"kp": 50.0, "kd": 1.0}}))
+    other = RobotModel(load_description(tmp_path / "icub_test.toml"))
+    with Simulation(other, visual=False, fixed_base=True, collisions=False) as sim:
+        assert sim.actuator is not None and sim.actuator.latency == 0.005 and sim.servo_kind == "explicit"
+    (tmp_path / "a.json").write_text("{")
+    with pytest.raises(ActuatorFileError, match="a.json"):
+        Simulation(other, visual=False, fixed_base=True, collisions=False)
