@@ -1,0 +1,106 @@
+"""``teleop tune``: the reference's PID-tuning experiment on the simulated iCub's left arm."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="tune the simulated arm's joint PIDs: relay + ZN heuristics vs an optimiser",
+                       description="Runs the experiment of the PID-tuning reference (Webel 2019, §4.1) on the "
+                                   "simulated iCub's left arm (shoulder x3, elbow, wrist): four setups (1 no "
+                                   "gravity; 2 gravity, realistic torque limits; 3 severely limited torque; "
+                                   "4 a 10 kg payload in the hand), relay auto-tuning with each of the seven "
+                                   "Ziegler-Nichols-family heuristics, and an optimiser that tunes the limb "
+                                   "together on recorded motions. Prints the reference's table (AE-A, AE-S, OS, "
+                                   "ST5, R50) next to the reference's own numbers and writes plots and data.")
+    p.add_argument("--setups", default="1,2,3,4", help="comma-separated setups to run (default: 1,2,3,4)")
+    p.add_argument("--quick", action="store_true", help="short motions and a tiny optimiser budget (tests)")
+    p.add_argument("--evaluations", type=int, help="optimiser budget: simulations of the training set (default: 20)")
+    p.add_argument("--speed", type=float, help="playback speed of the motions (default: 2, a 'fast' motion)")
+    p.add_argument("--eval-motions", help="comma-separated motion files for AE-A (default: synthetic demos)")
+    p.add_argument("--train-motions", help="comma-separated motion files the optimiser trains on")
+    p.add_argument("--relay-per-heuristic", action="store_true",
+                   help="repeat the relay tests for every heuristic, as the reference's protocol (slower)")
+    p.add_argument("--gains", type=Path, action="append", default=[],
+                   help="also evaluate this gains file (PidConfiguration JSON covering the 5 arm joints), e.g. a "
+                        "manual tuning; its row is named after the file (repeatable)")
+    p.add_argument("--payload-kg", type=float,
+                   help="payload of setup 4 [kg] (default: the reference's 10 kg, which needs the whole 30 N m of "
+                        "the iCub's shoulder pitch just to hold the home posture)")
+    p.add_argument("--jobs", type=int, default=2, help="setups run in parallel processes (default: 2)")
+    p.add_argument("--out", type=Path, default=Path("out") / "tune", help="folder for plots, gains and data")
+    p.add_argument("--no-save", action="store_true", help="write no files (table / JSON only)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_run)
+
+
+def _settings(args: argparse.Namespace):
+    from teleop.tuning.experiment import ExperimentSettings
+
+    settings = ExperimentSettings.quick() if args.quick else ExperimentSettings()
+    settings.progress = settings.optimiser.progress = not args.json and not args.quick
+    settings.relay_per_heuristic = args.relay_per_heuristic
+    if args.payload_kg is not None:
+        if args.payload_kg < 0:
+            raise SystemExit("--payload-kg must be >= 0")
+        settings.payload_kg = args.payload_kg
+    if args.gains:
+        from teleop.tuning.gains_io import GainsFormatError, load_gains
+        from teleop.tuning.setups import LEFT_ARM
+
+        for path in args.gains:
+            try:
+                settings.extra_gains[path.stem] = load_gains(path, LEFT_ARM)
+            except (OSError, GainsFormatError) as exc:
+                raise SystemExit(f"--gains: {exc}") from None
+    if args.evaluations is not None:
+        if args.evaluations < 1:
+            raise SystemExit("--evaluations must be >= 1")
+        settings.optimiser.max_evaluations = args.evaluations
+    if args.speed is not None:
+        if args.speed <= 0:
+            raise SystemExit("--speed must be > 0")
+        settings.speed = args.speed
+    for attr, text in (("evaluation_motions", args.eval_motions), ("training_motions", args.train_motions)):
+        if text:
+            paths = tuple(Path(x.strip()) for x in text.split(",") if x.strip())
+            missing = [str(x) for x in paths if not x.exists()]
+            if missing:
+                raise SystemExit(f"motion file(s) not found: {', '.join(missing)}")
+            setattr(settings, attr, paths)
+    return settings
+
+
+def _run(args: argparse.Namespace) -> int:
+    from teleop.tuning.experiment import run_experiment
+    from teleop.tuning.report import format_report, json_summary, plot_errors, save_outputs
+
+    try:
+        numbers = [int(x) for x in args.setups.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--setups must be comma-separated numbers, got {args.setups!r}") from None
+    settings = _settings(args)
+    start = time.time()
+    results = run_experiment(numbers, settings, jobs=args.jobs)
+    elapsed = time.time() - start
+    files = []
+    if not args.no_save:
+        files = save_outputs(results, args.out)
+        files += [plot_errors(r, args.out / f"setup{n}_errors.png") for n, r in results.items()]
+    if args.json:
+        print(json.dumps(json_summary(results)))
+    else:
+        print(format_report(results))
+        print(f"\n{len(numbers)} setup(s) in {elapsed:.0f} s wall-clock ({args.jobs} process(es))")
+        if files:
+            print(f"written: {args.out}/ (summary.json, setup<N>_errors.png, setup<N>/<method>/"
+                  "{gains,evaluation,dance,step}.json)")
+    met = all(r["target"]["met"] for r in results.values())
+    if not met and not args.json:
+        print("target NOT met in every setup (see the 'target' lines)", file=sys.stderr)
+    return 0

@@ -1,0 +1,153 @@
+"""Tables (ours side by side with the reference's, §4.1 Figs. 4.2–4.8) and plots of the
+error over time, plus the JSON export tree of the reference (Fig. 3.8)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from teleop.tuning.experiment import COLUMNS, OPTIMISER
+from teleop.tuning.heuristics import HEURISTICS, REFERENCE_LABELS
+
+#: The reference's result tables (A7: Figs. 4.2, 4.4, 4.6, 4.8): label -> AE-A, AE-S, OS, ST5, R50.
+REFERENCE_TABLES: dict[int, dict[str, tuple[float, ...]]] = {
+    1: {"Manual": (4.59, 2.2, 14.96, 2.45, 0.72), "Classic": (9.41, 3.66, 8.55, 5.53, 1.35),
+        "No Overshoot": (14.35, 6.57, 15.45, 9.5, 2.67), "P-Control": (15.23, 8.39, 47.44, 12.08, 0.68),
+        "PD-Control": (8.39, 3.01, 1.07, 3.62, 1.38), "Pessen": (10.63, 3.9, 9.59, 6.22, 1.47),
+        "PI-Control": (25.04, 13.74, 73.08, 14.45, 1.18), "Some Overshoot": (14.53, 6.58, 15.39, 9.77, 2.75)},
+    2: {"Manual": (3.74, 2.27, 12.19, 1.71, 0.82), "Classic": (7.46, 3, 11.69, 3.71, 1.03),
+        "No Overshoot": (13.35, 5.1, 11.85, 7.85, 1.76), "P-Control": (3.84, 3.17, 29.06, 7.91, 0.75),
+        "PD-Control": (6.56, 2.49, 1.05, 2.22, 1.02), "Pessen": (8.46, 3.09, 12.21, 5.2, 1.1),
+        "PI-Control": (5.89, 4.29, 41.64, 9.9, 0.73), "Some Overshoot": (13.15, 4.99, 11.21, 8.14, 1.78)},
+    3: {"Manual": (4.74, 3.12, 24.18, 2.31, 1.04), "Classic": (8.72, 3.72, 8.04, 5.71, 1.26),
+        "No Overshoot": (14.25, 5.83, 11.43, 8.57, 2.25), "P-Control": (10.56, 4.67, 38.17, 7.58, 0.89),
+        "PD-Control": (7.78, 3.05, 0.69, 2.82, 1.23), "Pessen": (9.71, 3.76, 8.98, 5.86, 1.39),
+        "PI-Control": (15.23, 9.76, 56.93, 12.37, 1.5), "Some Overshoot": (14.07, 5.66, 11.04, 8.45, 2.17)},
+    4: {"Manual": (4.11, 2.04, 6.7, 1.29, 0.76), "Classic": (9.51, 4.04, 14.76, 6.68, 1.34),
+        "No Overshoot": (14.33, 7.48, 11.31, 9.09, 4.01), "P-Control": (3.12, 2.95, 27.58, 6.76, 0.74),
+        "PD-Control": (8.36, 4.09, 16.28, 4.47, 1.37), "Pessen": (10.28, 4.36, 22.44, 7.23, 1.29),
+        "PI-Control": (3.54, 3.88, 36.8, 8.38, 0.75), "Some Overshoot": (14.51, 7.08, 11.62, 10.89, 1.96)},
+}
+
+
+def _fmt(value: float | None, width: int = 6) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
+
+
+def format_setup_table(result: dict) -> str:
+    """Our rows next to the reference's for one setup: ``ours | reference`` per column."""
+    number = result["setup"]
+    ref = REFERENCE_TABLES.get(number, {})
+    head = f"Setup {number}: {result['name']}\n"
+    head += f"{'method':<20}" + "".join(f"{c:>15}" for c in COLUMNS) + "\n"
+    head += f"{'':<20}" + "".join(f"{'ours |   ref':>15}" for _ in COLUMNS) + "\n"
+    lines = [head.rstrip("\n")]
+    extra = [m for m in result["rows"] if m not in HEURISTICS and m != OPTIMISER]
+    for method in list(HEURISTICS) + extra + [OPTIMISER]:
+        if method not in result["rows"]:
+            continue
+        row = result["rows"][method]
+        ref_row = ref.get(REFERENCE_LABELS.get(method, ""), None)
+        cells = [f"{_fmt(row[c])} |{_fmt(None if ref_row is None else ref_row[i])}" for i, c in enumerate(COLUMNS)]
+        lines.append(f"{method:<20}" + "".join(f"{c:>15}" for c in cells))
+    if "Manual" in ref:
+        lines.append(f"{'(reference Manual)':<20}" + "".join(f"{'- |' + _fmt(v):>15}" for v in ref["Manual"]))
+    t = result.get("target")
+    if t:
+        lines.append(f"target: Optimiser AE-A {100 * t['ae_improvement']:.0f}% below the best heuristic "
+                     f"({t['best_heuristic']}) [{'ok' if t['ae_ok'] else 'MISSED'}: >= 30%], "
+                     f"OS <= 5° [{'ok' if t['os_ok'] else 'MISSED'}], "
+                     f"ST5 <= {t['best_heuristic']}'s [{'ok' if t['st5_ok'] else 'MISSED'}] "
+                     f"(<= best ST5 of any heuristic: {'yes' if t['st5_vs_best_any_ok'] else 'no'}) "
+                     f"-> {'MET' if t['met'] else 'NOT MET'}")
+    return "\n".join(lines)
+
+
+def best_per_column(rows: dict[str, dict]) -> dict[str, str]:
+    """Best heuristic (lowest value) per column, ignoring the optimiser."""
+    out = {}
+    for c in COLUMNS:
+        cands = {m: r[c] for m, r in rows.items() if m in HEURISTICS and r[c] is not None}
+        out[c] = min(cands, key=cands.get) if cands else "-"
+    return out
+
+
+def format_report(results: dict[int, dict]) -> str:
+    parts = [format_setup_table(results[n]) for n in sorted(results)]
+    parts.append("Best heuristic per column, ours vs the reference's (A7 'best automatic heuristic'):")
+    for n in sorted(results):
+        ours = best_per_column(results[n]["rows"])
+        ref = REFERENCE_TABLES.get(n, {})
+        ref_rows = {m: dict(zip(COLUMNS, ref[REFERENCE_LABELS[m]])) for m in HEURISTICS if REFERENCE_LABELS[m] in ref}
+        theirs = best_per_column(ref_rows) if ref_rows else {}
+        parts.append(f"  setup {n}: " + ", ".join(f"{c} {ours[c]} / {theirs.get(c, '-')}" for c in COLUMNS))
+    return "\n".join(parts)
+
+
+def json_summary(results: dict[int, dict]) -> dict:
+    """{"setups": {"1": {"name", "rows": {method: {AE-A, AE-S, OS, ST5, R50}}, "target"}}}."""
+    return {"setups": {str(n): {"name": r["name"], "rows": r["rows"], "target": r.get("target"),
+                                "gains": r["gains"], "relay": r["relay"],
+                                "optimiser": {k: v for k, v in r.get("optimiser", {}).items() if k != "history"}}
+                       for n, r in sorted(results.items())}}
+
+
+def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
+    """Write the reference's export tree (Fig. 3.8) per setup and method: gains, step data of
+    every joint and motion, evaluations; plus summary.json. Returns the files written."""
+    from teleop.tuning.gains_io import save_gains
+    from teleop.tuning.pid import PidGains
+
+    written = []
+    out.mkdir(parents=True, exist_ok=True)
+    for n, r in results.items():
+        for method, recs in r["recordings"].items():
+            folder = out / f"setup{n}" / method
+            folder.mkdir(parents=True, exist_ok=True)
+            save_gains(folder / "gains.json", {j: PidGains(**g) for j, g in r["gains"][method].items()})
+            (folder / "evaluation.json").write_text(json.dumps(r["evaluations"][method], indent=1))
+            for rec in recs:
+                rec.save(folder / f"{rec.motion}.json")
+            written.append(folder)
+    summary = out / "summary.json"
+    summary.write_text(json.dumps(json_summary(results), indent=1))
+    written.append(summary)
+    return written
+
+
+def plot_errors(result: dict, path: Path) -> Path:
+    """Error SP − PV [deg] over time, per joint (rows) for the motion and the step animation
+    (columns), one line per method. Written as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(result["recordings"])
+    first = result["recordings"][methods[0]][0]
+    joints = list(first.traces)
+    fig, axes = plt.subplots(len(joints), 2, figsize=(13, 2.2 * len(joints)), sharex="col", squeeze=False)
+    for m in methods:
+        strong = m in (OPTIMISER, "PDControl")
+        for col, rec in enumerate(result["recordings"][m]):
+            for row, joint in enumerate(joints):
+                tr = rec.traces[joint]
+                axes[row, col].plot(tr.t, tr.error, lw=1.3 if strong else 0.6, alpha=1.0 if strong else 0.6,
+                                    label=m, color="k" if m == OPTIMISER else None)
+    for row, joint in enumerate(joints):
+        axes[row, 0].set_ylabel(f"{joint}\nerror [deg]")
+        for col in range(2):
+            axes[row, col].grid(alpha=0.3)
+    axes[0, 0].set_title("motion (AE-A): error SP − PV")
+    axes[0, 1].set_title("step animation (AE-S, OS, ST5, R50): error SP − PV")
+    axes[-1, 0].set_xlabel("time [s]")
+    axes[-1, 1].set_xlabel("time [s]")
+    axes[0, 1].legend(fontsize=7, ncol=2, loc="upper right")
+    fig.suptitle(f"Setup {result['setup']}: {result['name']}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

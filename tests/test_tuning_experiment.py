@@ -1,0 +1,106 @@
+"""The simulated arm, the relay on it, motions, and `teleop tune --quick` end to end."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pybullet")
+
+from teleop.tuning import motions  # noqa: E402
+from teleop.tuning.pid import PidGains  # noqa: E402
+from teleop.tuning.setups import SETUPS  # noqa: E402
+
+SHARED_DATA = Path(os.environ.get("TELEOP_SHARED_DATA", "/work/shared/data"))
+
+
+@pytest.fixture(scope="module")
+def rig():
+    from teleop.tuning.rig import ArmRig
+
+    with ArmRig(SETUPS[2]) as r:
+        yield r
+
+
+def test_unknown_joint_is_a_clear_error():
+    from teleop.tuning.rig import ArmRig
+
+    with pytest.raises(ValueError, match="unknown joint"):
+        ArmRig(SETUPS[1], joints=("l_elbow", "l_elbw"))
+
+
+def test_pid_holds_and_tracks_a_step(rig):
+    home = rig.home[rig.idx]
+    sp = np.tile(home, (1500, 1))
+    sp[200:, 3] += np.radians(20)                 # elbow +20°
+    gains = [PidGains(300, 30, 8)] * 4 + [PidGains(60, 6, 1)]
+    rec = rig.run(sp, gains, "step")
+    elbow = rec.traces["l_elbow"]
+    assert elbow.t[1] - elbow.t[0] == pytest.approx(0.01)
+    assert abs(elbow.error[-1]) < 1.0              # settled within 1°
+    assert np.max(np.abs(rec.traces["l_shoulder_pitch"].error)) < 5.0
+
+
+def test_relay_finds_an_oscillation(rig):
+    from teleop.tuning.experiment import baseline_gains
+    from teleop.tuning.relay import relay_test
+
+    r = relay_test(rig, "l_elbow", baseline_gains(rig), duration_s=0.6)
+    assert r.n_peaks >= 6
+    assert 0.005 < r.tu < 1.0 and r.ku > 0
+    with pytest.raises(ValueError, match="unknown joint"):
+        relay_test(rig, "r_elbow", baseline_gains(rig))
+
+
+def test_step_animation_is_one_45_degree_step_per_joint(rig):
+    home = rig.home[rig.idx]
+    sp = motions.step_test(home, rig.lower, rig.upper, pause_s=1.0, lead_s=0.5)
+    assert sp.shape == (int(0.5 / rig.dt) + 5 * int(1.0 / rig.dt), 5)
+    assert np.degrees(np.abs(sp[-1] - home)) == pytest.approx([45] * 5)
+    assert np.all(sp <= rig.upper) and np.all(sp >= rig.lower)
+
+
+def test_synthetic_motion_setpoints_start_at_home_inside_limits(rig):
+    home = rig.home[rig.idx]
+    sp = motions.load_motion_setpoints([motions.SYNTHETIC_DIR / motions.EVALUATION_MOTIONS[0]], home,
+                                       rig.lower, rig.upper, rig.dt, speed=2.0)
+    assert sp[0] == pytest.approx(home)
+    assert np.all(sp <= rig.upper) and np.all(sp >= rig.lower)
+    assert np.ptp(sp, axis=0).max() > np.radians(20)   # the arm really moves
+
+
+def test_real_motion_capture_maps_to_the_arm(rig):
+    files = [SHARED_DATA / "xsens_putaside_box" / "p1.csv",
+             SHARED_DATA / "hdm05" / "rotateArmsBothBackward1Reps" / "HDM_bd_rotateArmsBothBackward1Reps_001_120.amc"]
+    if not all(f.exists() for f in files):
+        pytest.skip(f"real motion capture (Xsens, HDM05) not found under {SHARED_DATA} "
+                    "(set TELEOP_SHARED_DATA); the default experiment uses the synthetic demonstrations")
+    home = rig.home[rig.idx]
+    for f in files:
+        sp = motions.load_motion_setpoints([f], home, rig.lower, rig.upper, rig.dt)
+        assert sp.shape[1] == 5 and np.all(np.isfinite(sp))
+        assert sp[0] == pytest.approx(home)
+        assert np.all(sp <= rig.upper) and np.all(sp >= rig.lower)
+        assert np.ptp(sp, axis=0).max() > np.radians(10), f.name   # the recorded arm moves
+
+
+def test_tune_quick_json(capsys):
+    from teleop.cli import main
+
+    assert main(["tune", "--quick", "--setups", "2", "--json", "--no-save", "--jobs", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = out["setups"]["2"]["rows"]
+    assert set(rows) == {"Classic", "PessenIntegralRule", "SomeOvershoot", "NoOvershoot", "PControl",
+                         "PIControl", "PDControl", "Optimiser"}
+    for row in rows.values():
+        assert set(row) == {"AE-A", "AE-S", "OS", "ST5", "R50"}
+        assert row["AE-A"] > 0 and row["R50"] is not None
+
+
+def test_tune_rejects_unknown_setup():
+    from teleop.tuning.experiment import run_experiment
+
+    with pytest.raises(ValueError, match="unknown setup"):
+        run_experiment([7])
