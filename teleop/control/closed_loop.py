@@ -157,8 +157,10 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         com_height = float(pin.centerOfMass(robot.model, robot.model.createData(), q0)[2])
         for k, refs in enumerate(schedule):
             if prefilter is not None:
-                # Eq. 2.15 as a pre-filter of the CoM reference (retarget.zmp.ZmpPrefilter).
-                refs = replace(refs, com_xy=prefilter.step(refs.com_xy, com_height, polygon.vertices))
+                # Eq. 2.15 as a pre-filter of the CoM reference, and the waist height's
+                # vertical acceleration bounded (retarget.zmp.ZmpPrefilter).
+                refs = replace(refs, com_xy=prefilter.step(refs.com_xy, com_height, polygon.vertices),
+                               waist_height=prefilter.waist_height(refs.waist_height, tracker.waist_range))
             q_command, _, status, _ = tracker.step(refs)
             statuses[status.value] += 1
             joints = q_command[7:]

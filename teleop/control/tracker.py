@@ -51,7 +51,13 @@ class WorkspaceLimits:
             back (measured: 218 of 298 ticks rejected on bd 003).
         com_outside_polygon: a CoM target may be at most this far outside the support
             polygon [m] (the polygon constraint clamps the CoM anyway).
-        waist_below_home, waist_above_home: allowed waist heights around home [m].
+        waist_below_home, waist_above_home: waist heights tracked around home [m].
+        waist_clamp_margin: waist targets up to this far beyond that range [m] are clamped
+            onto it, farther ones rejected. A deep human squat retargets a little below
+            the robot's range (HDM05 squat1Reps bk 013: 0.242 m for a lowest 0.269 m);
+            rejected, those ticks froze every reference for 0.15 s and the jump when they
+            came back put the CoP 0.9 mm outside the soles (all 24 bk and dg squats left
+            the polygon, by up to 7.5 mm, and slipped up to 9.9 mm).
         max_position: any Cartesian target must be within this of the stance origin [m].
     """
 
@@ -60,6 +66,7 @@ class WorkspaceLimits:
     com_outside_polygon: float = 0.15
     waist_below_home: float = 0.35
     waist_above_home: float = 0.10
+    waist_clamp_margin: float = 0.15
     max_position: float = 2.0
 
 
@@ -164,14 +171,21 @@ class ReferenceTracker:
         """The controller's internal (commanded) configuration."""
         return self.controller.q
 
+    @property
+    def waist_range(self) -> tuple[float, float]:
+        """(low, high) waist heights tracked [m] (see :class:`WorkspaceLimits`)."""
+        limits = self.workspace
+        return self._home_waist - limits.waist_below_home, self._home_waist + limits.waist_above_home
+
     def timing_stats(self) -> dict[str, float]:
         return self.controller.timing_stats()
 
     # -------------------------------------------------------------- references
     def check(self, references: RobotReferences) -> dict[str, np.ndarray]:
         """Raise :class:`InvalidReferences` (non-finite) or :class:`OutOfWorkspace`;
-        returns the hand targets to track ({"left_hand", "right_hand"}: (3,) [m], clamped
-        to the arm's reach, see :class:`WorkspaceLimits`)."""
+        returns the clamped targets to track ({"left_hand", "right_hand"}: (3,) [m], clamped
+        to the arm's reach; "waist_height": [m], clamped to its range; see
+        :class:`WorkspaceLimits`)."""
         for name, size in SIGNALS:  # numpy would broadcast a 1-element signal silently
             shape = np.shape(getattr(references, name, None))
             if shape != ((size,) if name != "waist_height" else ()) and not (name == "waist_height" and shape == (1,)):
@@ -186,9 +200,9 @@ class ReferenceTracker:
             if isinstance(exc, InvalidReferences):
                 raise
             raise InvalidReferences(f"malformed references: {exc}") from None
-        hands = self._hand_targets(references)
-        self._check_rest(references)
-        return hands
+        targets = self._hand_targets(references)
+        targets["waist_height"] = self._check_rest(references)
+        return targets
 
     def _hand_targets(self, references: RobotReferences) -> dict[str, np.ndarray]:
         """The hand targets (3,) [m] to track, clamped to the reach (see WorkspaceLimits);
@@ -212,7 +226,8 @@ class ReferenceTracker:
             out[f"{side}_hand"] = target
         return out
 
-    def _check_rest(self, references: RobotReferences) -> None:
+    def _check_rest(self, references: RobotReferences) -> float:
+        """Check the CoM and waist targets; returns the waist height to track [m]."""
         limits = self.workspace
         polygon = self.controller.polygon
         com_xy = np.asarray(references.com_xy, dtype=float)
@@ -222,9 +237,12 @@ class ReferenceTracker:
         if np.linalg.norm(com_xy) > limits.max_position:
             raise OutOfWorkspace(f"CoM target {com_xy} is out of reach")
         height = float(references.waist_height)
-        low, high = self._home_waist - limits.waist_below_home, self._home_waist + limits.waist_above_home
-        if not low <= height <= high:
-            raise OutOfWorkspace(f"waist height {height:.3f} m outside [{low:.3f}, {high:.3f}] m")
+        low, high = self.waist_range
+        margin = limits.waist_clamp_margin
+        if not low - margin <= height <= high + margin:
+            raise OutOfWorkspace(f"waist height {height:.3f} m outside [{low:.3f}, {high:.3f}] m "
+                                 f"(+-{margin:.2f} m clamped)")
+        return min(max(height, low), high)
 
     def set_references(self, references: RobotReferences) -> None:
         """Check ``references`` and make them the task targets (all or none).

@@ -27,7 +27,7 @@ import numpy as np
 import pinocchio as pin
 
 from promp.library import TaskLibrary
-from retarget.references import FLAT_SIZE, RobotReferences
+from retarget.references import FLAT_SIZE, SIGNAL_SLICES, RobotReferences
 from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
 from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
@@ -209,6 +209,8 @@ class RobotStation:
         to_track = executed.copy()
         if self.zmp is not None:
             to_track[:2] = self.zmp.step(executed[:2], self._com_height, self.support_polygon)
+            waist = SIGNAL_SLICES["waist_height"].start
+            to_track[waist] = self.zmp.waist_height(executed[waist], self.tracker.waist_range)
         q_command, _, solve_status, _ = self.tracker.step(RobotReferences.from_flat(now, to_track))
         self.sim.step_ramped(self._last_joint_command, q_command[7:], self.config.physics_steps)
         self._last_joint_command = q_command[7:].copy()
