@@ -44,7 +44,10 @@ def test_conditioning_on_half_of_a_real_motion_cuts_the_remaining_error():
     rms = np.sqrt(np.mean((mean - test.values[~half]) ** 2))
     rms_prior = np.sqrt(np.mean((prior - test.values[~half]) ** 2))
     print(f"remaining-half RMS: prior mean {rms_prior:.4f} m, conditioned {rms:.4f} m")
-    assert rms < 0.6 * rms_prior
+    # 0.47 x the prior with conditioning_noise_scale 1, 0.68 x with 100 (the default since
+    # the held-out-performer round: over the whole Xsens leave-one-out the remainder after
+    # 1/2 went 1.68 -> 1.53 cm, on HDM05 holdouts up to 4 cm better; this one take loses).
+    assert rms < 0.75 * rms_prior
     assert rms < 0.03                                   # metres
     # The evaluation helper agrees with the hand-written loop at level "1/2".
     res = evaluate_library(library, [test], ["put_box_aside"], groups={"hands": range(6)})

@@ -102,7 +102,11 @@ def test_offset_direction_makes_an_early_deviation_persist(tasks, library):
     rng = np.random.default_rng(7)
     demo, _ = tasks[1].execution(rng, speed=1.0, coeffs=np.zeros(3))
     shifted = demo.values + 0.06                       # a taller operator: +6 cm everywhere
-    base = EstimatorConfig(offset_fraction=0.0)
+    # The mechanism alone: the conditioning noise (x100 by default) and the filter's
+    # library floor (which moves the warp estimate of this shifted take) are held at the
+    # settings the offset direction was measured with.
+    base = EstimatorConfig(offset_fraction=0.0, conditioning_noise_scale=1.0,
+                           grid=PhaseGridConfig(library_floor_fraction=0.0))
     errors = {}
     for frac in (0.0, 1.0):
         est = OnlineEstimator(library, replace(base, offset_fraction=frac))
