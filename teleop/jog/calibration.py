@@ -1,0 +1,178 @@
+"""Camera intrinsics: the calibration file, and calibration from chessboard or ChArUco images.
+
+File format (JSON, written by ``teleop calibrate-camera``)::
+
+    {"image_size": [640, 480], "camera_matrix": [[fx, 0, cx], [0, fy, cy], [0, 0, 1]],
+     "dist_coeffs": [k1, k2, p1, p2, k3], "rms_px": 0.21, "source": "..."}
+
+OpenCV's own YAML/XML files (``camera_matrix`` and ``distortion_coefficients`` nodes, as
+written by OpenCV's calibration sample) are read too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import cv2
+import numpy as np
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be read, or images that do not calibrate."""
+
+
+@dataclass
+class CameraCalibration:
+    """Pinhole intrinsics with distortion.
+
+    Attributes:
+        K: (3, 3) camera matrix [px]. dist: (k,) OpenCV distortion coefficients.
+        image_size: (width, height) [px] the calibration is valid for.
+        rms_px: RMS reprojection error of the calibration [px] (NaN if unknown).
+    """
+
+    K: np.ndarray
+    dist: np.ndarray = field(default_factory=lambda: np.zeros(5))
+    image_size: tuple[int, int] = (640, 480)
+    rms_px: float = float("nan")
+    source: str = ""
+
+    @classmethod
+    def pinhole(cls, width: int = 640, height: int = 480, hfov_deg: float = 60.0) -> "CameraCalibration":
+        """A distortion-free guess from the field of view (for an uncalibrated webcam)."""
+        f = 0.5 * width / np.tan(np.radians(hfov_deg) / 2)
+        K = np.array([[f, 0.0, width / 2 - 0.5], [0.0, f, height / 2 - 0.5], [0.0, 0.0, 1.0]])
+        return cls(K, np.zeros(5), (width, height), source=f"pinhole guess, {hfov_deg:g} deg horizontal FoV")
+
+    def scaled_to(self, width: int, height: int) -> "CameraCalibration":
+        """The same camera at another resolution (same aspect ratio assumed)."""
+        sx, sy = width / self.image_size[0], height / self.image_size[1]
+        K = self.K.copy()
+        K[0] *= sx
+        K[1] *= sy
+        return CameraCalibration(K, self.dist.copy(), (width, height), self.rms_px, self.source)
+
+    def save(self, path: Path | str) -> None:
+        data = {"image_size": list(map(int, self.image_size)), "camera_matrix": self.K.tolist(),
+                "dist_coeffs": self.dist.ravel().tolist(), "rms_px": self.rms_px, "source": self.source}
+        Path(path).write_text(json.dumps(data, indent=1))
+
+    @classmethod
+    def load(cls, path: Path | str) -> "CameraCalibration":
+        path = Path(path)
+        if not path.is_file():
+            raise CalibrationError(f"calibration file {path} does not exist")
+        if path.suffix.lower() in (".yaml", ".yml", ".xml"):
+            return cls._load_opencv(path)
+        try:
+            data = json.loads(path.read_text())
+            K = np.array(data["camera_matrix"], dtype=float).reshape(3, 3)
+            dist = np.array(data.get("dist_coeffs", [0.0] * 5), dtype=float).ravel()
+            size = tuple(int(v) for v in data["image_size"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(f"{path}: not a calibration file ({exc})") from None
+        return cls._validated(cls(K, dist, size, float(data.get("rms_px", float("nan"))), str(path)), path)
+
+    @staticmethod
+    def _validated(cal: "CameraCalibration", path: Path) -> "CameraCalibration":
+        """``cal`` if it is a usable pinhole camera, else :class:`CalibrationError` (a file
+        with, e.g., fx = 0 would otherwise fail much later, inside solvePnP)."""
+        K = cal.K
+        if not (np.all(np.isfinite(K)) and np.all(np.isfinite(cal.dist))):
+            raise CalibrationError(f"{path}: non-finite values in the calibration")
+        if not (K[0, 0] > 0 and K[1, 1] > 0 and np.allclose(K[2], [0.0, 0.0, 1.0])):
+            raise CalibrationError(f"{path}: camera_matrix must be [[fx, s, cx], [0, fy, cy], [0, 0, 1]] "
+                                   "with fx, fy > 0")
+        if cal.dist.size not in (4, 5, 8, 12, 14):
+            raise CalibrationError(f"{path}: {cal.dist.size} distortion coefficients (OpenCV takes 4, 5, 8, 12 or 14)")
+        if len(cal.image_size) != 2 or min(cal.image_size) <= 0:
+            raise CalibrationError(f"{path}: image_size must be [width, height] > 0")
+        return cal
+
+    @classmethod
+    def _load_opencv(cls, path: Path) -> "CameraCalibration":
+        try:
+            fs = cv2.FileStorage(str(path), cv2.FILE_STORAGE_READ)
+        except cv2.error as exc:
+            raise CalibrationError(f"{path}: not an OpenCV calibration file ({exc.err})") from None
+        try:
+            K = fs.getNode("camera_matrix").mat()
+            dist = fs.getNode("distortion_coefficients").mat()
+            width, height = fs.getNode("image_width").real(), fs.getNode("image_height").real()
+        finally:
+            fs.release()
+        if K is None or K.shape != (3, 3):
+            raise CalibrationError(f"{path}: no 3x3 'camera_matrix' node")
+        dist = np.zeros(5) if dist is None else dist.ravel()
+        return cls._validated(cls(K.astype(float), dist.astype(float), (int(width), int(height)), source=str(path)),
+                              path)
+
+
+def _read_grey(path: Path) -> np.ndarray:
+    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+    if image is None:
+        raise CalibrationError(f"cannot read image {path}")
+    return image
+
+
+def calibrate_chessboard(images: Iterable[np.ndarray], cols: int, rows: int, square_m: float,
+                         min_views: int = 5) -> tuple[CameraCalibration, int]:
+    """Calibrate from views of a chessboard with ``cols`` x ``rows`` *inner* corners.
+
+    Returns (calibration, number of views where the board was found).
+    """
+    pattern = (cols, rows)
+    objp = np.zeros((cols * rows, 3), np.float32)
+    objp[:, :2] = np.mgrid[0:cols, 0:rows].T.reshape(-1, 2) * square_m
+    object_points, image_points, size = [], [], None
+    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 30, 1e-3)
+    for grey in images:
+        size = grey.shape[::-1]
+        found, corners = cv2.findChessboardCorners(grey, pattern, flags=cv2.CALIB_CB_ADAPTIVE_THRESH)
+        if not found:
+            continue
+        corners = cv2.cornerSubPix(grey, corners, (5, 5), (-1, -1), criteria)
+        object_points.append(objp)
+        image_points.append(corners)
+    if len(image_points) < min_views:
+        raise CalibrationError(f"chessboard {cols}x{rows} found in {len(image_points)} images; need {min_views}")
+    rms, K, dist, _, _ = cv2.calibrateCamera(object_points, image_points, size, None, None)
+    return CameraCalibration(K, dist.ravel(), tuple(size), float(rms), "chessboard"), len(image_points)
+
+
+def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: int, square_m: float,
+                      marker_m: float, dictionary: str = "DICT_4X4_50",
+                      min_views: int = 5) -> tuple[CameraCalibration, int]:
+    """Calibrate from views of a ChArUco board (``squares_x`` x ``squares_y`` squares)."""
+    board = cv2.aruco.CharucoBoard((squares_x, squares_y), square_m, marker_m,
+                                   cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, dictionary)))
+    detector = cv2.aruco.CharucoDetector(board)
+    object_points, image_points, size = [], [], None
+    for grey in images:
+        size = grey.shape[::-1]
+        corners, ids, _, _ = detector.detectBoard(grey)
+        if ids is None or len(ids) < 6:  # fewer corners constrain the pose poorly
+            continue
+        obj, img = board.matchImagePoints(corners, ids)
+        object_points.append(obj)
+        image_points.append(img)
+    if len(image_points) < min_views:
+        raise CalibrationError(f"ChArUco board found in {len(image_points)} images; need {min_views}")
+    rms, K, dist, _, _ = cv2.calibrateCamera(object_points, image_points, size, None, None)
+    return CameraCalibration(K, dist.ravel(), tuple(size), float(rms), "charuco"), len(image_points)
+
+
+def images_from_paths(paths: Iterable[Path | str]) -> list[np.ndarray]:
+    """Grey images from files and folders (folders: their .png/.jpg/.jpeg/.bmp files, sorted)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(f for f in p.iterdir() if f.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp"))
+        else:
+            files.append(p)
+    if not files:
+        raise CalibrationError("no calibration images given")
+    return [_read_grey(f) for f in files]

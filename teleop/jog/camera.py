@@ -1,0 +1,131 @@
+"""Camera frames through OpenCV: a device index, a video file or a stream URL.
+
+``CameraSource("0")`` opens device 0, ``CameraSource("clip.mp4")`` a file,
+``CameraSource("rtsp://...")``/``"http://..."`` a stream. A source that cannot be opened
+raises :class:`CameraError` naming it. :class:`LatestFrameGrabber` reads in a thread and
+keeps only the newest frame, so a slow consumer never works on stale, buffered images
+(the reference's delay grew with queued inputs, §B.5 [Note]).
+
+Frames: (H, W, 3) uint8 BGR, with the wall-clock time [s] (``time.monotonic``) they were read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+
+class CameraError(RuntimeError):
+    """A camera source that cannot be opened or stopped delivering frames."""
+
+
+def parse_source(source: str | int) -> str | int:
+    """A device index (``"0"`` -> 0) or the string itself (file path or URL)."""
+    if isinstance(source, int):
+        return source
+    text = str(source).strip()
+    return int(text) if text.isdigit() else text
+
+
+class CameraSource:
+    """An opened OpenCV capture.
+
+    Args:
+        source: device index, video file path or stream URL.
+        width, height: requested size for devices (files and streams keep theirs).
+        loop: for video files, restart at the end instead of stopping.
+    """
+
+    def __init__(self, source: str | int, width: int | None = None, height: int | None = None,
+                 loop: bool = False) -> None:
+        self.source = parse_source(source)
+        self.loop = loop
+        self.is_file = isinstance(self.source, str) and "://" not in self.source
+        if self.is_file and not Path(self.source).exists():
+            raise CameraError(f"camera source {source!r}: no such file (give a device index, a video file or a URL)")
+        self.capture = cv2.VideoCapture(self.source)
+        if not self.capture.isOpened():
+            self.capture.release()
+            kind = "device" if isinstance(self.source, int) else ("file" if self.is_file else "stream")
+            raise CameraError(f"cannot open camera {kind} {source!r} with OpenCV")
+        if isinstance(self.source, int):
+            if width:
+                self.capture.set(cv2.CAP_PROP_FRAME_WIDTH, width)
+            if height:
+                self.capture.set(cv2.CAP_PROP_FRAME_HEIGHT, height)
+        self.fps = float(self.capture.get(cv2.CAP_PROP_FPS) or 0.0)
+
+    def read(self) -> tuple[float, np.ndarray] | None:
+        """(wall time [s], BGR frame), or None at the end of a (non-looping) file."""
+        ok, frame = self.capture.read()
+        if not ok and self.is_file and self.loop:
+            self.capture.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            ok, frame = self.capture.read()
+        if not ok:
+            if self.is_file:
+                return None
+            raise CameraError(f"camera {self.source!r} stopped delivering frames")
+        return time.monotonic(), frame
+
+    def close(self) -> None:
+        self.capture.release()
+
+    def __enter__(self) -> "CameraSource":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class LatestFrameGrabber:
+    """Reads a :class:`CameraSource` in a background thread, keeping only the newest frame.
+
+    Video files are paced to their frame rate (else they would be read at full speed).
+    """
+
+    def __init__(self, camera: CameraSource) -> None:
+        self.camera = camera
+        self._lock = threading.Lock()
+        self._frame: tuple[int, float, np.ndarray] | None = None
+        self._count = 0
+        self.error: Exception | None = None
+        self.finished = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jog-camera", daemon=True)
+
+    def start(self) -> "LatestFrameGrabber":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        period = 1.0 / self.camera.fps if self.camera.is_file and self.camera.fps > 0 else 0.0
+        next_time = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                item = self.camera.read()
+            except Exception as exc:  # reported to the consumer, which decides
+                self.error = exc
+                break
+            if item is None:
+                self.finished = True
+                break
+            with self._lock:
+                self._count += 1
+                self._frame = (self._count, *item)
+            if period:
+                next_time += period
+                time.sleep(max(0.0, next_time - time.monotonic()))
+
+    def latest(self) -> tuple[int, float, np.ndarray] | None:
+        """(frame number, wall time [s], frame) of the newest frame, or None."""
+        with self._lock:
+            return self._frame
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.camera.close()

@@ -1,0 +1,504 @@
+"""``teleop jog`` (a hand-held AprilTag drives the robot's hand) and ``teleop calibrate-camera``.
+
+``teleop jog --camera SOURCE``: frames from a device index, a video file or a stream URL
+(:mod:`teleop.jog.camera`), AprilTag 36h11 detection and pose (:mod:`teleop.jog.detection`),
+then :class:`teleop.jog.session.JogController` (filter, mapping, damping, whole-body QP,
+safety, collision checks) driving the simulated robot (pybullet). Two clocks:
+
+* live sources (devices, streams, or ``--realtime``/``--view web``): wall-clock time; a
+  camera thread keeps only the newest frame, a detection thread turns frames into tag
+  measurements, and the 100 Hz control loop consumes them (a slow detector never delays
+  the control loop, and never works on stale frames);
+* video files otherwise: virtual time, every frame processed, frame k taken at k / fps;
+  as fast as the machine goes and reproducible (tests, offline evaluation).
+
+``teleop calibrate-camera``: intrinsics from chessboard or ChArUco images, written as the
+JSON file ``teleop jog --calibration`` reads (:mod:`teleop.jog.calibration`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("jog", help="jog the robot's hand with an AprilTag held in front of a camera",
+                       description="Absolute or relative (clutched) jogging of the simulated robot's hand from the "
+                                   "6-DoF pose of an AprilTag 36h11 seen by a camera (device index, video file or "
+                                   "stream URL). The whole-body controller moves the hand while the robot keeps "
+                                   "its balance; every step is checked for joint jumps, joint limits, velocity "
+                                   "and collisions along the path.")
+    p.add_argument("--camera", required=True, help="camera: device index (0), video file, or stream URL")
+    p.add_argument("--calibration", type=Path,
+                   help="intrinsics file (teleop calibrate-camera JSON, or OpenCV YAML/XML); default: a "
+                        "distortion-free guess from --hfov")
+    p.add_argument("--hfov", type=float, default=60.0, help="horizontal field of view for the guess [deg] (default 60)")
+    p.add_argument("--tag-size", type=float, default=0.08, help="side of the tag's black square [m] (default 0.08)")
+    p.add_argument("--tag-id", type=int, help="follow only this tag id (default: the first tag seen)")
+    p.add_argument("--detector", default="auto", choices=("auto", "aruco", "pupil"),
+                   help="detector back-end (default auto: pupil-apriltags if installed, else OpenCV ArUco)")
+    p.add_argument("--mode", default="absolute", choices=("absolute", "relative"),
+                   help="absolute: the tag pose is the hand pose; relative: tag motion while the clutch is held")
+    p.add_argument("--clutch", choices=("held", "enter"),
+                   help="relative mode's clutch: 'held' = engaged the whole run; 'enter' = Enter on the terminal "
+                        "toggles it (default: enter on a terminal, else held)")
+    p.add_argument("--damping", type=float, default=1.0, help="damping factor s in [0.1, 1] (default 1: no slow-down)")
+    p.add_argument("--hand", default="right", choices=("right", "left"), help="which hand (default right)")
+    p.add_argument("--scale", type=float, default=1.0, help="hand motion per tag motion (default 1)")
+    p.add_argument("--axis-map", default=None,
+                   help="base x,y,z as signed camera axes (default '-z,x,-y': the camera faces the operator)")
+    p.add_argument("--offset", default=None,
+                   help="x,y,z [m]: base-frame point of the camera origin (absolute mode); default: chosen when "
+                        "the tag is first seen so that the tag's pose then means the hand's pose then")
+    p.add_argument("--no-orientation", action="store_true", help="follow the tag's position only")
+    p.add_argument("--no-collision-checks", action="store_true", help="skip the collision checks (faster)")
+    p.add_argument("--view", default="none", choices=("none", "web"), help="web: browser view of camera and robot")
+    p.add_argument("--port", type=int, default=8080, help="web viewer port (default 8080; 0 = any free port)")
+    p.add_argument("--duration", type=float, help="stop after this many seconds (default: end of file / Ctrl-C)")
+    p.add_argument("--realtime", action="store_true", help="pace a video file in wall-clock time")
+    p.add_argument("--loop", action="store_true", help="restart a video file at its end")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_run_jog)
+
+    c = sub.add_parser("calibrate-camera", help="camera intrinsics from chessboard or ChArUco images",
+                       description="Calibrate a camera from images of a chessboard (--board = inner corners, "
+                                   "e.g. 9x6) or a ChArUco board (--board = squares, e.g. 5x7). Prints the RMS "
+                                   "reprojection error and writes the file teleop jog --calibration reads.")
+    c.add_argument("--images", nargs="+", required=True, help="image files, folders or glob patterns")
+    c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"))
+    c.add_argument("--board", default="9x6",
+                   help="COLSxROWS: inner corners (chessboard) or squares (ChArUco) (default 9x6)")
+    c.add_argument("--square-size", type=float, default=0.025, help="square side [m] (default 0.025)")
+    c.add_argument("--marker-size", type=float, help="ChArUco marker side [m] (default 0.75 x square)")
+    c.add_argument("--dictionary", default="DICT_4X4_50", help="ChArUco marker dictionary (default DICT_4X4_50)")
+    c.add_argument("--min-views", type=int, default=5, help="boards needed (default 5)")
+    c.add_argument("--out", type=Path, default=Path("camera.json"), help="calibration file to write")
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
+    c.set_defaults(func=_run_calibrate)
+
+
+# --------------------------------------------------------------------------- helpers
+def _vector(text: str, name: str):
+    import numpy as np
+
+    try:
+        v = np.array([float(x) for x in text.split(",")])
+    except ValueError:
+        raise SystemExit(f"{name} must be three comma-separated numbers, got {text!r}") from None
+    if v.shape != (3,) or not np.all(np.isfinite(v)):
+        raise SystemExit(f"{name} must be three comma-separated numbers, got {text!r}")
+    return v
+
+
+def _board(text: str) -> tuple[int, int]:
+    try:
+        cols, rows = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"--board must look like 9x6, got {text!r}") from None
+    if cols < 2 or rows < 2:
+        raise SystemExit("--board needs at least 2x2")
+    return cols, rows
+
+
+# --------------------------------------------------------------------------- calibrate-camera
+def _run_calibrate(args: argparse.Namespace) -> int:
+    from teleop.jog.calibration import CalibrationError, calibrate_charuco, calibrate_chessboard, images_from_paths
+
+    cols, rows = _board(args.board)
+    if not args.square_size > 0:
+        raise SystemExit("--square-size must be > 0")
+    paths: list[str] = []
+    for item in args.images:
+        matches = sorted(glob.glob(item)) if any(ch in item for ch in "*?[") else [item]
+        if not matches:
+            raise SystemExit(f"calibrate-camera: no image matches {item!r}")
+        paths += matches
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise SystemExit(f"calibrate-camera: not found: {', '.join(missing)}")
+    try:
+        images = images_from_paths(paths)
+    except CalibrationError as exc:
+        raise SystemExit(f"calibrate-camera: {exc}") from None
+    try:
+        if args.pattern == "chessboard":
+            calibration, views = calibrate_chessboard(images, cols, rows, args.square_size, args.min_views)
+        else:
+            marker = args.marker_size or 0.75 * args.square_size
+            calibration, views = calibrate_charuco(images, cols, rows, args.square_size, marker, args.dictionary,
+                                                   args.min_views)
+    except CalibrationError as exc:
+        raise SystemExit(f"calibrate-camera: {exc} (of {len(images)} images)") from None
+    except (AttributeError, cv2_error()) as exc:
+        raise SystemExit(f"calibrate-camera: {exc}") from None
+    calibration.source = f"{args.pattern} {cols}x{rows}, {views} views"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    calibration.save(args.out)
+    K = calibration.K
+    result = {"rms_px": calibration.rms_px, "views": views, "images": len(images), "fx": K[0, 0], "fy": K[1, 1],
+              "cx": K[0, 2], "cy": K[1, 2], "dist": calibration.dist.tolist(), "out": str(args.out)}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"board found in {views} of {len(images)} images; RMS reprojection error {calibration.rms_px:.3f} px")
+        print(f"fx {K[0, 0]:.1f}  fy {K[1, 1]:.1f}  cx {K[0, 2]:.1f}  cy {K[1, 2]:.1f} [px]; "
+              f"distortion {', '.join(f'{d:.4f}' for d in calibration.dist)}")
+        print(f"written to {args.out}")
+    return 0
+
+
+def cv2_error():
+    import cv2
+
+    return cv2.error
+
+
+# --------------------------------------------------------------------------- jog
+def _run_jog(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from teleop.jog.calibration import CalibrationError, CameraCalibration
+    from teleop.jog.camera import CameraError, CameraSource
+    from teleop.jog.detection import make_detector
+    from teleop.jog.mapping import DEFAULT_AXIS_MAP, TagMapping
+
+    if not 0.1 <= args.damping <= 1.0:
+        raise SystemExit(f"--damping must be in [0.1, 1], got {args.damping}")
+    if not args.tag_size > 0:
+        raise SystemExit("--tag-size must be > 0 [m]")
+    if not args.scale > 0:
+        raise SystemExit("--scale must be > 0")
+    if args.duration is not None and not args.duration > 0:
+        raise SystemExit("--duration must be > 0 [s]")
+    try:
+        mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
+    except ValueError as exc:
+        raise SystemExit(f"--axis-map: {exc}") from None
+    explicit_offset = args.offset is not None
+    if explicit_offset:
+        mapping.offset = _vector(args.offset, "--offset")
+    calibration = None
+    if args.calibration is not None:
+        try:
+            calibration = CameraCalibration.load(args.calibration)
+        except CalibrationError as exc:
+            raise SystemExit(f"teleop jog: bad --calibration: {exc}") from None
+    try:
+        camera = CameraSource(args.camera, loop=args.loop)
+        first = camera.read()
+        if first is None:
+            camera.close()
+            raise CameraError(f"camera source {args.camera!r} delivered no frame")
+    except CameraError as exc:
+        raise SystemExit(f"teleop jog: {exc}") from None
+    height, width = first[1].shape[:2]
+    if calibration is None:
+        calibration = CameraCalibration.pinhole(width, height, args.hfov)
+    elif tuple(calibration.image_size) != (width, height):
+        print(f"note: calibration is for {calibration.image_size[0]}x{calibration.image_size[1]}, frames are "
+              f"{width}x{height}: intrinsics scaled", file=sys.stderr)
+        calibration = calibration.scaled_to(width, height)
+    try:
+        detector = make_detector(args.detector, calibration, args.tag_size,
+                                 None if args.tag_id is None else {args.tag_id})
+    except (RuntimeError, ValueError) as exc:
+        camera.close()
+        raise SystemExit(f"teleop jog: {exc}") from None
+    clutch_mode = args.clutch or ("enter" if sys.stdin is not None and sys.stdin.isatty() else "held")
+    realtime = camera.is_file is False or args.realtime or args.view == "web"
+    session = JogRun(args, mapping, explicit_offset, calibration, detector, clutch_mode)
+    try:
+        summary = session.run(camera, first, realtime)
+    finally:
+        session.close()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_summary(summary))
+    return 0 if not summary["fell"] else 1
+
+
+class JogRun:
+    """One ``teleop jog`` session: detector, jogging controller, simulated robot, viewer."""
+
+    def __init__(self, args, mapping, explicit_offset: bool, calibration, detector, clutch_mode: str) -> None:
+        from teleop.jog.session import JogController, JogSettings, SimulatedRobot
+        from teleop.robot.model import RobotModel
+
+        self.args = args
+        self.calibration = calibration
+        self.detector = detector
+        self.explicit_offset = explicit_offset
+        self.robot = RobotModel()
+        self.settings = JogSettings(hand=args.hand, mode=args.mode, damping=args.damping, mapping=mapping,
+                                    orientation=not args.no_orientation,
+                                    collision_checks=not args.no_collision_checks)
+        self.jog = JogController(self.robot, self.settings)
+        self.sim = SimulatedRobot(self.robot, self.jog.q, control_dt=self.settings.control_dt)
+        self.base_height0 = float(self.sim.sim.state().q[2])
+        self.clutch = clutch_mode == "held"
+        self.clutch_mode = clutch_mode
+        self.view = None
+        if args.view == "web":
+            from teleop.jog.web import JogWebView
+
+            self.view = JogWebView(self.robot, port=args.port).start()
+            print(f"jog viewer: {self.view.url}", file=sys.stderr)
+        self.frames = 0
+        self.detected = 0
+        self.detect_ms: list[float] = []
+        self.aligned = explicit_offset or args.mode == "relative"
+        self.hand_start = self.jog.hand_pose(self.jog.q).position.copy()
+        self.sim_hand_start = self.sim.hand_position(args.hand).copy()
+        self.min_base_height = self.base_height0
+        self.fell = False
+        self.goal_start = None
+        self.last_report = None
+        self.sim_time = 0.0
+
+    # -------------------------------------------------------------- per frame
+    def measure_frame(self, t_frame: float, image) -> list:
+        """Detect in one (H, W, 3) BGR frame taken at ``t_frame`` [s]; queue the measurement."""
+        started = time.perf_counter()
+        detections = self.detector.detect(image)
+        self._accept(t_frame, detections, (time.perf_counter() - started) * 1e3)
+        return detections
+
+    def _accept(self, t_frame: float, detections: list, took_ms: float) -> None:
+        """A frame's detections (first tag only) become a measurement for the controller."""
+        self.detect_ms.append(took_ms)
+        self.frames += 1
+        d = detections[0] if detections else None
+        if d is not None:
+            self.detected += 1
+            if not self.aligned:
+                # Absolute mode without --offset: the tag's pose when first seen means the
+                # hand's pose now (no jump at start-up).
+                self.jog.align_absolute(d.t)
+                self.settings.mapping.tag_reference = d.R.copy()
+                self.aligned = True
+        self.jog.measure(t_frame, None if d is None else d.t, None if d is None else d.R)
+
+    def control_tick(self, t: float) -> None:
+        report = self.jog.tick(t, clutch=self.clutch)
+        self.sim.send(report.q)
+        self.last_report = report
+        if report.goal is not None and self.goal_start is None:
+            self.goal_start = report.goal.position.copy()
+        z = float(self.sim.sim.state().q[2])
+        self.min_base_height = min(self.min_base_height, z)
+        if z < 0.5 * self.base_height0 or self.sim.sim.other_contacts() > 0:
+            self.fell = True
+
+    def publish(self, image, detections) -> None:
+        if self.view is None:
+            return
+        from teleop.jog.detection import draw_detections
+
+        drawn = None if image is None else draw_detections(image, detections, self.calibration, 0.5 * self.args.tag_size)
+        r = self.last_report
+        stats = {"frames": self.frames, "detected": self.detected, "mode": self.args.mode,
+                 "clutch": self.clutch, "status": r.status if r else "starting",
+                 "detect_ms": self.detect_ms[-1] if self.detect_ms else None,
+                 "orientation_valid": bool(r and r.filtered and r.filtered.orientation_valid)}
+        self.view.publish(drawn, self.sim.sim.state().q, self.jog.q, stats)
+
+    # -------------------------------------------------------------- loops
+    def run(self, camera, first, realtime: bool) -> dict:
+        started = time.monotonic()
+        if self.clutch_mode == "enter" and self.args.mode == "relative":
+            threading.Thread(target=self._read_enter, daemon=True, name="jog-clutch").start()
+            print("relative mode: press Enter to engage / release the clutch", file=sys.stderr)
+        try:
+            if realtime:
+                t_end = self._run_realtime(camera, first)
+            else:
+                t_end = self._run_virtual(camera, first)
+        except KeyboardInterrupt:
+            t_end = time.monotonic() - started
+        return self.summary(t_end, time.monotonic() - started, realtime)
+
+    def _read_enter(self) -> None:
+        for _ in sys.stdin:
+            self.clutch = not self.clutch
+            print(f"clutch {'engaged' if self.clutch else 'released'}", file=sys.stderr)
+
+    def _run_virtual(self, camera, first) -> float:
+        """Every frame of the file, frame k at t = k / fps; control ticks in between."""
+        fps = camera.fps if camera.fps and camera.fps > 0 else 30.0
+        dt = self.settings.control_dt
+        duration = self.args.duration
+        k, tick, item = 0, 0, first
+        while item is not None:
+            t_frame = k / fps
+            if duration is not None and t_frame >= duration:
+                break
+            detections = self.measure_frame(t_frame, item[1])
+            while tick * dt < (k + 1) / fps and (duration is None or tick * dt < duration):
+                self.control_tick(tick * dt)
+                tick += 1
+                self.sim_time += dt
+            if self.fell:
+                break
+            self.publish(item[1], detections)
+            k += 1
+            item = camera.read()
+        camera.close()
+        return tick * dt
+
+    def _run_realtime(self, camera, first) -> float:
+        """Wall-clock loop: camera thread -> detection thread -> 100 Hz control loop."""
+        from teleop.jog.camera import LatestFrameGrabber
+
+        # Control and measurement times are both wall-clock times since t0, so the filter's
+        # ages and the velocity extrapolation are right even when the simulation (about
+        # 10 ms of pybullet per 10 ms control period on this iCub) cannot keep up: the
+        # robot then lags, which the summary's real-time factor reports.
+        t0 = time.monotonic()
+        grabber = LatestFrameGrabber(camera).start()
+        measurements: queue.Queue = queue.Queue()
+        stop = threading.Event()
+
+        def detect_loop() -> None:
+            # (``first``, read while the robot was being loaded, is stale: not used.)
+            last = 0
+            while not stop.is_set():
+                latest = grabber.latest()
+                if latest is None or latest[0] == last:
+                    if grabber.finished or grabber.error is not None:
+                        measurements.put(None)
+                        return
+                    time.sleep(0.001)
+                    continue
+                number, t_frame, image = latest
+                last = number
+                measurements.put((t_frame - t0, image))
+
+        # Detecting in the control thread would stall the 100 Hz loop for a whole detection
+        # (~10 ms); a worker thread does it instead (OpenCV and the AprilTag C library
+        # release the GIL while they work).
+        detected: queue.Queue = queue.Queue()
+
+        def detection_worker() -> None:
+            while not stop.is_set():
+                try:
+                    item = measurements.get(timeout=0.1)
+                except queue.Empty:  # look at ``stop`` again
+                    continue
+                if item is None:
+                    detected.put(None)
+                    return
+                t_frame, image = item
+                # Only the newest frame matters: skip frames that queued up meanwhile.
+                while not measurements.empty():
+                    newer = measurements.get()
+                    if newer is None:
+                        detected.put(None)
+                        return
+                    t_frame, image = newer
+                started = time.perf_counter()
+                detections = self.detector.detect(image)
+                detected.put((t_frame, image, detections, (time.perf_counter() - started) * 1e3))
+
+        threads = [threading.Thread(target=detect_loop, daemon=True, name="jog-frames"),
+                   threading.Thread(target=detection_worker, daemon=True, name="jog-detect")]
+        for thread in threads:
+            thread.start()
+        dt = self.settings.control_dt
+        tick = 0
+        finished = False
+        t = 0.0
+        try:
+            while not finished and not self.fell:
+                t = time.monotonic() - t0
+                if self.args.duration is not None and t >= self.args.duration:
+                    break
+                if grabber.error is not None:
+                    raise SystemExit(f"teleop jog: {grabber.error}")
+                while True:
+                    try:
+                        item = detected.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        finished = True
+                        break
+                    t_frame, image, detections, took_ms = item
+                    self._consume(t_frame, image, detections, took_ms)
+                self.control_tick(t)
+                tick += 1
+                self.sim_time += dt
+                # Next tick on the next control period boundary (none skipped, none doubled).
+                time.sleep(max(0.0, t0 + (math.floor(t / dt) + 1) * dt - time.monotonic()))
+        finally:
+            stop.set()
+            grabber.stop()
+        return t
+
+    def _consume(self, t_frame: float, image, detections, took_ms: float) -> None:
+        """A detection made in the worker thread enters the controller (control thread)."""
+        self._accept(t_frame, detections, took_ms)
+        self.publish(image, detections)
+
+    # -------------------------------------------------------------- results
+    def summary(self, t_end: float, wall_s: float, realtime: bool) -> dict:
+        import numpy as np
+
+        hand = self.jog.hand_pose(self.jog.q).position
+        sim_hand = self.sim.hand_position(self.args.hand)
+        goal = self.jog.goal.position if self.jog.goal is not None else None
+        r = self.last_report
+
+        def mm(v) -> float | None:
+            return None if v is None else float(np.linalg.norm(v) * 1e3)
+
+        return {
+            "camera": str(self.args.camera), "mode": self.args.mode, "realtime": realtime,
+            "detector": self.detector.backend, "duration_s": float(t_end), "wall_s": float(wall_s),
+            "simulated_s": float(self.sim_time),
+            # Simulated time per wall-clock time of the loop (< 1: the simulation lagged).
+            "realtime_factor": float(self.sim_time / t_end) if realtime and t_end > 0 else None,
+            "frames": self.frames, "frames_with_tag": self.detected,
+            "detect_ms_mean": float(np.mean(self.detect_ms)) if self.detect_ms else None,
+            "hand_start": self.hand_start.tolist(), "hand_end": hand.tolist(),
+            "sim_hand_start": self.sim_hand_start.tolist(), "sim_hand_end": sim_hand.tolist(),
+            "goal_start": None if self.goal_start is None else self.goal_start.tolist(),
+            "goal_end": None if goal is None else goal.tolist(),
+            "hand_moved_mm": mm(sim_hand - self.sim_hand_start),
+            "goal_moved_mm": None if goal is None or self.goal_start is None else mm(goal - self.goal_start),
+            "hand_to_goal_mm": None if goal is None else mm(sim_hand - goal),
+            "statuses": dict(self.jog.counts), "last_status": r.status if r else None,
+            "orientation_valid": bool(r and r.filtered and r.filtered.orientation_valid),
+            "base_height_start_m": self.base_height0, "base_height_min_m": self.min_base_height,
+            "fell": bool(self.fell),
+        }
+
+    def close(self) -> None:
+        if self.view is not None:
+            self.view.stop()
+        self.jog.close()
+        self.sim.close()
+
+
+def format_summary(s: dict) -> str:
+    def f(v, fmt="{:.1f}"):
+        return "-" if v is None else fmt.format(v)
+
+    lines = [f"teleop jog: {s['camera']} ({s['mode']}, detector {s['detector']}, "
+             f"{'wall-clock' if s['realtime'] else 'virtual'} time {s['duration_s']:.2f} s, {s['wall_s']:.1f} s wall"
+             + (f", simulation real-time factor {s['realtime_factor']:.2f}" if s['realtime_factor'] else "") + ")",
+             f"frames {s['frames']}, tag seen in {s['frames_with_tag']}, detection {f(s['detect_ms_mean'], '{:.1f}')} ms/frame",
+             f"goal moved {f(s['goal_moved_mm'])} mm, simulated hand moved {f(s['hand_moved_mm'])} mm, "
+             f"hand-to-goal at the end {f(s['hand_to_goal_mm'])} mm",
+             f"statuses {s['statuses']}; orientation followed: {s['orientation_valid']}",
+             f"robot {'FELL' if s['fell'] else 'kept its balance'} (base height {s['base_height_start_m']:.3f} m, "
+             f"min {s['base_height_min_m']:.3f} m)"]
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""``teleop calibrate-camera`` on chessboards rendered with known intrinsics, and the
+calibration file."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from teleop.cli import main
+from teleop.jog.calibration import CalibrationError, CameraCalibration
+from teleop.jog.render import FACING_CAMERA, PlanarScene, chessboard_texture, default_camera_matrix, rotation_from_rpy
+
+SQUARE_M = 0.025
+
+
+def _write_boards(folder, K, n=10, seed=1):
+    """n views of a 10x7-square chessboard (9x6 inner corners) at random poses."""
+    texture = chessboard_texture(10, 7, square_px=40)  # 12 x 9 squares with the margin
+    scene = PlanarScene(texture, 12 * SQUARE_M, K)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        R = rotation_from_rpy(*rng.uniform(-0.4, 0.4, 3)) @ FACING_CAMERA
+        t = np.array([rng.uniform(-0.05, 0.05), rng.uniform(-0.04, 0.04), rng.uniform(0.45, 0.6)])
+        cv2.imwrite(str(folder / f"board_{i:02d}.png"), scene.render([(R, t)], 2.0, rng))
+
+
+def test_calibrate_camera_recovers_focal_length(tmp_path, capsys):
+    K = default_camera_matrix(640, 480, hfov_deg=70.0)  # fx = fy ~ 457 px
+    _write_boards(tmp_path, K)
+    out = tmp_path / "camera.json"
+    assert main(["calibrate-camera", "--images", str(tmp_path / "*.png"), "--board", "9x6",
+                 "--square-size", str(SQUARE_M), "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["views"] == 10
+    assert result["rms_px"] < 0.5
+    assert abs(result["fx"] / K[0, 0] - 1) < 0.03 and abs(result["fy"] / K[1, 1] - 1) < 0.03
+    assert abs(result["cx"] - K[0, 2]) < 10 and abs(result["cy"] - K[1, 2]) < 10
+    cal = CameraCalibration.load(out)
+    assert cal.image_size == (640, 480) and np.allclose(cal.K[0, 0], result["fx"])
+    # Text output names the RMS reprojection error.
+    main(["calibrate-camera", "--images", str(tmp_path), "--out", str(tmp_path / "b.json")])
+    assert "RMS reprojection error" in capsys.readouterr().out
+
+
+def test_too_few_boards_is_a_clear_error(tmp_path):
+    _write_boards(tmp_path, default_camera_matrix(), n=2)
+    cv2.imwrite(str(tmp_path / "blank.png"), np.full((480, 640), 128, np.uint8))
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(tmp_path), "--out", str(tmp_path / "c.json")])
+    assert "found in 2 images; need 5" in str(exc.value) and "of 3 images" in str(exc.value)
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(tmp_path / "nothing*.png")])
+    assert "no image matches" in str(exc.value)
+
+
+def test_calibration_file_errors(tmp_path):
+    with pytest.raises(CalibrationError, match="does not exist"):
+        CameraCalibration.load(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    with pytest.raises(CalibrationError, match="not a calibration file"):
+        CameraCalibration.load(bad)
+    bad.write_text(json.dumps({"image_size": [640, 480], "camera_matrix": [[0, 0, 320], [0, 0, 240], [0, 0, 1]]}))
+    with pytest.raises(CalibrationError, match="fx, fy > 0"):
+        CameraCalibration.load(bad)
+    # Round trip, and OpenCV's own YAML format.
+    cal = CameraCalibration.pinhole(640, 480, 60.0)
+    cal.save(tmp_path / "ok.json")
+    assert np.allclose(CameraCalibration.load(tmp_path / "ok.json").K, cal.K)
+    fs = cv2.FileStorage(str(tmp_path / "cam.yaml"), cv2.FILE_STORAGE_WRITE)
+    fs.write("image_width", 640)
+    fs.write("image_height", 480)
+    fs.write("camera_matrix", cal.K)
+    fs.write("distortion_coefficients", np.zeros((5, 1)))
+    fs.release()
+    loaded = CameraCalibration.load(tmp_path / "cam.yaml")
+    assert np.allclose(loaded.K, cal.K) and loaded.image_size == (640, 480)
+    assert np.allclose(cal.scaled_to(320, 240).K[0, 0], cal.K[0, 0] / 2)

@@ -1,0 +1,147 @@
+"""``teleop jog`` end to end on a video file written by the product's renderer: camera ->
+detection -> filter -> mapping -> whole-body controller -> safety -> simulated robot."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+from teleop.cli import main
+from teleop.jog.render import FACING_CAMERA, write_tag_video
+
+#: The tag's motion in the camera frame [m]: 4 cm to the image's left, 6 cm up.
+MOVE_CAM = np.array([-0.04, -0.06, 0.0])
+#: The same motion in the base frame with the default axis map "-z,x,-y" and scale 1:
+#: the hand goes 4 cm outwards (-y, away from the body) and 6 cm up.
+MOVE_BASE = np.array([0.0, -0.04, 0.06])
+
+
+def _trajectory(t: float):
+    """Still 0.5 s, a smooth 1.5 s move, still 0.6 s, then the tag leaves the view (lost)."""
+    if t >= 2.6:
+        return FACING_CAMERA, np.array([2.0, 0.0, 0.5])  # far outside the field of view
+    u = min(max(t - 0.5, 0.0) / 1.5, 1.0)
+    s = u * u * (3 - 2 * u)
+    return FACING_CAMERA, np.array([0.0, 0.0, 0.5]) + s * MOVE_CAM
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory):
+    path = tmp_path_factory.mktemp("jog") / "tag.avi"
+    assert write_tag_video(path, _trajectory, duration_s=3.2, fps=30.0) == 96
+    return path
+
+
+def _jog(capsys, *args) -> dict:
+    assert main(["jog", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def _check_followed(s: dict, frames: int = 96, tolerance_m: float = 0.01) -> None:
+    assert s["frames"] == frames
+    # Tag visible until 2.6 s (78 frames, give or take the frame blurred across the jump).
+    assert 76 <= s["frames_with_tag"] <= 80
+    hand_move = np.subtract(s["sim_hand_end"], s["sim_hand_start"])
+    assert np.linalg.norm(hand_move - MOVE_BASE) < tolerance_m, hand_move
+    # Tag lost for the last 0.6 s: the last target is held, and the hand stays on it.
+    assert np.linalg.norm(np.subtract(s["goal_end"], s["goal_start"]) - MOVE_BASE) < 0.005
+    assert s["hand_to_goal_mm"] < 10.0
+    # The rest of the robot kept its balance.
+    assert not s["fell"]
+    assert s["base_height_min_m"] > 0.95 * s["base_height_start_m"]
+
+
+def test_absolute_jogging_follows_tag_on_video_file(video, capsys):
+    s = _jog(capsys, "--camera", str(video))
+    assert s["mode"] == "absolute" and not s["realtime"]
+    _check_followed(s)
+    assert s["statuses"].get("stopped before collision", 0) == 0
+
+
+def test_relative_jogging_with_clutch_and_damping(video, capsys):
+    s = _jog(capsys, "--camera", str(video), "--mode", "relative", "--clutch", "held", "--damping", "0.5",
+             "--no-orientation", "--duration", "2.7")
+    assert s["mode"] == "relative"
+    assert s["duration_s"] == pytest.approx(2.7, abs=0.02)
+    _check_followed(s, frames=81, tolerance_m=0.012)  # 2.7 s at 30 frames/s
+
+
+def test_text_summary(video, capsys):
+    assert main(["jog", "--camera", str(video), "--duration", "0.3", "--no-collision-checks"]) == 0
+    out = capsys.readouterr().out
+    assert "kept its balance" in out and "frames" in out
+
+
+@pytest.mark.parametrize("source, message", [
+    ("missing_video.mp4", "no such file"),
+    ("9", "cannot open camera device"),
+])
+def test_bad_camera_source_is_a_clear_error(tmp_path, source, message):
+    if source.endswith(".mp4"):
+        source = str(tmp_path / source)
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--camera", source])
+    assert message in str(exc.value)
+
+
+def test_unreadable_video_and_bad_calibration(tmp_path, video):
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"this is not a video")
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--camera", str(junk)])
+    assert "cannot open camera file" in str(exc.value)
+    bad = tmp_path / "cal.json"
+    bad.write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--camera", str(video), "--calibration", str(bad)])
+    assert "bad --calibration" in str(exc.value)
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--camera", str(video), "--damping", "0"])
+    assert "[0.1, 1]" in str(exc.value)
+
+
+def test_live_loop_with_web_viewer(video, capsys):
+    """Wall-clock loop (camera, detection and control threads) with the browser view: the
+    page serves the camera image with the detection drawn, and the robot's pose."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = {}
+    runner = threading.Thread(target=lambda: result.update(rc=main(
+        ["jog", "--camera", str(video), "--view", "web", "--port", str(port), "--duration", "3", "--json",
+         "--no-collision-checks"])))
+    runner.start()
+    base = f"http://127.0.0.1:{port}"
+    image = pose = stats = None
+    deadline = time.monotonic() + 15
+    while runner.is_alive() and time.monotonic() < deadline and not (image and pose and stats):
+        try:
+            with urllib.request.urlopen(base + "/frame/camera.jpg", timeout=2) as r:
+                image = r.read()
+            with urllib.request.urlopen(base + "/robot-pose", timeout=2) as r:
+                pose = json.loads(r.read())
+            with urllib.request.urlopen(base + "/stats", timeout=2) as r:
+                stats = json.loads(r.read())
+        except OSError:  # not serving yet / no frame yet (503)
+            time.sleep(0.1)
+    runner.join(timeout=30)
+    assert result.get("rc") == 0
+    assert image and image[:2] == b"\xff\xd8"  # a JPEG
+    assert pose["poses"]["actual"] is not None and pose["poses"]["predicted"] is not None
+    assert stats["detected"] >= 1 and stats["mode"] == "absolute"
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["realtime"] and summary["frames_with_tag"] > 0 and not summary["fell"]
+
+
+@pytest.mark.parametrize("command", ["jog", "calibrate-camera"])
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    assert "--camera" in capsys.readouterr().out if command == "jog" else True
