@@ -1,14 +1,18 @@
 """``teleop bench NAME``: benchmarks that print figures (and JSON for scripts).
 
 Every benchmark module ``teleop.benchmarks.<name>_bench`` has ``run(quick=False) -> dict``
-and ``format_table(result) -> str``; where a peer exists it is measured in the same run.
+and ``format_table(result) -> str``; where a peer exists it is measured in the same run. A
+benchmark that draws its results takes ``run(..., out=DIR)`` too (``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
+import sys
+from pathlib import Path
 
 #: Benchmark name -> (module, what it measures).
 BENCHMARKS = {
@@ -39,12 +43,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("name", choices=sorted(benches), help="which benchmark")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--quick", action="store_true", help="shorter run (for smoke tests; noisier figures)")
+    parser.add_argument("--out", type=Path, help="also write plots to this folder (benchmarks that draw them: jog)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     module = importlib.import_module(available()[args.name][0])
-    result = module.run(quick=args.quick)
+    if args.out is not None and "out" in inspect.signature(module.run).parameters:
+        result = module.run(quick=args.quick, out=args.out)
+        print(f"plots written to {args.out}/", file=sys.stderr)
+    else:
+        if args.out is not None:
+            print(f"teleop bench {args.name}: draws no plots; --out ignored", file=sys.stderr)
+        result = module.run(quick=args.quick)
     if args.json:
         print(json.dumps(result))
     else:
