@@ -8,6 +8,9 @@ def test_short_run_and_table():
     assert row["frames_displayed"] == row["frames_streamed"] >= video_bench.WARMUP_FRAMES + 2
     assert 0.0 < row["added_latency_p50_ms"] <= row["added_latency_p99_ms"] < 1000.0
     assert row["fps"] > 10.0
-    result = {"160x120": row, "render_fps_320x240": None, "targets_met_640x480": False}
+    render = video_bench.measure_render(seconds=0.3)
+    assert render["render_fps"] > 0 and render["rtf_with_camera"] > 0
+    result = {"160x120": row, "render_fps_320x240": render["render_fps"], "render": render,
+              "targets_met_640x480": False}
     table = video_bench.format_table(result)
-    assert "160x120" in table and "n/a" in table and "NOT met" in table
+    assert "160x120" in table and "eye camera 320x240" in table and "NOT met" in table
