@@ -239,7 +239,7 @@ def format_table(result: dict[str, Any]) -> str:
     lines = ["video path: added latency frame available -> displayed (loopback UDP, jitter buffer 0)",
              header, "-" * len(header)]
     for key, row in result.items():
-        if not isinstance(row, dict):
+        if not isinstance(row, dict) or "fps" not in row:  # resolution rows only
             continue
         lines.append(
             f"{key:>10} {row['fps']:6.1f} {row['added_latency_p50_ms']:7.1f} {row['added_latency_p99_ms']:7.1f} "
