@@ -97,6 +97,11 @@ def test_tune_quick_json(capsys):
     for row in rows.values():
         assert set(row) == {"AE-A", "AE-S", "OS", "ST5", "R50"}
         assert row["AE-A"] > 0 and row["R50"] is not None
+    # The optimiser warm-starts from every rule and never ends worse than the best of them on
+    # its (training) cost.
+    opt = out["setups"]["2"]["optimiser"]
+    assert set(opt["warm_start"]) == set(rows) - {"Optimiser"}
+    assert opt["cost"] <= min(opt["warm_start"].values()) + 1e-9
 
 
 def test_tune_rejects_unknown_setup():

@@ -5,7 +5,9 @@ import pytest
 
 from teleop.tuning.experiment import check_target
 from teleop.tuning.experiment_data import Recording
-from teleop.tuning.optimiser import OptimiserSettings, gains_from_parameters, limb_cost, optimise_limb
+from teleop.tuning.heuristics import HEURISTICS, heuristic_gains
+from teleop.tuning.optimiser import (OptimiserSettings, gains_from_parameters, limb_cost, optimise_limb,
+                                     parameters_from_gains)
 from teleop.tuning.pid import PidGains
 
 START = [PidGains(100.0, 0.0, 2.0), PidGains(50.0, 0.0, 1.0)]
@@ -50,6 +52,43 @@ def test_search_improves_on_the_start_towards_a_known_optimum():
     assert result.evaluations <= 30
     assert result.cost < result.history[0] - 1.0
     assert result.gains[0].kp / START[0].kp == pytest.approx(8.0, rel=0.35)
+
+
+def test_every_rule_of_one_relay_test_is_a_point_of_the_parameter_space():
+    ku, tu = np.array([400.0, 90.0]), np.array([0.05, 0.08])
+    rules = {m: [heuristic_gains(m, k, t) for k, t in zip(ku, tu)] for m in HEURISTICS}
+    for name in ("Classic", "PessenIntegralRule", "SomeOvershoot", "NoOvershoot"):   # rules with I and D
+        x = parameters_from_gains(rules[name], rules["PDControl"], tu)
+        back = gains_from_parameters(x, rules["PDControl"], tu)
+        for g, b in zip(rules[name], back):
+            assert (b.kp, b.ki, b.kd) == pytest.approx((g.kp, g.ki, g.kd), rel=1e-9), name
+    # Without D or I: the nearest point is on the lower bound (a tiny K_d, K_i).
+    back = gains_from_parameters(parameters_from_gains(rules["PControl"], rules["PDControl"], tu), rules["PDControl"], tu)
+    assert back[0].kp == pytest.approx(rules["PControl"][0].kp)
+    assert back[0].kd < 0.03 * rules["PDControl"][0].kd and back[0].ki < 0.01 * back[0].kp / tu[0]
+
+
+def _stand_in(best_kp_ratio: float, best_kd_ratio: float):
+    """A stand-in limb whose tracking error is smallest at the given K_p, K_d multiples of START."""
+    def simulate(gains):
+        return _recording(1.0 + abs(np.log(gains[0].kp / START[0].kp / best_kp_ratio))
+                          + abs(np.log(max(gains[0].kd, 1e-9) / START[0].kd / best_kd_ratio)))
+    return simulate
+
+
+def test_warm_start_is_never_lost():
+    # The optimum is a candidate's gains exactly, off the search's usual path (K_d x 5, K_p x 0.3):
+    # the result must be at least as good as that candidate, and every candidate is simulated.
+    good = [PidGains(30.0, 0.0, 10.0), PidGains(15.0, 0.0, 5.0)]
+    candidates = {"start": START, "good": good, "bad": [PidGains(1000.0, 0.0, 0.1)] * 2}
+    for budget in (3, 12, 30):
+        result = optimise_limb(_stand_in(0.3, 5.0), START, TU, OptimiserSettings(max_evaluations=budget, progress=False),
+                               candidates=candidates)
+        assert set(result.warm_start) == set(candidates)
+        assert result.cost <= result.warm_start["good"] + 1e-12
+        assert result.cost == min(result.history)
+        assert result.evaluations <= budget
+    assert result.start == "good"
 
 
 def test_target_check():

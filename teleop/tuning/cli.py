@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "ST5, R50) next to the reference's own numbers and writes plots and data.")
     p.add_argument("--setups", default="1,2,3,4", help="comma-separated setups to run (default: 1,2,3,4)")
     p.add_argument("--quick", action="store_true", help="short motions and a tiny optimiser budget (tests)")
-    p.add_argument("--evaluations", type=int, help="optimiser budget: simulations of the training set (default: 20)")
+    p.add_argument("--evaluations", type=int, help="optimiser budget: simulations of the training set, warm-start candidates included (default: 70)")
     p.add_argument("--speed", type=float, help="playback speed of the motions (default: 2, a 'fast' motion)")
     p.add_argument("--eval-motions", help="comma-separated motion files for AE-A (default: synthetic demos)")
     p.add_argument("--train-motions", help="comma-separated motion files the optimiser trains on")
@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also evaluate this gains file (PidConfiguration JSON covering the 5 arm joints), e.g. a "
                         "manual tuning; its row is named after the file (repeatable)")
     p.add_argument("--payload-kg", type=float,
-                   help="payload of setup 4 [kg] (default: the reference's 10 kg, which needs the whole 30 N m of "
-                        "the iCub's shoulder pitch just to hold the home posture)")
+                   help="payload of setup 4 [kg] (default: the reference's 10 kg; holding the step animation's "
+                        "postures then needs up to 37 N m of the iCub's 30 N m shoulder pitch, measured)")
     p.add_argument("--jobs", type=int, default=2, help="setups run in parallel processes (default: 2)")
     p.add_argument("--out", type=Path, default=Path("out") / "tune", help="folder for plots, gains and data")
     p.add_argument("--no-save", action="store_true", help="write no files (table / JSON only)")

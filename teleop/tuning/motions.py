@@ -120,8 +120,9 @@ def step_test(home: np.ndarray, lower: np.ndarray, upper: np.ndarray, dt: float 
 
 def simultaneous_step(home: np.ndarray, lower: np.ndarray, upper: np.ndarray, dt: float = 0.001,
                       step_deg: float = 45.0, hold_s: float = 1.5, lead_s: float = 0.2) -> np.ndarray:
-    """All joints step ``step_deg`` at once and hold (a cheap, harsher step check for the
-    optimiser: the coupled joints disturb each other). (T, n) [rad]."""
+    """All joints step ``step_deg`` at once and hold (a cheap, harsher step check: the
+    coupled joints disturb each other; the optimiser now uses :func:`step_test`, whose OS the
+    table reports). (T, n) [rad]."""
     step = np.radians(step_deg)
     sign = np.where(home + step <= upper - LIMIT_MARGIN, 1.0, -1.0)
     lead, hold = int(round(lead_s / dt)), int(round(hold_s / dt))
