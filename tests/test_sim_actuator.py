@@ -199,3 +199,25 @@ def test_description_actuator_file_is_read(tmp_path, robot):
     (tmp_path / "a.json").write_text("{")
     with pytest.raises(ActuatorFileError, match="a.json"):
         Simulation(other, visual=False, fixed_base=True, collisions=False)
+
+
+def test_environment_variable_switches_the_actuator_model_for_every_simulation(tmp_path, robot, monkeypatch):
+    """$TELEOP_SIM_ACTUATOR: a parameter file (or on/off) applies to simulations made
+    without an explicit ``actuator`` argument, as the demo, stations, trials and tuning make them."""
+    from teleop.sim.simulator import ACTUATOR_ENV, Simulation
+
+    path = tmp_path / "fitted.toml"
+    path.write_text(TOML)
+    monkeypatch.setenv(ACTUATOR_ENV, str(path))
+    with Simulation(robot, visual=False) as sim:
+        assert sim.actuator is not None and sim.servo_kind == "explicit"
+        assert sim.actuator.kp[robot.joint_index("r_wrist_yaw")] == 7.0
+    monkeypatch.setenv(ACTUATOR_ENV, "off")
+    with Simulation(robot, visual=False) as sim:
+        assert sim.actuator is None
+    monkeypatch.setenv(ACTUATOR_ENV, "on")
+    with Simulation(robot, visual=False) as sim:
+        assert sim.actuator is not None
+    monkeypatch.setenv(ACTUATOR_ENV, str(tmp_path / "missing.toml"))
+    with pytest.raises(ActuatorFileError, match="no such parameter file"):
+        Simulation(robot, visual=False)

@@ -17,7 +17,10 @@
   argument; :mod:`teleop.sim.actuator`): servo gains, viscous and Coulomb friction,
   torque limit, command latency, noise on the measured angles, link mass / CoM scales
   (reference pid_tuning_and_sim_to_real.md, Part B). Off by default; on, it runs on the
-  explicit servo.
+  explicit servo. The environment variable ``TELEOP_SIM_ACTUATOR`` switches it for every
+  simulation a command makes (demo, stations, trials, tuning) without editing the
+  description: ``on`` (the description's values), ``off``, or a parameter file such as
+  the one ``teleop calibrate-sim`` writes.
 
 State is reported in the pinocchio layout of :class:`teleop.robot.model.RobotModel`
 (base pose of the URDF root frame, not pybullet's inertial frame), in the stance frame.
@@ -45,6 +48,7 @@ GRAVITY = 9.81
 SERVO_KINDS = ("pybullet", "explicit")
 #: Environment variable that overrides the description's servo kind.
 SERVO_ENV = "TELEOP_SIM_SERVO"
+ACTUATOR_ENV = "TELEOP_SIM_ACTUATOR"
 #: Period [s] at which the explicit servo's gravity feed-forward is refreshed (the control
 #: rate: gravity torques change with the posture, which moves at control-rate speeds).
 FEEDFORWARD_PERIOD = 0.01
@@ -91,7 +95,8 @@ class Simulation:
         servo: "pybullet" or "explicit" (default: ``$TELEOP_SIM_SERVO``, else the
             description's ``[sim] servo``, else "pybullet").
         actuator: actuator model: :class:`ActuatorParams`, a parameter file path, False
-            (off), or None (the description's ``[sim.actuator]``, off unless enabled).
+            (off), or None (``$TELEOP_SIM_ACTUATOR`` if set, else the description's
+            ``[sim.actuator]``, off unless enabled).
             When on, the explicit servo runs with these parameters.
         collisions: False drops every collision shape (a fixed-base robot in the air, as
             in calibration: loads ~20x faster, since pybullet need not build mesh hulls).
@@ -181,6 +186,16 @@ class Simulation:
             return None
         if isinstance(actuator, ActuatorParams):
             return actuator
+        from_env = os.environ.get(ACTUATOR_ENV, "").strip()
+        if actuator is None and from_env:
+            if from_env.lower() in ("off", "0", "false"):
+                return None
+            if from_env.lower() in ("on", "1", "true"):
+                return description_actuator_params(robot)
+            actuator = Path(from_env)
+            if not actuator.is_file():
+                raise ActuatorFileError(f"${ACTUATOR_ENV}={from_env}: no such parameter file "
+                                        "(or say on / off)")
         if actuator is not None:
             return params_from_dict(read_parameter_file(actuator), robot.joint_names, robot.limits.effort,
                                     source=str(actuator))
