@@ -153,7 +153,7 @@ class ReferenceTracker:
         c.reset(q0)
         q = c.q
         self._previous: RobotReferences | None = None
-        self._previous_hands: dict[str, np.ndarray] = {}
+        self._previous_clamped: dict[str, np.ndarray | float] = {}  # targets check() clamped
         self._ramp = 0.0
         home = references_from_configuration(self.robot, q)
         self._home_waist = home.waist_height
@@ -257,9 +257,9 @@ class ReferenceTracker:
         """
         if self._previous is not None and references.t == self._previous.t:
             return  # the same sample again (references slower than the controller): keep going
-        hands = self.check(references)
+        clamped = self.check(references)
         previous = self._previous
-        previous_hands = self._previous_hands
+        previous_clamped = self._previous_clamped
         gap = None if previous is None else references.t - previous.t
         use_velocity = self.feedforward and gap is not None and 0.0 < gap <= self.max_sample_gap
         # Fade the feed-forward in after a (re)start (see feedforward_ramp).
@@ -269,12 +269,12 @@ class ReferenceTracker:
             ramp = min(1.0, self._ramp + gap / self.feedforward_ramp) if self.feedforward_ramp > 0 else 1.0
         updates = []
         for signal, task, joints, signs, indices in self._bindings:
-            value = hands[signal] if signal in hands else getattr(references, signal)
+            value = clamped[signal] if signal in clamped else getattr(references, signal)
             if value is None:  # optional signals (head orientation, legs) not provided
                 continue
             velocity = None
             if use_velocity and getattr(previous, signal) is not None and signal != "head_orientation":
-                before = previous_hands[signal] if signal in hands else getattr(previous, signal)
+                before = previous_clamped[signal] if signal in clamped else getattr(previous, signal)
                 velocity = (np.asarray(value, dtype=float) - np.asarray(before, dtype=float)) * (ramp / gap)
             if isinstance(task, PostureTask):
                 value = np.asarray(value, dtype=float)[indices] * signs
@@ -297,7 +297,7 @@ class ReferenceTracker:
                 task.target, task.feedforward, task._has_feedforward = target, feedforward, has_feedforward
             raise
         self._previous = references
-        self._previous_hands = hands
+        self._previous_clamped = clamped
         self._ramp = ramp
 
     # ------------------------------------------------------------------- ticks

@@ -137,10 +137,7 @@ def calibrate_chessboard(images: Iterable[np.ndarray], cols: int, rows: int, squ
         corners = cv2.cornerSubPix(grey, corners, (5, 5), (-1, -1), criteria)
         object_points.append(objp)
         image_points.append(corners)
-    if len(image_points) < min_views:
-        raise CalibrationError(f"chessboard {cols}x{rows} found in {len(image_points)} images; need {min_views}")
-    rms, K, dist, _, _ = cv2.calibrateCamera(object_points, image_points, size, None, None)
-    return CameraCalibration(K, dist.ravel(), tuple(size), float(rms), "chessboard"), len(image_points)
+    return _calibrate(object_points, image_points, size, min_views, f"chessboard {cols}x{rows}", "chessboard")
 
 
 def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: int, square_m: float,
@@ -159,10 +156,16 @@ def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: i
         obj, img = board.matchImagePoints(corners, ids)
         object_points.append(obj)
         image_points.append(img)
+    return _calibrate(object_points, image_points, size, min_views, "ChArUco board", "charuco")
+
+
+def _calibrate(object_points: list, image_points: list, size, min_views: int, board: str,
+               method: str) -> tuple[CameraCalibration, int]:
+    """cv2.calibrateCamera on the views where the board was found (at least ``min_views``)."""
     if len(image_points) < min_views:
-        raise CalibrationError(f"ChArUco board found in {len(image_points)} images; need {min_views}")
+        raise CalibrationError(f"{board} found in {len(image_points)} images; need {min_views}")
     rms, K, dist, _, _ = cv2.calibrateCamera(object_points, image_points, size, None, None)
-    return CameraCalibration(K, dist.ravel(), tuple(size), float(rms), "charuco"), len(image_points)
+    return CameraCalibration(K, dist.ravel(), tuple(size), float(rms), method), len(image_points)
 
 
 def images_from_paths(paths: Iterable[Path | str]) -> list[np.ndarray]:
