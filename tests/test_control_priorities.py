@@ -1,10 +1,12 @@
 """Strict priorities: a lower level never disturbs a higher one; weights trade off inside a level."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from teleop.control import WholeBodyController
-from teleop.control.stack import parse_stack
+from teleop.control.stack import load_stack, parse_stack
 
 
 def task_velocities(controller, q, v):
@@ -14,8 +16,11 @@ def task_velocities(controller, q, v):
 
 
 def one_tick(robot, mode, forearm_offset, elimination="nullspace"):
-    """Default stack, same state and targets except the level-3 forearm targets."""
-    controller = WholeBodyController(robot, "default", mode=mode, contact_elimination=elimination)
+    """Default stack, same state and targets except the level-3 forearm targets; no
+    acceleration bound and no ZMP rows (from rest they cap how fast the motion may start in
+    this one tick, which leaves the lowest level no room: priorities are what is tested)."""
+    config = dataclasses.replace(load_stack("default"), acceleration_limit=None, zmp_margin=None)
+    controller = WholeBodyController(robot, config, mode=mode, contact_elimination=elimination)
     q = controller.q.copy()
     # Teleoperation-sized errors (no velocity bound saturates, so every level has room).
     controller.task("left_hand").set_target(controller.task("left_hand").target + [0.01, 0.005, 0.01])

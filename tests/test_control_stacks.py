@@ -69,10 +69,22 @@ BASE = {"name": "t", "task": [{"name": "com", "type": "com", "level": 1}]}
     ({"task": [{"name": "a", "type": "com", "level": 0}]}, "level"),
     ({"contacts": {"elimination": "magic"}}, "elimination"),
     ({"support_polygon": {"margin": 0.1, "colour": "red"}}, "unknown keys"),
+    ({"support_polygon": {"zmp_margin": 0.02, "zmp_model": "cart-table"}}, "zmp_model"),
+    ({"limits": {"acceleration": -1.0}}, "acceleration must be > 0"),
+    ({"limits": {"acceleration": {"default": "fast"}}}, "must be numbers"),
 ])
 def test_malformed_stacks_are_refused(change, message):
     with pytest.raises(StackError, match=message):
         parse_stack(dict(BASE, **change))
+
+
+def test_acceleration_limits_per_joint_group(robot):
+    config = parse_stack(dict(BASE, limits={"acceleration": {"default": 20.0, "left_leg": 5.0}}))
+    controller = WholeBodyController(robot, config)
+    maximum = controller.acceleration_limit.maximum
+    assert np.all(maximum[robot.group_indices("left_leg")] == 5.0)
+    assert np.all(maximum[robot.group_indices("right_leg")] == 20.0)
+    assert WholeBodyController(robot, parse_stack(BASE)).acceleration_limit is None
 
 
 def test_unknown_frames_and_joints_are_refused(robot):

@@ -80,3 +80,19 @@ def test_real_time_mode_paces_to_the_wall_clock(robot):
     # 0.3 s of simulated time cannot finish earlier than 0.3 s of wall time (minus the
     # first tick, which starts the pacer).
     assert elapsed >= 0.3 - 0.011
+
+
+def test_support_polygon_follows_the_simulated_feet(robot, sim):
+    """At home the measured feet give the model's polygon (within 1 mm); the measured CoP
+    of the standing robot lies inside it."""
+    from teleop.control.limits import SupportPolygonConstraint
+
+    sim.reset()
+    sim.step(300)
+    robot.update(robot.home_configuration())
+    measured, model = sim.support_polygon(), robot.support_polygon()
+    assert measured.shape == model.shape
+    assert np.abs(measured - model).max() < 1e-3
+    polygon = SupportPolygonConstraint(margin=0.0)
+    polygon.set_polygon(measured)
+    assert polygon.margin_to_polygon(sim.measured_cop()) > 0.03

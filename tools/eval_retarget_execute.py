@@ -28,7 +28,9 @@ from teleop.robot.model import RobotModel
 from teleop.robot.target import robot_target
 from teleop.takes import load_takes, split_csv
 
-METRICS = ("fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm")
+METRICS = ("fell", "min_cop_margin_mm", "min_cop_margin_initial_mm", "max_foot_slip_mm", "hand_rms_cm")
+#: A CoP this close to the polygon's edge [mm] means the foot was rolling on that edge.
+EDGE_MM = 0.5
 
 
 def summarise(rows: list[dict], key: str) -> str:
@@ -38,11 +40,14 @@ def summarise(rows: list[dict], key: str) -> str:
         return "no takes"
     fell = sum(r[key]["fell"] for r in rows)
     outside = sum(r[key]["min_cop_margin_mm"] < 0 for r in rows)
+    edge = sum(r[key]["min_cop_margin_mm"] < EDGE_MM for r in rows)
     worst_margin = min(r[key]["min_cop_margin_mm"] for r in rows)
+    outside_initial = sum(r[key]["min_cop_margin_initial_mm"] < 0 for r in rows)
     worst_slip = max(r[key]["max_foot_slip_mm"] for r in rows)
     hand = sum(r[key]["hand_rms_cm"] for r in rows) / len(rows)
-    return (f"{len(rows)} takes, fell {fell}, CoP outside the polygon in {outside} "
-            f"(worst margin {worst_margin:+.1f} mm), worst foot slip {worst_slip:.1f} mm, mean hand RMS {hand:.2f} cm")
+    return (f"{len(rows)} takes, fell {fell}, CoP outside the feet's polygon in {outside}, "
+            f"within {EDGE_MM} mm of its edge (foot rolling) in {edge} (worst margin {worst_margin:+.1f} mm; "
+            f"outside the initial polygon in {outside_initial}), worst foot slip {worst_slip:.1f} mm, mean hand RMS {hand:.2f} cm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         for (task, performer), group in sorted(groups.items()):
             print(f"  {key} {task} {performer or '-'}: {summarise(group, key)}")
     for r in rows:
-        if any(r[k]["fell"] or r[k]["min_cop_margin_mm"] < 0 for k in modes):
+        if any(r[k]["fell"] or r[k]["min_cop_margin_mm"] < EDGE_MM for k in modes):
             print(f"  {r['take']}: " + "  ".join(f"{k} {r[k]}" for k in modes))
     return 0
 

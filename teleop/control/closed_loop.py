@@ -13,9 +13,10 @@ feet then lose contact within each tick and the robot ratchets backwards. Measur
 1944 with the gain at 1.0 (feeding the commanded velocity as the motors' target velocity
 did not help); the same commands linearly interpolated over the 10 physics steps of each
 tick (a first-order hold, what a joint servo does between set-points) gave 0.06-0.07 mm
-and 8-10. Hence ``interpolate=True`` (the default) sends
-``q_prev + (q_command - q_prev) * i / 10`` at physics step i; the robot station should do
-the same.
+and 8-10. A linear ramp still jumps in velocity at every tick, which the servos put
+through in one physics step; the default, ``interpolate="spline"``, plays the commands as
+a quadratic B-spline instead (continuous velocity, see teleop.sim.target_spline), as the
+robot station does; ``"linear"`` keeps the ramp, ``False`` the step.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
                     robot: RobotModel | None = None, stack: StackConfig | str | Path = "default",
                     mode: str | None = None, control_dt: float = 0.01, physics_steps: int = 10,
                     settle_time: float = 0.3, duration: float | None = None, feedforward: bool = True,
-                    interpolate: bool = True, zmp_correction: bool | dict = False, gui: bool = False,
+                    interpolate: bool | str = "spline", zmp_correction: bool | dict = False, gui: bool = False,
                     trace: list | None = None) -> dict:
     """Track ``references`` with the controller in the pybullet simulation.
 
@@ -95,8 +96,9 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
             simulated robot settles on its feet: right after ``Simulation.reset`` pybullet
             rocks it onto one foot's outer edge for ~20 ms, with or without a controller).
         duration: how much of the references to play [s] (default: all).
-        interpolate: ramp the joint targets linearly over the physics steps of each tick
-            instead of stepping them once per tick (see the module docstring).
+        interpolate: how joint targets move over the physics steps of each tick:
+            "spline" (True, default), "linear", or False (stepped once per tick); see
+            the module docstring.
         zmp_correction: pre-filter the CoM reference with :class:`retarget.zmp.ZmpPrefilter`
             (Eq. 2.15); a dict gives its keyword arguments (margins, ZMP speed).
         trace: if a list, one dict per tick (settling ones flagged) is appended to it (time, status, the
@@ -104,16 +106,19 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
             margin [m], foot slip [m]) - for diagnosing a fall.
 
     Returns:
-        ``{"fell", "max_foot_slip_mm", "min_cop_margin_mm", "hand_rms_cm", "hand_max_cm",
+        ``{"fell", "max_foot_slip_mm", "min_cop_margin_mm", "min_cop_margin_initial_mm",
+        "hand_rms_cm", "hand_max_cm",
         "com_rms_cm", "waist_rms_cm", "max_joint_tracking_error_rad", "statuses",
         "timing", "ticks", "duration_s", "wall_time_s"}``. ``fell`` is true if any link
         other than the feet touched the ground or the base dropped below half its initial
         height; the CoP margin is the signed distance of the measured centre of pressure to
-        the initial support polygon (> 0 inside); it and the RMS errors are over the played
+        the support polygon of the simulated feet at that tick (> 0 inside; the ``_initial``
+        one to the polygon of the feet where they started); it and the RMS errors are over the played
         ticks (after settling), measured in the simulation against the references; the
         foot slip is over every tick.
     """
     from teleop.sim.simulator import Simulation  # pybullet only when running in the loop
+    from teleop.sim.target_spline import TickInterpolator
 
     robot = robot if robot is not None else RobotModel()
     if isinstance(references, ReferenceTrajectory):
@@ -144,13 +149,17 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         robot.update(q0)
         polygon = SupportPolygonConstraint(margin=0.0)
         polygon.set_polygon(robot.support_polygon())
+        feet_polygon = SupportPolygonConstraint(margin=0.0)
         statuses: Counter = Counter()
         data = robot.model.createData()
         fell = False
         max_slip = 0.0
-        min_cop_margin = np.inf
+        min_cop_margin = min_cop_margin_initial = np.inf
         hand_errors, com_errors, waist_errors, joint_errors = [], [], [], []
-        previous_joints = q0[7:].copy()
+        if interpolate:
+            interpolator = TickInterpolator(q0[7:], "spline" if interpolate is True else interpolate)
+        else:
+            interpolator = None
         prefilter = None
         if zmp_correction:
             prefilter = ZmpPrefilter(dt=control_dt, **(zmp_correction if isinstance(zmp_correction, dict) else {}))
@@ -164,14 +173,11 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
             q_command, _, status, _ = tracker.step(refs)
             statuses[status.value] += 1
             joints = q_command[7:]
-            if interpolate:
-                for i in range(1, physics_steps + 1):
-                    sim.set_joint_targets(previous_joints + (joints - previous_joints) * (i / physics_steps))
-                    sim.step(1)
+            if interpolator is not None:
+                sim.step_through(*interpolator.targets(joints, physics_steps, control_dt))
             else:
                 sim.set_joint_targets(joints)
                 sim.step(physics_steps)
-            previous_joints = joints.copy()
             state = sim.state()
             if sim.other_contacts() > 0 or state.q[2] < 0.5 * base_height0:
                 fell = True
@@ -181,17 +187,23 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
             if k < n_settle and trace is None:
                 continue
             cop = sim.measured_cop()
+            # The CoP is judged against the feet where they stand now: a foot that slipped
+            # a few mm carries its support polygon with it.
+            feet_polygon.set_polygon(sim.support_polygon())
+            cop_margin = feet_polygon.margin_to_polygon(cop) if np.all(np.isfinite(cop)) else np.nan
             if trace is not None:
                 trace.append({"t": refs.t, "settling": k < n_settle, "status": status.value, "message": tracker.status_message,
                               "com_ref": np.array(refs.com_xy, dtype=float),
                               "com_cmd": pin.centerOfMass(robot.model, data, q_command)[:2].copy(),
                               "com": pin.centerOfMass(robot.model, data, state.q).copy(),
-                              "cop": cop, "cop_margin": polygon.margin_to_polygon(cop) if np.all(np.isfinite(cop)) else np.nan,
+                              "cop": cop, "cop_margin": cop_margin,
+                              "cop_margin_initial": polygon.margin_to_polygon(cop) if np.all(np.isfinite(cop)) else np.nan,
                               "slip": max_slip, "q_cmd": q_command.copy(), "q": state.q.copy(), "refs": refs})
             if k < n_settle:
                 continue
             if np.all(np.isfinite(cop)):
-                min_cop_margin = min(min_cop_margin, polygon.margin_to_polygon(cop))
+                min_cop_margin = min(min_cop_margin, cop_margin)
+                min_cop_margin_initial = min(min_cop_margin_initial, polygon.margin_to_polygon(cop))
             for side, link in hand_links.items():
                 hand_errors.append(np.linalg.norm(sim.link_position(link) - getattr(refs, f"{side}_hand")))
             com = pin.centerOfMass(robot.model, data, state.q)
@@ -206,6 +218,8 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         "fell": fell,
         "max_foot_slip_mm": max_slip * 1e3,
         "min_cop_margin_mm": float(min_cop_margin * 1e3) if np.isfinite(min_cop_margin) else float("nan"),
+        "min_cop_margin_initial_mm": (float(min_cop_margin_initial * 1e3) if np.isfinite(min_cop_margin_initial)
+                                      else float("nan")),
         "hand_rms_cm": rms(hand_errors) * 100,
         "hand_max_cm": float(np.max(hand_errors) * 100) if hand_errors else float("nan"),
         "com_rms_cm": rms(com_errors) * 100,

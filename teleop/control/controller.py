@@ -28,7 +28,7 @@ import numpy as np
 import pinocchio as pin
 
 from teleop.control.kinematics import Kinematics
-from teleop.control.limits import (ContactConstraint, JointPositionLimit, JointVelocityLimit,
+from teleop.control.limits import (ContactConstraint, JointAccelerationLimit, JointPositionLimit, JointVelocityLimit,
                                    SupportPolygonConstraint, identity_reduction, joint_velocity_bounds)
 from teleop.control.limits.contacts import as_slice
 from teleop.control.qp import EQUALITY, Constraints
@@ -131,6 +131,8 @@ class WholeBodyController:
         # Constraints.
         self.position_limit = JointPositionLimit(self.robot, self.config.position_limit_gain)
         self.velocity_limit = JointVelocityLimit(self.robot, self.config.velocity_limit_scale)
+        self.acceleration_limit = (None if self.config.acceleration_limit is None
+                                   else JointAccelerationLimit(self.robot, self.config.acceleration_limit))
         frames = self.config.contact_frames
         try:
             self.contacts = ContactConstraint(self.robot, frames, self.config.contact_gain) if frames else None
@@ -141,7 +143,10 @@ class WholeBodyController:
         if self.config.polygon_enabled and self._polygon_sides:
             self.polygon = SupportPolygonConstraint(self.config.polygon_margin, self.config.polygon_active_distance,
                                                     self.config.polygon_recovery_speed, self.config.zmp_margin,
-                                                    self.robot)
+                                                    self.robot, self.config.zmp_model)
+        # ZMP rows follow the CoM rows when every edge is emitted (active_distance inf).
+        self._has_zmp_rows = (self.polygon is not None and self.polygon.zmp_margin is not None
+                              and self.polygon.active_distance == float("inf"))
         eliminate = self.contacts is not None and self.contact_elimination == "nullspace"
         self._eliminate = eliminate
         if eliminate:
@@ -197,6 +202,8 @@ class WholeBodyController:
         q[3:7] /= np.linalg.norm(q[3:7])
         self.position_limit.clip(q)
         self.q = self.last_command = q
+        if self.acceleration_limit is not None:
+            self.acceleration_limit.reset()
         self.kin.update(q)
         for task in self.tasks.values():
             task.set_target_from(self.kin)
@@ -246,6 +253,8 @@ class WholeBodyController:
         self.status_message = message
         if self.polygon is not None:
             self.polygon.reset_motion()   # held: v = 0 from now on
+        if self.acceleration_limit is not None:
+            self.acceleration_limit.reset()
         total = (time.perf_counter() - started) * 1e3
         timings = TickTimings(0.0, 0.0, total)
         self.timing.add(timings)
@@ -267,7 +276,12 @@ class WholeBodyController:
 
         # ---- build: kinematics, task rows, constraints (reduced coordinates z)
         self.kin.update(q)
-        lower, upper = joint_velocity_bounds(self.position_limit, self.velocity_limit, q, dt)  # (2, n) rows
+        bounds = joint_velocity_bounds(self.position_limit, self.velocity_limit, q, dt)
+        unrestricted = None
+        if self.acceleration_limit is not None:
+            unrestricted = bounds.copy()
+            self.acceleration_limit.restrict(bounds, dt)
+        lower, upper = bounds  # (2, n) rows
         equality_rows = None
         try:
             if self._eliminate:
@@ -292,12 +306,31 @@ class WholeBodyController:
         reduced_targets = np.subtract(targets, reduction.apply_offset(rows), out=self._reduced_targets)
         constraints, polygon_rows = self._constraints(reduction, lower, upper, equality_rows,
                                                       reduced_rows, reduced_targets, slack)
+        all_reduced_rows, all_reduced_targets = reduced_rows, reduced_targets
         reduced_rows, reduced_targets = self._reduced_task_views
         built = time.perf_counter()
 
-        # ---- solve, relaxing the support polygon if the hard constraints conflict
+        # ---- solve, relaxing first the acceleration bound, then the support polygon, if
+        # the hard constraints conflict (the feet and the position/velocity limits stay).
         result = self._solve(reduced_rows, reduced_targets, constraints)
         status, message = SolveStatus.OK, ""
+        if result.z is None and (unrestricted is not None or self._has_zmp_rows):
+            # The feet fix the legs' velocities up to the base's 6: a narrow acceleration
+            # window around last tick's may not meet that subspace at the new q; nor may the
+            # ZMP rows (which bound the velocity change too) near the polygon's edge.
+            dropped = []
+            if unrestricted is not None:
+                lower, upper = unrestricted
+                constraints, polygon_rows = self._constraints(reduction, lower, upper, equality_rows,
+                                                              all_reduced_rows, all_reduced_targets, slack)
+                dropped.append("joint acceleration bound")
+            if self._has_zmp_rows and polygon_rows.stop > polygon_rows.start:
+                zmp_start = polygon_rows.start + self.polygon.n_edges
+                constraints = constraints.without_rows(zmp_start, polygon_rows.stop)
+                polygon_rows = slice(polygon_rows.start, zmp_start)
+                dropped.append("ZMP rows")
+            result = self._solve(reduced_rows, reduced_targets, constraints)
+            status, message = SolveStatus.RELAXED, f"{' and '.join(dropped)} dropped (hard constraints infeasible)"
         if result.z is None and polygon_rows.stop > polygon_rows.start:
             result = self._solve(reduced_rows, reduced_targets,
                                  constraints.without_rows(polygon_rows.start, polygon_rows.stop))
@@ -326,6 +359,8 @@ class WholeBodyController:
         self.q = self.last_command = q_next
         if self.polygon is not None:
             self.polygon.commanded(v)
+        if self.acceleration_limit is not None:
+            self.acceleration_limit.commanded(joint_velocities)
         self.status_message = message
         finished = time.perf_counter()
         timings = TickTimings((built - started) * 1e3, (solved - built) * 1e3, (finished - started) * 1e3)

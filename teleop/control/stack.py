@@ -18,11 +18,14 @@ A stack file (presets in ``teleop/control/stacks/``) looks like::
     margin = 0.02              # [m]
     active_distance = inf      # [m] edges farther than this from the CoM are not emitted
     recovery_speed = 0.05      # [m/s] if the CoM starts outside
-    zmp_margin = 0.03          # [m] optional: multi-body ZMP rows too (absent: none)
+    zmp_margin = 0.03          # [m] optional: ZMP rows too (absent: none)
+    zmp_model = "lip"          # "centroidal" (multi-body ZMP) or "lip" (CoM only, cheaper)
 
     [limits]
     position_gain = 1.0        # (q_min - q)/dt * gain <= v <= (q_max - q)/dt * gain
     velocity_scale = 1.0       # fraction of the description's velocity limits
+    acceleration = 20.0        # [rad/s^2] optional: bound on each joint's velocity change,
+                               # or per joint group: { default = 20.0, left_leg = 10.0 }
 
     [[task]]
     name = "com"               # unique; the ReferenceTracker and users find tasks by name
@@ -123,8 +126,13 @@ class StackConfig:
     #: Multi-body ZMP kept this far inside the polygon [m] (None: no ZMP rows), see
     #: :class:`teleop.control.limits.SupportPolygonConstraint`.
     zmp_margin: float | None = None
+    #: "centroidal" (multi-body ZMP) or "lip" (linear inverted pendulum) ZMP rows.
+    zmp_model: str = "centroidal"
     position_limit_gain: float = 1.0
     velocity_limit_scale: float = 1.0
+    #: Joint acceleration bound [rad/s^2]: one for every joint, per joint group
+    #: ({"default": a, "<group>": a}), or None (no bound).
+    acceleration_limit: float | dict[str, float] | None = None
     source: Path | None = None
     meta: dict = field(default_factory=dict)
 
@@ -177,10 +185,12 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
     polygon = dict(raw.get("support_polygon", {}))
     limits = dict(raw.get("limits", {}))
     for table, keys in ((contacts, {"frames", "elimination", "gain"}),
-                        (polygon, {"enabled", "margin", "active_distance", "recovery_speed", "zmp_margin"}),
-                        (limits, {"position_gain", "velocity_scale"})):
+                        (polygon, {"enabled", "margin", "active_distance", "recovery_speed", "zmp_margin", "zmp_model"}),
+                        (limits, {"position_gain", "velocity_scale", "acceleration"})):
         if set(table) - keys:
             raise StackError(f"{where}: unknown keys {sorted(set(table) - keys)}")
+    if polygon.get("zmp_model", "centroidal") not in ("centroidal", "lip"):
+        raise StackError(f"{where}: support_polygon.zmp_model must be 'centroidal' or 'lip'")
     elimination = contacts.get("elimination", "nullspace")
     if elimination not in ("nullspace", "equality"):
         raise StackError(f"{where}: contacts.elimination must be 'nullspace' or 'equality'")
@@ -206,10 +216,31 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
         polygon_active_distance=float(polygon.get("active_distance", float("inf"))),
         polygon_recovery_speed=float(polygon.get("recovery_speed", 0.05)),
         zmp_margin=None if polygon.get("zmp_margin") is None else float(polygon["zmp_margin"]),
+        zmp_model=str(polygon.get("zmp_model", "centroidal")),
         position_limit_gain=float(limits.get("position_gain", 1.0)),
         velocity_limit_scale=float(limits.get("velocity_scale", 1.0)),
+        acceleration_limit=_acceleration_limit(limits.get("acceleration"), where),
         source=source,
     )
+
+
+def _acceleration_limit(raw, where: str) -> float | dict[str, float] | None:
+    """The [limits] acceleration entry: None, a number, or {group: number} (with "default")."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        try:
+            limits = {str(group): float(value) for group, value in raw.items()}
+        except (TypeError, ValueError):
+            raise StackError(f"{where}: limits.acceleration values must be numbers [rad/s^2]") from None
+    else:
+        try:
+            limits = {"default": float(raw)}
+        except (TypeError, ValueError):
+            raise StackError(f"{where}: limits.acceleration must be a number or a table of numbers") from None
+    if not all(value > 0 for value in limits.values()):
+        raise StackError(f"{where}: limits.acceleration must be > 0")
+    return limits if isinstance(raw, dict) else limits["default"]
 
 
 def _parse_task(raw: dict, dt: float, where: str) -> TaskSpec:

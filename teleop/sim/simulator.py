@@ -39,7 +39,7 @@ import pybullet as pb
 import pybullet_data
 
 from teleop.clock import RealTimePacer
-from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
+from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel, convex_hull_2d
 from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_actuator_params, link_scale_for,
                                  params_from_dict, read_parameter_file)
 from teleop.sim.urdf_prep import cache_dir, prepare_urdf
@@ -123,7 +123,8 @@ class Simulation:
         # (50, cone friction) with the same joint tracking and contact forces within 0.1% of
         # the weight (CoP jitter 0.1 mm); an early-exit residual threshold was faster still
         # but made the foot forces chatter by +-50%, which ruins the measured CoP.
-        pb.setPhysicsEngineParameter(numSolverIterations=30, enableConeFriction=0, **self._pb_kwargs)
+        iterations = int(robot.description.sim.get("solver_iterations", 30))
+        pb.setPhysicsEngineParameter(numSolverIterations=iterations, enableConeFriction=0, **self._pb_kwargs)
         pb.setAdditionalSearchPath(pybullet_data.getDataPath(), **self._pb_kwargs)
         self.plane = pb.loadURDF("plane.urdf", **self._pb_kwargs)
         friction = float(robot.description.sim.get("ground_friction", 1.0))
@@ -166,6 +167,9 @@ class Simulation:
         self.t = 0.0
         self.torque_joints = np.zeros(0, dtype=int)
         self._joint_id_list = self.joint_ids.tolist()
+        n = robot.n_joints
+        self._motor_arguments = {"forces": robot.limits.effort.tolist(), "positionGains": [self.position_gain] * n,
+                                 "velocityGains": [self.velocity_gain] * n, **self._pb_kwargs}
         self._servo = None
         self._noise_rng = None
         if self.servo_kind == "explicit":
@@ -306,12 +310,19 @@ class Simulation:
             # Torque-mode joints ignore the command: step() overrides their torques.
             self._servo.command(joints, velocities)
             return
-        # Joints under torque control keep their torques: only the servoed ones take targets.
-        idx = np.setdiff1d(np.arange(self.robot.n_joints), self.torque_joints) if self.torque_mode \
-            else np.arange(self.robot.n_joints)
         kwargs = {}
+        if not self.torque_mode:
+            # Every joint servoed (the usual case, once per physics step): the motor
+            # arguments other than the targets are built once.
+            if velocities is not None:
+                kwargs["targetVelocities"] = velocities.tolist()
+            pb.setJointMotorControlArray(self.body, self._joint_id_list, pb.POSITION_CONTROL,
+                                         targetPositions=joints.tolist(), **self._motor_arguments, **kwargs)
+            return
+        # Joints under torque control keep their torques: only the servoed ones take targets.
+        idx = np.setdiff1d(np.arange(self.robot.n_joints), self.torque_joints)
         if velocities is not None:
-            kwargs["targetVelocities"] = np.asarray(velocities, dtype=float)[idx].tolist()
+            kwargs["targetVelocities"] = velocities[idx].tolist()
         n = len(idx)
         pb.setJointMotorControlArray(
             self.body, self.joint_ids[idx].tolist(), pb.POSITION_CONTROL, targetPositions=joints[idx].tolist(),
@@ -423,6 +434,17 @@ class Simulation:
             self.step(1)
         return self.t
 
+    def step_through(self, positions: np.ndarray, velocities: np.ndarray | None = None) -> float:
+        """One physics step per row of (n, n_joints) joint position targets [rad] (see
+        :class:`teleop.sim.target_spline.TickInterpolator`); the explicit servo also gets the
+        rows of ``velocities`` [rad/s] (pybullet's motors: targets only, as in
+        :meth:`step_ramped`)."""
+        use_velocity = velocities is not None and self._servo is not None
+        for i in range(len(positions)):
+            self.set_joint_targets(positions[i], velocities[i] if use_velocity else None)
+            self.step(1)
+        return self.t
+
     def step(self, n: int = 1) -> float:
         """Advance physics by ``n`` steps; returns the simulated time [s]."""
         if self._servo is not None:
@@ -501,6 +523,23 @@ class Simulation:
             pos, orn = pb.getBasePositionAndOrientation(self.body, **self._pb_kwargs)
             return np.array(self._inertial_to_root(pos, orn)[0])
         return np.array(pb.getLinkState(self.body, idx, computeForwardKinematics=True, **self._pb_kwargs)[4])
+
+    def link_pose(self, urdf_link: str) -> tuple[np.ndarray, np.ndarray]:
+        """((3,) position [m], (3, 3) rotation) of a non-root URDF link frame in the world."""
+        state = pb.getLinkState(self.body, self.link_index[urdf_link], computeForwardKinematics=True,
+                                **self._pb_kwargs)
+        rotation = np.array(pb.getMatrixFromQuaternion(state[5])).reshape(3, 3)
+        return np.array(state[4]), rotation
+
+    def sole_corners(self, side: str) -> np.ndarray:
+        """(4, 3) world positions of a sole's contact corners where the simulated foot is now [m]."""
+        position, rotation = self.link_pose(self.robot.description.frames[f"{side}_sole"])
+        return self.robot.description.sole_corners[side] @ rotation.T + position
+
+    def support_polygon(self, sides: tuple[str, ...] = ("left", "right")) -> np.ndarray:
+        """(K, 2) counter-clockwise support polygon of the feet as they stand now (they may
+        have slipped or rotated since the start), ground plane [m]."""
+        return convex_hull_2d(np.vstack([self.sole_corners(side)[:, :2] for side in sides]))
 
     def total_mass(self) -> float:
         """Total simulated mass [kg]."""

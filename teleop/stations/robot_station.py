@@ -36,6 +36,7 @@ from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import CompensationState, CompensatorConfig, PrescientCompensator
 from teleop.robot.model import RobotModel
 from teleop.sim.simulator import Simulation
+from teleop.sim.target_spline import TickInterpolator
 from teleop.stations.smoothing import CriticallyDampedFilter
 
 #: Compensation state codes carried by FEEDBACK packets.
@@ -152,6 +153,8 @@ class RobotStation:
         self.keep_records = False
         self.last_compensator_output = None
         sim.reset(self.tracker.q)
+        # Commands reach the 1 kHz servos as a quadratic B-spline (continuous velocity).
+        self._joint_targets = TickInterpolator(self.tracker.q[7:])
         self._last_joint_command = self.tracker.q[7:].copy()
 
     # ---------------------------------------------------------------- clocks
@@ -212,7 +215,7 @@ class RobotStation:
             waist = SIGNAL_SLICES["waist_height"].start
             to_track[waist] = self.zmp.waist_height(executed[waist], self.tracker.waist_range)
         q_command, _, solve_status, _ = self.tracker.step(RobotReferences.from_flat(now, to_track))
-        self.sim.step_ramped(self._last_joint_command, q_command[7:], self.config.physics_steps)
+        self.sim.step_through(*self._joint_targets.targets(q_command[7:], self.config.physics_steps, self.dt))
         self._last_joint_command = q_command[7:].copy()
         self.last_executed = executed
 

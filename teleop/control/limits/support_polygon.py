@@ -54,17 +54,32 @@ class SupportPolygonConstraint:
     speed over keeping the previous velocity (:math:`v = v^-`), so the rows stay
     feasible when the state is already beyond them.
 
-    Off in the shipped stacks (opt in with ``zmp_margin`` in ``[support_polygon]``):
-    with the smoothed LIP pre-filter (``retarget.zmp.ZmpPrefilter``) and the slow joint-limit
-    approach of the default stack, the rows (margin 3 cm) made the closed loop worse on
-    HDM05 depositFloorR bd 003 (CoP margin +1.5 -> +0.6 mm, foot slip 2.2 -> 5.7 mm):
-    they bound the *commanded* ZMP from one tick to the next, which makes the command
-    itself jerkier, and they cost a centroidal map per tick.
+    ``zmp_model="lip"`` keeps only the linear-momentum part (the linear inverted pendulum,
+    Eq. 2.14): :math:`S A_g v` becomes :math:`-\frac{c_z}{g\,\Delta t} J_{c,xy} v` and
+    :math:`S h^-` becomes :math:`-\frac{c_z}{g\,\Delta t}\dot c^-_{xy}`, so the rows are scaled
+    CoM rows: no centroidal map (which, with the rows it adds, cost ~0.1 ms per tick).
+
+    History: with linear command ramps and no acceleration bound, the centroidal rows
+    (margin 3 cm) made the closed loop worse on HDM05 depositFloorR bd 003 (CoP margin
+    +1.5 -> +0.6 mm, foot slip 2.2 -> 5.7 mm): bounding the *commanded* ZMP from one tick
+    to the next made the command jerkier. With the joint acceleration bound and the
+    spline-played commands (teleop.sim.target_spline) that no longer holds: the rows stop
+    the CoM from lunging after a hold (HDM05 dg grabHighR 012: the CoP went to the heel
+    edge when the CoM task resumed 19 mm from its target; with the rows it stays 19 mm
+    inside). The LIP rows are not enough when the trunk swings: on HDM05 bk squat1Reps
+    014 / 015 the trunk pitched back at 1.4 rad/s as the robot rose and the CoP reached
+    the heel edge with LIP rows; with the centroidal rows it stayed 15.8 / 17.5 mm
+    inside. Hence "centroidal" in the default stack. Cost (weighted mode, same run, loaded
+    machine): +0.03 ms per tick for LIP rows, +0.085 ms for centroidal rows, of which the
+    centroidal map itself is 6 us: the rest is DAQP working on rows that do bind.
     """
 
     def __init__(self, margin: float = 0.02, active_distance: float = float("inf"),
                  recovery_speed: float = 0.05, zmp_margin: float | None = None,
-                 robot=None) -> None:
+                 robot=None, zmp_model: str = "centroidal") -> None:
+        if zmp_model not in ("centroidal", "lip"):
+            raise ValueError(f"support polygon: zmp_model must be 'centroidal' or 'lip', got {zmp_model!r}")
+        self.zmp_model = zmp_model
         if margin < 0 or active_distance <= 0 or recovery_speed <= 0:
             raise ValueError("support polygon: margin >= 0, active_distance > 0 and recovery_speed > 0")
         if zmp_margin is not None and (zmp_margin < 0 or robot is None):
@@ -77,6 +92,8 @@ class SupportPolygonConstraint:
             self._momentum = np.zeros(6)             # h^- of the last command
             self._velocity = np.zeros(robot.nv)      # v^- of the last command
             self._selector = np.zeros((2, 6))
+            self._com_velocity = np.zeros(2)         # (lip) CoM velocity of the last command
+            self._com_jacobian_xy = None             # (lip) J_c,xy of the last fill
         self.margin = float(margin)
         self.active_distance = float(active_distance)
         self.recovery_speed = float(recovery_speed)
@@ -126,13 +143,17 @@ class SupportPolygonConstraint:
         """Record the velocity (nv,) commanded this tick (the ZMP rows need h^-, v^-)."""
         if self.zmp_margin is not None:
             self._velocity[:] = v
-            self._momentum = self._centroidal_map @ v if v.any() else np.zeros(6)
+            if self.zmp_model == "lip":
+                self._com_velocity = self._com_jacobian_xy @ v
+            else:
+                self._momentum = self._centroidal_map @ v if v.any() else np.zeros(6)
 
     def reset_motion(self) -> None:
         """The robot is at rest (after a reset)."""
         if self.zmp_margin is not None:
             self._velocity[:] = 0.0
             self._momentum = np.zeros(6)
+            self._com_velocity = np.zeros(2)
 
     def fill(self, kin: Kinematics, dt: float, rows_out: np.ndarray, bound_out: np.ndarray) -> np.ndarray:
         r"""Write every edge's row of :math:`G v \le h` into ``rows_out`` (edges, nv) and
@@ -149,15 +170,22 @@ class SupportPolygonConstraint:
         np.maximum(slack, self._recovery_step, out=bound_out[:k])
         if self.zmp_margin is None:
             return slack
-        # ZMP rows (class docstring): p = c + [dt Jc + S Ag / dt] v - S h^- / dt.
-        self._centroidal_map = centroidal = pin.computeCentroidalMap(self._model, self._data, kin.q)
-        selector = self._selector
-        scale = 1.0 / (self._mass * 9.81 * dt)
-        selector[0, 0] = selector[1, 1] = -com[2] * scale
-        selector[0, 4], selector[1, 3] = -scale, scale
         zmp_rows = rows_out[k:]
-        np.matmul(self.normals, dt * com_jacobian[:2] + selector @ centroidal, out=zmp_rows)
-        zmp_slack = self._zmp_offsets - self.normals @ (com[:2] - selector @ self._momentum)
+        if self.zmp_model == "lip":
+            # p = c + (dt - c_z / (g dt)) Jc v + c_z / (g dt) c'^-  (LIP, Eq. 2.14)
+            self._com_jacobian_xy = com_jacobian[:2]
+            lever = com[2] / (9.81 * dt)
+            np.multiply(rows_out[:k], (dt - lever) / dt, out=zmp_rows)
+            zmp_slack = self._zmp_offsets - self.normals @ (com[:2] + lever * self._com_velocity)
+        else:
+            # p = c + [dt Jc + S Ag / dt] v - S h^- / dt.
+            self._centroidal_map = centroidal = pin.computeCentroidalMap(self._model, self._data, kin.q)
+            selector = self._selector
+            scale = 1.0 / (self._mass * 9.81 * dt)
+            selector[0, 0] = selector[1, 1] = -com[2] * scale
+            selector[0, 4], selector[1, 3] = -scale, scale
+            np.matmul(self.normals, dt * com_jacobian[:2] + selector @ centroidal, out=zmp_rows)
+            zmp_slack = self._zmp_offsets - self.normals @ (com[:2] - selector @ self._momentum)
         # Never demand more than the recovery speed beyond keeping v^-.
         floor = zmp_rows @ self._velocity + self._recovery_step
         np.maximum(zmp_slack, floor, out=bound_out[k:])
