@@ -12,6 +12,7 @@ File format (one ``.npz``, no pickles):
     t{i}/low_rank     (D, k, r) and t{i}/block_var (D,)   for structured models, or
     t{i}/dense_cov    (D*k, D*k)                          for dense ones
     t{i}/signal_names (D,) optional
+    t{i}/group_var    (D,) optional (between-performer variance; older files lack it)
 Loading anything else (another npz, an older or newer version) raises
 :class:`LibraryFormatError` with the reason.
 """
@@ -109,6 +110,8 @@ class TaskLibrary:
                 arrays[p + "dense_cov"] = promp.dense_cov
             if promp.signal_names is not None:
                 arrays[p + "signal_names"] = np.array(promp.signal_names, dtype=str)
+            if promp.group_var is not None:
+                arrays[p + "group_var"] = promp.group_var
         with open(path, "wb") as f:
             np.savez(f, **arrays)
 
@@ -141,6 +144,8 @@ class TaskLibrary:
                         kw.update(dense_cov=data[p + "dense_cov"])
                     if p + "signal_names" in data:
                         kw.update(signal_names=tuple(str(s) for s in data[p + "signal_names"]))
+                    if p + "group_var" in data:
+                        kw.update(group_var=data[p + "group_var"])
                     lib.add(str(label), ProMP(**kw))
                 except KeyError as exc:
                     raise LibraryFormatError(f"{path}: task {label!r} is incomplete (missing {exc})") from exc

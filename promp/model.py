@@ -48,6 +48,9 @@ class ProMP:
             dense conditioning), else None.
         signal_names: optional names of the D signals.
         label: optional task label.
+        group_var: (D,) variance between the demonstrators' mean trajectories
+            [signal unit^2] (:func:`promp.learning.between_group_variance`), or None when
+            the demonstrations came from one performer or did not say who.
     """
 
     basis: RBFBasis
@@ -60,6 +63,7 @@ class ProMP:
     dense_cov: np.ndarray | None = None
     signal_names: tuple[str, ...] | None = None
     label: str | None = None
+    group_var: np.ndarray | None = None
     _cov_cache: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +88,10 @@ class ProMP:
             self.dense_cov = np.asarray(self.dense_cov, dtype=float)
             if self.dense_cov.shape != (D * k, D * k):
                 raise ValueError(f"dense_cov must be ({D * k}, {D * k}), got {self.dense_cov.shape}")
+        if self.group_var is not None:
+            self.group_var = np.broadcast_to(np.asarray(self.group_var, dtype=float), (D,)).copy()
+            if np.any(self.group_var < 0) or not np.all(np.isfinite(self.group_var)):
+                raise ValueError("group_var must be finite and >= 0")
         if self.signal_names is not None and len(self.signal_names) != D:
             raise ValueError("signal_names must have one name per signal")
 
@@ -223,7 +231,7 @@ class ProMP:
             belief.update(phis[i], yy[i], None if mm is None else mm[i % len(mm)], noise)
         return ProMP(basis=self.basis, weight_mean=belief.mean, noise_var=self.noise_var,
                      durations=self.durations, dense_cov=belief.cov, coupled=self.coupled,
-                     signal_names=self.signal_names, label=self.label)
+                     signal_names=self.signal_names, label=self.label, group_var=self.group_var)
 
 
 class GaussianWeights:

@@ -42,10 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _learn(takes, basis: int = 20, covariance: str = "full"):
+    """One ProMP per task label from the takes, each cut to its moving part and tagged
+    with its performer (HDM05: bd, bk, dg; unknown: one group), see
+    :func:`teleop.prescient.training.learn_library`."""
     from promp.basis import RBFBasis
     from teleop.prescient.training import learn_library
 
-    return learn_library([t.trajectory for t in takes], basis=RBFBasis(basis), covariance=covariance)
+    return learn_library([t.trajectory for t in takes], groups=[t.performer or None for t in takes],
+                         basis=RBFBasis(basis), covariance=covariance)
 
 
 def _train(args: argparse.Namespace) -> int:

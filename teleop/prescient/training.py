@@ -46,13 +46,24 @@ def to_demonstration(traj: ReferenceTrajectory, config: CompensatorConfig = Comp
 
 
 def learn_library(trajectories: Iterable[ReferenceTrajectory], config: CompensatorConfig = CompensatorConfig(),
-                  **learn_kwargs) -> TaskLibrary:
-    """One ProMP per task label from labelled reference trajectories."""
+                  groups: Sequence[str | None] | None = None, **learn_kwargs) -> TaskLibrary:
+    """One ProMP per task label from labelled reference trajectories.
+
+    ``groups``: who performed each trajectory (e.g. the HDM05 performer code; None if
+    unknown). A task demonstrated by two or more performers then measures how much they
+    differ (:func:`promp.learning.between_group_variance`), which the recogniser uses for
+    a performer it never saw.
+    """
+    trajectories = list(trajectories)
+    if groups is not None and len(groups) != len(trajectories):
+        raise ValueError(f"{len(groups)} groups for {len(trajectories)} trajectories")
     by_label: dict[str, list[Demonstration]] = defaultdict(list)
-    for traj in trajectories:
+    for i, traj in enumerate(trajectories):
         if not traj.label:
             raise ValueError(f"trajectory {traj.source or '?'} has no task label")
-        by_label[traj.label].append(to_demonstration(traj, config))
+        demo = to_demonstration(traj, config)
+        demo.group = groups[i] if groups is not None else None
+        by_label[traj.label].append(demo)
     if not by_label:
         raise ValueError("no trajectories to learn from")
     return TaskLibrary.learn(by_label, **learn_kwargs)
