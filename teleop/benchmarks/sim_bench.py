@@ -2,7 +2,8 @@
 
 Measures
 * ``rtf``: real-time factor (simulated s per wall-clock s) of the standing robot at 1 kHz
-  physics with position targets refreshed at 100 Hz, as the robot station drives it, with
+  physics with 100 Hz commands played to the servos as a spline (a target every physics
+  step), as the robot station drives it, with
   the description's servo (``servo``); ``rtf_by_servo`` gives it for both joint servos
   (pybullet's motors, the explicit PD of teleop.sim.servo) measured in alternating
   1 s slices so that a busy machine slows both alike, and ``rtf_cpu_by_servo`` the same
@@ -26,6 +27,7 @@ from tqdm import tqdm
 from teleop.robot.model import RobotModel
 from teleop.sim.camera import STANDARD_SIZES, CameraIntrinsics, EyeCamera
 from teleop.sim.simulator import Simulation
+from teleop.sim.target_spline import TickInterpolator
 
 FK_ROLES = ("left_hand", "right_hand", "left_sole", "right_sole")
 
@@ -39,12 +41,13 @@ def measure_rtf(sim: Simulation, robot: RobotModel, seconds: float, control_hz: 
     targets = robot.home_joints()
     steps_per_tick = int(round(1.0 / (control_hz * sim.dt)))
     ticks = int(round(seconds * control_hz))
+    # As the robot station: a new target every physics step, on the spline between ticks.
+    interpolator = TickInterpolator(targets)
     clock = time.process_time if cpu else time.perf_counter
     start = clock()
     for _ in range(ticks):
         sim.state()  # the station reads the state every tick
-        sim.set_joint_targets(targets)
-        sim.step(steps_per_tick)
+        sim.step_through(*interpolator.targets(targets, steps_per_tick, 1.0 / control_hz))
     return ticks * steps_per_tick * sim.dt / (clock() - start)
 
 

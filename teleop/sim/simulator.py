@@ -119,10 +119,11 @@ class Simulation:
         self._pb_kwargs = {"physicsClientId": self.client}
         pb.setTimeStep(dt, **self._pb_kwargs)
         pb.setGravity(0, 0, -GRAVITY, **self._pb_kwargs)
-        # 30 solver iterations with pyramid friction cost ~40% less than pybullet's default
-        # (50, cone friction) with the same joint tracking and contact forces within 0.1% of
-        # the weight (CoP jitter 0.1 mm); an early-exit residual threshold was faster still
-        # but made the foot forces chatter by +-50%, which ruins the measured CoP.
+        # 30 solver iterations (the default; a description may set fewer, see icub.toml)
+        # with pyramid friction cost ~40% less than pybullet's default (50, cone friction)
+        # with the same joint tracking and contact forces within 0.1% of the weight (CoP
+        # jitter 0.1 mm); an early-exit residual threshold was faster still but made the
+        # foot forces chatter by +-50%, which ruins the measured CoP.
         iterations = int(robot.description.sim.get("solver_iterations", 30))
         pb.setPhysicsEngineParameter(numSolverIterations=iterations, enableConeFriction=0, **self._pb_kwargs)
         pb.setAdditionalSearchPath(pybullet_data.getDataPath(), **self._pb_kwargs)
