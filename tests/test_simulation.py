@@ -92,7 +92,9 @@ def test_support_polygon_follows_the_simulated_feet(robot, sim):
     robot.update(robot.home_configuration())
     measured, model = sim.support_polygon(), robot.support_polygon()
     assert measured.shape == model.shape
-    assert np.abs(measured - model).max() < 1e-3
+    # the same vertices (the hull may start at another one)
+    assert np.linalg.norm(measured[:, None, :] - model[None, :, :], axis=2).min(axis=0).max() < 1e-3
     polygon = SupportPolygonConstraint(margin=0.0)
     polygon.set_polygon(measured)
     assert polygon.margin_to_polygon(sim.measured_cop()) > 0.03
+

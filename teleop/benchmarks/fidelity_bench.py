@@ -42,7 +42,7 @@ import pybullet as pb
 from teleop.control.impedance import CartesianImpedance, JointImpedance, min_jerk
 from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
 from teleop.sim.contact_panel import ContactPanel, WeldedTool
-from teleop.sim.simulator import Simulation
+from teleop.sim.simulator import PRECISE_SOLVER_ITERATIONS, Simulation
 
 ARM_JOINT_SUFFIXES = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_prosup", "wrist_pitch",
                       "wrist_yaw")
@@ -144,7 +144,7 @@ def run_motion(robot: RobotModel, mode: str, schedule: Schedule) -> dict:
     N = len(schedule.q_cmd)
     q_log, tau_log = np.empty((N, len(arms))), np.empty((N, len(arms)))
     saturated = 0
-    with Simulation(robot, visual=False, fixed_base=True) as sim:
+    with Simulation(robot, visual=False, fixed_base=True, solver_iterations=PRECISE_SOLVER_ITERATIONS) as sim:
         q0 = sim.state().q
         q0[NQ_BASE:] = schedule.q_cmd[0]
         sim.reset(q0)
@@ -233,7 +233,7 @@ def make_contact_rig(robot: RobotModel, stiffness: float = CARTESIAN_STIFFNESS, 
                      gap: float = 0.01, friction: float = 0.3) -> ContactRig:
     """Left arm in the "idle" pose, a 15 mm tool sphere ``tool_drop`` [m] below the hand
     frame (world z at that pose), the panel surface ``gap`` [m] below the tool."""
-    sim = Simulation(robot, visual=False, fixed_base=True)
+    sim = Simulation(robot, visual=False, fixed_base=True, solver_iterations=PRECISE_SOLVER_ITERATIONS)
     posture = pose_vector(robot, "idle")
     q = sim.state().q
     q[NQ_BASE:] = posture

@@ -127,7 +127,7 @@ def replay(robot: RobotModel, rec: Recording, params: ActuatorParams, dt: float 
 
     Joints not in the recording hold ``meta["q0"]`` (default: the home posture).
     """
-    from teleop.sim.simulator import Simulation
+    from teleop.sim.simulator import PRECISE_SOLVER_ITERATIONS, Simulation
 
     params = params.copy()
     params.noise_std = np.zeros_like(params.noise_std)
@@ -144,7 +144,8 @@ def replay(robot: RobotModel, rec: Recording, params: ActuatorParams, dt: float 
     command = q[NQ_BASE:].copy()
     velocity = np.zeros(robot.n_joints)
     out = np.empty_like(rec.measured)
-    with Simulation(robot, dt=dt, visual=False, fixed_base=fixed, actuator=params, collisions=not fixed) as sim:
+    with Simulation(robot, dt=dt, visual=False, fixed_base=fixed, actuator=params, collisions=not fixed,
+                    solver_iterations=PRECISE_SOLVER_ITERATIONS) as sim:
         sim.reset(q)
         for i in range(len(rec.time)):
             out[i] = sim._true_joint_states()[0][idx]

@@ -45,6 +45,8 @@ from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_
 from teleop.sim.urdf_prep import cache_dir, prepare_urdf
 
 GRAVITY = 9.81
+#: Solver iterations of simulations that measure joints precisely (see Simulation).
+PRECISE_SOLVER_ITERATIONS = 30
 SERVO_KINDS = ("pybullet", "explicit")
 #: Environment variable that overrides the description's servo kind.
 SERVO_ENV = "TELEOP_SIM_SERVO"
@@ -100,12 +102,18 @@ class Simulation:
             When on, the explicit servo runs with these parameters.
         collisions: False drops every collision shape (a fixed-base robot in the air, as
             in calibration: loads ~20x faster, since pybullet need not build mesh hulls).
+        solver_iterations: pybullet's constraint-solver iterations per step (default: the
+            description's ``[sim] solver_iterations``, else :data:`PRECISE_SOLVER_ITERATIONS`).
+            Experiments that measure the joints precisely (PID tuning, calibration, the
+            fidelity benchmark) pass :data:`PRECISE_SOLVER_ITERATIONS` whatever the
+            description trades for speed: with the iCub's 15, the arm's held joints give way
+            more and the tuning table's rule rows moved (setup 1 PDControl AE-A 2.06 -> 3.19 deg).
     """
 
     def __init__(self, robot: RobotModel, dt: float = 0.001, gui: bool = False,
                  realtime: bool = False, visual: bool = True, fixed_base: bool = False,
                  servo: str | None = None, actuator: ActuatorParams | str | Path | bool | None = None,
-                 collisions: bool = True) -> None:
+                 collisions: bool = True, solver_iterations: int | None = None) -> None:
         self.robot = robot
         self.dt = dt
         self.fixed_base = fixed_base
@@ -124,7 +132,7 @@ class Simulation:
         # with the same joint tracking and contact forces within 0.1% of the weight (CoP
         # jitter 0.1 mm); an early-exit residual threshold was faster still but made the
         # foot forces chatter by +-50%, which ruins the measured CoP.
-        iterations = int(robot.description.sim.get("solver_iterations", 30))
+        iterations = int(solver_iterations or robot.description.sim.get("solver_iterations", PRECISE_SOLVER_ITERATIONS))
         pb.setPhysicsEngineParameter(numSolverIterations=iterations, enableConeFriction=0, **self._pb_kwargs)
         pb.setAdditionalSearchPath(pybullet_data.getDataPath(), **self._pb_kwargs)
         self.plane = pb.loadURDF("plane.urdf", **self._pb_kwargs)

@@ -92,6 +92,7 @@ class SupportPolygonConstraint:
             self._momentum = np.zeros(6)             # h^- of the last command
             self._velocity = np.zeros(robot.nv)      # v^- of the last command
             self._selector = np.zeros((2, 6))
+            self._zmp_jacobian = np.zeros((2, robot.nv))  # d p / d v (work buffer)
             self._com_velocity = np.zeros(2)         # (lip) CoM velocity of the last command
             self._com_jacobian_xy = None             # (lip) J_c,xy of the last fill
         self.margin = float(margin)
@@ -146,7 +147,7 @@ class SupportPolygonConstraint:
             if self.zmp_model == "lip":
                 self._com_velocity = self._com_jacobian_xy @ v
             else:
-                self._momentum = self._centroidal_map @ v if v.any() else np.zeros(6)
+                np.dot(self._centroidal_map, v, out=self._momentum)
 
     def reset_motion(self) -> None:
         """The robot is at rest (after a reset)."""
@@ -171,25 +172,34 @@ class SupportPolygonConstraint:
         if self.zmp_margin is None:
             return slack
         zmp_rows = rows_out[k:]
+        lever = float(com[2]) / (9.81 * dt)   # c_z / (g dt); Python floats: numpy scalars cost more
         if self.zmp_model == "lip":
             # p = c + (dt - c_z / (g dt)) Jc v + c_z / (g dt) c'^-  (LIP, Eq. 2.14)
             self._com_jacobian_xy = com_jacobian[:2]
-            lever = com[2] / (9.81 * dt)
             np.multiply(rows_out[:k], (dt - lever) / dt, out=zmp_rows)
-            zmp_slack = self._zmp_offsets - self.normals @ (com[:2] + lever * self._com_velocity)
+            shift_x, shift_y = (lever * value for value in self._com_velocity.tolist())
         else:
-            # p = c + [dt Jc + S Ag / dt] v - S h^- / dt.
+            # p = c + [dt Jc + S Ag / dt] v - S h^- / dt. S's linear part applied to
+            # A_g's linear rows (m J_c) is -c_z / (g dt) J_c: written that way it costs one
+            # scaled copy instead of a (2, 6) x (6, nv) product.
             self._centroidal_map = centroidal = pin.computeCentroidalMap(self._model, self._data, kin.q)
-            selector = self._selector
             scale = 1.0 / (self._mass * 9.81 * dt)
-            selector[0, 0] = selector[1, 1] = -com[2] * scale
+            selector = self._selector
+            selector[0, 0] = selector[1, 1] = -float(com[2]) * scale
             selector[0, 4], selector[1, 3] = -scale, scale
-            np.matmul(self.normals, dt * com_jacobian[:2] + selector @ centroidal, out=zmp_rows)
-            zmp_slack = self._zmp_offsets - self.normals @ (com[:2] - selector @ self._momentum)
+            per_velocity = np.multiply(com_jacobian[:2], dt - lever, out=self._zmp_jacobian)
+            per_velocity[0] -= scale * centroidal[4]
+            per_velocity[1] += scale * centroidal[3]
+            np.matmul(self.normals, per_velocity, out=zmp_rows)
+            h = self._momentum.tolist()
+            # -S h^-, i.e. where the ZMP would be if the momentum stayed (v = 0 this tick)
+            shift_x = lever * h[0] / self._mass + scale * h[4]
+            shift_y = lever * h[1] / self._mass - scale * h[3]
+        zmp_slack = self._zmp_offsets - self.normals @ (com[:2] + (shift_x, shift_y))
         # Never demand more than the recovery speed beyond keeping v^-.
-        floor = zmp_rows @ self._velocity + self._recovery_step
-        np.maximum(zmp_slack, floor, out=bound_out[k:])
-        return np.concatenate((slack, zmp_slack - zmp_rows @ self._velocity))
+        keep = zmp_rows @ self._velocity
+        np.maximum(zmp_slack, keep + self._recovery_step, out=bound_out[k:])
+        return np.concatenate((slack, zmp_slack - keep))
 
     def rows(self, kin: Kinematics, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """(k, nv) rows G and (k,) bounds h of :math:`G v \\le h` for the near edges."""
