@@ -102,6 +102,12 @@ def test_tune_quick_json(capsys):
     opt = out["setups"]["2"]["optimiser"]
     assert set(opt["warm_start"]) == set(rows) - {"Optimiser"}
     assert opt["cost"] <= min(opt["warm_start"].values()) + 1e-9
+    # The cost's allowances are recorded: per-joint overshoot >= the 4.5° target, the ST5 of a rule.
+    limits = opt["limits"]
+    assert set(limits["overshoot_deg"]) == {"l_shoulder_pitch", "l_shoulder_roll", "l_shoulder_yaw", "l_elbow",
+                                            "l_wrist_prosup"}
+    assert min(limits["overshoot_deg"].values()) >= 4.5
+    assert any(limits["settling_s"] == pytest.approx(r["ST5"]) for m, r in rows.items() if m != "Optimiser")
 
 
 def test_tune_rejects_unknown_setup():

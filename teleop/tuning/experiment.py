@@ -169,7 +169,10 @@ def run_setup(number: int, settings: ExperimentSettings | None = None) -> dict:
                                candidates=candidates)
         out["optimiser"] = {"cost": result.cost, "evaluations": result.evaluations, "history": result.history,
                             "warm_start": result.warm_start, "start": result.start,
-                            "seconds": round(result.seconds, 1)}
+                            "seconds": round(result.seconds, 1),
+                            "limits": None if result.limits is None else {
+                                "overshoot_deg": dict(zip(rig.joints, result.limits.overshoot_deg)),
+                                "settling_s": result.limits.settling_s}}
         evaluate(OPTIMISER, result.gains)
     out["target"] = check_target(out["rows"])
     return out

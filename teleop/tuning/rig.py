@@ -71,7 +71,7 @@ class ArmRig:
 
     def __init__(self, setup: Setup, joints: tuple[str, ...] = LEFT_ARM, robot: RobotModel | None = None,
                  dt: float = 0.001, actuator_lag_s: float = ACTUATOR_LAG_S) -> None:
-        from teleop.sim.simulator import Simulation
+        from teleop.sim.simulator import PRECISE_SOLVER_ITERATIONS, Simulation
 
         self.robot = robot or RobotModel("icub")
         unknown = [j for j in joints if j not in self.robot.joint_names]
@@ -81,7 +81,8 @@ class ArmRig:
         self.actuator_lag_s = float(actuator_lag_s)
         self.joints = tuple(joints)
         self.dt = dt
-        self.sim = Simulation(self.robot, dt=dt, visual=False, fixed_base=True)
+        self.sim = Simulation(self.robot, dt=dt, visual=False, fixed_base=True,
+                              solver_iterations=PRECISE_SOLVER_ITERATIONS)
         self._kw = {"physicsClientId": self.sim.client}
         for link in range(-1, pb.getNumJoints(self.sim.body, **self._kw)):
             pb.setCollisionFilterGroupMask(self.sim.body, link, 0, 0, **self._kw)
