@@ -119,14 +119,10 @@ class JointAccelerationLimit:
 
     def restrict(self, bounds: np.ndarray, dt: float) -> np.ndarray:
         """Intersect (2, n) velocity ``bounds`` (in place) with this tick's acceleration
-        window, keeping the position/velocity bounds where the two conflict."""
+        window, keeping the position/velocity bounds where the two conflict: the window's
+        ends are clipped into the bounds, so they stay ordered."""
         step = self.maximum * dt
-        lower, upper = bounds
-        window_lower = self.previous - step
-        window_upper = self.previous + step
-        np.maximum(lower, window_lower, out=window_lower)
-        np.minimum(window_lower, upper, out=window_lower)     # the position bound wins
-        np.minimum(upper, window_upper, out=window_upper)
-        np.maximum(window_upper, window_lower, out=upper)
-        lower[:] = window_lower
+        window = np.stack((self.previous - step, self.previous + step))
+        np.clip(window, bounds[0], bounds[1], out=window)
+        bounds[:] = window
         return bounds
