@@ -74,7 +74,8 @@ def test_no_tag_no_detection_and_id_filter():
 
 def test_backends_agree_and_bad_arguments():
     if not pupil_available():
-        pytest.skip("pupil-apriltags not installed")
+        pytest.skip("pupil-apriltags (a core dependency) is not installed in this environment, "
+                    "so there is no second backend to compare with OpenCV's")
     image, _, t = _render((0.2, -0.1, 0.3), (0.05, -0.03, 0.5))
     a = ArucoTagDetector(CAL, TAG).detect(image)[0]
     p = PupilTagDetector(CAL, TAG).detect(image)[0]

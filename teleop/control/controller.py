@@ -277,11 +277,9 @@ class WholeBodyController:
         # ---- build: kinematics, task rows, constraints (reduced coordinates z)
         self.kin.update(q)
         bounds = joint_velocity_bounds(self.position_limit, self.velocity_limit, q, dt)
-        unrestricted = None
         if self.acceleration_limit is not None:
-            unrestricted = bounds.copy()
             self.acceleration_limit.restrict(bounds, dt)
-        lower, upper = bounds  # (2, n) rows
+        lower, upper = bounds  # (2, n) rows (views: a relaxation below rewrites them in place)
         equality_rows = None
         try:
             if self._eliminate:
@@ -306,33 +304,33 @@ class WholeBodyController:
         reduced_targets = np.subtract(targets, reduction.apply_offset(rows), out=self._reduced_targets)
         constraints, polygon_rows = self._constraints(reduction, lower, upper, equality_rows,
                                                       reduced_rows, reduced_targets, slack)
-        all_reduced_rows, all_reduced_targets = reduced_rows, reduced_targets
-        reduced_rows, reduced_targets = self._reduced_task_views
+        objective_rows, objective_targets = self._reduced_task_views  # the tasks' part
         built = time.perf_counter()
 
-        # ---- solve, relaxing first the acceleration bound, then the support polygon, if
-        # the hard constraints conflict (the feet and the position/velocity limits stay).
-        result = self._solve(reduced_rows, reduced_targets, constraints)
+        # ---- solve, relaxing first the acceleration bound and the ZMP rows, then the
+        # support polygon, if the hard constraints conflict (the feet and the
+        # position/velocity limits stay).
+        result = self._solve(objective_rows, objective_targets, constraints)
         status, message = SolveStatus.OK, ""
-        if result.z is None and (unrestricted is not None or self._has_zmp_rows):
+        if result.z is None and (self.acceleration_limit is not None or self._has_zmp_rows):
             # The feet fix the legs' velocities up to the base's 6: a narrow acceleration
             # window around last tick's may not meet that subspace at the new q; nor may the
             # ZMP rows (which bound the velocity change too) near the polygon's edge.
             dropped = []
-            if unrestricted is not None:
-                lower, upper = unrestricted
+            if self.acceleration_limit is not None:
+                joint_velocity_bounds(self.position_limit, self.velocity_limit, q, dt)  # into lower, upper
                 constraints, polygon_rows = self._constraints(reduction, lower, upper, equality_rows,
-                                                              all_reduced_rows, all_reduced_targets, slack)
+                                                              reduced_rows, reduced_targets, slack)
                 dropped.append("joint acceleration bound")
             if self._has_zmp_rows and polygon_rows.stop > polygon_rows.start:
                 zmp_start = polygon_rows.start + self.polygon.n_edges
                 constraints = constraints.without_rows(zmp_start, polygon_rows.stop)
                 polygon_rows = slice(polygon_rows.start, zmp_start)
                 dropped.append("ZMP rows")
-            result = self._solve(reduced_rows, reduced_targets, constraints)
+            result = self._solve(objective_rows, objective_targets, constraints)
             status, message = SolveStatus.RELAXED, f"{' and '.join(dropped)} dropped (hard constraints infeasible)"
         if result.z is None and polygon_rows.stop > polygon_rows.start:
-            result = self._solve(reduced_rows, reduced_targets,
+            result = self._solve(objective_rows, objective_targets,
                                  constraints.without_rows(polygon_rows.start, polygon_rows.stop))
             status, message = SolveStatus.RELAXED, "support polygon constraint dropped (hard constraints infeasible)"
         if result.z is not None and result.levels_solved < self.n_levels:

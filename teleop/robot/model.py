@@ -163,7 +163,8 @@ class RobotModel:
         data = self.model.createData()
         pin.framesForwardKinematics(self.model, data, q)
         soles = [data.oMf[self.frame_ids[f"{side}_sole"]] for side in ("left", "right")]
-        corners = np.vstack([self._corners_world(M, side) for M, side in zip(soles, ("left", "right"))])
+        corners = np.vstack([self.sole_corners_at(side, M.rotation, M.translation)
+                             for M, side in zip(soles, ("left", "right"))])
         mid = 0.5 * (soles[0].translation + soles[1].translation)
         q[0] -= mid[0]
         q[1] -= mid[1]
@@ -197,13 +198,16 @@ class RobotModel:
         """(3,) centre of mass after :meth:`update` [m]."""
         return self.data.com[0].copy()
 
-    def _corners_world(self, sole: pin.SE3, side: str) -> np.ndarray:
-        corners = self.description.sole_corners[side]
-        return corners @ sole.rotation.T + sole.translation
+    def sole_corners_at(self, side: str, rotation: np.ndarray, translation: np.ndarray) -> np.ndarray:
+        """(4, 3) world positions [m] of a sole's contact corners for a sole frame at
+        ``rotation`` (3, 3) and ``translation`` (3,) [m] (from any source: this model, the
+        simulation)."""
+        return self.description.sole_corners[side] @ rotation.T + translation
 
     def sole_corners(self, side: str) -> np.ndarray:
         """(4, 3) world positions of a sole's contact corners after :meth:`update` [m]."""
-        return self._corners_world(self.placement(f"{side}_sole"), side)
+        sole = self.placement(f"{side}_sole")
+        return self.sole_corners_at(side, sole.rotation, sole.translation)
 
     def support_polygon(self, sides: tuple[str, ...] = ("left", "right")) -> np.ndarray:
         """(K, 2) convex hull (counter-clockwise) of the active soles' corners, ground plane."""

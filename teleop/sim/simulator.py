@@ -42,6 +42,7 @@ from teleop.clock import RealTimePacer
 from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel, convex_hull_2d
 from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_actuator_params, link_scale_for,
                                  params_from_dict, read_parameter_file)
+from teleop.sim.target_spline import TickInterpolator
 from teleop.sim.urdf_prep import cache_dir, prepare_urdf
 
 GRAVITY = 9.81
@@ -434,14 +435,9 @@ class Simulation:
         stiff position servos as a step: a step every 10 ms makes the robot hop from foot to
         foot and slide (56 mm of foot slip on an 8 cm squat); ramped, 0.07 mm.
         """
-        start, end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
         # The explicit servo also gets the ramp's velocity, so its damping does not brake
         # the motion (pybullet's motors keep their behaviour: targets only).
-        velocity = (end - start) / (n * self.dt) if self._servo is not None and n > 0 else None
-        for i in range(1, n + 1):
-            self.set_joint_targets(start + (end - start) * (i / n), velocity)
-            self.step(1)
-        return self.t
+        return self.step_through(*TickInterpolator(start, "linear").targets(end, n, n * self.dt))
 
     def step_through(self, positions: np.ndarray, velocities: np.ndarray | None = None) -> float:
         """One physics step per row of (n, n_joints) joint position targets [rad] (see
@@ -543,7 +539,7 @@ class Simulation:
     def sole_corners(self, side: str) -> np.ndarray:
         """(4, 3) world positions of a sole's contact corners where the simulated foot is now [m]."""
         position, rotation = self.link_pose(self.robot.description.frames[f"{side}_sole"])
-        return self.robot.description.sole_corners[side] @ rotation.T + position
+        return self.robot.sole_corners_at(side, rotation, position)
 
     def support_polygon(self, sides: tuple[str, ...] = ("left", "right")) -> np.ndarray:
         """(K, 2) counter-clockwise support polygon of the feet as they stand now (they may
