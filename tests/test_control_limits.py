@@ -120,7 +120,10 @@ def test_zmp_rows_predict_the_multibody_zmp(robot):
     zmp = np.array([com_next[0] - (rate[4] + com[2] * rate[0]) / weight,
                     com_next[1] + (rate[3] - com[2] * rate[1]) / weight])
     k = polygon.n_edges
-    constant = polygon.normals @ (com[:2] - polygon._selector @ polygon._momentum)
+    # Where the ZMP would be if the momentum of v_prev stayed: c - S h^- / dt.
+    h = momentum[0]
+    shift = np.array([com[2] * h[0] + h[4], com[2] * h[1] - h[3]]) / (weight * dt)
+    constant = polygon.normals @ (com[:2] + shift)
     np.testing.assert_allclose(polygon.normals @ zmp, rows[k:] @ v + constant, atol=1e-12)
     # and the bound is the shrunk edge (the state is well inside: no recovery floor)
     np.testing.assert_allclose(bounds[k:], polygon.offsets - 0.03 - constant, atol=1e-12)

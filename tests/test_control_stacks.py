@@ -42,14 +42,28 @@ def test_thesis_weights_and_gains_are_the_published_ones():
     assert c2["left_arm"].weight == 0.8406
 
 
-def test_equality_and_nullspace_contact_handling_agree(robot):
-    outputs = []
-    for elimination in ("nullspace", "equality"):
-        controller = WholeBodyController(robot, "default", mode="weighted", contact_elimination=elimination)
-        controller.task("right_hand").set_target(controller.task("right_hand").target + [0.01, -0.01, 0.02])
-        controller.task("com").set_target(controller.task("com").target + [0.005, 0.0])
-        outputs.append(controller.step().v)
-    assert np.abs(outputs[0] - outputs[1]).max() < 1e-5
+@pytest.mark.parametrize("mode", ["weighted", "strict"])
+def test_equality_and_nullspace_contact_handling_agree(robot, mode):
+    """The two ways of imposing the contacts give the same commands, tick after tick,
+    with limits, the polygon and the ZMP rows active (the reaching target is far)."""
+    controllers = [WholeBodyController(robot, "default", mode=mode, contact_elimination=elimination)
+                   for elimination in ("nullspace", "equality")]
+    for controller in controllers:
+        controller.task("right_hand").set_target(controller.task("right_hand").target + [0.15, -0.10, 0.10])
+        controller.task("com").set_target(controller.task("com").target + [0.03, 0.0])
+    for _ in range(30):
+        (q_a, v_a, status_a, _), (q_b, v_b, status_b, _) = (c.step() for c in controllers)
+        assert status_a == status_b
+        np.testing.assert_allclose(v_a, v_b, atol=1e-7)
+        np.testing.assert_allclose(q_a, q_b, atol=1e-9)
+
+
+def test_auto_contact_elimination_picks_per_mode(robot):
+    assert load_stack("default").contact_elimination == "auto"
+    assert WholeBodyController(robot, "default", mode="strict").contact_elimination == "nullspace"
+    assert WholeBodyController(robot, "default", mode="weighted").contact_elimination == "equality"
+    forced = WholeBodyController(robot, "default", mode="weighted", contact_elimination="nullspace")
+    assert forced.contact_elimination == "nullspace"
 
 
 BASE = {"name": "t", "task": [{"name": "com", "type": "com", "level": 1}]}

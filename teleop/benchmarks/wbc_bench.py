@@ -26,9 +26,10 @@ each tick (rotating the order), so the machine's load, which swings by 2x on thi
 2-core box, hits all of them alike.
 
 Machine load: this shared 2-core box runs 1.5-2x slower for minutes at a time (pink's
-median went from 0.53 to 0.90 ms between runs a minute apart), which is why the three are
-interleaved and why the ratio is the robust figure (2.2x in every run of the final
-code, from 0.24/0.53 ms to 0.43/0.90 ms). The number of OpenBLAS threads makes no
+median has been anywhere from 0.33 to 0.90 ms between sessions), which is why the three
+are interleaved and why the ratio is the robust figure. Interleaving costs every
+controller its caches: ours runs at 0.145-0.157 ms alone and 0.17-0.18 ms interleaved,
+pink at 0.30 alone and 0.34 interleaved. The number of OpenBLAS threads makes no
 measurable difference (alternating runs with ``OPENBLAS_NUM_THREADS=1`` and the default:
 within the run-to-run spread for both).
 

@@ -83,7 +83,11 @@ class WholeBodyController:
         dt: control period [s] (default: the stack's ``dt``); ``step`` may override it.
         mode: ``"strict"`` or ``"weighted"`` to override the stack's mode. In weighted mode
             all levels are merged into one, each task keeping its weight.
-        contact_elimination: ``"nullspace"`` or ``"equality"`` to override the stack's.
+        contact_elimination: ``"nullspace"``, ``"equality"`` or ``"auto"`` to override the
+            stack's. ``"auto"`` eliminates the contacts in strict mode (every level's QP
+            shrinks) and keeps them as equality rows in weighted mode, where the one QP
+            is cheaper than the QR and the products of the elimination (see
+            :class:`~teleop.control.limits.contacts.ContactConstraint`).
         q0: initial configuration (default: the robot's home configuration).
         timing_window: number of ticks of the timing percentiles.
     """
@@ -98,9 +102,12 @@ class WholeBodyController:
             raise ValueError(f"mode must be 'strict' or 'weighted', got {self.mode!r}")
         self.dt = float(dt if dt is not None else self.config.dt)
         self.damping = self.config.damping
-        self.contact_elimination = contact_elimination or self.config.contact_elimination
-        if self.contact_elimination not in ("nullspace", "equality"):
-            raise ValueError("contact_elimination must be 'nullspace' or 'equality'")
+        elimination = contact_elimination or self.config.contact_elimination
+        if elimination not in ("auto", "nullspace", "equality"):
+            raise ValueError("contact_elimination must be 'auto', 'nullspace' or 'equality'")
+        if elimination == "auto":
+            elimination = "nullspace" if self.mode == "strict" else "equality"
+        self.contact_elimination = elimination
         nv = self.robot.nv
         self.kin = Kinematics(self.robot)
 
@@ -149,12 +156,15 @@ class WholeBodyController:
                               and self.polygon.active_distance == float("inf"))
         eliminate = self.contacts is not None and self.contact_elimination == "nullspace"
         self._eliminate = eliminate
+        self._identity_reduction = identity_reduction(nv)
         if eliminate:
             free, support = self.contacts.free_columns, self.contacts.support_columns
-        else:
-            free, support = np.arange(NV_BASE, nv), np.arange(NV_BASE)
-        # Joints whose bounds are simple bounds on z (free) or rows through the basis (support).
-        self._free_joints = as_slice(free - NV_BASE)
+        else:  # z = v: every coordinate is simply bounded, the base by +-inf
+            free, support = np.arange(nv), np.arange(0)
+        # Joints whose bounds are simple bounds on z (free) or rows through the basis
+        # (support), and where in z those simply bounded joints are.
+        self._free_joints = as_slice(free[free >= NV_BASE] - NV_BASE)
+        self._free_joint_positions = as_slice(np.flatnonzero(free >= NV_BASE))
         self._support_joint_positions = as_slice(np.flatnonzero(support >= NV_BASE))
         self._n_support_joints = int(np.count_nonzero(support >= NV_BASE))
         self._support_joints = as_slice(support[support >= NV_BASE] - NV_BASE)
@@ -226,8 +236,11 @@ class WholeBodyController:
         self._task_views = [(task, self._rows[block], self._targets[block]) for task, block in self._task_rows]
         self._polygon_views = (self._rows[n_tasks:], self._targets[n_tasks:])
         # The same layout in z, and per-level views of the task part (made once).
-        self._reduced_rows = np.empty((n_tasks + n_edges, self._n_reduced))
-        self._reduced_targets = np.empty(n_tasks + n_edges)
+        if self._eliminate:
+            self._reduced_rows = np.empty((n_tasks + n_edges, self._n_reduced))
+            self._reduced_targets = np.empty(n_tasks + n_edges)
+        else:  # z = v: the same buffers (the reduction is then a no-op)
+            self._reduced_rows, self._reduced_targets = self._rows, self._targets
         self._reduced_task_views = (self._reduced_rows[:n_tasks], self._reduced_targets[:n_tasks])
         self._reduced_level_views = [(self._reduced_rows[block], self._reduced_targets[block])
                                      for block in self._level_rows]
@@ -279,13 +292,15 @@ class WholeBodyController:
         bounds = joint_velocity_bounds(self.position_limit, self.velocity_limit, q, dt)
         if self.acceleration_limit is not None:
             self.acceleration_limit.restrict(bounds, dt)
-        lower, upper = bounds  # (2, n) rows (views: a relaxation below rewrites them in place)
+        # (2, n) rows, as views: a relaxation below rewrites them in place. Indexing, not
+        # tuple-unpacking: iterating an array costs ~2 us.
+        lower, upper = bounds[0], bounds[1]
         equality_rows = None
         try:
             if self._eliminate:
                 reduction = self.contacts.reduction(self.kin, dt)
             else:
-                reduction = identity_reduction(self.robot.nv)
+                reduction = self._identity_reduction
                 if self.contacts is not None:
                     equality_rows = self.contacts.equation(self.kin, dt)
         except np.linalg.LinAlgError as exc:
@@ -372,8 +387,8 @@ class WholeBodyController:
         Filled into buffers preallocated at reset (this runs every tick)."""
         n_free, n_joints = self._n_free, self._n_support_joints
         rows, row_lower, row_upper = self._constraint_rows, self._constraint_lower, self._constraint_upper
-        row_lower[:n_free] = lower[self._free_joints]
-        row_upper[:n_free] = upper[self._free_joints]
+        row_lower[self._free_joint_positions] = lower[self._free_joints]
+        row_upper[self._free_joint_positions] = upper[self._free_joints]
         if n_joints:
             # Bounds of the joints inside the eliminated block: rows of the basis.
             rows[:n_joints, n_free:] = reduction.basis[self._support_joint_positions]
@@ -383,7 +398,7 @@ class WholeBodyController:
         used = n_joints
         if self._n_equalities:
             jacobian, rhs = equality_rows
-            rows[used:used + len(rhs)] = reduction.reduce(jacobian)
+            reduction.reduce(jacobian, out=rows[used:used + len(rhs)])
             row_lower[n_free + used:n_free + used + len(rhs)] = rhs
             row_upper[n_free + used:n_free + used + len(rhs)] = rhs
             used += len(rhs)

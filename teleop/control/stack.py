@@ -10,7 +10,8 @@ A stack file (presets in ``teleop/control/stacks/``) looks like::
 
     [contacts]                 # frames held fixed (equality constraints J_c v = b_c)
     frames = ["left_sole", "right_sole"]
-    elimination = "nullspace"  # or "equality": keep the 12 rows in the QP
+    elimination = "auto"       # "nullspace" (eliminate the 12 rows), "equality" (keep them in
+                               # the QP) or "auto": nullspace in strict mode, equality in weighted
     gain = 100.0               # [1/s] drift correction of the held contacts (capped at 1/dt)
 
     [support_polygon]          # CoM ground projection inside the soles' hull
@@ -117,7 +118,7 @@ class StackConfig:
     dt: float = 0.01
     damping: float = 1e-4
     contact_frames: tuple[str, ...] = ("left_sole", "right_sole")
-    contact_elimination: str = "nullspace"
+    contact_elimination: str = "auto"
     contact_gain: float = 100.0
     polygon_enabled: bool = True
     polygon_margin: float = 0.02
@@ -191,9 +192,9 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
             raise StackError(f"{where}: unknown keys {sorted(set(table) - keys)}")
     if polygon.get("zmp_model", "centroidal") not in ("centroidal", "lip"):
         raise StackError(f"{where}: support_polygon.zmp_model must be 'centroidal' or 'lip'")
-    elimination = contacts.get("elimination", "nullspace")
-    if elimination not in ("nullspace", "equality"):
-        raise StackError(f"{where}: contacts.elimination must be 'nullspace' or 'equality'")
+    elimination = contacts.get("elimination", "auto")
+    if elimination not in ("auto", "nullspace", "equality"):
+        raise StackError(f"{where}: contacts.elimination must be 'auto', 'nullspace' or 'equality'")
     tasks = [_parse_task(t, dt, where) for t in raw.get("task", [])]
     if not tasks:
         raise StackError(f"{where}: a stack needs at least one [[task]]")

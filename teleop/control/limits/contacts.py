@@ -92,9 +92,16 @@ class ContactConstraint:
       base and the joints that carry a contact (the legs), so the elimination only touches
       those 18 columns (a QR of an 18x12 matrix) and leaves the upper-body velocities as
       plain variables with plain bounds: the QP shrinks from 38 variables + 12 equalities
-      to 26 variables. Measured on the benchmark trajectory (whole tick, same run): 0.247
-      vs 0.263 ms median in weighted mode, 0.382 vs 0.456 ms in the 3-level strict mode
-      (every level's QP is smaller), hence the default.
+      to 26 variables. Every row the QP sees (tasks, polygon and ZMP rows, leg bounds) is
+      then multiplied by the basis, each tick.
+
+    Measured on the benchmark trajectory (whole tick, median, both controllers interleaved
+    in one run, three runs): in the 3-level strict mode nullspace 0.32-0.39 ms vs equality
+    0.34-0.42 ms (every level's QP is smaller); in weighted mode equality 0.154-0.161 ms vs
+    nullspace 0.172-0.185 ms (one QP: DAQP's 12 extra equalities cost less than the QR
+    and the products). Hence ``"auto"`` in the stacks: nullspace for strict, equality for
+    weighted. Both give the same command (largest difference in q over the 1000 ticks:
+    8e-13 rad).
     """
 
     def __init__(self, robot: RobotModel, frames: tuple[str, ...] = ("left_sole", "right_sole"),
@@ -128,29 +135,37 @@ class ContactConstraint:
         self._q_input = np.zeros((n_support, 1 + n_support - self.size), order="F")
         self._q_input[self.size:, 1:] = np.eye(n_support - self.size)
         self._rhs = np.empty(self.size)
-        # Per contact: its frame and its blocks of the work buffers (views made once).
-        self._blocks = [(frame_id, self._jacobian_t[:, 6 * i:6 * i + 6], self._rhs[6 * i:6 * i + 6])
+        # Per contact: its frame, where its (6, |S|) Jacobian block goes (a transposed view of
+        # the QR's input) and its block of b_c (views made once).
+        self._blocks = [(frame_id, self._jacobian_t[:, 6 * i:6 * i + 6].T, self._rhs[6 * i:6 * i + 6])
                         for i, frame_id in enumerate(self.frame_ids)]
         self._reduction = Reduction(self._free, self._support, np.eye(n_support)[:, self.size:],
                                     np.zeros(n_support), len(free))
+        self._equation: np.ndarray | None = None   # (6c, nv) buffer of equation()
 
     def hold(self, kin: Kinematics) -> None:
         """Fix the contacts where they are now."""
         self.targets = [pin.SE3(kin.placement(fid)) for fid in self.frame_ids]
 
-    def _fill(self, kin: Kinematics, columns, dt: float) -> None:
-        """J_c[:, columns]^T into the work buffer and b_c into ``_rhs``."""
-        for (frame_id, jacobian_t, rhs), target in zip(self._blocks, self.targets):
-            jacobian_t[:] = kin.local_jacobian(frame_id)[:, columns].T
+    def _fill(self, kin: Kinematics, dt: float, blocks: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+        """Each contact's J_c[:, S] into its block (6, |S|) and b_c into ``_rhs``."""
+        support = self._support
+        for (frame_id, jacobian, rhs), target in zip(blocks, self.targets):
+            jacobian[:] = kin.local_jacobian(frame_id)[:, support]
             rhs[:] = pin.log6(kin.placement(frame_id).actInv(target)).vector
         self._rhs *= min(self.gain, 1.0 / dt)
 
     def equation(self, kin: Kinematics, dt: float) -> tuple[np.ndarray, np.ndarray]:
-        """(6c, nv) Jacobian and (6c,) right-hand side of :math:`J_c v = b_c` (all columns)."""
-        jacobian = np.zeros((self.size, self.robot.nv))
-        self._fill(kin, self._support, dt)
-        jacobian[:, self._support] = self._jacobian_t.T
-        return jacobian, self._rhs.copy()
+        """(6c, nv) Jacobian and (6c,) right-hand side of :math:`J_c v = b_c` (all columns).
+
+        Work buffers, overwritten by the next call (the columns no contact depends on stay
+        zero)."""
+        if self._equation is None:
+            self._equation = np.zeros((self.size, self.robot.nv))
+            self._equation_blocks = [(frame_id, self._equation[6 * i:6 * i + 6, self._support], rhs)
+                                     for i, (frame_id, _, rhs) in enumerate(self._blocks)]
+        self._fill(kin, dt, self._equation_blocks)
+        return self._equation, self._rhs
 
     def errors(self, kin: Kinematics) -> np.ndarray:
         """(c,) position error of each contact [m]."""
@@ -162,7 +177,7 @@ class ContactConstraint:
 
         The returned object is reused (updated in place) from tick to tick.
         """
-        self._fill(kin, self._support, dt)
+        self._fill(kin, dt, self._blocks)
         n_rows = self.size
         # QR of J_S^T = [Q1 Q2] [R; 0] (LAPACK directly: numpy.linalg.qr costs ~3x more in
         # wrappers at this size). Q2 spans ker J_S. If J_S loses rank (a stretched knee),
@@ -184,6 +199,24 @@ class ContactConstraint:
         return reduction
 
 
-def identity_reduction(nv: int) -> Reduction:
-    """No elimination: z = [joint velocities, base twist] with the base unbounded."""
-    return Reduction(slice(NV_BASE, nv), slice(0, NV_BASE), np.eye(NV_BASE), np.zeros(NV_BASE), nv - NV_BASE)
+class IdentityReduction(Reduction):
+    """No elimination: z = v (P = I, v_0 = 0). Every coordinate counts as free: the
+    simple bounds cover all of z, the base's being infinite. The products of
+    :class:`Reduction` are then no-ops, and cost nothing."""
+
+    def reduce(self, matrix: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None or out is matrix:
+            return matrix
+        out[:] = matrix
+        return out
+
+    def apply_offset(self, matrix: np.ndarray) -> float:
+        return 0.0
+
+    def expand(self, z: np.ndarray, nv: int) -> np.ndarray:
+        return z
+
+
+def identity_reduction(nv: int) -> IdentityReduction:
+    """No elimination: z = v, the base's velocity unbounded."""
+    return IdentityReduction(slice(0, nv), slice(0, 0), np.zeros((0, 0)), np.zeros(0), nv)

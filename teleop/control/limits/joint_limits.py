@@ -108,6 +108,8 @@ class JointAccelerationLimit:
         if not np.all(self.maximum > 0):
             raise ValueError("joint acceleration limits must be > 0")
         self.previous = np.zeros(robot.n_joints)   # [rad/s], the last commanded joint velocities
+        self._dt = None
+        self._window = np.empty((2, robot.n_joints))
 
     def reset(self) -> None:
         """Start from rest (after a reset or a held tick)."""
@@ -121,8 +123,11 @@ class JointAccelerationLimit:
         """Intersect (2, n) velocity ``bounds`` (in place) with this tick's acceleration
         window, keeping the position/velocity bounds where the two conflict: the window's
         ends are clipped into the bounds, so they stay ordered."""
-        step = self.maximum * dt
-        window = np.stack((self.previous - step, self.previous + step))
-        np.clip(window, bounds[0], bounds[1], out=window)
-        bounds[:] = window
+        if dt != self._dt:  # the window's half-widths, per row: (2, n) [-a dt; +a dt]
+            self._dt = dt
+            self._steps = np.stack((-self.maximum * dt, self.maximum * dt))
+        # Three ufunc calls on (2, n) buffers: np.stack + np.clip cost ~4x more per tick.
+        window = np.add(self.previous, self._steps, out=self._window)
+        np.maximum(window, bounds[0], out=window)
+        np.minimum(window, bounds[1], out=bounds)
         return bounds

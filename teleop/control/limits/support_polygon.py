@@ -91,8 +91,6 @@ class SupportPolygonConstraint:
             self._mass = float(robot.total_mass)
             self._momentum = np.zeros(6)             # h^- of the last command
             self._velocity = np.zeros(robot.nv)      # v^- of the last command
-            self._selector = np.zeros((2, 6))
-            self._zmp_jacobian = np.zeros((2, robot.nv))  # d p / d v (work buffer)
             self._com_velocity = np.zeros(2)         # (lip) CoM velocity of the last command
             self._com_jacobian_xy = None             # (lip) J_c,xy of the last fill
         self.margin = float(margin)
@@ -156,57 +154,89 @@ class SupportPolygonConstraint:
             self._momentum = np.zeros(6)
             self._com_velocity = np.zeros(2)
 
+    def _prepare(self, dt: float) -> None:
+        r"""Per-time-step constants of :meth:`fill` (recomputed when dt or the polygon change).
+
+        With the ZMP rows, all 2k rows are one product ``weights @ basis``: ``basis`` (4, nv)
+        stacks :math:`J_{c,x}, J_{c,y}` and the centroidal map's angular rows
+        :math:`A_{g,3}, A_{g,4}`, and ``weights`` (2k, 4) is
+
+        .. math:: \begin{bmatrix} \Delta t\,N & 0 \\ (\Delta t - \ell) N &
+                  s\,[\,n_y \;\; -n_x\,] \end{bmatrix}, \qquad
+                  \ell = \frac{c_z}{g \Delta t}, \quad s = \frac{1}{m g \Delta t}
+
+        (the ZMP rows of the class docstring: :math:`n^T S A_g` keeps only the angular
+        rows once the linear ones are folded into :math:`-\ell J_c`). Only the
+        :math:`(\Delta t - \ell) N` block changes from tick to tick (with :math:`c_z`);
+        one matmul then replaces the seven numpy calls of writing the two blocks apart.
+        """
+        self._dt = dt
+        self._normals_dt = dt * self.normals
+        self._recovery_step = -self.recovery_speed * dt
+        if self.zmp_margin is None:
+            return
+        k = self.n_edges
+        self._scale = 1.0 / (self._mass * 9.81 * dt) if self.zmp_model == "centroidal" else 0.0
+        weights = np.zeros((2 * k, 4))
+        weights[:k, :2] = self._normals_dt
+        weights[k:, 2] = self._scale * self.normals[:, 1]
+        weights[k:, 3] = -self._scale * self.normals[:, 0]
+        self._weights = weights
+        self._basis = np.zeros((4, self._velocity.shape[0]))
+        # Both slacks in one product: [offsets - m; offsets - m_z] - blockdiag(N, N) @ point.
+        self._stacked_offsets = np.concatenate((self._shrunk_offsets, self._zmp_offsets))
+        self._stacked_normals = np.zeros((2 * k, 4))
+        self._stacked_normals[:k, :2] = self.normals
+        self._stacked_normals[k:, 2:] = self.normals
+        self._floor = np.full(2 * k, self._recovery_step)
+
     def fill(self, kin: Kinematics, dt: float, rows_out: np.ndarray, bound_out: np.ndarray) -> np.ndarray:
-        r"""Write every edge's row of :math:`G v \le h` into ``rows_out`` (edges, nv) and
-        ``bound_out`` (edges,); returns the (edges,) slack (for optional filtering)."""
+        r"""Write the (n_rows, nv) rows of :math:`G v \le h` into ``rows_out`` and their
+        (n_rows,) bounds into ``bound_out``: one CoM row per edge, then (with ``zmp_margin``)
+        one ZMP row per edge. Returns the (n_rows,) slacks [m] (> 0: inside the margin with
+        the previous tick's velocity kept), for optional filtering."""
         if dt != self._dt:
-            self._dt = dt
-            self._normals_dt = dt * self.normals
-            self._recovery_step = -self.recovery_speed * dt
-        k = len(self.normals)
+            self._prepare(dt)
         com_jacobian = kin.com_jacobian()
         com = kin.com()
-        np.matmul(self._normals_dt, com_jacobian[:2], out=rows_out[:k])
-        slack = self._shrunk_offsets - self.normals @ com[:2]
-        np.maximum(slack, self._recovery_step, out=bound_out[:k])
         if self.zmp_margin is None:
+            np.matmul(self._normals_dt, com_jacobian[:2], out=rows_out)
+            slack = self._shrunk_offsets - self.normals @ com[:2]
+            np.maximum(slack, self._recovery_step, out=bound_out)
             return slack
-        zmp_rows = rows_out[k:]
-        lever = float(com[2]) / (9.81 * dt)   # c_z / (g dt); Python floats: numpy scalars cost more
+        k = self.n_edges
+        com_x, com_y, com_z = com.tolist()  # Python floats: numpy scalars cost more
+        lever = com_z / (9.81 * dt)         # c_z / (g dt)
+        weights, basis = self._weights, self._basis
+        np.multiply(self.normals, dt - lever, out=weights[k:, :2])
+        basis[:2] = com_jacobian[:2]
         if self.zmp_model == "lip":
             # p = c + (dt - c_z / (g dt)) Jc v + c_z / (g dt) c'^-  (LIP, Eq. 2.14)
             self._com_jacobian_xy = com_jacobian[:2]
-            np.multiply(rows_out[:k], (dt - lever) / dt, out=zmp_rows)
             shift_x, shift_y = (lever * value for value in self._com_velocity.tolist())
         else:
-            # p = c + [dt Jc + S Ag / dt] v - S h^- / dt. S's linear part applied to
-            # A_g's linear rows (m J_c) is -c_z / (g dt) J_c: written that way it costs one
-            # scaled copy instead of a (2, 6) x (6, nv) product.
+            # p = c + [dt Jc + S Ag / dt] v - S h^- / dt (see _prepare for the rows)
             self._centroidal_map = centroidal = pin.computeCentroidalMap(self._model, self._data, kin.q)
-            scale = 1.0 / (self._mass * 9.81 * dt)
-            selector = self._selector
-            selector[0, 0] = selector[1, 1] = -float(com[2]) * scale
-            selector[0, 4], selector[1, 3] = -scale, scale
-            per_velocity = np.multiply(com_jacobian[:2], dt - lever, out=self._zmp_jacobian)
-            per_velocity[0] -= scale * centroidal[4]
-            per_velocity[1] += scale * centroidal[3]
-            np.matmul(self.normals, per_velocity, out=zmp_rows)
+            basis[2:] = centroidal[3:5]
             h = self._momentum.tolist()
             # -S h^-, i.e. where the ZMP would be if the momentum stayed (v = 0 this tick)
-            shift_x = lever * h[0] / self._mass + scale * h[4]
-            shift_y = lever * h[1] / self._mass - scale * h[3]
-        zmp_slack = self._zmp_offsets - self.normals @ (com[:2] + (shift_x, shift_y))
-        # Never demand more than the recovery speed beyond keeping v^-.
-        keep = zmp_rows @ self._velocity
-        np.maximum(zmp_slack, keep + self._recovery_step, out=bound_out[k:])
-        return np.concatenate((slack, zmp_slack - keep))
+            shift_x = lever * h[0] / self._mass + self._scale * h[4]
+            shift_y = lever * h[1] / self._mass - self._scale * h[3]
+        np.matmul(weights, basis, out=rows_out)
+        slack = self._stacked_offsets - self._stacked_normals @ (com_x, com_y, com_x + shift_x, com_y + shift_y)
+        # Never demand more than the recovery speed beyond keeping v^- (the ZMP rows bound
+        # the velocity change): floor = [r dt; G_zmp v^- + r dt].
+        keep = rows_out[k:] @ self._velocity
+        floor = self._floor
+        np.add(keep, self._recovery_step, out=floor[k:])
+        np.maximum(slack, floor, out=bound_out)
+        slack[k:] -= keep
+        return slack
 
     def rows(self, kin: Kinematics, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """(k, nv) rows G and (k,) bounds h of :math:`G v \\le h` for the near edges."""
         if dt != self._dt:
-            self._dt = dt
-            self._normals_dt = dt * self.normals
-            self._recovery_step = -self.recovery_speed * dt
+            self._prepare(dt)
         slack = self._shrunk_offsets - self.normals @ kin.com()[:2]
         if self.active_distance != float("inf"):
             near = slack < self.active_distance
