@@ -240,7 +240,8 @@ def between_group_variance(demos: Sequence[Demonstration], basis: RBFBasis,
 
 
 
-def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitude: float = 0.0) -> ProMP:
+def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitude: float = 0.0,
+                  group_offset: float = 0.0) -> ProMP:
     """The ProMP with structured directions of variation added to its low-rank covariance.
 
     Args:
@@ -251,6 +252,13 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
         ramp: the same for a shift growing linearly from -s_d to +s_d over the phase.
         amplitude: std of a common scaling of every signal's mean displacement from its
             start value (a shallower squat, a shorter reach), as a fraction. One column.
+        group_offset: when the model measured its between-performer variance
+            (``promp.group_var``, demonstrations of two or more named performers), the
+            constant shift's std is ``group_offset * sqrt(group_var_d)`` instead of
+            ``offset * s_d``: the offset prior is then the measured spread of a performer's
+            mean trajectory about the others', not a hand-set fraction of the demo spread
+            (a hierarchical, between-performer term: w = mu_w + 1 c_perf + ..., with
+            c_perf,d ~ N(0, group_var_d)). Ignored (``offset`` applies) without group_var.
 
     These directions model how an operator who is not one of the demonstrators differs
     (another height, stance, depth): a deviation observed early persists over the rest of
@@ -258,25 +266,59 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
     independent per basis function and fade within a basis width of the last observation).
     A model without structure, or nothing to add, is returned as it is.
     """
-    if not promp.structured or not promp.coupled or (offset <= 0 and ramp <= 0 and amplitude <= 0):
+    offset_std = _offset_std(promp, offset, group_offset)
+    if not promp.structured or not promp.coupled or (offset_std is None and ramp <= 0 and amplitude <= 0):
         return promp
     basis, mean, low_rank = promp.basis, promp.weight_mean, promp.low_rank
     D, k = mean.shape
     cols = []
-    if offset > 0 or ramp > 0:
-        phi = basis(np.linspace(0.0, 1.0, 101))
-        demo_traj = np.einsum("zk,dkr->zdr", phi, low_rank)                  # (Z, D, r)
-        spread = np.maximum(np.sqrt(np.mean(np.sum(demo_traj ** 2, axis=2), axis=0)), 1e-9)
-        # The normalised RBFs sum to one, so equal weights give a constant; weights equal to
-        # the (clipped) phase of their centre give a ramp.
-        for frac, shape in ((offset, np.ones(k)), (ramp, 2.0 * np.clip(basis.centres, 0.0, 1.0) - 1.0)):
-            if frac > 0:
-                block = np.zeros((D, k, D))
-                block[np.arange(D), :, np.arange(D)] = frac * spread[:, None] * shape[None, :]
-                cols.append(block)
+    # The normalised RBFs sum to one, so equal weights give a constant; weights equal to
+    # the (clipped) phase of their centre give a ramp.
+    if offset_std is not None:
+        cols.append(_per_signal_columns(offset_std, np.ones(k)))
+    if ramp > 0:
+        spread = _demo_spread(basis, low_rank)
+        cols.append(_per_signal_columns(ramp * spread, 2.0 * np.clip(basis.centres, 0.0, 1.0) - 1.0))
     if amplitude > 0:
         cols.append((amplitude * (mean - mean[:, :1]))[:, :, None])
     return ProMP(basis=basis, weight_mean=mean, noise_var=promp.noise_var, durations=promp.durations,
                  low_rank=np.ascontiguousarray(np.concatenate([low_rank] + cols, axis=2)),
                  block_var=promp.block_var, coupled=True, signal_names=promp.signal_names,
                  label=promp.label, group_var=promp.group_var)
+
+
+def _offset_std(promp: ProMP, offset: float, group_offset: float) -> np.ndarray | None:
+    """(D,) std [signal unit] of the constant-shift column of :func:`augment_promp`, or None.
+
+    group_offset * sqrt(group_var_d) when the model measured a between-performer variance
+    and group_offset > 0, else offset * s_d (s_d: :func:`_demo_spread`) when offset > 0,
+    else None (no offset column). Unstructured models get None (nothing is augmented).
+    """
+    if not promp.structured:
+        return None
+    if group_offset > 0 and promp.group_var is not None:
+        return group_offset * np.sqrt(promp.group_var)
+    return offset * _demo_spread(promp.basis, promp.low_rank) if offset > 0 else None
+
+
+def _demo_spread(basis: RBFBasis, low_rank: np.ndarray, n_phases: int = 101) -> np.ndarray:
+    """(D,) RMS over the phase of each signal's std across the demonstrations, floored at 1e-9.
+
+    low_rank: (D, k, r) centred demo weights / sqrt(N - 1), so Phi(z) U_d U_d^T Phi(z)^T is
+    signal d's sample variance at phase z.
+    """
+    phi = basis(np.linspace(0.0, 1.0, n_phases))
+    demo_traj = np.einsum("zk,dkr->zdr", phi, low_rank)                      # (Z, D, r)
+    return np.maximum(np.sqrt(np.mean(np.sum(demo_traj ** 2, axis=2), axis=0)), 1e-9)
+
+
+def _per_signal_columns(std: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """(D, k, D) low-rank columns, column d = std_d * shape on signal d's weights only.
+
+    std: (D,) std of the direction per signal [signal unit]; shape: (k,) weights of the
+    direction (ones: a constant, since the normalised RBFs sum to one).
+    """
+    D, k = len(std), len(shape)
+    block = np.zeros((D, k, D))
+    block[np.arange(D), :, np.arange(D)] = std[:, None] * shape[None, :]
+    return block

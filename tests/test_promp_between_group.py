@@ -108,3 +108,43 @@ def test_filter_uses_the_measured_variance_only_when_there_is_one():
     off = TaskPhaseFilter(lib.promps, PhaseGridConfig(between_group_variance=False))
     assert plain.between_group_var is None
     np.testing.assert_array_equal(plain._w_tab, off._w_tab)
+
+
+def test_group_offset_column_is_the_measured_between_performer_std():
+    # augment_promp(group_offset=g): one constant column per signal with std g sqrt(group_var_d);
+    # without a measured group_var the hand-set offset fraction of the demo spread applies.
+    from promp.learning import augment_promp
+    promp = _two_task_library()["flat"]
+    D, k, r = promp.low_rank.shape
+    aug = augment_promp(promp, offset=0.3, group_offset=2.0)
+    assert aug.low_rank.shape == (D, k, r + D)
+    expected = np.zeros((D, k, D))
+    expected[np.arange(D), :, np.arange(D)] = 2.0 * np.sqrt(promp.group_var)[:, None]
+    np.testing.assert_allclose(aug.low_rank[:, :, r:], expected)
+    spread_based = augment_promp(promp, offset=0.3)
+    assert not np.allclose(spread_based.low_rank[:, :, r:], expected)
+    promp.group_var = None
+    np.testing.assert_allclose(augment_promp(promp, offset=0.3, group_offset=2.0).low_rank,
+                               spread_based.low_rank)
+    assert augment_promp(promp, group_offset=2.0) is promp           # nothing to add
+
+
+def test_group_offset_carries_a_new_performers_offset_into_the_remainder():
+    # On "flat", the training performers disagree on s1 by +-0.15 z; a third performer runs
+    # s1 = 0.1 + 0.15 z (shifted by 0.1 throughout). Conditioned on the first half (true
+    # phases), the between-performer offset prior predicts the shift at the end of the
+    # motion, the learned covariance alone (whose s1 directions all start at 0) does not.
+    from promp.learning import augment_promp
+    from promp.posterior import StructuredPosterior
+    promp = _two_task_library()["flat"]
+    take = _demo("flat", "c", lambda z: 0.6 * z, lambda z: 0.1 + 0.15 * z, rng=np.random.default_rng(5))
+    z = take.phases
+    seen = z <= 0.5
+    errors = {}
+    for name, model in (("plain", promp), ("group", augment_promp(promp, group_offset=1.0))):
+        post = StructuredPosterior(model, promp.noise_var * 100.0)
+        post.condition(BASIS(z[seen]), take.values[seen])
+        mean, _ = post.predict(BASIS(z[-1:]), full_cov=False)
+        errors[name] = abs(mean[0, 1] - take.values[-1, 1])
+    assert errors["group"] < 0.5 * errors["plain"]
+    assert errors["group"] < 0.03
