@@ -192,6 +192,12 @@ class PhaseGridConfig:
             variance averaged over the tasks, instead of the regularised variance floored
             by ``library_floor_fraction`` (see "Fourth round" above). Libraries without it
             (one performer, e.g. the Xsens demos) keep the floor. False: always the floor.
+        down_weighted_signals: names (``ProMP.signal_names``) of signals whose residual
+            variance in the likelihood is multiplied by ``down_weight_factor``: signals
+            that say more about who performs the motion than about which task it is (the
+            CoM, the neck: sixth round in :mod:`promp.estimator`). Default () (none); the
+            robot station names the CoM and the neck (teleop.prescient.compensator).
+        down_weight_factor: the factor (> 0) on those signals' residual variance.
     """
 
     speed_range: tuple[float, float] = (0.5, 2.0)
@@ -209,6 +215,29 @@ class PhaseGridConfig:
     min_evidence_for_pruning: int = 10
     library_floor_fraction: float = 0.15
     between_group_variance: bool = True
+    down_weighted_signals: tuple[str, ...] = ()
+    down_weight_factor: float = 10.0
+
+    def signal_factors(self, signal_names: Sequence[str] | None, n_signals: int) -> np.ndarray:
+        """(D,) factor on each signal's residual variance in the likelihood (1 = unchanged):
+        ``down_weight_factor`` on the ``down_weighted_signals``.
+
+        Raises ValueError if signals are named but the library has no signal names or
+        lacks one of them (a misconfiguration, not something to skip silently).
+        """
+        factors = np.ones(n_signals)
+        if not self.down_weighted_signals:
+            return factors
+        if self.down_weight_factor <= 0:
+            raise ValueError(f"down_weight_factor must be > 0, got {self.down_weight_factor}")
+        if signal_names is None:
+            raise ValueError("down-weighted signals are named, but the library's ProMPs have no signal names")
+        names = list(signal_names)
+        unknown = [n for n in self.down_weighted_signals if n not in names]
+        if unknown:
+            raise ValueError(f"down-weighted signals {unknown} are not among the library's signals {names}")
+        factors[[names.index(n) for n in self.down_weighted_signals]] = self.down_weight_factor
+        return factors
 
     def speeds(self) -> np.ndarray:
         lo, hi = self.speed_range
@@ -304,6 +333,9 @@ class TaskPhaseFilter:
         measured = [p.group_var for p in promps if p.group_var is not None]
         between = np.mean(measured, axis=0) if (cfg.between_group_variance and measured) else None
         self.between_group_var = between
+        # Signals that say more about the performer than about the task (see the sixth
+        # round): their residual variance is inflated so they cannot decide alone.
+        style = cfg.signal_factors(promps[0].signal_names, D)
         for t, promp in enumerate(promps):
             phi = promp.basis(z)                                        # (G, k)
             mean = phi @ promp.weight_mean.T                            # (G, D)
@@ -329,6 +361,7 @@ class TaskPhaseFilter:
                 resid = np.maximum(resid, floor[None, :])
             else:
                 resid = resid + between[None, :]
+            resid = resid * style[None, :]
             w = 1.0 / resid
             lat_tab[t], m_tab[t], w_tab[t] = lat, mean, w
             q_tab[t] = np.einsum("gdr,gd,gds->grs", lat, w, lat).reshape(G, r * r)

@@ -69,18 +69,21 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False) -> dict:
     """The ``teleop eval promp`` figures (see the issue's JSON layout)."""
     from promp.evaluation import evaluate_library
     from retarget.references import HAND_INDICES, POSTURE_INDICES
+    from teleop.prescient.compensator import CompensatorConfig
     from teleop.prescient.training import to_demonstration
+
+    config = CompensatorConfig().estimator   # the robot station's estimator settings
 
     hands, postures = list(HAND_INDICES), list(POSTURE_INDICES)
     results = []
     if leave_one_out:
         for take in test_takes:
             library = _learn([t for t in train_takes if t.path != take.path])
-            results.append(evaluate_library(library, [to_demonstration(take.trajectory)], [take.label]))
+            results.append(evaluate_library(library, [to_demonstration(take.trajectory)], [take.label], config=config))
     else:
         library = _learn(train_takes)
         results.append(evaluate_library(library, [to_demonstration(t.trajectory) for t in test_takes],
-                                        [t.label for t in test_takes]))
+                                        [t.label for t in test_takes], config=config))
     n = sum(r["n_test"] for r in results)
     level_keys = {"none": "none", "recog": "recog", "quarter": "1/4", "half": "1/2"}
 

@@ -128,3 +128,36 @@ def test_blends_out_when_the_operator_leaves_the_demonstrations(held_out):
     padded = pad_take(deviating, TrialSettings().lead_in, 1.5)
     seen_at_out = padded.times[0] + comp.times[first_out] - 0.75
     assert take.times[late][0] < seen_at_out < end
+
+
+COM_AND_NECK = ("com x", "com y", "neck pitch", "neck yaw")
+
+
+def _down_weighting(names) -> CompensatorConfig:
+    from promp.estimator import EstimatorConfig
+    from promp.phase_filter import PhaseGridConfig
+
+    return CompensatorConfig(estimator=EstimatorConfig(grid=PhaseGridConfig(down_weighted_signals=names)))
+
+
+def test_the_filter_can_down_weight_named_signals(held_out):
+    _, library = held_out
+    assert library.promps[0].signal_names[:2] == ("com x", "com y")   # learn_library names them
+    compensator = PrescientCompensator(library, _down_weighting(COM_AND_NECK))
+    weights = compensator.estimator.filter._w_tab           # (tasks, phases, signals) 1 / variance
+    plain = PrescientCompensator(library).estimator.filter._w_tab
+    np.testing.assert_allclose(weights[..., :2], plain[..., :2] / 10.0)
+    np.testing.assert_allclose(weights[..., 3:15], plain[..., 3:15])
+
+
+def test_a_library_without_signal_names_warns_and_weighs_every_signal_alike(held_out):
+    import dataclasses
+
+    from promp.library import TaskLibrary
+
+    _, library = held_out
+    unnamed = TaskLibrary({label: dataclasses.replace(p, signal_names=None)
+                           for label, p in zip(library.labels, library.promps)})
+    with pytest.warns(UserWarning, match="names no signals"):
+        compensator = PrescientCompensator(unnamed, _down_weighting(COM_AND_NECK))
+    assert compensator.estimator.config.grid.down_weighted_signals == ()

@@ -54,3 +54,60 @@ def test_no_task_is_frozen_by_default(tasks, library):
     for t, y in zip(demo.times, demo.values):
         est.update(t, y)
     assert not est.filter.alive.all()
+
+
+def test_down_weighted_signals_are_named():
+    names = ("a", "b", "c")
+    assert np.array_equal(PhaseGridConfig().signal_factors(names, 3), np.ones(3))        # none by default
+    f = PhaseGridConfig(down_weighted_signals=("c", "a"), down_weight_factor=10.0).signal_factors(names, 3)
+    assert np.array_equal(f, [10.0, 1.0, 10.0])
+    with pytest.raises(ValueError, match="not among"):
+        PhaseGridConfig(down_weighted_signals=("z",)).signal_factors(names, 3)
+    with pytest.raises(ValueError, match="no signal names"):
+        PhaseGridConfig(down_weighted_signals=("a",)).signal_factors(None, 3)
+
+
+def _two_task_library(rng):
+    """Task "up" (signal 0 rises 0 -> 0.3, style signal 2 at 0) and task "down" (signal 0
+    falls 0 -> -0.3, style signal 2 at 0.05); signal 2 varies by 1 mm within each task."""
+    from promp.learning import Demonstration
+
+    demos = {"up": [], "down": []}
+    for label, sign, level in (("up", 1.0, 0.0), ("down", -1.0, 0.05)):
+        for _ in range(6):
+            t = np.linspace(0.0, 1.0, 101)
+            y = np.stack([sign * 0.3 * t + 0.02 * rng.standard_normal() * t,
+                          0.01 * rng.standard_normal() + 0.0 * t,
+                          level + 0.001 * rng.standard_normal() + 0.0 * t], axis=1)
+            demos[label].append(Demonstration(t, y + 1e-4 * rng.standard_normal(y.shape), label=label))
+    return TaskLibrary.learn(demos, basis=RBFBasis(10), signal_names=("task", "free", "style"))
+
+
+def test_style_signal_inflation_stops_a_style_signal_deciding_the_task():
+    # A performer executes "up" but holds the style signal where the "down" demonstrators
+    # held it: with full precision that signal alone decides for "down"; inflated, the
+    # task-bearing signal 0 decides.
+    library = _two_task_library(np.random.default_rng(0))
+    t = np.linspace(0.0, 0.5, 51)
+    y = np.stack([0.3 * t, np.zeros_like(t), np.full_like(t, 0.05)], axis=1)
+
+    def winner(cfg):
+        filt = TaskPhaseFilter(library.promps, cfg)
+        for ti, yi in zip(t, y):
+            filt.add(ti, yi)
+        return library.labels[filt.best_task()]
+
+    assert winner(PhaseGridConfig()) == "down"
+    assert winner(PhaseGridConfig(down_weighted_signals=("style",), down_weight_factor=1e4)) == "up"
+
+
+def test_estimator_with_the_style_signal_down_weighted_recognises_the_task():
+    library = _two_task_library(np.random.default_rng(0))
+    t = np.linspace(0.0, 0.5, 51)
+    y = np.stack([0.3 * t, np.zeros_like(t), np.full_like(t, 0.05)], axis=1)
+    plain = OnlineEstimator(library)
+    weighted = OnlineEstimator(library, EstimatorConfig(grid=PhaseGridConfig(down_weighted_signals=("style",),
+                                                                             down_weight_factor=1e4)))
+    for ti, yi in zip(t, y):
+        est_plain, est_weighted = plain.update(ti, yi), weighted.update(ti, yi)
+    assert est_plain.task == "down" and est_weighted.task == "up"

@@ -16,7 +16,7 @@ import numpy as np
 from promp.learning import Demonstration
 from promp.library import TaskLibrary
 from promp.onset import detect_onset
-from retarget.references import ReferenceTrajectory
+from retarget.references import FLAT_LABELS, ReferenceTrajectory
 from teleop.prescient.compensator import CompensatorConfig
 
 
@@ -66,4 +66,7 @@ def learn_library(trajectories: Iterable[ReferenceTrajectory], config: Compensat
         by_label[traj.label].append(demo)
     if not by_label:
         raise ValueError("no trajectories to learn from")
+    # The signals' names travel with the library (the recogniser names the ones it
+    # down-weights: CompensatorConfig.estimator).
+    learn_kwargs.setdefault("signal_names", FLAT_LABELS)
     return TaskLibrary.learn(by_label, **learn_kwargs)
