@@ -141,7 +141,10 @@ class ContactConstraint:
                         for i, frame_id in enumerate(self.frame_ids)]
         self._reduction = Reduction(self._free, self._support, np.eye(n_support)[:, self.size:],
                                     np.zeros(n_support), len(free))
-        self._equation: np.ndarray | None = None   # (6c, nv) buffer of equation()
+        # equation()'s (6c, nv) Jacobian: the columns no contact depends on stay zero.
+        self._equation = np.zeros((self.size, robot.nv))
+        self._equation_blocks = [(frame_id, self._equation[6 * i:6 * i + 6, self._support], rhs)
+                                 for i, (frame_id, _, rhs) in enumerate(self._blocks)]
 
     def hold(self, kin: Kinematics) -> None:
         """Fix the contacts where they are now."""
@@ -158,12 +161,7 @@ class ContactConstraint:
     def equation(self, kin: Kinematics, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """(6c, nv) Jacobian and (6c,) right-hand side of :math:`J_c v = b_c` (all columns).
 
-        Work buffers, overwritten by the next call (the columns no contact depends on stay
-        zero)."""
-        if self._equation is None:
-            self._equation = np.zeros((self.size, self.robot.nv))
-            self._equation_blocks = [(frame_id, self._equation[6 * i:6 * i + 6, self._support], rhs)
-                                     for i, (frame_id, _, rhs) in enumerate(self._blocks)]
+        Work buffers, overwritten by the next call."""
         self._fill(kin, dt, self._equation_blocks)
         return self._equation, self._rhs
 
