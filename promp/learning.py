@@ -241,7 +241,7 @@ def between_group_variance(demos: Sequence[Demonstration], basis: RBFBasis,
 
 
 def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitude: float = 0.0,
-                  group_offset: float = 0.0) -> ProMP:
+                  group_offset: float = 0.0, group_amplitude: float = 0.0) -> ProMP:
     """The ProMP with structured directions of variation added to its low-rank covariance.
 
     Args:
@@ -259,6 +259,10 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
             mean trajectory about the others', not a hand-set fraction of the demo spread
             (a hierarchical, between-performer term: w = mu_w + 1 c_perf + ..., with
             c_perf,d ~ N(0, group_var_d)). Ignored (``offset`` applies) without group_var.
+        group_amplitude: the amplitude column's std when the model knows two or more
+            performers (``promp.group_var`` present) and ``amplitude`` is 0: a scaling
+            between performers (a deeper squat) rather than within one performer's
+            repetitions of a goal-directed motion, whose end point stays put.
 
     These directions model how an operator who is not one of the demonstrators differs
     (another height, stance, depth): a deviation observed early persists over the rest of
@@ -267,6 +271,8 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
     A model without structure, or nothing to add, is returned as it is.
     """
     offset_std = _offset_std(promp, offset, group_offset)
+    if amplitude <= 0 and promp.group_var is not None:
+        amplitude = group_amplitude
     if not promp.structured or not promp.coupled or (offset_std is None and ramp <= 0 and amplitude <= 0):
         return promp
     basis, mean, low_rank = promp.basis, promp.weight_mean, promp.low_rank

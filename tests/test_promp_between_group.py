@@ -148,3 +148,17 @@ def test_group_offset_carries_a_new_performers_offset_into_the_remainder():
         errors[name] = abs(mean[0, 1] - take.values[-1, 1])
     assert errors["group"] < 0.5 * errors["plain"]
     assert errors["group"] < 0.03
+
+
+def test_group_amplitude_applies_only_to_models_that_know_several_performers():
+    # A scaling between performers is added to the prior of a model learned from two named
+    # performers; a one-performer model (group_var None) is left as it is.
+    from promp.learning import augment_promp
+    promp = _two_task_library()["flat"]
+    D, k, r = promp.low_rank.shape
+    aug = augment_promp(promp, group_amplitude=0.3)
+    assert aug.low_rank.shape == (D, k, r + 1)
+    np.testing.assert_allclose(aug.low_rank[:, :, r], 0.3 * (promp.weight_mean - promp.weight_mean[:, :1]))
+    promp.group_var = None
+    assert augment_promp(promp, group_amplitude=0.3) is promp
+    assert augment_promp(promp, amplitude=0.2, group_amplitude=0.3).low_rank.shape == (D, k, r + 1)
