@@ -183,12 +183,16 @@ def _distance_to_edges(polygon: np.ndarray, p: np.ndarray) -> float:
     return float(np.min(np.abs(np.sum((p - polygon) * normals, axis=1))))
 
 
-def seen_error_cm(log: SessionLog, tau_b: float) -> dict:
+def seen_error_cm(log: SessionLog, tau_b: float, predicting: np.ndarray | None = None) -> dict:
     """What the operator sees (the robot's measured hands, τ_b later) vs what they do.
 
     The frame captured at robot time t is seen at t + τ_b, when the operator's hands are
     at operator(t + τ_b). Per-axis RMS averaged over axes and hands [cm], over the ticks
-    where the operator moves (hands faster than 5 cm/s), where delay matters.
+    where the operator moves (hands faster than 5 cm/s), where delay matters, and over all
+    ticks. ``predicting``: (K,) booleans, the ticks where the compensated session's robot
+    executed predictions (state "predicting"), for ``predicting_cm``: the error over them,
+    which is what compensation changes (``teleop trial``'s window); the rest of a motion,
+    before the robot has seen enough of it to recognise it, is a round trip late either way.
     """
     t = np.asarray(log.times)
     operator = np.asarray(log.operator)
@@ -200,8 +204,14 @@ def seen_error_cm(log: SessionLog, tau_b: float) -> dict:
     speed = np.linalg.norm(np.gradient(hands_ref, t, axis=0), axis=1)[keep]
     moving = speed > 0.05
     err = measured - truth
-    return {"moving_cm": 100.0 * float(np.mean(np.sqrt(np.mean(err[moving] ** 2, axis=0)))) if moving.any() else None,
-            "all_cm": 100.0 * float(np.mean(np.sqrt(np.mean(err ** 2, axis=0))))}
+
+    def rms_cm(rows: np.ndarray) -> float | None:
+        return 100.0 * float(np.mean(np.sqrt(np.mean(err[rows] ** 2, axis=0)))) if rows.any() else None
+
+    out = {"moving_cm": rms_cm(moving), "all_cm": rms_cm(np.ones(len(err), dtype=bool))}
+    if predicting is not None:
+        out["predicting_cm"] = rms_cm(np.asarray(predicting, dtype=bool)[keep])
+    return out
 
 
 def plot_session(logs: dict[str, SessionLog], tau_b: float, path: Path) -> Path:
@@ -246,7 +256,11 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
     for i, (shown, captured, jpeg) in enumerate(comp.frames[-6:]):
         (out_dir / "frames" / f"frame_{i}_captured_{captured:.2f}s_shown_{shown:.2f}s.jpg").write_bytes(jpeg)
     plot_session(logs, tau_b, out_dir / "demo.png")
-    seen_comp, seen_delayed = seen_error_cm(comp, tau_b), seen_error_cm(delayed, tau_b)
+    # Both sessions run on the same virtual clock and operator: tick k is the same moment.
+    predicting = np.array([state == "predicting" for state in comp.states])
+    same_ticks = len(delayed.times) == len(comp.times)
+    seen_comp = seen_error_cm(comp, tau_b, predicting)
+    seen_delayed = seen_error_cm(delayed, tau_b, predicting if same_ticks else None)
     states = {s: comp.states.count(s) for s in sorted(set(comp.states))}
     summary = {
         "round_trip_s": settings.rtt,

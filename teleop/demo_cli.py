@@ -36,6 +36,9 @@ def _run(args: argparse.Namespace) -> int:
           f"library of {len(summary['library']['tasks'])} tasks from {summary['library']['demonstrations']} demos")
     print(f"Operator sees the robot's hands off by {seen['compensated']['moving_cm']:.1f} cm with compensation, "
           f"{seen['delayed']['moving_cm']:.1f} cm without (while moving)")
+    if seen["compensated"].get("predicting_cm") is not None and seen["delayed"].get("predicting_cm") is not None:
+        print(f"  while the robot executes predictions: {seen['compensated']['predicting_cm']:.1f} cm with, "
+              f"{seen['delayed']['predicting_cm']:.1f} cm without")
     print(f"Robot: fell={robot['fell']}, max foot slip {robot['max_foot_slip_mm']:.1f} mm, "
           f"min CoP margin {robot['min_cop_margin_mm']:.1f} mm")
     timing = summary.get("controller_timing_ms") or {}
