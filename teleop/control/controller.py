@@ -256,6 +256,16 @@ class WholeBodyController:
         # size: build it once over the buffers, which each tick fills in place.
         self._full_constraints = Constraints(self._n_free, self._constraint_rows, self._constraint_lower,
                                              self._constraint_upper, self._constraint_sense)
+        # z = v (no elimination) and a fixed constraint set: the contact equation and the
+        # polygon rows are written straight into the constraint buffers (no per-tick copy).
+        self._in_place = not self._eliminate and (self.polygon is None or
+                                                  self.polygon.active_distance == float("inf"))
+        if self._in_place:
+            if self._n_equalities:
+                self.contacts.write_equation_into(self._constraint_rows[:self._n_equalities])
+            start = self._n_equalities  # (no support-joint rows without elimination)
+            self._polygon_views = (self._constraint_rows[start:start + n_edges],
+                                   self._constraint_upper[self._n_free + start:self._n_free + start + n_edges])
         self.timing.clear()
 
     # ------------------------------------------------------------------ ticks
@@ -398,12 +408,15 @@ class WholeBodyController:
         used = n_joints
         if self._n_equalities:
             jacobian, rhs = equality_rows
-            reduction.reduce(jacobian, out=rows[used:used + len(rhs)])
+            if not self._in_place:
+                reduction.reduce(jacobian, out=rows[used:used + len(rhs)])
             row_lower[n_free + used:n_free + used + len(rhs)] = rhs
             row_upper[n_free + used:n_free + used + len(rhs)] = rhs
             used += len(rhs)
         polygon_start = used
-        if slack is not None:
+        if slack is not None and self._in_place:  # the polygon filled its rows there
+            used += len(slack)
+        elif slack is not None:
             polygon_rows, polygon_bounds = reduced_rows[self._n_task_rows:], reduced_targets[self._n_task_rows:]
             if self.polygon.active_distance != float("inf"):  # optional: only the near edges
                 near = slack < self.polygon.active_distance

@@ -141,10 +141,7 @@ class ContactConstraint:
                         for i, frame_id in enumerate(self.frame_ids)]
         self._reduction = Reduction(self._free, self._support, np.eye(n_support)[:, self.size:],
                                     np.zeros(n_support), len(free))
-        # equation()'s (6c, nv) Jacobian: the columns no contact depends on stay zero.
-        self._equation = np.zeros((self.size, robot.nv))
-        self._equation_blocks = [(frame_id, self._equation[6 * i:6 * i + 6, self._support], rhs)
-                                 for i, (frame_id, _, rhs) in enumerate(self._blocks)]
+        self.write_equation_into(np.zeros((self.size, robot.nv)))
 
     def hold(self, kin: Kinematics) -> None:
         """Fix the contacts where they are now."""
@@ -157,6 +154,17 @@ class ContactConstraint:
             jacobian[:] = kin.local_jacobian(frame_id)[:, support]
             rhs[:] = pin.log6(kin.placement(frame_id).actInv(target)).vector
         self._rhs *= min(self.gain, 1.0 / dt)
+
+    def write_equation_into(self, buffer: np.ndarray) -> None:
+        """Make :meth:`equation` write its (6c, nv) Jacobian into ``buffer`` (e.g. rows of
+        a QP's constraint matrix, which then need no copy each tick). Zeroes it: the
+        columns no contact depends on stay zero."""
+        if buffer.shape != (self.size, self.robot.nv):
+            raise ValueError(f"the contact equation needs a ({self.size}, {self.robot.nv}) buffer, got {buffer.shape}")
+        buffer[:] = 0.0
+        self._equation = buffer
+        self._equation_blocks = [(frame_id, buffer[6 * i:6 * i + 6, self._support], rhs)
+                                 for i, (frame_id, _, rhs) in enumerate(self._blocks)]
 
     def equation(self, kin: Kinematics, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """(6c, nv) Jacobian and (6c,) right-hand side of :math:`J_c v = b_c` (all columns).
