@@ -244,6 +244,8 @@ def plot_session(logs: dict[str, SessionLog], tau_b: float, path: Path) -> Path:
 
 def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool = True) -> dict:
     """Run the demo, write its outputs into ``out_dir`` and return the summary."""
+    from teleop.prescient.compensator import CompensationState
+
     settings = settings or DemoSettings()
     out_dir = Path(out_dir)
     (out_dir / "frames").mkdir(parents=True, exist_ok=True)
@@ -257,7 +259,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         (out_dir / "frames" / f"frame_{i}_captured_{captured:.2f}s_shown_{shown:.2f}s.jpg").write_bytes(jpeg)
     plot_session(logs, tau_b, out_dir / "demo.png")
     # Both sessions run on the same virtual clock and operator: tick k is the same moment.
-    predicting = np.array([state == "predicting" for state in comp.states])
+    predicting = np.array([state == CompensationState.PREDICTING.value for state in comp.states])
     same_ticks = len(delayed.times) == len(comp.times)
     seen_comp = seen_error_cm(comp, tau_b, predicting)
     seen_delayed = seen_error_cm(delayed, tau_b, predicting if same_ticks else None)

@@ -157,6 +157,10 @@ class WholeBodyController:
         eliminate = self.contacts is not None and self.contact_elimination == "nullspace"
         self._eliminate = eliminate
         self._identity_reduction = identity_reduction(nv)
+        # z = v (no elimination) and a fixed constraint set: the contact equation and the
+        # polygon rows are written straight into the constraint buffers (no per-tick copy).
+        self._in_place = not eliminate and (self.polygon is None or
+                                            self.polygon.active_distance == float("inf"))
         if eliminate:
             free, support = self.contacts.free_columns, self.contacts.support_columns
         else:  # z = v: every coordinate is simply bounded, the base by +-inf
@@ -230,8 +234,10 @@ class WholeBodyController:
         # One matrix for the tasks' rows sqrt(w) J (right-hand sides sqrt(w) b) and, below
         # them, the polygon's rows G (bounds h): a single product maps them all to z.
         n_tasks = self._n_task_rows
-        self._rows = np.zeros((n_tasks + n_edges, self.robot.nv))
-        self._targets = np.zeros(n_tasks + n_edges)
+        # (In place, the polygon's rows live in the constraint buffers instead.)
+        n_polygon_rows = 0 if self._in_place else n_edges
+        self._rows = np.zeros((n_tasks + n_polygon_rows, self.robot.nv))
+        self._targets = np.zeros(n_tasks + n_polygon_rows)
         # Views made once (slicing costs a call per tick otherwise).
         self._task_views = [(task, self._rows[block], self._targets[block]) for task, block in self._task_rows]
         self._polygon_views = (self._rows[n_tasks:], self._targets[n_tasks:])
@@ -256,10 +262,6 @@ class WholeBodyController:
         # size: build it once over the buffers, which each tick fills in place.
         self._full_constraints = Constraints(self._n_free, self._constraint_rows, self._constraint_lower,
                                              self._constraint_upper, self._constraint_sense)
-        # z = v (no elimination) and a fixed constraint set: the contact equation and the
-        # polygon rows are written straight into the constraint buffers (no per-tick copy).
-        self._in_place = not self._eliminate and (self.polygon is None or
-                                                  self.polygon.active_distance == float("inf"))
         if self._in_place:
             if self._n_equalities:
                 self.contacts.write_equation_into(self._constraint_rows[:self._n_equalities])
