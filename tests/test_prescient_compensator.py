@@ -81,6 +81,22 @@ def test_engages_after_recognition_and_stays_finite(trial, held_out):
     assert ok[first:].all(), "no NaN once the first reference arrived"
 
 
+def _engagement(config: CompensatorConfig, take: ReferenceTrajectory, library):
+    """(operator time, output) of the first tick that leaves pass-through."""
+    padded = pad_take(take, TrialSettings().lead_in, 1.5)
+    outs = play(PrescientCompensator(library, config), padded, tau=0.75, tau_b=0.75)
+    k = next(i for i, o in enumerate(outs) if o.state is not CompensationState.PASSTHROUGH)
+    return padded.times[0] + 0.01 * k, outs[k]
+
+
+def test_engages_only_once_enough_of_the_recognised_motion_was_seen(held_out):
+    take, library = held_out
+    t_early, early = _engagement(CompensatorConfig(min_engage_phase=0.0), take, library)
+    t_gated, gated = _engagement(CompensatorConfig(min_engage_phase=0.2), take, library)
+    assert gated.phase >= 0.2 > early.phase
+    assert t_gated > t_early
+
+
 def test_compensated_output_has_no_jumps(trial):
     comp, _ = trial
     cfg = CompensatorConfig()
