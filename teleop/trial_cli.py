@@ -37,8 +37,8 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.robot.target import robot_target
     from teleop.train_cli import _learn
     from teleop.trials.delay_trial import TrialSettings
-    from teleop.trials.report import format_table, plot_error_vs_delay, plot_take
-    from teleop.trials.sweep import SweepCase, run_sweep, summarise
+    from teleop.trials.report import format_table, plot_error_vs_delay, plot_take, write_take_rows
+    from teleop.trials.sweep import SweepCase, run_sweep, summarise, take_rows
 
     if args.realtime:
         from teleop.trials.realtime import run_realtime_trial
@@ -60,6 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     table = format_table(summary)
     (args.out / "table.txt").write_text(table + "\n")
+    write_take_rows(take_rows(results, labels, [str(t.path) for t in test]), args.out / "takes.csv")
     plot_error_vs_delay(summary, args.out / "error_vs_delay.png")
     mid = min(rtts, key=lambda r: abs(r - 1.5))
     comp, nocomp = results[mid][0]
@@ -68,5 +69,5 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         print(table)
-        print(f"written: {args.out}/summary.json, table.txt, error_vs_delay.png, take0_rtt{mid:g}.png")
+        print(f"written: {args.out}/summary.json, table.txt, takes.csv, error_vs_delay.png, take0_rtt{mid:g}.png")
     return 0

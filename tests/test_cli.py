@@ -1,5 +1,6 @@
 """The `teleop` command, run as a user would, on the embedded default data."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -55,6 +56,12 @@ def test_train_then_trial_on_the_embedded_dataset(tmp_path):
     assert at_15["comp"]["hand_cm"] < at_15["nocomp"]["hand_cm"]
     assert summary["rtt"]["0"]["comp"]["whole"]["hand_cm"] == pytest.approx(0.0, abs=1e-6)
     assert (tmp_path / "trial" / "error_vs_delay.png").is_file()
+    # Two tasks the library knows well: compensation begins with the take's own task.
+    assert at_15["wrong_task_engagements"] == 0
+    rows = list(csv.DictReader(open(tmp_path / "trial" / "takes.csv")))
+    assert len(rows) == 2 * at_15["takes"]
+    assert {r["engaged_task"] for r in rows if r["rtt"] == "1.5"} <= {"reach_forward", "squat"}
+    assert all(r["task"] in ("reach_forward", "squat") for r in rows)
 
 
 def test_eval_promp_json_layout(tmp_path):

@@ -177,3 +177,28 @@ def test_a_library_without_signal_names_warns_and_weighs_every_signal_alike(held
     with pytest.warns(UserWarning, match="names no signals"):
         compensator = PrescientCompensator(unnamed, _down_weighting(COM_AND_NECK))
     assert compensator.estimator.config.grid.down_weighted_signals == ()
+
+
+def _result(hand_offset_cm: np.ndarray) -> "TakeResult":
+    """A 1 s take at 100 Hz whose right hand is off by ``hand_offset_cm`` (K,) along x."""
+    from teleop.trials.delay_trial import TakeResult
+
+    k = len(hand_offset_cm)
+    truth = np.zeros((k, 20))
+    executed = truth.copy()
+    executed[:, 6] = hand_offset_cm / 100.0
+    return TakeResult(0.0, True, None, times=np.arange(k) * 0.01, executed=executed, truth=truth,
+                      take_duration=k * 0.01)
+
+
+def test_worst_excess_counts_sustained_wrong_way_motion_not_a_lag_behind_a_jump():
+    from teleop.trials.delay_trial import worst_excess_cm
+
+    delayed = _result(np.full(100, 2.0))
+    wrong_way = np.full(100, 2.0)
+    wrong_way[40:70] = 7.0                      # 5 cm worse for 0.3 s
+    assert worst_excess_cm(_result(wrong_way), delayed) == pytest.approx(5.0)
+    lag = np.full(100, 2.0)
+    lag[50:53] = 30.0                           # 3 ticks behind a jump of the delayed stream
+    assert worst_excess_cm(_result(lag), delayed) == 0.0
+    assert worst_excess_cm(delayed, _result(np.full(100, 9.0))) == 0.0

@@ -77,6 +77,8 @@ class TakeResult:
 
     Attributes:
         engaged_at: robot time [s since take start] when blend-in finished (None: never).
+        engaged_task: the task recognised when compensation began to blend in (None: never).
+        label: the take's own task label, if known.
         window: errors after engagement (dict of "hand_cm", "com_cm", "posture_rad").
         whole: the same over the whole take.
         times, executed, truth: (K,), (K, 20), (K, 20) series for plots.
@@ -93,6 +95,8 @@ class TakeResult:
     states: list | None = None
     take_duration: float = 0.0
     packets_lost: int = 0
+    engaged_task: str | None = None
+    label: str | None = None
 
     def valid_mask(self, start: float | None = None) -> np.ndarray:
         """(K,) ticks that count: output present, truth inside the take, after ``start``."""
@@ -107,6 +111,32 @@ class TakeResult:
             return error_summary(np.zeros((0, self.executed.shape[1])))
         mask = self.valid_mask(start)
         return error_summary((self.executed - self.truth)[mask])
+
+    def hand_distance_cm(self) -> np.ndarray:
+        """(K,) the larger of the two hands' distances [cm] between what the operator sees and
+        does at each tick (NaN where nothing was executed yet)."""
+        err = (self.executed - self.truth)[:, list(HAND_INDICES)].reshape(len(self.times), 2, 3)
+        return 100.0 * np.linalg.norm(err, axis=2).max(axis=1)
+
+
+def worst_excess_cm(comp: TakeResult, nocomp: TakeResult, sustained_s: float = 0.2) -> float:
+    """Largest amount [cm] by which compensation kept the hand error above that of the delayed
+    references alone for ``sustained_s`` in a row (0 if it never did), over the scored ticks.
+
+    The window RMS can hide a brief wrong-way motion (the robot starting the wrong task
+    until the recogniser changes its mind); this is the measure of that harm. It is held
+    over ``sustained_s`` because the delayed stream itself jumps when jittered packets
+    arrive in bursts, which the rate-limited compensated output follows a few ticks later:
+    a lag of a few ticks behind a jump the real robot could not make either is not harm.
+    """
+    mask = comp.valid_mask(0.0) & nocomp.valid_mask(0.0)
+    excess = (comp.hand_distance_cm() - nocomp.hand_distance_cm())[mask]
+    dt = float(comp.times[1] - comp.times[0]) if len(comp.times) > 1 else 0.01
+    width = max(1, int(round(sustained_s / dt)))
+    if len(excess) < width:
+        return float("nan")
+    held = np.lib.stride_tricks.sliding_window_view(excess, width).min(axis=1)
+    return max(0.0, float(held.max()))
 
 
 def error_summary(err: np.ndarray) -> dict[str, float]:
@@ -174,7 +204,7 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
     executed = np.full((len(ticks), sent.shape[1]), np.nan)
     states: list[CompensationState] = []
     k_send = 0
-    engaged_at = None
+    engaged_at = engaged_task = None
     for i, t in enumerate(ticks):
         clock.set(t)
         while k_send < len(send_times) and send_times[k_send] <= t + 1e-12:
@@ -187,6 +217,8 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
         if out.references is not None:
             executed[i] = out.references
         states.append(out.state)
+        if engaged_task is None and out.state is CompensationState.BLEND_IN:
+            engaged_task = out.task
         if engaged_at is None and out.state is CompensationState.PREDICTING:
             engaged_at = float(t)
 
@@ -195,7 +227,8 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
     delivered = len({round(float(s), 9) for s in send_times[:k_send]})
     result = TakeResult(rtt, compensate, engaged_at, times=ticks, executed=executed, truth=truth,
                         states=states, take_duration=take.duration,
-                        packets_lost=max(0, delivered - compensator.observed_count))
+                        packets_lost=max(0, delivered - compensator.observed_count),
+                        engaged_task=engaged_task, label=take.label)
     result.whole = result.errors_after(0.0)
     result.window = result.errors_after(engaged_at)
     return result

@@ -21,7 +21,7 @@ def format_table(summary: dict) -> str:
     """Errors vs round trip, with and without compensation (mean±std over engaged takes)."""
     header = (f"{'RTT [s]':>7s} {'takes':>6s} {'hands comp [cm]':>16s} {'no comp':>11s} {'ratio':>6s} "
               f"{'CoM comp':>10s} {'no comp':>8s} {'posture comp':>13s} {'no comp':>8s} "
-              f"{'whole: comp':>12s} {'no comp':>8s}")
+              f"{'whole: comp':>12s} {'no comp':>8s} {'wrong task':>10s} {'worst excess':>12s}")
     lines = [header, "-" * len(header)]
     for label, e in summary["rtt"].items():
         c, n = e["comp"], e["nocomp"]
@@ -30,10 +30,26 @@ def format_table(summary: dict) -> str:
             f"{label:>7s} {e['engaged_takes']:>3d}/{e['takes']:<2d} {_fmt(c['hand_cm'], c['hand_cm_std']):>16s} "
             f"{_fmt(n['hand_cm'], n['hand_cm_std']):>11s} {_fmt(ratio, digits=1):>6s} {_fmt(c['com_cm']):>10s} "
             f"{_fmt(n['com_cm']):>8s} {_fmt(c['posture_rad'], digits=3):>13s} {_fmt(n['posture_rad'], digits=3):>8s} "
-            f"{_fmt(c['whole']['hand_cm']):>12s} {_fmt(n['whole']['hand_cm']):>8s}")
+            f"{_fmt(c['whole']['hand_cm']):>12s} {_fmt(n['whole']['hand_cm']):>8s} "
+            f"{e.get('wrong_task_engagements', 0):>10d} {_fmt(e.get('worst_excess_cm', {}).get('max')):>12s}")
     lines.append("hands: per-axis RMS averaged over axes and hands, after compensation engaged and blended in "
-                 "(same window without compensation); whole: over the whole take.")
+                 "(same window without compensation); whole: over the whole take; wrong task: takes on which "
+                 "compensation began with another task; worst excess: the most the compensated hand stayed "
+                 "farther off than without compensation for 0.2 s in a row [cm], over all takes.")
     return "\n".join(lines)
+
+
+def write_take_rows(rows: list[dict], path: Path) -> Path:
+    """CSV of :func:`teleop.trials.sweep.take_rows` (one line per take and round trip)."""
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["rtt"])
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()})
+    return path
 
 
 def plot_error_vs_delay(summary: dict, path: Path) -> Path:

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from promp.library import TaskLibrary
 from retarget.references import ReferenceTrajectory
-from teleop.trials.delay_trial import TakeResult, TrialSettings, run_take
+from teleop.trials.delay_trial import TakeResult, TrialSettings, run_take, worst_excess_cm
 
 METRICS = ("hand_cm", "com_cm", "posture_rad")
 
@@ -62,6 +62,13 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
         entry["engaged_takes"] = len(engaged)
         entry["takes"] = len(pairs)
         entry["engage_after_s"] = _mean([c.engaged_at for c, _ in engaged])
+        # Takes on which compensation began with another task than the take's own (the
+        # robot started the wrong motion), and by how much it was ever worse than no
+        # compensation at all.
+        entry["wrong_task_engagements"] = sum(
+            1 for c, _ in engaged if c.label and c.engaged_task and c.engaged_task != c.label)
+        excess = [worst_excess_cm(c, n) for c, n in pairs]
+        entry["worst_excess_cm"] = {"mean": _mean(excess), "max": _max(excess)}
         summary["rtt"][label] = entry
     return summary
 
@@ -69,6 +76,26 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
 def _mean(values) -> float | None:
     values = [v for v in values if v is not None and np.isfinite(v)]
     return float(np.mean(values)) if values else None
+
+
+def _max(values) -> float | None:
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.max(values)) if values else None
+
+
+def take_rows(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels: Sequence[str],
+              sources: Sequence[str]) -> list[dict]:
+    """One row per take and round trip (for ``takes.csv``): its errors, when and as what it
+    was recognised, and its worst excess over no compensation."""
+    rows = []
+    for label, pairs in zip(labels, results.values()):
+        for source, (c, n) in zip(sources, pairs):
+            rows.append({"rtt": label, "take": source, "task": c.label or "",
+                         "engaged_at_s": c.engaged_at, "engaged_task": c.engaged_task or "",
+                         "hand_cm_comp": c.window["hand_cm"], "hand_cm_nocomp": n.window["hand_cm"],
+                         "whole_hand_cm_comp": c.whole["hand_cm"], "whole_hand_cm_nocomp": n.whole["hand_cm"],
+                         "worst_excess_cm": worst_excess_cm(c, n)})
+    return rows
 
 
 def _std(values) -> float | None:
