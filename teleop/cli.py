@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import zipfile
+
+#: Errors that mean "this input or setting is wrong", not "the program is wrong": the user
+#: gets the message (which names the file or value) without a traceback. Anything else
+#: is a bug and keeps its traceback. TELEOP_DEBUG=1 shows the traceback for these too.
+USER_ERRORS = (OSError, ValueError, zipfile.BadZipFile)
 
 #: Modules that contribute subcommands, in the order ``teleop --help`` lists them.
 COMMAND_MODULES = (
@@ -60,7 +67,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except USER_ERRORS as exc:
+        if os.environ.get("TELEOP_DEBUG"):
+            raise
+        print(f"teleop {args.command}: error: {describe(exc)}", file=sys.stderr)
+        print("(TELEOP_DEBUG=1 shows where it happened)", file=sys.stderr)
+        return 1
     return int(result or 0)
+
+
+def describe(exc: BaseException) -> str:
+    """One line saying what went wrong: the message, with the file when the OS names one."""
+    if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in str(exc.strerror or ""):
+        return f"{exc.filename}: {exc.strerror or exc}"
+    text = str(exc).strip() or type(exc).__name__
+    return text
 
 
 if __name__ == "__main__":

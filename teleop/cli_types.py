@@ -1,0 +1,90 @@
+"""Argument types shared by the subcommands: bad values are refused by argparse, before any
+work starts, with a usage message that names the option.
+
+Use as ``p.add_argument("--loss", type=probability)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (rates, durations, speeds, sizes)."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (delays, timeouts, jitter)."""
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A probability in [0, 1) (packet loss, duplication: 1 would lose or repeat everything)."""
+    value = _number(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (counts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def port(text: str) -> int:
+    """A UDP/TCP port number, 0-65535 (0: any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text}")
+    return value
+
+
+def address(text: str) -> str:
+    """``host:port``, ``[v6host]:port`` or ``:port``; checked here, parsed by the command."""
+    from teleop.net.udp import parse_address
+
+    try:
+        parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def delay_list(text: str) -> list[str]:
+    """A comma-separated, non-empty list of finite delays >= 0 [s], e.g. ``0,0.5,1.5``.
+
+    Returned as the items' text, checked (results are keyed by the delays as written).
+    """
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("give at least one delay, e.g. 1.5 or 0,1.5,3")
+    for item in items:
+        non_negative_float(item)
+    return items
