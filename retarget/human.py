@@ -141,13 +141,36 @@ class HumanMotion:
     def load_npz(cls, path) -> "HumanMotion":
         """Read a motion written by :meth:`save_npz`; a foreign file gets a clear error."""
         try:
+            with open(path, "rb") as f:
+                if f.read(2) != b"PK":   # else np.load guesses a pickle and says so, which misleads
+                    raise MotionFormatError(f"{path}: not a .npz file (not a zip archive)")
             data = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            if isinstance(exc, MotionFormatError):
+                raise
             raise MotionFormatError(f"{path}: not a readable .npz file ({exc})") from None
         with data:
             if "format" not in data or str(data["format"]) != "humanmotion-v1":
                 raise MotionFormatError(f"{path}: not a human motion file (expected format humanmotion-v1)")
+            missing = [k for k in ("times", "segment_names", "positions", "orientations", "com", "rate_hz", "label")
+                       if k not in data]
+            if missing:
+                raise MotionFormatError(f"{path}: a humanmotion-v1 file lacks {', '.join(missing)}")
             com = data["com"]
             meta = {"label": str(data["label"])} if str(data["label"]) else {}
-            return cls(data["times"], tuple(str(s) for s in data["segment_names"]), data["positions"],
-                       data["orientations"], com if len(com) else None, str(path), float(data["rate_hz"]), meta)
+            motion = cls(data["times"], tuple(str(s) for s in data["segment_names"]), data["positions"],
+                         data["orientations"], com if len(com) else None, str(path), float(data["rate_hz"]), meta)
+        # The text readers refuse non-finite numbers with their line; do the same (with the
+        # frame), or a NaN runs through retargeting and control into the results.
+        for name in ("times", "positions", "orientations", "com"):
+            values = getattr(motion, name)
+            if values is None:
+                continue
+            bad = ~np.isfinite(values).all(axis=tuple(range(1, values.ndim)))   # per frame
+            if bad.any():
+                k = int(np.argmax(bad))
+                where = f"frame {k} of {len(values)}"
+                if values.ndim == 3:   # (T, S, n): name the segment too
+                    where += f", segment {motion.segment_names[int(np.argmax(~np.isfinite(values[k]).all(axis=1)))]}"
+                raise MotionFormatError(f"{path}: non-finite {name} (NaN or inf) at {where}")
+        return motion

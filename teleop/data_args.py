@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from teleop.takes import Take, load_takes, split_csv
+from teleop.cli_types import positive_float
+from teleop.takes import Take, list_take_files, load_take_files, performer_of, select_take_files, split_csv
+
+FILTERS = ("performers", "exclude_performers", "tasks")
 
 
 def add_take_filters(parser: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -18,17 +21,44 @@ def add_take_filters(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default="icub", help="robot description (default: icub)")
-    parser.add_argument("--rate-hz", type=float, default=100.0,
+    parser.add_argument("--rate-hz", type=positive_float, default=100.0,
                         help="sampling rate of Xsens CSV files, which do not state it (default: 100)")
+
+
+def take_files(args: argparse.Namespace, root: Path, prefix: str = "") -> list[tuple[Path, str]]:
+    """(file, label) of the takes under ``root`` that pass the filters of ``prefix``.
+
+    Only lists files, so that a filter that selects nothing fails before anything is read
+    or learned; the error names the options given and what ``root`` holds.
+    """
+    key = f"{prefix}_" if prefix else ""
+    values = {name: getattr(args, key + name) for name in FILTERS}
+    files = list_take_files(root)
+    chosen = select_take_files(files, performers=split_csv(values["performers"]),
+                               exclude_performers=split_csv(values["exclude_performers"]) or (),
+                               tasks=split_csv(values["tasks"]))
+    if not chosen:
+        dash = f"{prefix}-" if prefix else ""
+        given = " ".join(f"--{dash}{name.replace('_', '-')} {value}" for name, value in values.items() if value)
+        performers = ", ".join(sorted({performer_of(f) for f, _ in files} - {""})) or "none named in the file names"
+        tasks = ", ".join(sorted({label for _, label in files}))
+        raise ValueError(f"no takes under {root} match {given} (performers there: {performers}; tasks: {tasks})")
+    return chosen
+
+
+def robot_target_of(args: argparse.Namespace):
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+
+    return robot_target(RobotModel(args.robot))
+
+
+def read_take_files(args: argparse.Namespace, files: list[tuple[Path, str]], target=None) -> list[Take]:
+    """Read and retarget the takes that :func:`take_files` chose."""
+    return load_take_files(files, target or robot_target_of(args), rate_hz=args.rate_hz,
+                           desc="reading takes")
 
 
 def read_takes(args: argparse.Namespace, root: Path, prefix: str = "", target=None) -> list[Take]:
     """Load the takes under ``root`` with the filters of ``prefix``."""
-    from teleop.robot.model import RobotModel
-    from teleop.robot.target import robot_target
-
-    key = f"{prefix}_" if prefix else ""
-    target = target or robot_target(RobotModel(args.robot))
-    return load_takes(root, target, performers=split_csv(getattr(args, f"{key}performers")),
-                      exclude_performers=split_csv(getattr(args, f"{key}exclude_performers")) or (),
-                      tasks=split_csv(getattr(args, f"{key}tasks")), rate_hz=args.rate_hz)
+    return read_take_files(args, take_files(args, root, prefix), target)

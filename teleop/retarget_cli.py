@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from teleop.cli_types import positive_float
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("retarget", help="retarget a motion file to robot references (and execute it on the robot)",
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--view", action="store_true", help="with --execute: show the simulation in pybullet's GUI window")
     p.add_argument("--json", action="store_true", help="print the measured figures as JSON")
     p.add_argument("--robot", default="icub", help="robot description (default: icub)")
-    p.add_argument("--rate-hz", type=float, default=100.0, help="rate of Xsens CSV files (default: 100)")
+    p.add_argument("--rate-hz", type=positive_float, default=100.0, help="rate of Xsens CSV files (default: 100)")
     p.set_defaults(func=_run)
 
 
@@ -72,15 +74,19 @@ def plot_retargeting(motion, traj, path: Path) -> Path:
 
 def _run(args: argparse.Namespace) -> int:
     from retarget.mapping import retarget_motion
-    from retarget.readers import read_motion
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
+    from teleop.takes import read_motion_file
 
-    opts = {"rate_hz": args.rate_hz} if args.file.suffix == ".csv" else {}
-    motion = read_motion(args.file, **opts)
+    if args.file.is_dir():
+        raise ValueError(f"{args.file} is a folder: teleop retarget takes one motion file "
+                         "(teleop train, eval and trial read folders of takes)")
+    out = args.out or Path("out") / "retarget" / args.file.stem
+    if out.exists() and not out.is_dir():   # found before the work, not after it
+        raise ValueError(f"--out {out} is a file: give a folder for the references and the plot")
+    motion = read_motion_file(args.file, args.rate_hz)
     robot = RobotModel(args.robot)
     traj = retarget_motion(motion, robot_target(robot))
-    out = args.out or Path("out") / "retarget" / args.file.stem
     out.mkdir(parents=True, exist_ok=True)
     traj.save_npz(out / "references.npz")
     plot_retargeting(motion, traj, out / "retargeting.png")

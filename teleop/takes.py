@@ -8,6 +8,8 @@ Accepted layouts (what ``teleop train``, ``teleop trial`` and ``teleop eval`` re
   recordings' reference trajectories ``<task>/*.npz``);
 * a folder of Xsens CSV pairs ``N.csv`` + ``pN.csv`` (one task, labelled with the folder
   name);
+* one task folder (motion files and no task folders: one task, labelled with the folder
+  name, e.g. ``hdm05/squat1Reps``);
 * a single motion file.
 
 Human motion is retargeted (calibrated on its first frame, Eq. 2.1) with the robot's
@@ -17,6 +19,7 @@ Human motion is retargeted (calibrated on its first frame, Eq. 2.1) with the rob
 from __future__ import annotations
 
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -24,9 +27,9 @@ from typing import Iterable, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from retarget.human import HumanMotion, MotionFormatError
+from retarget.human import HumanMotion
 from retarget.mapping import retarget_motion
-from retarget.readers import read_motion
+from retarget.readers import read_motion, read_xsens_csv
 from retarget.references import ReferenceTrajectory
 from retarget.robot_target import RobotTarget
 
@@ -52,8 +55,15 @@ class Take:
 
 
 def _is_reference_npz(path: Path) -> bool:
-    with np.load(path, allow_pickle=False) as data:
-        return "values" in data and "format" not in data
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return "values" in data and "format" not in data
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return False   # not a readable .npz: the motion reader says so, naming the file
+
+
+def _motion_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in MOTION_SUFFIXES)
 
 
 def list_take_files(root: Path) -> list[tuple[Path, str]]:
@@ -68,13 +78,19 @@ def list_take_files(root: Path) -> list[tuple[Path, str]]:
         return [(p, root.name) for p in pairs]
     out = []
     for task_dir in sorted(d for d in root.iterdir() if d.is_dir() and d.name != "skeletons"):
-        files = sorted(f for f in task_dir.iterdir() if f.suffix.lower() in MOTION_SUFFIXES)
+        files = _motion_files(task_dir)
         xsens = sorted(task_dir.glob("p[0-9]*.csv"))
         if xsens:
             files = xsens
         out += [(f, task_dir.name) for f in files]
     if not out:
-        raise FileNotFoundError(f"{root}: no motion files (expected task folders or Xsens pN.csv files)")
+        # No task folders: a folder of motion files is one task (task folders win, so that a
+        # dataset's index.csv beside its task folders is not read as a take).
+        out = [(f, root.name) for f in _motion_files(root)]
+    if not out:
+        suffixes = ", ".join(sorted(MOTION_SUFFIXES))
+        raise FileNotFoundError(f"{root}: no motion files ({suffixes}) in it or in its task folders, "
+                                "and no Xsens pN.csv files")
     return out
 
 
@@ -83,35 +99,86 @@ def performer_of(path: Path) -> str:
     return match.group(1) if match else ""
 
 
+def _is_number_table(path: Path) -> bool:
+    """True if the first line of a text file is comma-separated numbers (an Xsens-style CSV)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(65536).decode("latin-1")
+    except OSError:
+        return False
+    tokens = first.strip().split(",")
+    try:
+        [float(t) for t in tokens]
+    except ValueError:
+        return False
+    return len(tokens) > 1
+
+
+def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
+    """:func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens CSV files.
+
+    A CSV of plain numbers goes to the Xsens reader even when its column count is wrong:
+    the format sniffer knows only the right counts and would call it "unsupported", while
+    the Xsens reader says how many columns it expected and found.
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        return read_motion(path)
+    opts = {"rate_hz": rate_hz} if rate_hz else {}
+    if _is_number_table(path):
+        return read_xsens_csv(path, **opts)
+    return read_motion(path, **opts)
+
+
 def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None = None) -> Take:
     """Read and retarget one take (reference trajectories are read as they are)."""
     path = Path(path)
     if path.suffix == ".npz" and _is_reference_npz(path):
         traj = ReferenceTrajectory.load_npz(path)
     else:
-        opts = {"rate_hz": rate_hz} if rate_hz and path.suffix == ".csv" else {}
-        motion: HumanMotion = read_motion(path, **opts)
-        traj = retarget_motion(motion, target)
+        traj = retarget_motion(read_motion_file(path, rate_hz), target)
+    # Checked here, where the file is known: a NaN would otherwise surface while learning,
+    # as "demonstration values must be finite" without saying which take.
+    bad = ~np.isfinite(traj.values).all(axis=1) | ~np.isfinite(traj.times)
+    if bad.any():
+        raise ValueError(f"non-finite values (NaN or inf) at frame {int(np.argmax(bad))} of {len(bad)}")
     traj.label = label
     traj.source = str(path)
     return Take(path, label, performer_of(path), traj)
+
+
+def select_take_files(files: Iterable[tuple[Path, str]], *, performers: Sequence[str] | None = None,
+                      exclude_performers: Sequence[str] = (),
+                      tasks: Sequence[str] | None = None) -> list[tuple[Path, str]]:
+    """The (file, label) pairs that pass the performer and task filters."""
+    return [(f, label) for f, label in files
+            if (tasks is None or label in tasks)
+            and (performers is None or performer_of(f) in performers)
+            and performer_of(f) not in exclude_performers]
+
+
+def load_take_files(files: Sequence[tuple[Path, str]], target: RobotTarget, rate_hz: float | None = None,
+                    progress: bool = True, desc: str = "reading") -> list[Take]:
+    """Read and retarget (file, label) pairs; an unreadable file's error starts with its path."""
+    takes = []
+    for path, label in tqdm(files, desc=desc, disable=not progress, leave=False):
+        try:
+            takes.append(load_take(path, label, target, rate_hz))
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+            if str(path) in reason:   # the reader named the file already
+                raise
+            raise ValueError(f"{path}: {reason}") from exc
+    return takes
 
 
 def load_takes(root: Path, target: RobotTarget, *, performers: Sequence[str] | None = None,
                exclude_performers: Sequence[str] = (), tasks: Sequence[str] | None = None,
                rate_hz: float | None = None, progress: bool = True) -> list[Take]:
     """All takes under ``root``, optionally filtered by performer and task."""
-    files = [(f, label) for f, label in list_take_files(root)
-             if (tasks is None or label in tasks)
-             and (performers is None or performer_of(f) in performers)
-             and performer_of(f) not in exclude_performers]
-    takes = []
-    for path, label in tqdm(files, desc=f"reading {Path(root).name}", disable=not progress, leave=False):
-        try:
-            takes.append(load_take(path, label, target, rate_hz))
-        except MotionFormatError:
-            raise
-    return takes
+    files = select_take_files(list_take_files(root), performers=performers,
+                              exclude_performers=exclude_performers, tasks=tasks)
+    return load_take_files(files, target, rate_hz, progress, desc=f"reading {Path(root).name}")
 
 
 def split_csv(text: str | None) -> list[str] | None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from teleop.data_args import add_common, add_take_filters, read_takes
+from teleop.cli_types import positive_int
+from teleop.data_args import add_common, add_take_filters, read_take_files, robot_target_of, take_files
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
 
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "references, cut each to its moving part and learn one ProMP per task.")
     train.add_argument("data", nargs="+", type=Path, help="folders of takes (the hdm05 layout: one folder per task)")
     train.add_argument("-o", "--out", type=Path, default=DEFAULT_LIBRARY, help=f"library file (default: {DEFAULT_LIBRARY})")
-    train.add_argument("--basis", type=int, default=20, help="basis functions per signal (default: 20)")
+    train.add_argument("--basis", type=positive_int, default=20, help="basis functions per signal (default: 20)")
     train.add_argument("--covariance", choices=("full", "per_signal"), default="full",
                        help="full: keep cross-signal covariance (default); per_signal: the thesis's model")
     add_take_filters(train)
@@ -53,7 +54,11 @@ def _learn(takes, basis: int = 20, covariance: str = "full"):
 
 
 def _train(args: argparse.Namespace) -> int:
-    takes = [take for root in args.data for take in read_takes(args, root)]
+    if args.out.is_dir():   # found now, not after the learning
+        raise ValueError(f"-o {args.out} is a folder: give the library file to write, e.g. {args.out / 'library.npz'}")
+    chosen = [take_files(args, root) for root in args.data]   # every folder checked before any is read
+    target = robot_target_of(args)
+    takes = [take for files in chosen for take in read_take_files(args, files, target)]
     counts = Counter(t.label for t in takes)
     library = _learn(takes, args.basis, args.covariance)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +68,22 @@ def _train(args: argparse.Namespace) -> int:
         promp = library[label]
         print(f"  {label:32s} {counts[label]:3d} takes, mean motion {promp.duration:.2f} s")
     return 0
+
+
+def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]], leave_one_out: bool) -> None:
+    """Every test take's task must be learned from the training takes (with --leave-one-out:
+    from the training takes other than itself), else it cannot be scored. Takes are
+    (file, label) pairs, so this runs before anything is read."""
+    for path, label in test:
+        learned_from = [f for f, lab in train if lab == label and not (leave_one_out and f == path)]
+        if learned_from:
+            continue
+        tasks = ", ".join(sorted({lab for _, lab in train}))
+        if any(lab == label for _, lab in train):
+            raise ValueError(f"--leave-one-out: {path} is the only training take of task {label!r}, "
+                             "so no library is left that knows it; give at least two takes of each test task")
+        raise ValueError(f"test take {path} is of task {label!r}, which the training takes do not have "
+                         f"(tasks: {tasks})")
 
 
 def evaluate(train_takes, test_takes, leave_one_out: bool = False) -> dict:
@@ -104,12 +125,10 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False) -> dict:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from teleop.robot.model import RobotModel
-    from teleop.robot.target import robot_target
-
-    target = robot_target(RobotModel(args.robot))
-    train = read_takes(args, args.train, "train", target)
-    test = read_takes(args, args.test, "test", target)
+    train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
+    check_test_tasks(train_files, test_files, args.leave_one_out)
+    target = robot_target_of(args)
+    train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
     result = evaluate(train, test, args.leave_one_out)
     if args.json:
         print(json.dumps(result))

@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from teleop.data_args import add_common, add_take_filters, read_takes
+from teleop.cli_types import delay_list, probability
+from teleop.data_args import add_common, add_take_filters, read_take_files, robot_target_of, take_files
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,11 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the operator sees the robot do and what the operator does. Virtual time.")
     p.add_argument("--train", type=Path, required=True, help="folder of training takes (one folder per task)")
     p.add_argument("--test", type=Path, required=True, help="folder of test takes")
-    p.add_argument("--rtt", default="0,0.5,1,1.5,2,3,4", help="comma-separated round trips [s] (default: 0,0.5,1,1.5,2,3,4)")
+    p.add_argument("--rtt", type=delay_list, default="0,0.5,1,1.5,2,3,4", help="comma-separated round trips [s] (default: 0,0.5,1,1.5,2,3,4)")
     p.add_argument("--leave-one-out", action="store_true",
                    help="each test take is predicted by a library trained on all other training takes")
     p.add_argument("--seed", type=int, default=0, help="seed of the delay model")
-    p.add_argument("--loss", type=float, default=0.0, help="forward packet loss probability")
+    p.add_argument("--loss", type=probability, default=0.0, help="forward packet loss probability, in [0, 1)")
     p.add_argument("--out", type=Path, default=Path("out") / "trial", help="folder for the table and plots")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--realtime", action="store_true",
@@ -32,9 +33,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+def check_out_folder(out: Path) -> None:
+    """--out must be a folder (or not exist yet): found before the sweep, not after it."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file: give a folder for the table and plots")
+
+
+def check_leave_one_out(train: list[tuple[Path, str]], test: list[tuple[Path, str]]) -> None:
+    """Each test take must leave some training take to learn from. (Unlike ``eval promp``, a
+    test task the library lacks is a valid trial: it measures wrong-task engagement.)"""
+    for path, _ in test:
+        if all(f == path for f, _ in train):
+            raise ValueError(f"--leave-one-out: {path} is the only training take, so nothing is left to learn from")
+
+
 def _run(args: argparse.Namespace) -> int:
-    from teleop.robot.model import RobotModel
-    from teleop.robot.target import robot_target
+    check_out_folder(args.out)
     from teleop.train_cli import _learn
     from teleop.trials.delay_trial import TrialSettings
     from teleop.trials.report import format_table, plot_error_vs_delay, plot_take, write_take_rows
@@ -44,11 +58,13 @@ def _run(args: argparse.Namespace) -> int:
         from teleop.trials.realtime import run_realtime_trial
 
         return run_realtime_trial(args)
-    labels = [x.strip() for x in args.rtt.split(",") if x.strip()]
+    labels = args.rtt   # the round trips as written key the results ("1.5", "3")
     rtts = [float(x) for x in labels]
-    target = robot_target(RobotModel(args.robot))
-    train = read_takes(args, args.train, "train", target)
-    test = read_takes(args, args.test, "test", target)
+    train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
+    if args.leave_one_out:
+        check_leave_one_out(train_files, test_files)
+    target = robot_target_of(args)
+    train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
     if args.leave_one_out:
         cases = [SweepCase(t.trajectory, _learn([o for o in train if o.path != t.path])) for t in test]
     else:

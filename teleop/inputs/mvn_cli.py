@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from retarget.human import HumanMotion
+from teleop.cli_types import port, positive_float
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, MvnCodec
 
 
@@ -89,13 +90,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
     parser.add_argument("file", type=Path, help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz)")
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
-    parser.add_argument("--rate", type=float, default=None,
+    parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
+    parser.add_argument("--rate", type=positive_float, default=None,
                         help="sampling rate of files that do not store one (Xsens CSV) [Hz] (default 100)")
-    parser.add_argument("--speed", type=float, default=1.0, help="playback speed factor")
+    parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
     parser.add_argument("--loop", action="store_true", help="start over at the end")
-    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
-    parser.add_argument("--unit", type=float, default=0.01,
+    parser.add_argument("--duration", type=positive_float, default=None, help="stop after this many seconds")
+    parser.add_argument("--unit", type=positive_float, default=0.01,
                         help="metres per position unit on the wire (the spec's cm: 0.01)")
     parser.set_defaults(func=_run)
 
@@ -106,6 +107,14 @@ def _run(args: argparse.Namespace) -> int:
 
     from retarget.readers import sniff_format
 
+    try:
+        # Resolved first: with a host that does not resolve, every send fails and the stream
+        # would "succeed" with 0 datagrams sent.
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET  # as stream_motion's socket
+        socket.getaddrinfo(args.host, args.port, family, socket.SOCK_DGRAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        print(f"teleop stream-mvn: error: --host {args.host}: cannot resolve it ({exc})", file=sys.stderr)
+        return 2
     try:
         # Only the Xsens CSV and AMC readers take a rate: the other formats store theirs.
         takes_rate = args.rate and sniff_format(args.file) in ("xsens-csv", "amc")
@@ -121,4 +130,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     print(f"sent {stats['samples']} samples in {stats['datagrams']} datagrams ({stats['bytes']} bytes)")
-    return 0
+    if stats["send_errors"]:
+        print(f"teleop stream-mvn: warning: {stats['send_errors']} datagrams could not be sent to "
+              f"{args.host}:{args.port}", file=sys.stderr)
+    return 0 if stats["datagrams"] or not stats["samples"] else 1

@@ -28,6 +28,25 @@ import threading
 import time
 from pathlib import Path
 
+from teleop.cli_types import port, positive_float, positive_int
+
+#: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
+#: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
+ARUCO_DICTIONARIES = tuple(f"DICT_{n}X{n}_{k}" for n in (4, 5, 6, 7) for k in (50, 100, 250, 1000)) + (
+    "DICT_ARUCO_ORIGINAL", "DICT_APRILTAG_16h5", "DICT_APRILTAG_25h9", "DICT_APRILTAG_36h10",
+    "DICT_APRILTAG_36h11", "DICT_ARUCO_MIP_36h12")
+
+
+def _hfov(text: str) -> float:
+    """``--hfov``: a field of view in (0, 180) degrees (0 would mean an infinite focal length)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 180:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be in (0, 180) degrees, got {text}")
+    return value
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jog", help="jog the robot's hand with an AprilTag held in front of a camera",
@@ -40,8 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", type=Path,
                    help="intrinsics file (teleop calibrate-camera JSON, or OpenCV YAML/XML); default: a "
                         "distortion-free guess from --hfov")
-    p.add_argument("--hfov", type=float, default=60.0, help="horizontal field of view for the guess [deg] (default 60)")
-    p.add_argument("--tag-size", type=float, default=0.08, help="side of the tag's black square [m] (default 0.08)")
+    p.add_argument("--hfov", type=_hfov, default=60.0,
+                   help="horizontal field of view for the guess, in (0, 180) [deg] (default 60)")
+    p.add_argument("--tag-size", type=positive_float, default=0.08, help="side of the tag's black square [m] (default 0.08)")
     p.add_argument("--tag-id", type=int, help="follow only this tag id (default: the first tag seen)")
     p.add_argument("--detector", default="auto", choices=("auto", "aruco", "pupil"),
                    help="detector back-end (default auto: pupil-apriltags if installed, else OpenCV ArUco)")
@@ -52,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "toggles it (default: enter on a terminal, else held)")
     p.add_argument("--damping", type=float, default=1.0, help="damping factor s in [0.1, 1] (default 1: no slow-down)")
     p.add_argument("--hand", default="right", choices=("right", "left"), help="which hand (default right)")
-    p.add_argument("--scale", type=float, default=1.0, help="hand motion per tag motion (default 1)")
+    p.add_argument("--scale", type=positive_float, default=1.0, help="hand motion per tag motion (default 1)")
     p.add_argument("--axis-map", default=None,
                    help="base x,y,z as signed camera axes (default '-z,x,-y': the camera faces the operator)")
     p.add_argument("--offset", default=None,
@@ -61,8 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-orientation", action="store_true", help="follow the tag's position only")
     p.add_argument("--no-collision-checks", action="store_true", help="skip the collision checks (faster)")
     p.add_argument("--view", default="none", choices=("none", "web"), help="web: browser view of camera and robot")
-    p.add_argument("--port", type=int, default=8080, help="web viewer port (default 8080; 0 = any free port)")
-    p.add_argument("--duration", type=float, help="stop after this many seconds (default: end of file / Ctrl-C)")
+    p.add_argument("--port", type=port, default=8080, help="web viewer port (default 8080; 0 = any free port)")
+    p.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: end of file / Ctrl-C)")
     p.add_argument("--realtime", action="store_true", help="pace a video file in wall-clock time")
     p.add_argument("--loop", action="store_true", help="restart a video file at its end")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -76,10 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"))
     c.add_argument("--board", default="9x6",
                    help="COLSxROWS: inner corners (chessboard) or squares (ChArUco) (default 9x6)")
-    c.add_argument("--square-size", type=float, default=0.025, help="square side [m] (default 0.025)")
-    c.add_argument("--marker-size", type=float, help="ChArUco marker side [m] (default 0.75 x square)")
-    c.add_argument("--dictionary", default="DICT_4X4_50", help="ChArUco marker dictionary (default DICT_4X4_50)")
-    c.add_argument("--min-views", type=int, default=5, help="boards needed (default 5)")
+    c.add_argument("--square-size", type=positive_float, default=0.025, help="square side [m] (default 0.025)")
+    c.add_argument("--marker-size", type=positive_float,
+                   help="ChArUco marker side, smaller than --square-size [m] (default 0.75 x square)")
+    c.add_argument("--dictionary", default="DICT_4X4_50", choices=ARUCO_DICTIONARIES, metavar="NAME",
+                   help="ChArUco marker dictionary, an OpenCV DICT_* name (default DICT_4X4_50)")
+    c.add_argument("--min-views", type=positive_int, default=5, help="boards needed (default 5)")
     c.add_argument("--out", type=Path, default=Path("camera.json"), help="calibration file to write")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     c.set_defaults(func=_run_calibrate)
@@ -113,8 +135,10 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     from teleop.jog.calibration import CalibrationError, calibrate_charuco, calibrate_chessboard, images_from_paths
 
     cols, rows = _board(args.board)
-    if not args.square_size > 0:
-        raise SystemExit("--square-size must be > 0")
+    marker = args.marker_size or 0.75 * args.square_size
+    if args.pattern == "charuco" and marker >= args.square_size:  # OpenCV would fail with a SystemError
+        raise SystemExit(f"calibrate-camera: --marker-size ({marker:g} m) must be smaller than --square-size "
+                         f"({args.square_size:g} m): each marker sits inside a white square")
     paths: list[str] = []
     for item in args.images:
         matches = sorted(glob.glob(item)) if any(ch in item for ch in "*?[") else [item]
@@ -132,7 +156,6 @@ def _run_calibrate(args: argparse.Namespace) -> int:
         if args.pattern == "chessboard":
             calibration, views = calibrate_chessboard(images, cols, rows, args.square_size, args.min_views)
         else:
-            marker = args.marker_size or 0.75 * args.square_size
             calibration, views = calibrate_charuco(images, cols, rows, args.square_size, marker, args.dictionary,
                                                    args.min_views)
     except CalibrationError as exc:
@@ -172,12 +195,6 @@ def _run_jog(args: argparse.Namespace) -> int:
 
     if not 0.1 <= args.damping <= 1.0:
         raise SystemExit(f"--damping must be in [0.1, 1], got {args.damping}")
-    if not args.tag_size > 0:
-        raise SystemExit("--tag-size must be > 0 [m]")
-    if not args.scale > 0:
-        raise SystemExit("--scale must be > 0")
-    if args.duration is not None and not args.duration > 0:
-        raise SystemExit("--duration must be > 0 [s]")
     try:
         mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
     except ValueError as exc:

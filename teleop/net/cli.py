@@ -12,7 +12,17 @@ import argparse
 import signal
 import sys
 
+from teleop.cli_types import address, non_negative_float, positive_float
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
+
+
+def _probability(text: str) -> float:
+    """A probability in [0, 1]: unlike cli_types.probability, 1 is allowed (netem can
+    simulate a dead link)."""
+    value = non_negative_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -25,47 +35,47 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "Defaults reproduce the thesis' main condition: forward 750 ms with Gaussian "
                     "jitter σ = 2/15 of the delay, backward 750 ms constant.",
     )
-    p.add_argument("--listen", default="127.0.0.1:9000", metavar="HOST:PORT",
+    p.add_argument("--listen", type=address, default="127.0.0.1:9000", metavar="HOST:PORT",
                    help="address the operator station sends to (default %(default)s)")
-    p.add_argument("--target", default="127.0.0.1:9001", metavar="HOST:PORT",
+    p.add_argument("--target", type=address, default="127.0.0.1:9001", metavar="HOST:PORT",
                    help="address of the robot station (default %(default)s)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow non-loopback --listen/--target addresses (exposes the proxy to the network)")
     fwd = p.add_argument_group("forward direction (listen → target: operator commands)")
-    fwd.add_argument("--delay-ms", type=float, default=750.0,
+    fwd.add_argument("--delay-ms", type=non_negative_float, default=750.0,
                      help="constant one-way delay τ_f,D [ms] (default %(default)s)")
-    fwd.add_argument("--jitter-ms", type=float, default=None,
+    fwd.add_argument("--jitter-ms", type=non_negative_float, default=None,
                      help=f"Gaussian jitter σ [ms] (default {THESIS_JITTER_RATIO:.4f} × delay, thesis Eq. 5.17; 0 = none)")
-    fwd.add_argument("--loss", type=float, default=0.0, help="loss probability in [0, 1] (default 0)")
-    fwd.add_argument("--dup", type=float, default=0.0, help="duplication probability in [0, 1] (default 0)")
+    fwd.add_argument("--loss", type=_probability, default=0.0, help="loss probability in [0, 1] (default 0)")
+    fwd.add_argument("--dup", type=_probability, default=0.0, help="duplication probability in [0, 1] (default 0)")
     order = fwd.add_mutually_exclusive_group()
     order.add_argument("--reorder", dest="keep_order", action="store_false",
                        help="let packets overtake each other when their jittered delays cross (default)")
     order.add_argument("--keep-order", dest="keep_order", action="store_true",
                        help="deliver in send order (a packet waits for the one before it)")
-    fwd.add_argument("--rate-kbps", type=float, default=None,
+    fwd.add_argument("--rate-kbps", type=positive_float, default=None,
                      help="bandwidth cap [kbit/s], both directions unless --back-rate-kbps (thesis: 3000; default unlimited)")
     back = p.add_argument_group("backward direction (target → listen: robot feedback)")
-    back.add_argument("--back-delay-ms", type=float, default=None,
+    back.add_argument("--back-delay-ms", type=non_negative_float, default=None,
                       help="constant one-way delay τ_b [ms] (default: same as --delay-ms, as in the thesis)")
-    back.add_argument("--back-jitter-ms", type=float, default=0.0,
+    back.add_argument("--back-jitter-ms", type=non_negative_float, default=0.0,
                       help="Gaussian jitter σ [ms] (default 0: constant, thesis Eq. 5.18)")
-    back.add_argument("--back-loss", type=float, default=0.0, help="loss probability (default 0)")
-    back.add_argument("--back-dup", type=float, default=0.0, help="duplication probability (default 0)")
+    back.add_argument("--back-loss", type=_probability, default=0.0, help="loss probability (default 0)")
+    back.add_argument("--back-dup", type=_probability, default=0.0, help="duplication probability (default 0)")
     back.add_argument("--back-keep-order", action="store_true",
                       help="deliver in send order in the backward direction")
-    back.add_argument("--back-rate-kbps", type=float, default=None,
+    back.add_argument("--back-rate-kbps", type=positive_float, default=None,
                       help="bandwidth cap [kbit/s] (default: --rate-kbps)")
     bounds = p.add_argument_group("bounds and reporting")
-    bounds.add_argument("--max-delay-ms", type=float, default=10_000.0,
+    bounds.add_argument("--max-delay-ms", type=non_negative_float, default=10_000.0,
                         help="hard cap on any jittered one-way delay [ms] (default %(default)s)")
-    bounds.add_argument("--queue-ms", type=float, default=1000.0,
+    bounds.add_argument("--queue-ms", type=non_negative_float, default=1000.0,
                         help="longest wait behind the bandwidth cap before tail drop [ms] (default %(default)s)")
     bounds.add_argument("--seed", type=int, default=None,
                         help="seed of the impairment decisions, for reproducible runs (default random)")
-    bounds.add_argument("--stats-interval", type=float, default=5.0,
+    bounds.add_argument("--stats-interval", type=non_negative_float, default=5.0,
                         help="print statistics every this many seconds, 0 = only at exit (default %(default)s)")
-    bounds.add_argument("--duration", type=float, default=None,
+    bounds.add_argument("--duration", type=positive_float, default=None,
                         help="stop after this many seconds (default: run until Ctrl-C / SIGTERM)")
     p.set_defaults(func=run_netem, keep_order=False)
     return p

@@ -24,6 +24,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from teleop.cli_types import non_negative_float
+
 from .export import export_episodes, recordings_in
 from .mcap_index import RecordingFormatError
 from .reader import Recording, open_recording
@@ -102,6 +104,12 @@ def cmd_trim(args: argparse.Namespace) -> int:
     end_ns = None if args.end is None else origin + round(args.end * 1e9) + 1
     if start_ns is not None and end_ns is not None and end_ns <= start_ns:
         raise ValueError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
+    if next(iter(recording.messages(None, start_ns, end_ns)), None) is None:  # an empty copy helps nobody
+        window = (f"between --start {args.start:g} s and --end {args.end:g} s" if args.end is not None and
+                  args.start is not None else f"from --start {args.start:g} s on" if args.start is not None else
+                  f"up to --end {args.end:g} s")
+        raise ValueError(f"{args.file}: nothing {window} (the recording lasts {recording.duration_s:.3f} s); "
+                         "nothing written")
     out = write_copy(recording, args.output, start_ns=start_ns, end_ns=end_ns,
                      operation=f"trim start={args.start} end={args.end} (s from first message)")
     print(f"{out}: {open_recording(out).message_count} messages")
@@ -132,13 +140,35 @@ def cmd_export(args: argparse.Namespace) -> int:
     for reason in result.skipped:
         print(f"skipped {reason}", file=sys.stderr)
     print(f"{len(result.written)} trajectories written to {args.output}")
-    return 0 if result.written else 1  # nothing exported is worth a failing exit code in scripts
+    if not result.written:  # nothing exported is worth a failing exit code in scripts, and a reason
+        print(f"teleop dataset export: error: {_why_nothing_exported(result.skipped)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _why_nothing_exported(skipped: list[str]) -> str:
+    unlabelled = sum(reason.endswith(": no task label") for reason in skipped)
+    if unlabelled:
+        return (f"nothing exported: {unlabelled} episode(s) have no task label, and only labelled episodes are "
+                "exported; label them with `teleop dataset label FILE --episode N --task NAME` "
+                "(`teleop dataset list` shows the episodes)")
+    if not skipped:
+        return ("nothing exported: the recording(s) hold no episodes; record with `teleop record --task NAME` "
+                "(the whole session as one labelled episode)")
+    return "nothing exported: every episode was skipped (reasons above)"
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Report what a (crashed) recording holds and write a complete copy."""
     print(recover(args.file, args.output).summary())
     return 0
+
+
+def _task_label(text: str) -> str:
+    """``label --task``: a non-empty name (an empty one would mean "unlabelled")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the task name must not be empty, e.g. --task wave")
+    return text
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -168,15 +198,15 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("trim", help="keep a time window of a recording (new file)")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--start", type=float, default=None, metavar="S", help="seconds from the first message")
-    p.add_argument("--end", type=float, default=None, metavar="E", help="seconds from the first message (inclusive)")
+    p.add_argument("--start", type=non_negative_float, default=None, metavar="S", help="seconds from the first message")
+    p.add_argument("--end", type=non_negative_float, default=None, metavar="E", help="seconds from the first message (inclusive)")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT")
     p.set_defaults(func=_guarded(cmd_trim))
 
     p = sub.add_parser("label", help="set the task label of an episode")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--episode", type=int, required=True, metavar="N", help="episode number (see list/inspect)")
-    p.add_argument("--task", required=True, metavar="NAME")
+    p.add_argument("--task", required=True, type=_task_label, metavar="NAME")
     p.add_argument("-o", "--output", type=Path, default=None, metavar="OUT",
                    help="write a labelled copy here (default: replace FILE atomically)")
     p.set_defaults(func=_guarded(cmd_label))

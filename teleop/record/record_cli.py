@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from teleop.cli_types import positive_float
+
 from .messages import EpisodeMarker
 from .recorder import Recorder
 from .sources import SOURCES, SourceItem
@@ -59,13 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``teleop record`` (shared by :func:`register` and :func:`main`)."""
     parser.add_argument("--source", choices=SOURCES, default="test-pattern",
                         help="live source to record (default: test-pattern)")
-    parser.add_argument("--duration", type=float, default=None, metavar="S",
+    parser.add_argument("--duration", type=positive_float, default=None, metavar="S",
                         help="stop after S seconds (default: until Ctrl-C or the source ends)")
     parser.add_argument("-o", "--output", type=Path, default=None,
                         help="output .mcap file (default: runs/recordings/session-<date>-<time>.mcap)")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
     parser.add_argument("--task", default=None,
                         help="record the whole session as one episode with this task label")
-    parser.add_argument("--flush-interval", type=float, default=0.5, metavar="S",
+    parser.add_argument("--flush-interval", type=positive_float, default=0.5, metavar="S",
                         help="longest time data waits in memory, i.e. what a crash can lose [s] (default 0.5)")
     parser.set_defaults(func=run)
 
@@ -88,6 +91,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"teleop record: error: unknown source {args.source!r} (known: {', '.join(SOURCES)})", file=sys.stderr)
         return 2
     output = args.output or _default_output()
+    # Checked before the source starts: a recording is often the only copy of a session.
+    if output.is_dir():
+        print(f"teleop record: error: -o {output} is a directory: give a file name", file=sys.stderr)
+        return 2
+    if output.exists() and not args.force:
+        print(f"teleop record: error: {output} exists: pass --force to overwrite it, or choose another -o",
+              file=sys.stderr)
+        return 2
     items = SOURCES[args.source](args)
     previous_handler = None
     if threading.current_thread() is threading.main_thread():

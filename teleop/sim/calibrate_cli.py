@@ -8,6 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
+from teleop.cli_types import non_negative_float, positive_float, positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -24,11 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, help="recording to fit (.npz or .json)")
     p.add_argument("--make-test-recording", type=Path, metavar="OUT",
                    help="write a recording made with hidden perturbed parameters to OUT (.npz or .json)")
-    p.add_argument("--perturb", type=float, default=0.2,
+    p.add_argument("--perturb", type=non_negative_float, default=0.2,
                    help="with --make-test-recording: hidden scales drawn in [1-P, 1+P] (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="with --make-test-recording: seed (default 0)")
-    p.add_argument("--duration", type=float, default=3.0, help="with --make-test-recording: length [s] (default 3)")
-    p.add_argument("--noise", type=float, default=2e-4,
+    p.add_argument("--duration", type=positive_float, default=3.0, help="with --make-test-recording: length [s] (default 3)")
+    p.add_argument("--noise", type=non_negative_float, default=2e-4,
                    help="with --make-test-recording: noise on the measured angles [rad] (default 2e-4)")
     p.add_argument("--groups", help="comma-separated joint groups or joints to calibrate "
                                     "(default: the recording's meta; for a test recording: right_arm)")
@@ -37,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fit-kp", action="store_true",
                    help="also fit the servo stiffness K_p (not identifiable together with the mass from angles "
                         "alone: see teleop/sim/calibration.py)")
-    p.add_argument("--max-evaluations", type=int, default=200, help="budget of simulated replays (default 200)")
+    p.add_argument("--max-evaluations", type=positive_int, default=200, help="budget of simulated replays (default 200)")
     p.add_argument("--out", type=Path, default=Path("out") / "calibration",
                    help="folder for fitted_actuator.toml and report.json (default out/calibration)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (no progress bar)")

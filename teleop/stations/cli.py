@@ -7,6 +7,9 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Callable
+
+from teleop.cli_types import address, non_negative_float, port, positive_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,17 +17,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                            description="Listens for the operator's references over UDP (authenticated with the shared "
                                        "secret), compensates the delay with a ProMP library, tracks the references with "
                                        "the whole-body QP on the simulated iCub in real time and streams the eye camera.")
-    robot.add_argument("--listen", default="127.0.0.1:9001", help="address to listen on (default: 127.0.0.1:9001)")
+    robot.add_argument("--listen", type=address, default="127.0.0.1:9001", help="address to listen on (default: 127.0.0.1:9001)")
     robot.add_argument("--allow-remote", action="store_true", help="allow listening on a non-loopback address")
     robot.add_argument("--library", type=Path, help="ProMP task library from `teleop train` (default: none, no compensation)")
-    robot.add_argument("--video-to", default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
-    robot.add_argument("--video-hz", type=float, default=10.0, help="eye camera frame rate (default: 10)")
-    robot.add_argument("--stale-timeout", type=float, default=0.5, help="hold a safe pose after this long without commands [s]")
-    robot.add_argument("--duration", type=float, help="stop after this many seconds (default: run until Ctrl-C)")
-    robot.add_argument("--secret-file", type=Path, help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
+    robot.add_argument("--video-to", type=address, default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
+    robot.add_argument("--video-hz", type=non_negative_float, default=10.0,
+                       help="eye camera frame rate [Hz] (default: 10; 0 = no video)")
+    robot.add_argument("--stale-timeout", type=non_negative_float, default=0.5, help="hold a safe pose after this long without commands [s]")
+    robot.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: run until Ctrl-C)")
+    robot.add_argument("--secret-file", type=_file, help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
+    robot.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     robot.add_argument("--gui", action="store_true", help="show pybullet's GUI window")
     robot.add_argument("--json", action="store_true", help="print the final telemetry as JSON")
-    robot.add_argument("--record", type=Path, metavar="FILE", help="record every stream to this MCAP file "
+    robot.add_argument("--record", type=_file, metavar="FILE", help="record every stream to this MCAP file "
                        "(delivered and compensated commands, robot state, camera frames, network statistics)")
     robot.set_defaults(func=_run_robot)
 
@@ -32,26 +37,85 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Reads the operator's motion (the synthetic operator, or a motion file replayed at its "
                                     "true rate), retargets it, sends the references to the robot station, receives the "
                                     "robot's video through a jitter buffer and reports the backward delay.")
-    op.add_argument("--robot", default="127.0.0.1:9001", help="robot station address (default: 127.0.0.1:9001)")
-    op.add_argument("--bind", default="127.0.0.1:0", help="local address for the command link")
+    op.add_argument("--robot", type=address, default="127.0.0.1:9001", help="robot station address (default: 127.0.0.1:9001)")
+    op.add_argument("--bind", type=address, default="127.0.0.1:0", help="local address for the command link")
     op.add_argument("--source", "--input", dest="source", default="synthetic",
                     help="'synthetic', 'xsens-live[:PORT]' (MVN network stream, default port 9763), 'openvr' (SteamVR), "
                          "or a motion file replayed at its true rate (default: synthetic)")
     op.add_argument("--vr-config", type=Path, help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
-    op.add_argument("--record", type=Path, metavar="FILE", help="record every stream to this MCAP file "
+    op.add_argument("--record", type=_file, metavar="FILE", help="record every stream to this MCAP file "
                     "(raw input, references, received camera frames, network statistics)")
-    op.add_argument("--speed", type=float, default=1.0, help="replay speed factor for a file source")
+    op.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
+    op.add_argument("--speed", type=positive_float, default=1.0, help="replay speed factor for a file source")
     op.add_argument("--loop", action="store_true", help="loop a file source")
     op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator")
-    op.add_argument("--video-listen", default="127.0.0.1:9003", help="where to receive the robot's video")
-    op.add_argument("--jitter-buffer", type=float, default=0.0, help="video jitter buffer length [s]")
+    op.add_argument("--video-listen", type=address, default="127.0.0.1:9003", help="where to receive the robot's video")
+    op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0, help="video jitter buffer length [s]")
     op.add_argument("--view", choices=("none", "web", "headset"), default="none",
                     help="display: none, the local web viewer, or the VR headset (SteamVR)")
-    op.add_argument("--port", type=int, default=8080, help="web viewer port (default: 8080)")
-    op.add_argument("--duration", type=float, help="stop after this many seconds")
-    op.add_argument("--secret-file", type=Path, help="shared secret file")
+    op.add_argument("--port", type=port, default=8080, help="web viewer port (default: 8080)")
+    op.add_argument("--duration", type=positive_float, help="stop after this many seconds")
+    op.add_argument("--secret-file", type=_file, help="shared secret file")
     op.add_argument("--json", action="store_true", help="print the final statistics as JSON")
     op.set_defaults(func=_run_operator)
+
+
+def _file(text: str) -> Path:
+    """A file to read or write: an existing directory is refused here, before the station starts
+    (opening it later would only fail with IsADirectoryError)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory: give a file name")
+    return path
+
+
+class _SilenceWatch:
+    """Warns on stderr when nothing arrives from a peer for ``after`` seconds.
+
+    UDP has no connection: the operator station sends happily to a robot station that is not
+    there (or has died), and a live input stream that never comes looks like a still operator.
+    Without this the session would end with nothing but zeros in its counts.
+
+    Args:
+        heard: returns a counter of what arrived so far (packets, datagrams).
+        what: what is missing, e.g. "feedback or video from the robot at 127.0.0.1:9001".
+        hint: the likely cause, as a question.
+        after: seconds of silence before warning during the session.
+    """
+
+    def __init__(self, heard: Callable[[], int], what: str, hint: str, after: float = 3.0) -> None:
+        self.heard, self.what, self.hint, self.after = heard, what, hint, after
+        self.began = self.last_change = time.monotonic()
+        self.count = heard()
+        self.ever = False
+        self.warned = False
+
+    def check(self) -> None:
+        """Once per tick: warn once per silence longer than ``after``."""
+        now, count = time.monotonic(), self.heard()
+        if count != self.count:
+            self.count, self.last_change, self.ever, self.warned = count, now, True, False
+        elif not self.warned and now - self.last_change >= self.after:
+            self.warned = True
+            self._warn(now)
+
+    def finish(self) -> None:
+        """At the end: warn if nothing ever came, or nothing for the last ``after`` seconds."""
+        self.check()
+        now = time.monotonic()
+        if not self.ever or now - self.last_change >= self.after:
+            self._warn(now)
+
+    def _warn(self, now: float) -> None:
+        when = f"in {now - self.began:.1f} s" if not self.ever else f"for the last {now - self.last_change:.1f} s"
+        print(f"[operator] warning: no {self.what} {when}: {self.hint}", file=sys.stderr)
+
+
+def _check_record_target(args: argparse.Namespace) -> None:
+    """Refuse to overwrite a recording (often the only copy of a session) unless --force,
+    before anything starts."""
+    if args.record is not None and args.record.exists() and not args.force:
+        raise ValueError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
 
 
 def _secret(path):
@@ -79,6 +143,7 @@ def _loop(period: float, duration: float | None, body) -> None:
 
 
 def _run_robot(args: argparse.Namespace) -> int:
+    _check_record_target(args)
     from promp.library import TaskLibrary
     from teleop.net.protocol import PacketCodec
     from teleop.net.udp import UdpEndpoint, parse_address
@@ -167,6 +232,7 @@ def _operator_view_stats(station, video, endpoint) -> dict:
 
 
 def _run_operator(args: argparse.Namespace) -> int:
+    _check_record_target(args)
     from teleop.clock import WallClock
     from teleop.net.protocol import PacketCodec
     from teleop.net.udp import UdpEndpoint, parse_address
@@ -220,17 +286,27 @@ def _run_operator(args: argparse.Namespace) -> int:
     from teleop.inputs.base import GatedSource
     from teleop.stations.recording import input_event_handler
 
-    source = _make_source(args)
+    source = raw_source = _make_source(args)
     # Pause / emergency stop buttons gate what is sent; calibrate and record act on the station.
     source = GatedSource(recording.wrap_source(source) if recording else source,
                          on_event=lambda event: handle_event(event))
     station = OperatorStation(endpoint, parse_address(args.robot), source, robot_target(RobotModel()), video,
                               OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
     handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
+    watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
+                             f"feedback or video from the robot at {args.robot}", "is `teleop robot` running there?")]
+    from teleop.inputs.xsens_live import XsensLiveSource
+
+    if isinstance(raw_source, XsensLiveSource):
+        watches.append(_SilenceWatch(lambda: raw_source.stats["datagrams"],
+                                     f"MVN datagrams received on port {raw_source.address[1]}",
+                                     "is MVN's network streamer (or `teleop stream-mvn`) sending to this port?"))
 
     def tick():
         video.poll_socket()
         refs = station.tick()
+        for watch in watches:
+            watch.check()
         if recording is not None:
             if refs is not None:
                 recording.references(refs)
@@ -241,6 +317,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        for watch in watches:
+            watch.finish()
         video.close()
         endpoint.close()
         if viewer is not None:
@@ -251,10 +329,12 @@ def _run_operator(args: argparse.Namespace) -> int:
             headset.close()
         if recording is not None:
             recording.close()
-    stats = {"references_sent": station.sent, "video_frames_displayed": video.displayed,
+    stats = {"references_sent": station.sent, "feedback_received": station.feedback_received,
+             "video_frames_displayed": video.displayed,
              "video": video.buffer.report(), "network": endpoint.stats.summary()}
     if args.json:
         print(json.dumps(stats, default=float))
     else:
-        print(f"sent {station.sent} reference packets, displayed {video.displayed} video frames")
+        print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, "
+              f"displayed {video.displayed} video frames")
     return 0

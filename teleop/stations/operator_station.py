@@ -116,6 +116,7 @@ class OperatorStation:
         self._calibrated = False
         self._next_report = 0.0
         self.sent = 0
+        self.feedback_received = 0  # FEEDBACK packets from the robot: 0 means nobody is there
 
     def recalibrate(self) -> None:
         """Calibrate the retargeting again on the next pose (the operator's calibrate button)."""
@@ -151,6 +152,7 @@ class OperatorStation:
                 continue
             if received.packet.packet_type == PacketType.FEEDBACK:
                 self.feedback = received.packet.message
+                self.feedback_received += 1
         if self.video is not None:
             self.video.play()
             if now >= self._next_report:

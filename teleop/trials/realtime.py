@@ -230,18 +230,19 @@ def run_realtime_trial(args: argparse.Namespace) -> int:
     """``teleop trial --realtime``: the sweep of the virtual trial, in wall time over loopback."""
     from tqdm import tqdm
 
-    from teleop.data_args import read_takes
-    from teleop.robot.model import RobotModel
-    from teleop.robot.target import robot_target
+    from teleop.data_args import read_take_files, robot_target_of, take_files
     from teleop.train_cli import _learn
+    from teleop.trial_cli import check_leave_one_out
     from teleop.trials.report import format_table
     from teleop.trials.sweep import summarise
 
-    labels = [x.strip() for x in args.rtt.split(",") if x.strip()]
+    labels = args.rtt   # checked by teleop.cli_types.delay_list; the results are keyed by them as written
     rtts = [float(x) for x in labels]
-    target = robot_target(RobotModel(args.robot))
-    train = read_takes(args, args.train, "train", target)
-    test = read_takes(args, args.test, "test", target)
+    train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
+    if args.leave_one_out:
+        check_leave_one_out(train_files, test_files)
+    target = robot_target_of(args)
+    train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
     args.out.mkdir(parents=True, exist_ok=True)
     settings = RealtimeSettings(loss=args.loss)
     libraries: list[Path] = []

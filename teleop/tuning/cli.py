@@ -8,6 +8,22 @@ import sys
 import time
 from pathlib import Path
 
+from teleop.cli_types import non_negative_float, positive_float, positive_int
+
+#: The setups of teleop.tuning.setups.SETUPS (not imported here: `teleop --help` stays fast).
+SETUP_NUMBERS = (1, 2, 3, 4)
+
+
+def _setups(text: str) -> list[int]:
+    """``--setups``: a non-empty comma-separated list of setup numbers."""
+    try:
+        numbers = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        numbers = None
+    if not numbers or any(n not in SETUP_NUMBERS for n in numbers):
+        raise argparse.ArgumentTypeError(f"expected comma-separated setups from 1-4 (e.g. 1,2,3,4 or 2), got {text!r}")
+    return numbers
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="tune the simulated arm's joint PIDs: relay + ZN heuristics vs an optimiser",
@@ -18,10 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "Ziegler-Nichols-family heuristics, and an optimiser that tunes the limb "
                                    "together on recorded motions. Prints the reference's table (AE-A, AE-S, OS, "
                                    "ST5, R50) next to the reference's own numbers and writes plots and data.")
-    p.add_argument("--setups", default="1,2,3,4", help="comma-separated setups to run (default: 1,2,3,4)")
+    p.add_argument("--setups", type=_setups, default="1,2,3,4", help="comma-separated setups to run (default: 1,2,3,4)")
     p.add_argument("--quick", action="store_true", help="short motions and a tiny optimiser budget (tests)")
-    p.add_argument("--evaluations", type=int, help="optimiser budget: simulations of the training set, warm-start candidates included (default: 70)")
-    p.add_argument("--speed", type=float, help="playback speed of the motions (default: 2, a 'fast' motion)")
+    p.add_argument("--evaluations", type=positive_int, help="optimiser budget: simulations of the training set, warm-start candidates included (default: 70)")
+    p.add_argument("--speed", type=positive_float, help="playback speed of the motions (default: 2, a 'fast' motion)")
     p.add_argument("--eval-motions", help="comma-separated motion files for AE-A (default: synthetic demos)")
     p.add_argument("--train-motions", help="comma-separated motion files the optimiser trains on")
     p.add_argument("--relay-per-heuristic", action="store_true",
@@ -29,10 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gains", type=Path, action="append", default=[],
                    help="also evaluate this gains file (PidConfiguration JSON covering the 5 arm joints), e.g. a "
                         "manual tuning; its row is named after the file (repeatable)")
-    p.add_argument("--payload-kg", type=float,
+    p.add_argument("--payload-kg", type=non_negative_float,
                    help="payload of setup 4 [kg] (default: the reference's 10 kg; holding the step animation's "
                         "postures then needs up to 37 N m of the iCub's 30 N m shoulder pitch, measured)")
-    p.add_argument("--jobs", type=int, default=2, help="setups run in parallel processes (default: 2)")
+    p.add_argument("--jobs", type=positive_int, default=2, help="setups run in parallel processes (default: 2)")
     p.add_argument("--out", type=Path, default=Path("out") / "tune", help="folder for plots, gains and data")
     p.add_argument("--no-save", action="store_true", help="write no files (table / JSON only)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -46,8 +62,6 @@ def _settings(args: argparse.Namespace):
     settings.progress = settings.optimiser.progress = not args.json and not args.quick
     settings.relay_per_heuristic = args.relay_per_heuristic
     if args.payload_kg is not None:
-        if args.payload_kg < 0:
-            raise SystemExit("--payload-kg must be >= 0")
         settings.payload_kg = args.payload_kg
     if args.gains:
         from teleop.tuning.gains_io import GainsFormatError, load_gains
@@ -58,13 +72,12 @@ def _settings(args: argparse.Namespace):
                 settings.extra_gains[path.stem] = load_gains(path, LEFT_ARM)
             except (OSError, GainsFormatError) as exc:
                 raise SystemExit(f"--gains: {exc}") from None
+            except UnicodeDecodeError:  # a binary file (an .npz, say): load_gains expects text
+                raise SystemExit(f"--gains: {path}: not a JSON gains file (binary content; expected a "
+                                 "PidConfiguration JSON file, see teleop/tuning/gains_io.py)") from None
     if args.evaluations is not None:
-        if args.evaluations < 1:
-            raise SystemExit("--evaluations must be >= 1")
         settings.optimiser.max_evaluations = args.evaluations
     if args.speed is not None:
-        if args.speed <= 0:
-            raise SystemExit("--speed must be > 0")
         settings.speed = args.speed
     for attr, text in (("evaluation_motions", args.eval_motions), ("training_motions", args.train_motions)):
         if text:
@@ -80,10 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.tuning.experiment import run_experiment
     from teleop.tuning.report import format_report, json_summary, plot_errors, save_outputs
 
-    try:
-        numbers = [int(x) for x in args.setups.split(",") if x.strip()]
-    except ValueError:
-        raise SystemExit(f"--setups must be comma-separated numbers, got {args.setups!r}") from None
+    numbers = args.setups
     settings = _settings(args)
     start = time.time()
     results = run_experiment(numbers, settings, jobs=args.jobs)

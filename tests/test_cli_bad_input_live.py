@@ -1,0 +1,294 @@
+"""Bad input to the live commands (robot, operator, record, dataset, stream-mvn, tune,
+calibrate-sim, jog, calibrate-camera, netem, demo): refused early, with a message naming the
+option and saying what is expected; and an operator with nobody at the other end says so.
+
+Every test runs the real ``teleop`` entry point in-process on fixtures made in tmp_path.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+
+import numpy as np
+import pytest
+
+from retarget.references import FLAT_SIZE, RobotReferences
+from teleop.cli import main
+from teleop.record import Recorder
+
+
+def usage_error(capsys, argv: list[str]) -> str:
+    """Run ``teleop argv``, expect argparse's usage error (exit 2); returns its message."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def secret(tmp_path):
+    path = tmp_path / "secret"
+    path.write_bytes(b"0123456789abcdef0123456789abcdef")
+    path.chmod(0o600)
+    return path
+
+
+# ------------------------------------------------------------------ 1. robot / operator
+@pytest.mark.parametrize("argv, expected", [
+    (["robot", "--listen", "nonsense"], "argument --listen: address 'nonsense' must look like host:port"),
+    (["robot", "--listen", "127.0.0.1:99999"], "argument --listen: port out of range"),
+    (["operator", "--robot", "nonsense"], "argument --robot"),
+    (["operator", "--bind", "nonsense"], "argument --bind"),
+    (["operator", "--video-listen", "nonsense"], "argument --video-listen"),
+    (["robot", "--stale-timeout", "-1"], "argument --stale-timeout: must be >= 0"),
+    (["operator", "--jitter-buffer", "-1"], "argument --jitter-buffer: must be >= 0"),
+    (["robot", "--video-hz", "-5"], "argument --video-hz: must be >= 0"),
+    (["operator", "--port", "99999"], "argument --port: port must be 0-65535"),
+])
+def test_station_values_are_checked_by_argparse(capsys, argv, expected):
+    assert expected in usage_error(capsys, argv)
+
+
+@pytest.mark.parametrize("command, option", [("robot", "--record"), ("operator", "--record"),
+                                             ("robot", "--secret-file"), ("operator", "--secret-file")])
+def test_station_files_that_are_directories_are_refused(capsys, tmp_path, command, option):
+    message = usage_error(capsys, [command, option, str(tmp_path)])
+    assert f"argument {option}: {tmp_path} is a directory" in message
+
+
+@pytest.mark.parametrize("command", ["robot", "operator"])
+def test_station_recordings_are_not_overwritten_without_force(capsys, tmp_path, command):
+    existing = tmp_path / "session.mcap"
+    existing.write_bytes(b"the only copy")
+    assert main([command, "--record", str(existing), "--duration", "0.1"]) == 1
+    assert f"--record {existing} exists: pass --force" in capsys.readouterr().err
+    assert existing.read_bytes() == b"the only copy"
+
+
+# ------------------------------------------------------------------ 2. silent robot / MVN stream
+def test_operator_warns_when_neither_robot_nor_mvn_stream_is_there(capsys, secret):
+    robot, mvn = free_udp_port(), free_udp_port()
+    assert main(["operator", "--duration", "1.5", "--robot", f"127.0.0.1:{robot}", "--video-listen", "127.0.0.1:0",
+                 "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 0
+    out, err = capsys.readouterr()
+    assert "received 0 feedback packets" in out
+    assert re.search(rf"no feedback or video from the robot at 127.0.0.1:{robot} in 1\.\d s: "
+                     r"is `teleop robot` running there\?", err)
+    assert re.search(rf"no MVN datagrams received on port {mvn} in 1\.\d s", err)
+
+
+def test_silence_after_the_robot_answered_is_reported_once_per_silence(capsys):
+    """The robot dies mid-session: one warning per silence, and one at the end."""
+    import time
+
+    from teleop.stations.cli import _SilenceWatch
+
+    count = [0]
+    watch = _SilenceWatch(lambda: count[0], "feedback from the robot", "is it running?", after=0.05)
+    count[0] = 5
+    watch.check()
+    time.sleep(0.1)
+    watch.check()
+    watch.check()
+    watch.finish()
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all("no feedback from the robot for the last" in line for line in err)
+
+
+# ------------------------------------------------------------------ 3. record
+def test_record_refuses_to_overwrite_without_force(capsys, tmp_path):
+    out = tmp_path / "take.mcap"
+    assert main(["record", "--duration", "0.3", "-o", str(out)]) == 0
+    before = out.read_bytes()
+    assert main(["record", "--duration", "0.2", "-o", str(out)]) == 2
+    assert f"{out} exists: pass --force" in capsys.readouterr().err
+    assert out.read_bytes() == before
+    assert main(["record", "--duration", "0.2", "-o", str(out), "--force"]) == 0
+    assert out.read_bytes() != before
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--duration", "-2"], "argument --duration: must be > 0"),
+    (["--flush-interval", "0"], "argument --flush-interval: must be > 0"),
+])
+def test_record_values(capsys, tmp_path, argv, expected):
+    assert expected in usage_error(capsys, ["record", "-o", str(tmp_path / "r.mcap"), *argv])
+    assert not (tmp_path / "r.mcap").exists()
+
+
+# ------------------------------------------------------------------ 4. stream-mvn
+@pytest.fixture
+def motion_file(tmp_path):
+    from retarget.human import SEGMENTS, HumanMotion
+
+    times = np.arange(10) * 0.01
+    quaternions = np.tile([1.0, 0.0, 0.0, 0.0], (10, 1, 1))
+    motion = HumanMotion(times, SEGMENTS[:1], np.zeros((10, 1, 3)), quaternions, rate_hz=100.0)
+    path = tmp_path / "m.npz"
+    motion.save_npz(path)
+    return path
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--port", "99999"], "argument --port: port must be 0-65535"),
+    (["--port", "-1"], "argument --port: port must be 0-65535"),
+    (["--speed", "0"], "argument --speed: must be > 0"),
+    (["--unit", "0"], "argument --unit: must be > 0"),
+    (["--rate", "-5"], "argument --rate: must be > 0"),
+    (["--rate", "0"], "argument --rate: must be > 0"),
+])
+def test_stream_mvn_values(capsys, motion_file, argv, expected):
+    assert expected in usage_error(capsys, ["stream-mvn", str(motion_file), *argv])
+
+
+def test_stream_mvn_unknown_host_fails_before_streaming(capsys, motion_file):
+    assert main(["stream-mvn", str(motion_file), "--host", "nosuchhost.invalid"]) == 2
+    out, err = capsys.readouterr()
+    assert "--host nosuchhost.invalid: cannot resolve it" in err and "sent" not in out
+
+
+# ------------------------------------------------------------------ 5. tune (never without --quick)
+@pytest.mark.parametrize("setups", ["9", "", "1,x"])
+def test_tune_setups(capsys, setups):
+    assert "argument --setups: expected comma-separated setups from 1-4" in usage_error(
+        capsys, ["tune", "--quick", "--no-save", "--setups", setups])
+
+
+def test_tune_setup_numbers_match_the_setups():
+    from teleop.tuning.cli import SETUP_NUMBERS
+    from teleop.tuning.setups import SETUPS
+
+    assert SETUP_NUMBERS == tuple(sorted(SETUPS))
+
+
+def test_tune_binary_gains_file(tmp_path):
+    gains = tmp_path / "gains.npz"
+    np.savez(gains, kp=np.ones(5))
+    with pytest.raises(SystemExit) as exc:
+        main(["tune", "--quick", "--no-save", "--setups", "2", "--jobs", "1", "--gains", str(gains)])
+    assert f"{gains}: not a JSON gains file" in str(exc.value)
+
+
+def test_tune_bad_motion_file_is_named(capsys, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    assert main(["tune", "--quick", "--no-save", "--json", "--setups", "2", "--jobs", "1",
+                 "--eval-motions", str(bad)]) == 1
+    assert f"teleop tune: error: {bad}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ 6. calibrate-sim
+@pytest.mark.parametrize("argv, expected", [
+    (["--make-test-recording", "X.npz", "--duration", "0"], "argument --duration: must be > 0"),
+    (["--make-test-recording", "X.npz", "--noise", "-1"], "argument --noise: must be >= 0"),
+    (["--data", "X.npz", "--max-evaluations", "-1"], "argument --max-evaluations: must be >= 1"),
+])
+def test_calibrate_sim_values(capsys, argv, expected):
+    assert expected in usage_error(capsys, ["calibrate-sim", *argv])
+
+
+# ------------------------------------------------------------------ 7. jog
+@pytest.mark.parametrize("argv, expected", [
+    (["--view", "web", "--port", "99999"], "argument --port: port must be 0-65535"),
+    (["--hfov", "0"], "argument --hfov: must be in (0, 180) degrees"),
+    (["--hfov", "-10"], "argument --hfov: must be in (0, 180) degrees"),
+    (["--hfov", "200"], "argument --hfov: must be in (0, 180) degrees"),
+    (["--hfov", "nan"], "argument --hfov: must be in (0, 180) degrees"),
+])
+def test_jog_values(capsys, argv, expected):
+    assert expected in usage_error(capsys, ["jog", "--camera", "0", *argv])
+
+
+# ------------------------------------------------------------------ 8. calibrate-camera
+@pytest.fixture
+def image(tmp_path):
+    import cv2
+
+    path = tmp_path / "board.png"
+    cv2.imwrite(str(path), np.full((48, 64), 255, np.uint8))
+    return path
+
+
+def test_calibrate_camera_marker_must_be_smaller_than_square(tmp_path, image):
+    out = tmp_path / "camera.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(image), "--pattern", "charuco", "--board", "5x7",
+              "--marker-size", "1", "--out", str(out)])
+    assert "--marker-size (1 m) must be smaller than --square-size (0.025 m)" in str(exc.value)
+    assert not out.exists()
+
+
+def test_calibrate_camera_min_views_and_dictionary(capsys, image):
+    assert "argument --min-views: must be >= 1" in usage_error(
+        capsys, ["calibrate-camera", "--images", str(image), "--min-views", "0"])
+    message = usage_error(capsys, ["calibrate-camera", "--images", str(image), "--dictionary", "NOPE"])
+    assert "argument --dictionary: invalid choice: 'NOPE'" in message and "DICT_4X4_50" in message
+
+
+def test_calibrate_camera_dictionaries_exist_in_opencv():
+    import cv2
+
+    from teleop.jog.cli import ARUCO_DICTIONARIES
+
+    assert all(hasattr(cv2.aruco, name) for name in ARUCO_DICTIONARIES)
+
+
+# ------------------------------------------------------------------ 9. netem
+@pytest.mark.parametrize("argv, expected", [
+    (["--stats-interval", "-1"], "argument --stats-interval: must be >= 0"),
+    (["--delay-ms", "nan"], "argument --delay-ms: 'nan' is not a finite number"),
+    (["--loss", "2"], "argument --loss: must be in [0, 1]"),
+])
+def test_netem_values(capsys, argv, expected):
+    assert expected in usage_error(capsys, ["netem", *argv])
+
+
+# ------------------------------------------------------------------ 10. dataset
+@pytest.fixture
+def unlabelled(tmp_path):
+    """A 1 s recording at 100 Hz with one episode that has no task label."""
+    path = tmp_path / "take.mcap"
+    with Recorder(path, threaded=False) as rec:
+        rec.start_episode(None, log_time_ns=0)
+        for i in range(101):
+            rec.log("references", RobotReferences.from_flat(i * 0.01, np.zeros(FLAT_SIZE)),
+                    log_time_ns=i * 10_000_000)
+        rec.stop_episode(log_time_ns=1_000_000_000)
+    return path
+
+
+def test_dataset_trim_start_nan_and_past_the_end(capsys, tmp_path, unlabelled):
+    out = tmp_path / "trimmed.mcap"
+    assert "argument --start: 'nan' is not a finite number" in usage_error(
+        capsys, ["dataset", "trim", str(unlabelled), "--start", "nan", "-o", str(out)])
+    assert main(["dataset", "trim", str(unlabelled), "--start", "100", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "nothing from --start 100 s on (the recording lasts 1.000 s)" in err
+    assert not out.exists()
+
+
+def test_dataset_label_refuses_an_empty_task(capsys, unlabelled):
+    assert "argument --task: the task name must not be empty" in usage_error(
+        capsys, ["dataset", "label", str(unlabelled), "--episode", "0", "--task", ""])
+
+
+def test_dataset_export_says_why_nothing_was_exported(capsys, tmp_path, unlabelled):
+    assert main(["dataset", "export", str(unlabelled), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "1 episode(s) have no task label" in err and "teleop dataset label" in err
+
+
+# ------------------------------------------------------------------ 11. demo
+@pytest.mark.parametrize("argv, expected", [
+    (["--rtt", "-1"], "argument --rtt: must be >= 0"),
+    (["--duration", "0"], "argument --duration: must be > 0"),
+])
+def test_demo_values(capsys, argv, expected):
+    assert expected in usage_error(capsys, ["demo", *argv])
