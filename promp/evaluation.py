@@ -56,7 +56,8 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
         "per_signal_std": (D,) list, "groups": {name: {"mean", "std"}}}},
         "coverage_2sigma" {level: {"per_signal": (D,) list, "overall": float}},
         "speed_estimates" {level: list of estimated speeds}, "true_speeds" (list, the
-        demo's mean duration over the test duration), "signal_names".
+        demo's mean duration over the test duration), "recognised" {level: list of the
+        recognised task labels, one per test motion}, "signal_names".
     """
     if len(test_demos) != len(labels):
         raise ValueError("one label per test motion")
@@ -69,6 +70,7 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
     counted = {lv: np.zeros(D) for lv in LEVELS}
     correct = {lv: 0 for lv in LEVELS}
     speeds = {lv: [] for lv in LEVELS}
+    recognised = {lv: [] for lv in LEVELS}
     true_speeds = []
     prior_task = int(np.argmax(est.filter.task_probabilities()))
     for demo, label in zip(test_demos, labels):
@@ -95,6 +97,7 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
         for lv in LEVELS:
             mean, var, task, speed = preds[lv]
             correct[lv] += int(task == k)
+            recognised[lv].append(library.labels[task])
             speeds[lv].append(float(speed))
             err = mean - y
             rem = t > cut[lv]
@@ -116,6 +119,7 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
                             for lv in LEVELS},
         "speed_estimates": speeds,
         "true_speeds": true_speeds,
+        "recognised": recognised,
         "signal_names": list(library.promps[0].signal_names or [f"s{d}" for d in range(D)]),
     }
 

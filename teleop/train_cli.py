@@ -121,7 +121,19 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False) -> dict:
         "posture_rms_rad": {k: pooled("rms_remaining", postures, lv, 1.0) for k, lv in level_keys.items()},
         "coverage_2sigma": float(np.mean([r["coverage_2sigma"]["1/2"]["overall"] for r in results])),
         "n_test": n,
+        # Which task each test take was taken for: {level: {true task: {recognised task: count}}}.
+        "confusion": {k: _confusion([t.label for t in test_takes],
+                                    [label for r in results for label in r["recognised"][lv]])
+                      for k, lv in level_keys.items() if k in ("quarter", "half")},
     }
+
+
+def _confusion(truth: list[str], recognised: list[str]) -> dict[str, dict[str, int]]:
+    table: dict[str, dict[str, int]] = {}
+    for true, seen in zip(truth, recognised):
+        row = table.setdefault(true, {})
+        row[seen] = row.get(seen, 0) + 1
+    return table
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -140,4 +152,7 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"{level:10s} {result['hand_rms_cm'][level]:18.2f} {result['hand_rms_whole_cm'][level]:18.2f} "
               f"{result['posture_rms_rad'][level]:15.3f}")
     print(f"2-sigma coverage of the unobserved part at 1/2: {result['coverage_2sigma']:.1%}")
+    for level, table in result["confusion"].items():
+        mistakes = [f"{true} as {seen} x{n}" for true, row in table.items() for seen, n in row.items() if seen != true]
+        print(f"mistaken after {level}: " + ("; ".join(mistakes) if mistakes else "none"))
     return 0

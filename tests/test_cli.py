@@ -74,6 +74,12 @@ def test_eval_promp_json_layout(tmp_path):
     assert result["recognition"]["half"] >= 0.9
     assert result["hand_rms_cm"]["half"] < result["hand_rms_cm"]["none"]
     assert 0.0 < result["coverage_2sigma"] <= 1.0
+    # The confusion tables count every test take once, and their diagonal is the accuracy.
+    for level in ("quarter", "half"):
+        table = result["confusion"][level]
+        assert sum(sum(row.values()) for row in table.values()) == result["n_test"]
+        right = sum(row.get(task, 0) for task, row in table.items())
+        assert right / result["n_test"] == pytest.approx(result["recognition"][level])
 
 
 def test_retarget_execute_json(tmp_path):
