@@ -92,7 +92,8 @@ class CompensatorConfig:
             ~0.15. Measured with `teleop trial` at 1.5 s (synthetic LOO; HDM05 inner folds
             learn bk -> test dg, learn dg -> test bk; choice made on these only), wrong
             first task / whole-take hands [cm] / mean over takes of the largest excess of
-            the compensated hand error over the uncompensated one at any tick [cm]:
+            the compensated hand error over the uncompensated one at any single tick [cm]
+            (`teleop trial`'s worst_excess_cm holds it over 0.2 s instead):
                                     0                   0.1                 0.15
                 syn               15, 4.03, 4.39      0, 4.29, 3.49       0, 4.47, 3.67
                 ->dg              10, 9.23, 13.3      8, 9.16, 11.0       7, 9.16, 10.4
