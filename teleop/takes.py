@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from retarget.human import HumanMotion
 from retarget.mapping import retarget_motion
-from retarget.readers import read_motion, read_xsens_csv
+from retarget.readers import read_motion
 from retarget.references import ReferenceTrajectory
 from retarget.robot_target import RobotTarget
 
@@ -99,34 +99,11 @@ def performer_of(path: Path) -> str:
     return match.group(1) if match else ""
 
 
-def _is_number_table(path: Path) -> bool:
-    """True if the first line of a text file is comma-separated numbers (an Xsens-style CSV)."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(65536).decode("latin-1")
-    except OSError:
-        return False
-    tokens = first.strip().split(",")
-    try:
-        [float(t) for t in tokens]
-    except ValueError:
-        return False
-    return len(tokens) > 1
-
-
 def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
-    """:func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens CSV files.
-
-    A CSV of plain numbers goes to the Xsens reader even when its column count is wrong:
-    the format sniffer knows only the right counts and would call it "unsupported", while
-    the Xsens reader says how many columns it expected and found.
-    """
+    """:func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens CSV files (which do
+    not state their rate)."""
     path = Path(path)
-    if path.suffix.lower() != ".csv":
-        return read_motion(path)
-    opts = {"rate_hz": rate_hz} if rate_hz else {}
-    if _is_number_table(path):
-        return read_xsens_csv(path, **opts)
+    opts = {"rate_hz": rate_hz} if rate_hz and path.suffix.lower() == ".csv" else {}
     return read_motion(path, **opts)
 
 

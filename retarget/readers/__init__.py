@@ -60,10 +60,22 @@ def sniff_format(path) -> str:
     if "vr-trackers" in text or re.search(r"^\s*t(ime)?\s*,[^\n]*_px", text, re.MULTILINE):
         return "vr-csv"
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    if first.count(",") in (160, 65):
+    if first.count(",") in (160, 65) or _is_number_row(first):
+        # A row of numbers with another count is a malformed Xsens CSV rather than an
+        # unknown format: its reader says how many columns it expected and found.
         return "xsens-csv"
     raise MotionFormatError(f"{path}:1: unsupported motion format (extension {ext or 'none'!r}; "
                             "supported: Xsens CSV/MVNX, ASF/AMC, BVH, VR tracker CSV/JSON, .npz)")
+
+
+def _is_number_row(line: str) -> bool:
+    """True for two or more comma-separated numbers."""
+    tokens = line.strip().split(",")
+    try:
+        [float(t) for t in tokens]
+    except ValueError:
+        return False
+    return len(tokens) > 1
 
 
 def read_motion(path, **opts) -> HumanMotion:
