@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="with --train and --test the same folder: each test take is predicted by a library "
                          "trained on all the other takes")
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
+    ev.add_argument("--out", type=Path, default=Path("out") / "eval",
+                    help="folder for summary.json and predictions.png (one take per task, predicted after 1/4 "
+                         "and 1/2; default: out/eval)")
     add_take_filters(ev, "train")
     add_take_filters(ev, "test")
     add_common(ev)
@@ -137,11 +140,16 @@ def _confusion(truth: list[str], recognised: list[str]) -> dict[str, dict[str, i
 
 
 def _eval(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.out.is_dir():   # found before the work, not after it
+        raise ValueError(f"--out {args.out} is a file: give a folder for the summary and the plot")
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
     check_test_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
     result = evaluate(train, test, args.leave_one_out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(result, indent=1))
+    _plot_examples(train, test, args.leave_one_out, args.out / "predictions.png")
     if args.json:
         print(json.dumps(result))
         return 0
@@ -155,4 +163,24 @@ def _eval(args: argparse.Namespace) -> int:
     for level, table in result["confusion"].items():
         mistakes = [f"{true} as {seen} x{n}" for true, row in table.items() for seen, n in row.items() if seen != true]
         print(f"mistaken after {level}: " + ("; ".join(mistakes) if mistakes else "none"))
+    print(f"written: {args.out}/summary.json, predictions.png")
     return 0
+
+
+def _plot_examples(train_takes, test_takes, leave_one_out: bool, path: Path) -> Path:
+    """predictions.png: the first test take of each task, predicted after 1/4 and 1/2."""
+    from teleop.eval_plot import plot_predictions
+    from teleop.prescient.compensator import CompensatorConfig
+    from teleop.prescient.training import to_demonstration
+
+    first_of: dict = {}
+    for take in test_takes:
+        first_of.setdefault(take.label, take)
+    firsts = [first_of[label] for label in sorted(first_of)]
+    shared = None if leave_one_out else _learn(train_takes)
+
+    def library_for(i: int):
+        return shared or _learn([t for t in train_takes if t.path != firsts[i].path])
+
+    return plot_predictions([(to_demonstration(t.trajectory), t.label) for t in firsts], library_for, path,
+                            CompensatorConfig().estimator)

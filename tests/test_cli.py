@@ -67,9 +67,11 @@ def test_train_then_trial_on_the_embedded_dataset(tmp_path):
 def test_eval_promp_json_layout(tmp_path):
     out = run_teleop("eval", "promp", "--train", str(DATASET), "--test", str(DATASET), "--leave-one-out",
                      "--train-tasks", "reach_forward,squat,place_high", "--test-tasks", "reach_forward,squat,place_high",
-                     "--json").stdout
+                     "--json", "--out", str(tmp_path / "eval")).stdout
     result = json.loads(out)
     assert set(result["recognition"]) == {"none", "quarter", "half"}
+    assert json.loads((tmp_path / "eval" / "summary.json").read_text()) == result
+    assert (tmp_path / "eval" / "predictions.png").stat().st_size > 10_000
     assert set(result["hand_rms_cm"]) == {"none", "recog", "quarter", "half"}
     assert result["recognition"]["half"] >= 0.9
     assert result["hand_rms_cm"]["half"] < result["hand_rms_cm"]["none"]
