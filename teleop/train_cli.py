@@ -89,8 +89,10 @@ def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]]
                          f"(tasks: {tasks})")
 
 
-def evaluate(train_takes, test_takes, leave_one_out: bool = False) -> dict:
+def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: bool = False) -> dict:
     """The ``teleop eval promp`` figures (see the issue's JSON layout)."""
+    from tqdm import tqdm
+
     from promp.evaluation import evaluate_library
     from retarget.references import HAND_INDICES, POSTURE_INDICES
     from teleop.prescient.compensator import CompensatorConfig
@@ -101,7 +103,7 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False) -> dict:
     hands, postures = list(HAND_INDICES), list(POSTURE_INDICES)
     results = []
     if leave_one_out:
-        for take in test_takes:
+        for take in tqdm(test_takes, desc="leave-one-out", disable=not progress, leave=False):
             library = _learn([t for t in train_takes if t.path != take.path])
             results.append(evaluate_library(library, [to_demonstration(take.trajectory)], [take.label], config=config))
     else:
@@ -146,7 +148,7 @@ def _eval(args: argparse.Namespace) -> int:
     check_test_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
-    result = evaluate(train, test, args.leave_one_out)
+    result = evaluate(train, test, args.leave_one_out, progress=not args.json)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(result, indent=1))
     _plot_examples(train, test, args.leave_one_out, args.out / "predictions.png")
