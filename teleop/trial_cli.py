@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     check_out_folder(args.out)
     from teleop.train_cli import _learn
     from teleop.trials.delay_trial import TrialSettings
-    from teleop.trials.report import format_table, plot_error_vs_delay, plot_take, write_take_rows
+    from teleop.trials.report import format_table, plot_error_vs_delay, write_take_rows
     from teleop.trials.sweep import SweepCase, run_sweep, summarise, take_rows
 
     if args.realtime:
@@ -78,12 +78,30 @@ def _run(args: argparse.Namespace) -> int:
     (args.out / "table.txt").write_text(table + "\n")
     write_take_rows(take_rows(results, labels, [str(t.path) for t in test]), args.out / "takes.csv")
     plot_error_vs_delay(summary, args.out / "error_vs_delay.png")
-    mid = min(rtts, key=lambda r: abs(r - 1.5))
-    comp, nocomp = results[mid][0]
-    plot_take(comp, nocomp, args.out / f"take0_rtt{mid:g}.png")
+    plots = _plot_takes(results, [t.path.name for t in test], min(rtts, key=lambda r: abs(r - 1.5)), args.out)
     if args.json:
         print(json.dumps(summary))
     else:
         print(table)
-        print(f"written: {args.out}/summary.json, table.txt, takes.csv, error_vs_delay.png, take0_rtt{mid:g}.png")
+        print(f"written: {args.out}/summary.json, table.txt, takes.csv, error_vs_delay.png, {', '.join(plots)}")
     return 0
+
+
+def _plot_takes(results, names: list[str], rtt: float, out: Path) -> list[str]:
+    """At the round trip nearest 1.5 s: the first take, and the take where compensation did
+    the most harm (largest worst excess over no compensation), if another one."""
+    from teleop.trials.delay_trial import worst_excess_cm
+    from teleop.trials.report import plot_take
+
+    pairs = results[rtt]
+    excess = [worst_excess_cm(c, n) for c, n in pairs]
+    worst = max(range(len(pairs)), key=lambda i: excess[i] if excess[i] == excess[i] else -1.0)
+    chosen = {f"take0_rtt{rtt:g}.png": 0}
+    if worst != 0:
+        chosen[f"worst_rtt{rtt:g}.png"] = worst
+    for file, i in chosen.items():
+        comp, nocomp = pairs[i]
+        began = f", began as {comp.engaged_task}" if comp.engaged_task and comp.engaged_task != comp.label else ""
+        plot_take(comp, nocomp, out / file,
+                  title=f"{names[i]}{began}; worst excess {excess[i]:.1f} cm")
+    return list(chosen)

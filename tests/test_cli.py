@@ -56,6 +56,7 @@ def test_train_then_trial_on_the_embedded_dataset(tmp_path):
     assert at_15["comp"]["hand_cm"] < at_15["nocomp"]["hand_cm"]
     assert summary["rtt"]["0"]["comp"]["whole"]["hand_cm"] == pytest.approx(0.0, abs=1e-6)
     assert (tmp_path / "trial" / "error_vs_delay.png").is_file()
+    assert (tmp_path / "trial" / "take0_rtt1.5.png").stat().st_size > 10_000
     # Two tasks the library knows well: compensation begins with the take's own task.
     assert at_15["wrong_task_engagements"] == 0
     rows = list(csv.DictReader(open(tmp_path / "trial" / "takes.csv")))

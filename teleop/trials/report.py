@@ -76,19 +76,22 @@ def plot_error_vs_delay(summary: dict, path: Path) -> Path:
     return path
 
 
-def plot_take(comp, nocomp, path: Path, signal: int = 6, label: str = "right hand x") -> Path:
-    """PNG of one take: operator, delayed robot and compensated robot for one signal."""
-    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=120)
-    ax.plot(comp.times, 100 * comp.truth[:, signal], "k-", lw=2, label="operator (what they do)")
-    ax.plot(nocomp.times, 100 * nocomp.executed[:, signal], "--", label="robot seen, no compensation")
-    ax.plot(comp.times, 100 * comp.executed[:, signal], "-", label="robot seen, compensated")
-    if comp.engaged_at is not None:
-        ax.axvline(comp.engaged_at, color="grey", lw=0.8)
-    ax.set_xlabel("time [s]")
-    ax.set_ylabel(f"{label} [cm]")
-    ax.set_title(f"round trip {comp.rtt:g} s")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+def plot_take(comp, nocomp, path: Path, title: str = "") -> Path:
+    """PNG of one take: the operator, the delayed robot and the compensated robot as the
+    operator sees them, right hand x / y / z [cm] against robot time [s]; the grey line marks
+    where compensation engaged."""
+    fig, axes = plt.subplots(3, 1, figsize=(7, 6.5), dpi=110, sharex=True)
+    for ax, (signal, name) in zip(axes, ((6, "right hand x"), (7, "right hand y"), (8, "right hand z"))):
+        ax.plot(comp.times, 100 * comp.truth[:, signal], "k-", lw=2, label="operator (what they do)")
+        ax.plot(nocomp.times, 100 * nocomp.executed[:, signal], "--", label="robot seen, no compensation")
+        ax.plot(comp.times, 100 * comp.executed[:, signal], "-", label="robot seen, compensated")
+        if comp.engaged_at is not None:
+            ax.axvline(comp.engaged_at, color="grey", lw=0.8)
+        ax.set_ylabel(f"{name} [cm]", fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("robot time [s]")
+    axes[0].legend(fontsize=7)
+    axes[0].set_title(f"round trip {comp.rtt:g} s" + (f": {title}" if title else ""), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
