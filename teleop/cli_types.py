@@ -44,6 +44,14 @@ def probability(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A probability in [0, 1], 1 included (netem may simulate a dead link)."""
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (counts)."""
     try:

@@ -90,11 +90,10 @@ def _run(args: argparse.Namespace) -> int:
 def _plot_takes(results, names: list[str], rtt: float, out: Path) -> list[str]:
     """At the round trip nearest 1.5 s: the first take, and the take where compensation did
     the most harm (largest worst excess over no compensation), if another one."""
-    from teleop.trials.delay_trial import worst_excess_cm
     from teleop.trials.report import plot_take
 
     pairs = results[rtt]
-    excess = [worst_excess_cm(c, n) for c, n in pairs]
+    excess = [c.worst_excess_cm for c, _ in pairs]
     worst = max(range(len(pairs)), key=lambda i: excess[i] if excess[i] == excess[i] else -1.0)
     chosen = {f"take0_rtt{rtt:g}.png": 0}
     if worst != 0:

@@ -12,17 +12,8 @@ import argparse
 import signal
 import sys
 
-from teleop.cli_types import address, non_negative_float, positive_float
+from teleop.cli_types import address, fraction, non_negative_float, positive_float
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
-
-
-def _probability(text: str) -> float:
-    """A probability in [0, 1]: unlike cli_types.probability, 1 is allowed (netem can
-    simulate a dead link)."""
-    value = non_negative_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -46,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                      help="constant one-way delay τ_f,D [ms] (default %(default)s)")
     fwd.add_argument("--jitter-ms", type=non_negative_float, default=None,
                      help=f"Gaussian jitter σ [ms] (default {THESIS_JITTER_RATIO:.4f} × delay, thesis Eq. 5.17; 0 = none)")
-    fwd.add_argument("--loss", type=_probability, default=0.0, help="loss probability in [0, 1] (default 0)")
-    fwd.add_argument("--dup", type=_probability, default=0.0, help="duplication probability in [0, 1] (default 0)")
+    fwd.add_argument("--loss", type=fraction, default=0.0, help="loss probability in [0, 1] (default 0)")
+    fwd.add_argument("--dup", type=fraction, default=0.0, help="duplication probability in [0, 1] (default 0)")
     order = fwd.add_mutually_exclusive_group()
     order.add_argument("--reorder", dest="keep_order", action="store_false",
                        help="let packets overtake each other when their jittered delays cross (default)")
@@ -60,8 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                       help="constant one-way delay τ_b [ms] (default: same as --delay-ms, as in the thesis)")
     back.add_argument("--back-jitter-ms", type=non_negative_float, default=0.0,
                       help="Gaussian jitter σ [ms] (default 0: constant, thesis Eq. 5.18)")
-    back.add_argument("--back-loss", type=_probability, default=0.0, help="loss probability (default 0)")
-    back.add_argument("--back-dup", type=_probability, default=0.0, help="duplication probability (default 0)")
+    back.add_argument("--back-loss", type=fraction, default=0.0, help="loss probability (default 0)")
+    back.add_argument("--back-dup", type=fraction, default=0.0, help="duplication probability (default 0)")
     back.add_argument("--back-keep-order", action="store_true",
                       help="deliver in send order in the backward direction")
     back.add_argument("--back-rate-kbps", type=positive_float, default=None,

@@ -79,6 +79,8 @@ class TakeResult:
         engaged_at: robot time [s since take start] when blend-in finished (None: never).
         engaged_task: the task recognised when compensation began to blend in (None: never).
         label: the take's own task label, if known.
+        worst_excess_cm: of a compensated run, :func:`worst_excess_cm` against its
+            uncompensated twin (set by :func:`score_pair`).
         window: errors after engagement (dict of "hand_cm", "com_cm", "posture_rad").
         whole: the same over the whole take.
         times, executed, truth: (K,), (K, 20), (K, 20) series for plots.
@@ -97,6 +99,7 @@ class TakeResult:
     packets_lost: int = 0
     engaged_task: str | None = None
     label: str | None = None
+    worst_excess_cm: float | None = None
 
     def valid_mask(self, start: float | None = None) -> np.ndarray:
         """(K,) ticks that count: output present, truth inside the take, after ``start``."""
@@ -150,6 +153,14 @@ def error_summary(err: np.ndarray) -> dict[str, float]:
     return {"hand_cm": 100.0 * float(np.mean(rms[list(HAND_INDICES)])),
             "com_cm": 100.0 * float(np.mean(rms[list(COM_INDICES)])),
             "posture_rad": float(np.mean(rms[list(POSTURE_INDICES)]))}
+
+
+def score_pair(comp: TakeResult, nocomp: TakeResult) -> tuple[TakeResult, TakeResult]:
+    """Score a take's two runs against each other, once: the uncompensated run over the
+    compensated one's window, and the compensated run's worst excess."""
+    nocomp.window = nocomp.errors_after(comp.engaged_at)
+    comp.worst_excess_cm = worst_excess_cm(comp, nocomp)
+    return comp, nocomp
 
 
 def pad_take(take: ReferenceTrajectory, lead_in: float, hold: float) -> ReferenceTrajectory:

@@ -37,7 +37,7 @@ import numpy as np
 
 from retarget.references import ReferenceTrajectory, RobotReferences
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
-from teleop.trials.delay_trial import TakeResult, pad_take
+from teleop.trials.delay_trial import TakeResult, pad_take, score_pair
 
 #: Compensation states that count as engaged (blend-in finished).
 ENGAGED = "predicting"
@@ -262,8 +262,7 @@ def run_realtime_trial(args: argparse.Namespace) -> int:
                                      settings=settings)
             nocomp = run_take_realtime(test[i].trajectory, rtt, None, seed=args.seed * 100_003 + i,
                                        settings=settings)
-            nocomp.window = nocomp.errors_after(comp.engaged_at)
-            results[rtt].append((comp, nocomp))
+            results[rtt].append(score_pair(comp, nocomp))
             rates += [comp.robot_tick_hz, nocomp.robot_tick_hz]
     summary = summarise(results, labels)
     summary["mode"] = "realtime"

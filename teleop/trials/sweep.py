@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from promp.library import TaskLibrary
 from retarget.references import ReferenceTrajectory
-from teleop.trials.delay_trial import TakeResult, TrialSettings, run_take, worst_excess_cm
+from teleop.trials.delay_trial import TakeResult, TrialSettings, run_take, score_pair
 
 METRICS = ("hand_cm", "com_cm", "posture_rad")
 
@@ -40,8 +40,7 @@ def run_sweep(cases: Sequence[SweepCase], rtts: Sequence[float], *, seed: int = 
         take_seed = seed * 100_003 + i
         comp = run_take(case.take, rtt, case.library, compensate=True, seed=take_seed, settings=settings)
         nocomp = run_take(case.take, rtt, case.library, compensate=False, seed=take_seed, settings=settings)
-        nocomp.window = nocomp.errors_after(comp.engaged_at)
-        out[rtt].append((comp, nocomp))
+        out[rtt].append(score_pair(comp, nocomp))
         if on_result:
             on_result(comp, nocomp)
     return out
@@ -67,7 +66,7 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
         # compensation at all.
         entry["wrong_task_engagements"] = sum(
             1 for c, _ in engaged if c.label and c.engaged_task and c.engaged_task != c.label)
-        excess = [worst_excess_cm(c, n) for c, n in pairs]
+        excess = [c.worst_excess_cm for c, _ in pairs]
         entry["worst_excess_cm"] = {"mean": _mean(excess), "max": _max(excess)}
         summary["rtt"][label] = entry
     return summary
@@ -94,7 +93,7 @@ def take_rows(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
                          "engaged_at_s": c.engaged_at, "engaged_task": c.engaged_task or "",
                          "hand_cm_comp": c.window["hand_cm"], "hand_cm_nocomp": n.window["hand_cm"],
                          "whole_hand_cm_comp": c.whole["hand_cm"], "whole_hand_cm_nocomp": n.whole["hand_cm"],
-                         "worst_excess_cm": worst_excess_cm(c, n)})
+                         "worst_excess_cm": c.worst_excess_cm})
     return rows
 
 
