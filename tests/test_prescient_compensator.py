@@ -202,3 +202,14 @@ def test_worst_excess_counts_sustained_wrong_way_motion_not_a_lag_behind_a_jump(
     lag[50:53] = 30.0                           # 3 ticks behind a jump of the delayed stream
     assert worst_excess_cm(_result(lag), delayed) == 0.0
     assert worst_excess_cm(delayed, _result(np.full(100, 9.0))) == 0.0
+
+
+def test_worst_excess_of_runs_with_their_own_ticks():
+    """Real-time runs tick at their own instants and may differ by a tick in length."""
+    from teleop.trials.delay_trial import worst_excess_cm
+
+    wrong_way = np.full(100, 2.0)
+    wrong_way[40:70] = 7.0
+    delayed = _result(np.full(99, 2.0))
+    delayed.times = delayed.times + 0.003
+    assert worst_excess_cm(_result(wrong_way), delayed) == pytest.approx(5.0)

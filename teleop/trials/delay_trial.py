@@ -132,8 +132,18 @@ def worst_excess_cm(comp: TakeResult, nocomp: TakeResult, sustained_s: float = 0
     arrive in bursts, which the rate-limited compensated output follows a few ticks later:
     a lag of a few ticks behind a jump the real robot could not make either is not harm.
     """
-    mask = comp.valid_mask(0.0) & nocomp.valid_mask(0.0)
-    excess = (comp.hand_distance_cm() - nocomp.hand_distance_cm())[mask]
+    delayed = nocomp.hand_distance_cm()
+    if len(nocomp.times) == len(comp.times) and np.allclose(nocomp.times, comp.times):
+        mask = comp.valid_mask(0.0) & nocomp.valid_mask(0.0)
+    else:
+        # Two real-time runs tick at their own instants: read the delayed run at the
+        # compensated run's ticks.
+        ok = nocomp.valid_mask(0.0)
+        if ok.sum() < 2:
+            return float("nan")
+        delayed = np.interp(comp.times, nocomp.times[ok], delayed[ok], left=np.nan, right=np.nan)
+        mask = comp.valid_mask(0.0) & np.isfinite(delayed)
+    excess = (comp.hand_distance_cm() - delayed)[mask]
     dt = float(comp.times[1] - comp.times[0]) if len(comp.times) > 1 else 0.01
     width = max(1, int(round(sustained_s / dt)))
     if len(excess) < width:
