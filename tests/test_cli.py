@@ -76,6 +76,8 @@ def test_eval_promp_json_layout(tmp_path):
     assert set(result["hand_rms_cm"]) == {"none", "recog", "quarter", "half"}
     assert result["recognition"]["half"] >= 0.9
     assert result["hand_rms_cm"]["half"] < result["hand_rms_cm"]["none"]
+    assert result["hand_rms_prior_cm"]["none"] == result["hand_rms_cm"]["none"]
+    assert result["hand_rms_cm"]["half"] < result["hand_rms_prior_cm"]["half"]
     assert 0.0 < result["coverage_2sigma"] <= 1.0
     # The confusion tables count every test take once, and their diagonal is the accuracy.
     for level in ("quarter", "half"):

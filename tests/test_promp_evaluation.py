@@ -35,6 +35,26 @@ def test_evaluation_reports_accuracy_rms_and_coverage():
     np.testing.assert_allclose(speeds, res["true_speeds"], rtol=0.1)
 
 
+def test_the_unconditioned_baseline_is_scored_on_each_levels_own_remainder():
+    rng = np.random.default_rng(1)
+    tasks = make_tasks(seed=5, n_tasks=2, n_signals=4, duration=2.0)
+    library = TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks}, basis=RBFBasis(12))
+    test = tasks[0].execution(rng, speed=1.2)[0]
+    res = evaluate_library(library, [test], [tasks[0].label], groups={"all": range(4)})
+    prior = res["rms_remaining_prior"]
+    # "none" observes nothing: its remainder is the whole motion.
+    assert prior["none"]["groups"]["all"]["mean"] == pytest.approx(res["rms_remaining"]["none"]["groups"]["all"]["mean"])
+    # At 1/2: the prior mean of the true task at speed 1, over the second half only.
+    promp = library[tasks[0].label]
+    t = test.times - test.times[0]
+    rest = t > 0.5 * t[-1]
+    expected = np.sqrt(np.mean((promp.mean(promp.phase(t[rest])) - test.values[rest]) ** 2))
+    assert prior["1/2"]["groups"]["all"]["mean"] == pytest.approx(expected)
+    assert prior["1/2"]["groups"]["all"]["mean"] != pytest.approx(prior["none"]["groups"]["all"]["mean"])
+    # Conditioning on the first half beats the prior on that same second half.
+    assert res["rms_remaining"]["1/2"]["groups"]["all"]["mean"] < prior["1/2"]["groups"]["all"]["mean"]
+
+
 @pytest.mark.skipif(importlib.util.find_spec("movement_primitives") is None,
                     reason="peer library movement_primitives not installed")
 def test_benchmark_matches_the_peer_posterior():
