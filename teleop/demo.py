@@ -26,7 +26,10 @@ class DemoSettings:
     """Settings of the demo.
 
     Attributes:
-        duration: simulated session length [s].
+        duration: simulated session length [s], at least: a motion under way then is
+            finished, and the session ends once the operator has rested for a round trip
+            plus ``settle`` (so the robot, a round trip behind, is at rest too), or at
+            ``duration + max_overrun``.
         rtt: round-trip delay [s] (τ_f ~ N(rtt/2, 2/15 rtt/2), τ_b = rtt/2).
         seed: seed of the operator and of the link.
         performer: synthetic performer id (≥ 3: not in the training data).
@@ -45,6 +48,8 @@ class DemoSettings:
     loss: float = 0.0
     jitter: float | None = None
     dataset: Path = field(default_factory=lambda: DATASET)
+    settle: float = 0.5
+    max_overrun: float = 15.0
 
 
 @dataclass
@@ -134,11 +139,19 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
         polygon = station.support_polygon
         soles0 = {s: sim.link_position(robot.description.frames[f"{s}_sole"]) for s in ("left", "right")}
         n_ticks = int(round(settings.duration / station.dt))
+        max_ticks = int(round((settings.duration + settings.max_overrun) / station.dt))
+        last_moving = 0.0    # operator time of the last tick the operator was in a motion
         prev_command = None
-        for k in tqdm(range(n_ticks), desc="session" + (" (compensated)" if library else " (delayed)"),
-                      disable=not progress, leave=False):
+        bar = tqdm(total=n_ticks, desc="session" + (" (compensated)" if library else " (delayed)"),
+                   disable=not progress, leave=False)
+        for k in range(max_ticks):
             clock.set(k * station.dt)
-            operator.tick()
+            operator.tick()     # starts the operator's stream at the first tick
+            if source.task_at(clock.now()) != "rest":
+                last_moving = clock.now()
+            elif k >= n_ticks and clock.now() - last_moving >= settings.rtt + settings.settle:
+                break
+            bar.update(1)
             if video is not None:
                 for delivery in video_link.pop(clock.now()):
                     video.handle(delivery.data, delivery.t_deliver)
@@ -170,6 +183,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
                 margin = _distance_to_edges(polygon, record.cop) if inside else \
                     -float(np.linalg.norm(project(polygon, record.cop) - record.cop))
                 log.min_cop_margin_mm = min(log.min_cop_margin_mm, 1000.0 * margin)
+        bar.close()
         log.telemetry = station.telemetry()
         if video is not None:
             log.telemetry["video"] = {"frames_displayed": video.displayed, **video.buffer.report()}
@@ -266,7 +280,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
     states = {s: comp.states.count(s) for s in sorted(set(comp.states))}
     summary = {
         "round_trip_s": settings.rtt,
-        "duration_s": settings.duration,
+        "duration_s": round(comp.times[-1] - comp.times[0], 2) if comp.times else 0.0,
         "library": {"tasks": library.labels, "demonstrations": n_demos},
         "robot": {"fell": comp.fell or delayed.fell, "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
                   "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm)},

@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "streamed back as JPEG through the delayed link. Run with and without "
                                    "compensation; writes summary.json, demo.png and camera frames.")
     p.add_argument("--out", type=Path, default=Path("out") / "demo", help="output folder (default: out/demo)")
-    p.add_argument("--duration", type=positive_float, default=20.0, help="simulated session length [s] (default: 20)")
+    p.add_argument("--duration", type=positive_float, default=20.0, help="simulated session length [s] (default: 20); a motion under way then is finished "
+                        "and the session ends with the operator and the robot at rest")
     p.add_argument("--rtt", type=non_negative_float, default=1.5, help="round-trip delay [s] (default: 1.5)")
     p.add_argument("--seed", type=int, default=7, help="seed of the operator and the link")
     p.add_argument("--headless", action="store_true", help="print only the summary JSON on stdout")

@@ -102,3 +102,27 @@ def test_full_loop_demo_session_keeps_balance(robot):
     log = run_session(DemoSettings(duration=8, seed=11), None, with_video=False, progress=False)
     assert not log.fell
     assert log.max_foot_slip_mm < 5.0
+
+
+@pytest.mark.slow
+def test_demo_session_finishes_the_motion_under_way(robot):
+    """The session outlasts ``duration`` while the operator is in a motion and ends once
+    the operator has rested a round trip plus ``settle``: the demo's plot and figures
+    never stop with the robot in the middle of a motion."""
+    from teleop.clock import VirtualClock
+    from teleop.demo import DemoSettings, run_session
+    from teleop.inputs.synthetic import SyntheticOperator
+
+    settings = DemoSettings(duration=4.0, seed=5, rtt=1.5)
+    log = run_session(settings, None, with_video=False, progress=False)
+    t = np.asarray(log.times)
+    clock = VirtualClock(0.0)
+    with SyntheticOperator(seed=settings.seed, performer=settings.performer, clock=clock.now) as operator:
+        operator.poll(0.0)
+        operator.frames_until(t[-1])
+        assert operator.task_at(settings.duration) != "rest"   # the case under test
+        tail = t[t >= t[-1] - settings.rtt - settings.settle + 0.02]
+        assert all(operator.task_at(x) == "rest" for x in tail)
+        # ... and not longer than needed: the operator was still moving just before.
+        assert operator.task_at(t[-1] - settings.rtt - settings.settle - 0.05) != "rest"
+    assert t[-1] < settings.duration + settings.max_overrun
