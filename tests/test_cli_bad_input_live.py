@@ -11,6 +11,7 @@ import re
 import socket
 
 import numpy as np
+
 import pytest
 
 from retarget.references import FLAT_SIZE, RobotReferences
@@ -176,12 +177,17 @@ def test_tune_binary_gains_file(tmp_path):
     assert f"{gains}: not a JSON gains file" in str(exc.value)
 
 
-def test_tune_bad_motion_file_is_named(capsys, tmp_path):
+@pytest.mark.parametrize("option", ["--eval-motions", "--train-motions"])
+def test_tune_bad_motion_file_is_named_before_the_experiment(capsys, tmp_path, monkeypatch, option):
+    import teleop.tuning.experiment as experiment
+
+    started = []
+    monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: started.append(1) or {})
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
-    assert main(["tune", "--quick", "--no-save", "--json", "--setups", "2", "--jobs", "1",
-                 "--eval-motions", str(bad)]) == 1
+    assert main(["tune", "--quick", "--no-save", "--json", "--setups", "2", "--jobs", "1", option, str(bad)]) == 1
     assert f"teleop tune: error: {bad}" in capsys.readouterr().err
+    assert not started, "the file was read only once the experiment had started"
 
 
 # ------------------------------------------------------------------ 6. calibrate-sim

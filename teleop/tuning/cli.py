@@ -57,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _settings(args: argparse.Namespace):
     from teleop.tuning.experiment import ExperimentSettings
+    from teleop.tuning.motions import read_human_motion
 
     settings = ExperimentSettings.quick() if args.quick else ExperimentSettings()
     settings.progress = settings.optimiser.progress = not args.json and not args.quick
@@ -85,6 +86,8 @@ def _settings(args: argparse.Namespace):
             missing = [str(x) for x in paths if not x.exists()]
             if missing:
                 raise SystemExit(f"motion file(s) not found: {', '.join(missing)}")
+            for path in paths:   # read now, not minutes later when a setup starts
+                read_human_motion(path)
             setattr(settings, attr, paths)
     return settings
 

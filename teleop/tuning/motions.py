@@ -73,6 +73,17 @@ def arm_setpoints(motion: HumanMotion, home: np.ndarray, lower: np.ndarray, uppe
     return np.column_stack([np.interp(grid, t, joints[:, j]) for j in range(joints.shape[1])])
 
 
+def read_human_motion(path, rate_hz: float = 100.0) -> HumanMotion:
+    """A motion file (our .npz, or any format :func:`retarget.readers.read_motion` reads;
+    ``rate_hz`` for Xsens CSV files). Raises ValueError / OSError naming the file."""
+    from retarget.readers import read_motion
+
+    path = Path(path)
+    if path.suffix == ".npz":
+        return HumanMotion.load_npz(path)
+    return read_motion(path, **({"rate_hz": rate_hz} if path.suffix == ".csv" else {}))
+
+
 def load_motion_setpoints(paths, home, lower, upper, dt: float = 0.001, speed: float = 1.0,
                           max_seconds: float | None = None, rate_hz: float = 100.0) -> np.ndarray:
     """Set-points of several motion files played one after the other: (T, 5) [rad].
@@ -82,16 +93,9 @@ def load_motion_setpoints(paths, home, lower, upper, dt: float = 0.001, speed: f
     motion (for quick runs). ``rate_hz`` is the sampling rate of Xsens CSV files, which do
     not state it (the shared data's README suggests 100 Hz).
     """
-    from retarget.readers import read_motion
-
     parts = []
     for path in paths:
-        path = Path(path)
-        if path.suffix == ".npz":
-            motion = HumanMotion.load_npz(path)
-        else:
-            motion = read_motion(path, **({"rate_hz": rate_hz} if path.suffix == ".csv" else {}))
-        sp = arm_setpoints(motion, home, lower, upper, dt, speed)
+        sp = arm_setpoints(read_human_motion(path, rate_hz), home, lower, upper, dt, speed)
         if max_seconds is not None:
             sp = sp[: int(round(max_seconds / dt))]
         parts.append(sp)
