@@ -45,6 +45,32 @@ def test_calibrate_camera_recovers_focal_length(tmp_path, capsys):
     assert "RMS reprojection error" in capsys.readouterr().out
 
 
+def test_calibrate_camera_from_charuco_boards(tmp_path, capsys):
+    """A 7x5-square ChArUco board (OpenCV's own image of it, 4x4 markers), rendered at
+    random poses, some partly out of view: ChArUco's point of use."""
+    K = default_camera_matrix(640, 480, hfov_deg=60.0)
+    board = cv2.aruco.CharucoBoard((7, 5), SQUARE_M, 0.75 * SQUARE_M,
+                                   cv2.aruco.getPredefinedDictionary(cv2.aruco.DICT_4X4_50))
+    square_px = 60
+    texture = cv2.copyMakeBorder(board.generateImage((7 * square_px, 5 * square_px)), square_px, square_px,
+                                 square_px, square_px, cv2.BORDER_CONSTANT, value=255)
+    scene = PlanarScene(texture, 9 * SQUARE_M, K)
+    rng = np.random.default_rng(3)
+    for i in range(12):
+        R = rotation_from_rpy(*rng.uniform(-0.45, 0.45, 3)) @ FACING_CAMERA
+        t = np.array([rng.uniform(-0.08, 0.08), rng.uniform(-0.06, 0.06), rng.uniform(0.25, 0.45)])
+        cv2.imwrite(str(tmp_path / f"charuco_{i:02d}.png"), scene.render([(R, t)], 2.0, rng))
+    out = tmp_path / "camera.json"
+    assert main(["calibrate-camera", "--images", str(tmp_path), "--pattern", "charuco", "--board", "7x5",
+                 "--square-size", str(SQUARE_M), "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["views"] >= 10
+    assert result["rms_px"] < 0.5
+    assert abs(result["fx"] / K[0, 0] - 1) < 0.03 and abs(result["fy"] / K[1, 1] - 1) < 0.03
+    assert abs(result["cx"] - K[0, 2]) < 10 and abs(result["cy"] - K[1, 2]) < 10
+    assert json.loads(out.read_text())["source"].startswith("charuco 7x5")
+
+
 def test_too_few_boards_is_a_clear_error(tmp_path):
     _write_boards(tmp_path, default_camera_matrix(), n=2)
     cv2.imwrite(str(tmp_path / "blank.png"), np.full((480, 640), 128, np.uint8))
