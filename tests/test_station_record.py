@@ -2,11 +2,13 @@
 
 ``teleop robot --record`` and ``teleop operator --record`` run as subprocesses talking UDP
 on loopback; once both files hold every stream, both processes are SIGKILLed and the files
-are reopened: everything up to (at most) the last second is there and readable.
+are reopened: everything up to (at most) the last second is there and readable. SIGTERM,
+instead, stops both cleanly.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -144,3 +146,44 @@ def test_record_button_toggles_episodes_and_calibrate_recalibrates(tmp_path):
     without = input_event_handler(station, None, log=messages.append)
     without(StationEvent(InputEvent.RECORD_TOGGLE, 0.0))
     assert "not recording" in messages[-1]
+
+
+def test_sigterm_stops_both_stations_cleanly(tmp_path):
+    """SIGTERM ends a station like Ctrl-C: exit code 0, the final statistics printed, and
+    the recording closed complete (not cut, as after SIGKILL)."""
+    robot_port, video_port = _free_port(), _free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TELEOP_SECRET="station-record-test-secret-0123456789")
+    robot_file = tmp_path / "robot.mcap"
+    python = [sys.executable, "-m", "teleop"]
+    robot = subprocess.Popen(python + ["robot", "--listen", f"127.0.0.1:{robot_port}", "--video-to",
+                                       f"127.0.0.1:{video_port}", "--video-hz", "0", "--json",
+                                       "--record", str(robot_file)],
+                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    operator = subprocess.Popen(python + ["operator", "--robot", f"127.0.0.1:{robot_port}", "--video-listen",
+                                          f"127.0.0.1:{video_port}", "--input", "synthetic", "--json"],
+                                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children = (robot, operator)
+    try:
+        for _ in range(240):      # until the robot has recorded delivered commands
+            if any(child.poll() is not None for child in children) or \
+                    _counts(robot_file).get("/commands/delivered", 0) > 50:
+                break
+            time.sleep(0.5)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        outputs = [child.communicate(timeout=60) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    (robot_out, robot_err), (op_out, op_err) = outputs
+    assert robot.returncode == 0 and operator.returncode == 0, (robot_err[-2000:], op_err[-2000:])
+    telemetry = json.loads(robot_out.strip().splitlines()[-1])
+    assert telemetry["network"]["accepted"] > 50
+    stats = json.loads(op_out.strip().splitlines()[-1])
+    assert stats["references_sent"] > 50
+    recording = open_recording(robot_file)
+    assert recording.complete
+    assert recording.channel("/commands/delivered").count > 50
