@@ -8,9 +8,12 @@ handlers so that ``teleop --help`` stays instant.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 import zipfile
 
 #: Errors that mean "this input or setting is wrong", not "the program is wrong": the user
@@ -63,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if args.command is None else 2
     try:
-        result = args.func(args)
+        with sigterm_as_interrupt():
+            result = args.func(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -74,6 +78,35 @@ def main(argv: list[str] | None = None) -> int:
         print("(TELEOP_DEBUG=1 shows where it happened)", file=sys.stderr)
         return 1
     return int(result or 0)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While inside, SIGTERM (``kill``, a service manager, ``timeout``) raises
+    KeyboardInterrupt like Ctrl-C, so a command's cleanup runs: the stations close their
+    recordings complete and print their final statistics instead of vanishing mid-tick.
+
+    Only in the process and thread that entered it (signal handlers are the main
+    thread's): a forked worker (``teleop tune --jobs``, ``teleop trial --realtime``)
+    inherits the handler, and is then terminated the default way.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def interrupt(signum, frame):
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def describe(exc: BaseException) -> str:

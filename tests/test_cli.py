@@ -4,6 +4,7 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,17 @@ def test_a_wrong_motion_file_gives_a_clear_error(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode != 0
     assert "notes.bvh" in proc.stderr
+
+
+def test_sigterm_is_an_interrupt_inside_a_command_only():
+    import os
+    import signal
+
+    from teleop.cli import sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5.0)      # the handler runs at once; the sleep is never finished
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -115,3 +115,16 @@ def test_tune_rejects_unknown_setup():
 
     with pytest.raises(ValueError, match="unknown setup"):
         run_experiment([7])
+
+
+@pytest.mark.slow
+def test_setups_in_parallel_processes_give_the_serial_results():
+    from teleop.tuning.experiment import ExperimentSettings, run_experiment, run_setup
+
+    settings = ExperimentSettings.quick()
+    settings.progress = settings.optimiser.progress = False
+    parallel = run_experiment([1, 2], settings, jobs=2)
+    serial = run_setup(2, settings)
+    assert set(parallel) == {1, 2}
+    assert {m: r["AE-A"] for m, r in parallel[2]["rows"].items()} == \
+        {m: r["AE-A"] for m, r in serial["rows"].items()}

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -131,41 +128,20 @@ def _secret(path):
 
 
 def _loop(period: float, duration: float | None, body) -> None:
-    """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration``.
-
-    SIGTERM (``kill``, a service manager, ``timeout``) ends it like Ctrl-C, as a
-    KeyboardInterrupt, so the station's cleanup runs: recordings are closed complete and
-    the final statistics are printed instead of the process vanishing mid-tick.
-    """
-    with _sigterm_as_interrupt():
-        start = began = time.monotonic()
-        k = 0
-        # The duration counts from `began`: `start` moves when the schedule resynchronises.
-        while duration is None or time.monotonic() - began < duration:
-            body()
-            k += 1
-            delay = start + k * period - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -1.0:  # fell behind by a second: resynchronise instead of bursting
-                start, k = time.monotonic(), 0
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """While inside, SIGTERM raises KeyboardInterrupt (signal handlers: main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration``, or
+    until Ctrl-C or SIGTERM raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
+    which the stations catch to close their recordings and print their final statistics."""
+    start = began = time.monotonic()
+    k = 0
+    # The duration counts from `began`: `start` moves when the schedule resynchronises.
+    while duration is None or time.monotonic() - began < duration:
+        body()
+        k += 1
+        delay = start + k * period - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        elif delay < -1.0:  # fell behind by a second: resynchronise instead of bursting
+            start, k = time.monotonic(), 0
 
 
 def _run_robot(args: argparse.Namespace) -> int:

@@ -22,8 +22,9 @@ Avg50PercentResponseTime (all of the step animation, aggregated over joints as Â
 
 from __future__ import annotations
 
+import multiprocessing
+
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -204,6 +205,9 @@ def run_experiment(numbers=(1, 2, 3, 4), settings: ExperimentSettings | None = N
         raise ValueError(f"unknown setup(s) {unknown}; known: {sorted(SETUPS)}")
     if jobs <= 1 or len(numbers) == 1:
         return {n: run_setup(n, settings) for n in numbers}
-    with ProcessPoolExecutor(max_workers=min(jobs, len(numbers))) as pool:
-        results = pool.map(run_setup, numbers, [settings] * len(numbers))
-        return dict(zip(numbers, results))
+    # multiprocessing's Pool, not ProcessPoolExecutor: on Ctrl-C / SIGTERM (a
+    # KeyboardInterrupt here) its workers are terminated at once, where the executor's exit
+    # would wait minutes for the running setups to finish.
+    with multiprocessing.Pool(min(jobs, len(numbers))) as pool:   # __exit__ terminates
+        results = pool.starmap(run_setup, [(n, settings) for n in numbers])
+    return dict(zip(numbers, results))
