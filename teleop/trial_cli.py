@@ -47,6 +47,19 @@ def check_leave_one_out(train: list[tuple[Path, str]], test: list[tuple[Path, st
             raise ValueError(f"--leave-one-out: {path} is the only training take, so nothing is left to learn from")
 
 
+def read_trial_takes(args: argparse.Namespace) -> tuple[list[str], list[float], list, list]:
+    """The round trips as written (they key the results: "1.5", "3") and as numbers [s], and
+    the training and test takes, every folder and the leave-one-out checked before any take
+    is read. Shared by the virtual and the ``--realtime`` trial."""
+    labels = args.rtt
+    train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
+    if args.leave_one_out:
+        check_leave_one_out(train_files, test_files)
+    target = robot_target_of(args)
+    train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
+    return labels, [float(x) for x in labels], train, test
+
+
 def _run(args: argparse.Namespace) -> int:
     check_out_folder(args.out)
     from teleop.train_cli import _learn
@@ -58,13 +71,7 @@ def _run(args: argparse.Namespace) -> int:
         from teleop.trials.realtime import run_realtime_trial
 
         return run_realtime_trial(args)
-    labels = args.rtt   # the round trips as written key the results ("1.5", "3")
-    rtts = [float(x) for x in labels]
-    train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
-    if args.leave_one_out:
-        check_leave_one_out(train_files, test_files)
-    target = robot_target_of(args)
-    train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
+    labels, rtts, train, test = read_trial_takes(args)
     if args.leave_one_out:
         cases = [SweepCase(t.trajectory, _learn([o for o in train if o.path != t.path])) for t in test]
     else:

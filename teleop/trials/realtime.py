@@ -230,19 +230,12 @@ def run_realtime_trial(args: argparse.Namespace) -> int:
     """``teleop trial --realtime``: the sweep of the virtual trial, in wall time over loopback."""
     from tqdm import tqdm
 
-    from teleop.data_args import read_take_files, robot_target_of, take_files
     from teleop.train_cli import _learn
-    from teleop.trial_cli import check_leave_one_out
+    from teleop.trial_cli import read_trial_takes
     from teleop.trials.report import format_table
     from teleop.trials.sweep import summarise
 
-    labels = args.rtt   # checked by teleop.cli_types.delay_list; the results are keyed by them as written
-    rtts = [float(x) for x in labels]
-    train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
-    if args.leave_one_out:
-        check_leave_one_out(train_files, test_files)
-    target = robot_target_of(args)
-    train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
+    labels, rtts, train, test = read_trial_takes(args)
     args.out.mkdir(parents=True, exist_ok=True)
     settings = RealtimeSettings(loss=args.loss)
     libraries: list[Path] = []
