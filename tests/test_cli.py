@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from teleop.cli import build_parser, main
@@ -64,6 +65,14 @@ def test_train_then_trial_on_the_embedded_dataset(tmp_path):
     assert len(rows) == 2 * at_15["takes"]
     assert {r["engaged_task"] for r in rows if r["rtt"] == "1.5"} <= {"reach_forward", "squat"}
     assert all(r["task"] in ("reach_forward", "squat") for r in rows)
+    # Per task: the same takes, split; each task's means are those of its rows.
+    per_task = at_15["per_task"]
+    assert set(per_task) == {"reach_forward", "squat"}
+    assert sum(t["takes"] for t in per_task.values()) == at_15["takes"]
+    squats = [float(r["hand_cm_comp"]) for r in rows if r["rtt"] == "1.5" and r["task"] == "squat"]
+    assert per_task["squat"]["hand_cm_comp"] == pytest.approx(np.mean(squats), rel=1e-3)
+    table = (tmp_path / "trial" / "table.txt").read_text()
+    assert "hands per task" in table and "reach_forward" in table
 
 
 def test_eval_promp_json_layout(tmp_path):

@@ -36,7 +36,27 @@ def format_table(summary: dict) -> str:
                  "(same window without compensation); whole: over the whole take; wrong task: takes on which "
                  "compensation began with another task; worst excess: the most the compensated hand stayed "
                  "farther off than without compensation for 0.2 s in a row [cm], over all takes.")
+    lines += _per_task_lines(summary)
     return "\n".join(lines)
+
+
+def _per_task_lines(summary: dict) -> list[str]:
+    """Hands per task and round trip (only when the takes are of several tasks)."""
+    entries = summary["rtt"]
+    tasks = sorted({task for e in entries.values() for task in e.get("per_task", {})})
+    if len(tasks) < 2:
+        return []
+    width = max(12, *(len(t) for t in tasks))
+    lines = ["", "hands per task [cm], compensated / without compensation:",
+             f"{'task':{width}s} {'':9s}" + "".join(f"{'RTT ' + label + ' s':>18s}" for label in entries)]
+    for task in tasks:
+        cells = []
+        for e in entries.values():
+            t = e.get("per_task", {}).get(task)
+            cells.append(f"{_fmt(t['hand_cm_comp'])} / {_fmt(t['hand_cm_nocomp'])}" if t else "-")
+        takes = max(e.get("per_task", {}).get(task, {}).get("takes", 0) for e in entries.values())
+        lines.append(f"{task or '(no task)':{width}s} {takes:3d} takes" + "".join(f"{c:>18s}" for c in cells))
+    return lines
 
 
 def write_take_rows(rows: list[dict], path: Path) -> Path:

@@ -68,8 +68,24 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
             1 for c, _ in engaged if c.label and c.engaged_task and c.engaged_task != c.label)
         excess = [c.worst_excess_cm for c, _ in pairs]
         entry["worst_excess_cm"] = {"mean": _mean(excess), "max": _max(excess)}
+        entry["per_task"] = _per_task(pairs)
         summary["rtt"][label] = entry
     return summary
+
+
+def _per_task(pairs: list[tuple[TakeResult, TakeResult]]) -> dict:
+    """Where the error is: per task label (takes without one: ""), the engaged takes' hands
+    error in the window with and without compensation [cm] (means) and the wrong starts."""
+    tasks: dict[str, dict] = {}
+    for label in sorted({c.label or "" for c, _ in pairs}):
+        engaged = [(c, n) for c, n in pairs if (c.label or "") == label and c.engaged_at is not None]
+        tasks[label] = {"takes": sum(1 for c, _ in pairs if (c.label or "") == label),
+                        "engaged_takes": len(engaged),
+                        "hand_cm_comp": _mean([c.window["hand_cm"] for c, _ in engaged]),
+                        "hand_cm_nocomp": _mean([n.window["hand_cm"] for _, n in engaged]),
+                        "wrong_task_engagements": sum(1 for c, _ in engaged
+                                                      if c.engaged_task and c.engaged_task != c.label)}
+    return tasks
 
 
 def _mean(values) -> float | None:
