@@ -58,7 +58,8 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
         dict with keys "n_test", "levels", "recognition_accuracy" {level: float},
         "rms_remaining", "rms_whole" and "rms_remaining_prior" {level: {"per_signal_mean": (D,) list,
         "per_signal_std": (D,) list, "groups": {name: {"mean", "std"}}}},
-        "coverage_2sigma" {level: {"per_signal": (D,) list, "overall": float}},
+        "coverage_2sigma" {level: {"per_signal": (D,) list, "overall": float, "samples": int,
+        the number of (sample, signal) pairs counted}},
         "speed_estimates" {level: list of estimated speeds}, "true_speeds" (list, the
         demo's mean duration over the test duration), "recognised" {level: list of the
         recognised task labels, one per test motion}, "signal_names".
@@ -122,7 +123,8 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
         "rms_whole": {lv: _summary(rms_whole[lv], groups) for lv in LEVELS},
         "rms_remaining_prior": {lv: _summary(rms_rem_prior[lv], groups) for lv in LEVELS},
         "coverage_2sigma": {lv: {"per_signal": (inside[lv] / counted[lv]).tolist(),
-                                 "overall": float(inside[lv].sum() / counted[lv].sum())}
+                                 "overall": float(inside[lv].sum() / counted[lv].sum()),
+                                 "samples": int(counted[lv].sum())}
                             for lv in LEVELS},
         "speed_estimates": speeds,
         "true_speeds": true_speeds,

@@ -101,39 +101,55 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: boo
     config = CompensatorConfig().estimator   # the robot station's estimator settings
 
     hands, postures = list(HAND_INDICES), list(POSTURE_INDICES)
-    results = []
+    # (test takes, their evaluation): one per take with --leave-one-out, else one per task
+    # (the estimator restarts for every take, so the split changes no figure).
+    groups: list[tuple[list, dict]] = []
     if leave_one_out:
         for take in tqdm(test_takes, desc="leave-one-out", disable=not progress, leave=False):
             library = _learn([t for t in train_takes if t.path != take.path])
-            results.append(evaluate_library(library, [to_demonstration(take.trajectory)], [take.label], config=config))
+            groups.append(([take], evaluate_library(library, [to_demonstration(take.trajectory)], [take.label],
+                                                    config=config)))
     else:
         library = _learn(train_takes)
-        results.append(evaluate_library(library, [to_demonstration(t.trajectory) for t in test_takes],
-                                        [t.label for t in test_takes], config=config))
-    n = sum(r["n_test"] for r in results)
+        for label in sorted({t.label for t in test_takes}):
+            takes = [t for t in test_takes if t.label == label]
+            groups.append((takes, evaluate_library(library, [to_demonstration(t.trajectory) for t in takes],
+                                                   [label] * len(takes), config=config)))
     level_keys = {"none": "none", "recog": "recog", "quarter": "1/4", "half": "1/2"}
 
-    def pooled(metric: str, idx: list[int], level: str, scale: float) -> float:
-        # Per-signal RMS (per axis), averaged over the signals of the group, then over takes.
-        values = [np.mean(np.asarray(r[metric][level]["per_signal_mean"])[idx]) * r["n_test"] for r in results]
-        return float(scale * np.sum(values) / n)
+    def figures(results: list[dict]) -> dict:
+        n = sum(r["n_test"] for r in results)
 
-    return {
-        "recognition": {k: float(sum(r["recognition_accuracy"][lv] * r["n_test"] for r in results) / n)
-                        for k, lv in level_keys.items() if k != "recog"},
-        "hand_rms_cm": {k: pooled("rms_remaining", hands, lv, 100.0) for k, lv in level_keys.items()},
-        "hand_rms_whole_cm": {k: pooled("rms_whole", hands, lv, 100.0) for k, lv in level_keys.items()},
-        # The unconditioned mean ("none") scored on each level's own unobserved part: the
-        # yardstick of that level's "hand_rms_cm" (for "none" the two are the same).
-        "hand_rms_prior_cm": {k: pooled("rms_remaining_prior", hands, lv, 100.0) for k, lv in level_keys.items()},
-        "posture_rms_rad": {k: pooled("rms_remaining", postures, lv, 1.0) for k, lv in level_keys.items()},
-        "coverage_2sigma": float(np.mean([r["coverage_2sigma"]["1/2"]["overall"] for r in results])),
-        "n_test": n,
-        # Which task each test take was taken for: {level: {true task: {recognised task: count}}}.
-        "confusion": {k: _confusion([t.label for t in test_takes],
-                                    [label for r in results for label in r["recognised"][lv]])
-                      for k, lv in level_keys.items() if k in ("quarter", "half")},
-    }
+        def pooled(metric: str, idx: list[int], level: str, scale: float) -> float:
+            # Per-signal RMS (per axis), averaged over the signals of the group, then over takes.
+            values = [np.mean(np.asarray(r[metric][level]["per_signal_mean"])[idx]) * r["n_test"] for r in results]
+            return float(scale * np.sum(values) / n)
+
+        coverage = [r["coverage_2sigma"]["1/2"] for r in results]
+        return {
+            "recognition": {k: float(sum(r["recognition_accuracy"][lv] * r["n_test"] for r in results) / n)
+                            for k, lv in level_keys.items() if k != "recog"},
+            "hand_rms_cm": {k: pooled("rms_remaining", hands, lv, 100.0) for k, lv in level_keys.items()},
+            "hand_rms_whole_cm": {k: pooled("rms_whole", hands, lv, 100.0) for k, lv in level_keys.items()},
+            # The unconditioned mean ("none") scored on each level's own unobserved part: the
+            # yardstick of that level's "hand_rms_cm" (for "none" the two are the same).
+            "hand_rms_prior_cm": {k: pooled("rms_remaining_prior", hands, lv, 100.0)
+                                  for k, lv in level_keys.items()},
+            "posture_rms_rad": {k: pooled("rms_remaining", postures, lv, 1.0) for k, lv in level_keys.items()},
+            # Fraction of all unobserved (sample, signal) pairs inside the band, pooled.
+            "coverage_2sigma": float(sum(c["overall"] * c["samples"] for c in coverage)
+                                     / sum(c["samples"] for c in coverage)),
+            "n_test": n,
+        }
+
+    result = figures([r for _, r in groups])
+    truth = [t.label for takes, _ in groups for t in takes]
+    # Which task each test take was taken for: {level: {true task: {recognised task: count}}}.
+    result["confusion"] = {k: _confusion(truth, [label for _, r in groups for label in r["recognised"][lv]])
+                           for k, lv in level_keys.items() if k in ("quarter", "half")}
+    result["per_task"] = {label: figures([r for takes, r in groups if takes[0].label == label])
+                          for label in sorted(set(truth))}
+    return result
 
 
 def _confusion(truth: list[str], recognised: list[str]) -> dict[str, dict[str, int]]:
@@ -167,6 +183,14 @@ def _eval(args: argparse.Namespace) -> int:
               f"{result['hand_rms_whole_cm'][level]:18.2f} {result['posture_rms_rad'][level]:15.3f}")
     print("(unconditioned: the prior mean's error over the same unobserved part)")
     print(f"2-sigma coverage of the unobserved part at 1/2: {result['coverage_2sigma']:.1%}")
+    if len(result["per_task"]) > 1:
+        width = max(12, *(len(label) for label in result["per_task"]))
+        print(f"\n{'task':{width}s} {'takes':>5s} {'recognised 1/4':>15s} {'1/2':>5s} "
+              f"{'hands rest 1/2 [cm]':>20s} {'unconditioned':>14s}")
+        for label, f in result["per_task"].items():
+            print(f"{label:{width}s} {f['n_test']:5d} {f['recognition']['quarter']:15.0%} "
+                  f"{f['recognition']['half']:5.0%} {f['hand_rms_cm']['half']:20.2f} "
+                  f"{f['hand_rms_prior_cm']['half']:14.2f}")
     for level, table in result["confusion"].items():
         mistakes = [f"{true} as {seen} x{n}" for true, row in table.items() for seen, n in row.items() if seen != true]
         print(f"mistaken after {level}: " + ("; ".join(mistakes) if mistakes else "none"))

@@ -88,6 +88,14 @@ def test_eval_promp_json_layout(tmp_path):
     assert result["hand_rms_cm"]["half"] < result["hand_rms_cm"]["none"]
     assert result["hand_rms_prior_cm"]["none"] == result["hand_rms_cm"]["none"]
     assert result["hand_rms_cm"]["half"] < result["hand_rms_prior_cm"]["half"]
+    # Per task: the figures of each task's takes, which pool back to the overall ones.
+    per_task = result["per_task"]
+    assert set(per_task) == {"reach_forward", "squat", "place_high"}
+    assert sum(t["n_test"] for t in per_task.values()) == result["n_test"]
+    assert sum(t["hand_rms_cm"]["half"] * t["n_test"] for t in per_task.values()) / result["n_test"] == \
+        pytest.approx(result["hand_rms_cm"]["half"])
+    for task, row in result["confusion"]["half"].items():
+        assert per_task[task]["recognition"]["half"] == pytest.approx(row.get(task, 0) / sum(row.values()))
     assert 0.0 < result["coverage_2sigma"] <= 1.0
     # The confusion tables count every test take once, and their diagonal is the accuracy.
     for level in ("quarter", "half"):
