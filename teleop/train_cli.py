@@ -95,10 +95,13 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: boo
 
     from promp.evaluation import evaluate_library
     from retarget.references import HAND_INDICES, POSTURE_INDICES
-    from teleop.prescient.compensator import CompensatorConfig
+    from promp.estimator import EstimatorConfig
     from teleop.prescient.training import to_demonstration
 
-    config = CompensatorConfig().estimator   # the robot station's estimator settings
+    # The library's estimator as it comes. The robot station's differs only in what it
+    # executes (no averaging over the remaining speed, promp.estimator eighth round): its
+    # recognition is the same, and `teleop trial` measures what it executes.
+    config = EstimatorConfig()
 
     hands, postures = list(HAND_INDICES), list(POSTURE_INDICES)
     # (test takes, their evaluation): one per take with --leave-one-out, else one per task
@@ -201,7 +204,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _plot_examples(train_takes, test_takes, leave_one_out: bool, path: Path) -> Path:
     """predictions.png: the first test take of each task, predicted after 1/4 and 1/2."""
     from teleop.eval_plot import plot_predictions
-    from teleop.prescient.compensator import CompensatorConfig
+    from promp.estimator import EstimatorConfig
     from teleop.prescient.training import to_demonstration
 
     first_of: dict = {}
@@ -214,4 +217,4 @@ def _plot_examples(train_takes, test_takes, leave_one_out: bool, path: Path) -> 
         return shared or _learn([t for t in train_takes if t.path != firsts[i].path])
 
     return plot_predictions([(to_demonstration(t.trajectory), t.label) for t in firsts], library_for, path,
-                            CompensatorConfig().estimator)
+                            EstimatorConfig())

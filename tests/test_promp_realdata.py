@@ -47,8 +47,10 @@ def test_conditioning_on_half_of_a_real_motion_cuts_the_remaining_error():
     # 0.47 x the prior with conditioning_noise_scale 1, 0.68 x with 100 (the default since
     # the held-out-performer round: over the whole Xsens leave-one-out the remainder after
     # 1/2 went 1.68 -> 1.53 cm, on HDM05 holdouts up to 4 cm better; this one take loses).
+    # Averaging over the remaining speed (future_speed_std 0.3, the eighth round) costs this
+    # take 2.96 -> 3.12 cm while the whole leave-one-out goes 1.53 -> 1.51 cm.
     assert rms < 0.75 * rms_prior
-    assert rms < 0.03                                   # metres
+    assert rms < 0.033                                  # metres
     # The evaluation helper agrees with the hand-written loop at level "1/2".
     res = evaluate_library(library, [test], ["put_box_aside"], groups={"hands": range(6)})
     assert res["rms_remaining"]["1/2"]["groups"]["hands"]["mean"] == pytest.approx(rms, rel=1e-6)

@@ -147,8 +147,10 @@ def test_conditioning_noise_matches_dense_conditioning(library):
 def test_variance_scale_scales_the_covariance(tasks, library):
     rng = np.random.default_rng(9)
     demo, _ = tasks[0].execution(rng)
-    a = OnlineEstimator(library, EstimatorConfig(variance_scale=1.0))
-    b = OnlineEstimator(library, EstimatorConfig(variance_scale=4.0))
+    # Without averaging over the remaining speed, whose spread between its nodes is
+    # modelled and not scaled (test below).
+    a = OnlineEstimator(library, EstimatorConfig(variance_scale=1.0, future_speed_std=0.0))
+    b = OnlineEstimator(library, EstimatorConfig(variance_scale=4.0, future_speed_std=0.0))
     for t, y in zip(demo.times[:100], demo.values[:100]):
         a.update(t, y)
         b.update(t, y)
@@ -156,3 +158,50 @@ def test_variance_scale_scales_the_covariance(tasks, library):
     mb, cb = b.predict_many(demo.times[150:160])
     np.testing.assert_allclose(mb, ma)
     np.testing.assert_allclose(cb, 4.0 * ca)
+
+
+def test_the_remaining_motion_is_averaged_over_its_speed(tasks, library):
+    """future_speed_std: past the newest observation the prediction is the 3-point average
+    over the remaining speed; before it nothing changes; both covariance forms agree."""
+    rng = np.random.default_rng(4)
+    demo, _ = tasks[0].execution(rng)
+    plain = OnlineEstimator(library, EstimatorConfig(future_speed_std=0.0))
+    spread = OnlineEstimator(library, EstimatorConfig(future_speed_std=0.3))
+    for t, y in zip(demo.times[:100], demo.values[:100]):
+        plain.update(t, y)
+        spread.update(t, y)
+    t_n = demo.times[99]
+    times = np.concatenate([demo.times[80:100], t_n + np.linspace(0.1, 1.5, 15)])
+    m0, v0 = plain.predict_many(times, full_cov=False)
+    m1, v1 = spread.predict_many(times, full_cov=False)
+    past = times <= t_n
+    np.testing.assert_allclose(m1[past], m0[past])
+    np.testing.assert_allclose(v1[past], v0[past])
+    assert np.abs(m1[~past] - m0[~past]).max() > 1e-4
+    # The mixture's mean is the quadrature average of the plain predictions at the
+    # three remaining speeds (same warp up to t_n, rate r e^u after it).
+    task = spread.filter.best_task()
+    warp = spread.filter.time_warp(task)
+    z_n = warp.phase(t_n, clip=False)
+    nodes = [(0.0, 2 / 3), (np.sqrt(3) * 0.3, 1 / 6), (-np.sqrt(3) * 0.3, 1 / 6)]
+    expected = 0.0
+    for u, w in nodes:
+        z = np.clip(z_n + warp.phase_rate * np.exp(u) * (times[~past] - t_n), 0.0, 1.0)
+        expected = expected + w * spread.weight_posterior(task).predict(
+            library.promps[task].basis.lookup(z), full_cov=False)[0]
+    np.testing.assert_allclose(m1[~past], expected, atol=1e-9)
+    # Its variance: the central node's plus the spread of the three means.
+    m_nodes = []
+    for u, w in nodes:
+        z = np.clip(z_n + warp.phase_rate * np.exp(u) * (times[~past] - t_n), 0.0, 1.0)
+        m_nodes.append(spread.weight_posterior(task).predict(library.promps[task].basis.lookup(z),
+                                                             full_cov=False)[0])
+    spread_var = sum(w * (m - expected) ** 2 for (_, w), m in zip(nodes, m_nodes))
+    central = OnlineEstimator(library, EstimatorConfig(future_speed_std=1e-12))
+    for t, y in zip(demo.times[:100], demo.values[:100]):
+        central.update(t, y)
+    np.testing.assert_allclose(v1[~past], central.predict_many(times, full_cov=False)[1][~past] + spread_var,
+                               rtol=1e-6)
+    mf, cf = spread.predict_many(times, full_cov=True)
+    np.testing.assert_allclose(mf, m1)
+    np.testing.assert_allclose(np.diagonal(cf, axis1=1, axis2=2), v1, rtol=1e-9, atol=1e-15)

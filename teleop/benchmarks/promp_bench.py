@@ -85,7 +85,11 @@ def run(quick: bool = False) -> dict:
     cov_diff = np.max(np.abs(post.dense_cov() - peer.weight_cov)) / np.max(np.abs(peer.weight_cov))
     ours, theirs = float(np.median(ours_ms)), float(np.median(peer_ms))
     return {"ours_median_ms": ours, "peer_median_ms": theirs, "speedup": theirs / ours,
-            "max_rel_diff": float(max(mean_diff, cov_diff)), "dims": N_SIGNALS, "tasks": 1}
+            "max_rel_diff": float(max(mean_diff, cov_diff)), "dims": N_SIGNALS, "tasks": 1,
+            # The online estimator's step (the issue's <= 1 ms target), as the library comes
+            # and as the robot station configures it (no averaging over the remaining speed).
+            "estimator_step_ms": {"library": time_estimator(quick),
+                                  "robot_station": time_estimator(quick, future_speed_std=0.0)}}
 
 
 def format_table(result: dict) -> str:
@@ -98,11 +102,18 @@ def format_table(result: dict) -> str:
         f"{'movement_primitives (condition)':<34}{result['peer_median_ms']:>18.3f}",
         f"speed-up {result['speedup']:.1f}x, max relative posterior difference {result['max_rel_diff']:.2e}",
     ]
+    steps = result.get("estimator_step_ms")
+    if steps:
+        lines += ["", "online estimator: update + predict the next 3 s at 50 Hz (6 tasks, 20 signals, "
+                      "20 basis), median ms (target 1)",
+                  f"{'':<34}{'variances':>12}{'covariances':>14}"]
+        for name, t in steps.items():
+            lines.append(f"{name.replace('_', ' '):<34}{t['var_median_ms']:>12.3f}{t['full_cov_median_ms']:>14.3f}")
     return "\n".join(lines)
 
 
 def time_estimator(quick: bool = False, rate_hz: float = 100.0, horizon_s: float = 3.0,
-                   output_hz: float = 50.0) -> dict:
+                   output_hz: float = 50.0, future_speed_std: float | None = None) -> dict:
     """Cost of one online-estimator step: ``update`` then ``predict_many`` of the next 3 s.
 
     Library: 6 synthetic tasks x 20 signals x 20 basis functions, 7 demos each. One test
@@ -111,8 +122,9 @@ def time_estimator(quick: bool = False, rate_hz: float = 100.0, horizon_s: float
     reference output rate), once with per-signal variances and once with full (20 x 20)
     covariances. Returns medians and 90th percentiles [ms] over every step of the motion,
     and over the first second only (all 6 tasks still alive, before pruning).
+    ``future_speed_std``: the estimator's setting (None: its default).
     """
-    from promp.estimator import OnlineEstimator
+    from promp.estimator import EstimatorConfig, OnlineEstimator
     from promp.library import TaskLibrary
 
     rng = np.random.default_rng(1)
@@ -120,7 +132,8 @@ def time_estimator(quick: bool = False, rate_hz: float = 100.0, horizon_s: float
     lib = TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks})
     demo, _ = tasks[2].execution(rng, speed=1.1, rate_hz=rate_hz)
     offsets = np.arange(1, int(horizon_s * output_hz) + 1) / output_hz
-    est = OnlineEstimator(lib)
+    config = EstimatorConfig() if future_speed_std is None else EstimatorConfig(future_speed_std=future_speed_std)
+    est = OnlineEstimator(lib, config)
     out = {}
     for full in (False, True):
         times = []
@@ -139,11 +152,3 @@ def time_estimator(quick: bool = False, rate_hz: float = 100.0, horizon_s: float
         out[f"{key}_first_second_median_ms"] = float(np.median(first))
     out["predicted_points"] = len(offsets)
     return out
-
-
-if __name__ == "__main__":
-    print(format_table(run()))
-    timing = time_estimator()
-    print("estimator update + predict next 3 s @ 50 Hz (6 tasks, 20 signals, 20 basis), ms:")
-    for key, value in timing.items():
-        print(f"  {key:<32}{value:8.3f}")
