@@ -128,3 +128,19 @@ def test_setups_in_parallel_processes_give_the_serial_results():
     assert set(parallel) == {1, 2}
     assert {m: r["AE-A"] for m, r in parallel[2]["rows"].items()} == \
         {m: r["AE-A"] for m, r in serial["rows"].items()}
+
+
+def test_setup_overrides_change_the_simulated_setup():
+    from dataclasses import replace
+
+    from teleop.tuning.experiment import ExperimentSettings, setup_for
+    from teleop.tuning.rig import ArmRig
+    from teleop.tuning.setups import SETUPS
+
+    settings = replace(ExperimentSettings.quick(), limited_torque_scale=0.5, payload_kg=3.0)
+    limited, loaded = setup_for(3, settings), setup_for(4, settings)
+    assert limited.torque_scale == 0.5 and "(50 %)" in limited.name
+    assert loaded.payload_kg == 3.0 and "3 kg" in loaded.name
+    assert setup_for(2, settings) == SETUPS[2]          # the others are untouched
+    with ArmRig(limited) as rig, ArmRig(SETUPS[3]) as default:
+        np.testing.assert_allclose(rig.torque_limit, 2.5 * default.torque_limit)

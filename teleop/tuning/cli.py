@@ -25,6 +25,14 @@ def _setups(text: str) -> list[int]:
     return numbers
 
 
+def _fraction_of_effort(text: str) -> float:
+    """A torque-limit scale in (0, 1]: a fraction of the description's efforts."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (a fraction of the efforts), got {text}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="tune the simulated arm's joint PIDs: relay + ZN heuristics vs an optimiser",
                        description="Runs the experiment of the PID-tuning reference (Webel 2019, §4.1) on the "
@@ -48,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--payload-kg", type=non_negative_float,
                    help="payload of setup 4 [kg] (default: the reference's 10 kg; holding the step animation's "
                         "postures then needs up to 37 N m of the iCub's 30 N m shoulder pitch, measured)")
+    p.add_argument("--limited-torque", type=_fraction_of_effort,
+                   help="torque limits of setup 3 as a fraction of the iCub's efforts (default 0.2; the "
+                        "optimiser meets the target from 0.3, measured)")
     p.add_argument("--jobs", type=positive_int, default=2, help="setups run in parallel processes (default: 2)")
     p.add_argument("--out", type=Path, default=Path("out") / "tune", help="folder for plots, gains and data")
     p.add_argument("--no-save", action="store_true", help="write no files (table / JSON only)")
@@ -64,6 +75,8 @@ def _settings(args: argparse.Namespace):
     settings.relay_per_heuristic = args.relay_per_heuristic
     if args.payload_kg is not None:
         settings.payload_kg = args.payload_kg
+    if args.limited_torque is not None:
+        settings.limited_torque_scale = args.limited_torque
     if args.gains:
         from teleop.tuning.gains_io import GainsFormatError, load_gains
         from teleop.tuning.setups import LEFT_ARM

@@ -37,7 +37,7 @@ from teleop.tuning.optimiser import OptimiserSettings, optimise_limb
 from teleop.tuning.pid import PidGains
 from teleop.tuning.relay import relay_test
 from teleop.tuning.rig import ArmRig
-from teleop.tuning.setups import SETUPS
+from teleop.tuning.setups import SETUPS, Setup
 
 OPTIMISER = "Optimiser"
 COLUMNS = ("AE-A", "AE-S", "OS", "ST5", "R50")
@@ -61,6 +61,7 @@ class ExperimentSettings:
     optimiser: OptimiserSettings = field(default_factory=OptimiserSettings)
     relay_per_heuristic: bool = False   # True: the §4.1 protocol literally (7× the relay tests)
     payload_kg: float | None = None     # override setup 4's payload [kg]
+    limited_torque_scale: float | None = None   # override setup 3's torque limits (x the efforts)
     extra_gains: dict = field(default_factory=dict)  # row label -> {joint: PidGains} (e.g. a manual tuning)
     progress: bool = True
 
@@ -87,6 +88,19 @@ def _log(settings: ExperimentSettings, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+def setup_for(number: int, settings: ExperimentSettings) -> Setup:
+    """Setup ``number`` with the settings' overrides (setup 4's payload, setup 3's torque)."""
+    setup = SETUPS[number]
+    if settings.payload_kg is not None and setup.payload_kg > 0:
+        setup = replace(setup, payload_kg=settings.payload_kg,
+                        name=setup.name.replace(f"{SETUPS[number].payload_kg:g} kg", f"{settings.payload_kg:g} kg"))
+    if settings.limited_torque_scale is not None and number == 3:
+        setup = replace(setup, torque_scale=settings.limited_torque_scale,
+                        name=setup.name.replace(f"({SETUPS[number].torque_scale * 100:g} %)",
+                                                f"({settings.limited_torque_scale * 100:g} %)"))
+    return setup
+
+
 def run_setup(number: int, settings: ExperimentSettings | None = None) -> dict:
     """Run the experiment in one setup.
 
@@ -96,10 +110,7 @@ def run_setup(number: int, settings: ExperimentSettings | None = None) -> dict:
          "evaluations": {method: evaluate_all(...)}, "recordings": {method: [dance, step]}}
     """
     settings = settings or ExperimentSettings()
-    setup = SETUPS[number]
-    if settings.payload_kg is not None and setup.payload_kg > 0:
-        setup = replace(setup, payload_kg=settings.payload_kg,
-                        name=setup.name.replace(f"{SETUPS[number].payload_kg:g} kg", f"{settings.payload_kg:g} kg"))
+    setup = setup_for(number, settings)
     out: dict = {"setup": number, "name": setup.name, "rows": {}, "gains": {}, "relay": {},
                  "evaluations": {}, "recordings": {}}
     with ArmRig(setup) as rig:
