@@ -569,4 +569,3 @@ class OnlineEstimator:
         if self.config.variance_scale != 1.0:
             cov = cov * self.config.variance_scale
         return mean, cov
-
