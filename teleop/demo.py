@@ -151,6 +151,8 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
                 last_moving = clock.now()
             elif k >= n_ticks and clock.now() - last_moving >= settings.rtt + settings.settle:
                 break
+            if k == n_ticks:    # past --duration: say why the session goes on
+                bar.set_description(bar.desc + ", finishing the motion under way")
             bar.update(1)
             if video is not None:
                 for delivery in video_link.pop(clock.now()):
