@@ -142,8 +142,8 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
         max_ticks = int(round((settings.duration + settings.max_overrun) / station.dt))
         last_moving = 0.0    # operator time of the last tick the operator was in a motion
         prev_command = None
-        bar = tqdm(total=n_ticks, desc="session" + (" (compensated)" if library else " (delayed)"),
-                   disable=not progress, leave=False)
+        desc = "session" + (" (compensated)" if library else " (delayed)")
+        bar = tqdm(total=n_ticks, desc=desc, disable=not progress, leave=False)
         for k in range(max_ticks):
             clock.set(k * station.dt)
             operator.tick()     # starts the operator's stream at the first tick
@@ -152,7 +152,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
             elif k >= n_ticks and clock.now() - last_moving >= settings.rtt + settings.settle:
                 break
             if k == n_ticks:    # past --duration: say why the session goes on
-                bar.set_description(bar.desc + ", finishing the motion under way")
+                bar.set_description(desc + ", finishing the motion under way")
             bar.update(1)
             if video is not None:
                 for delivery in video_link.pop(clock.now()):

@@ -114,7 +114,7 @@ def test_demo_session_finishes_the_motion_under_way(robot):
     from teleop.inputs.synthetic import SyntheticOperator
 
     settings = DemoSettings(duration=4.0, seed=5, rtt=1.5)
-    log = run_session(settings, None, with_video=False, progress=False)
+    log = run_session(settings, None, with_video=False, progress=True)   # the bar's text changes past 4 s
     t = np.asarray(log.times)
     clock = VirtualClock(0.0)
     with SyntheticOperator(seed=settings.seed, performer=settings.performer, clock=clock.now) as operator:
