@@ -52,6 +52,14 @@ def fraction(text: str) -> float:
     return value
 
 
+def unit_fraction(text: str) -> float:
+    """A scale in (0, 1]: a fraction of a nominal value (e.g. of the description's torques)."""
+    value = _number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (counts)."""
     try:

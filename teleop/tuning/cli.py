@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from teleop.cli_types import non_negative_float, positive_float, positive_int
+from teleop.cli_types import non_negative_float, positive_float, positive_int, unit_fraction
 
 #: The setups of teleop.tuning.setups.SETUPS (not imported here: `teleop --help` stays fast).
 SETUP_NUMBERS = (1, 2, 3, 4)
@@ -23,14 +23,6 @@ def _setups(text: str) -> list[int]:
     if not numbers or any(n not in SETUP_NUMBERS for n in numbers):
         raise argparse.ArgumentTypeError(f"expected comma-separated setups from 1-4 (e.g. 1,2,3,4 or 2), got {text!r}")
     return numbers
-
-
-def _fraction_of_effort(text: str) -> float:
-    """A torque-limit scale in (0, 1]: a fraction of the description's efforts."""
-    value = positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1] (a fraction of the efforts), got {text}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--payload-kg", type=non_negative_float,
                    help="payload of setup 4 [kg] (default: the reference's 10 kg; holding the step animation's "
                         "postures then needs up to 37 N m of the iCub's 30 N m shoulder pitch, measured)")
-    p.add_argument("--limited-torque", type=_fraction_of_effort,
+    p.add_argument("--limited-torque", type=unit_fraction,
                    help="torque limits of setup 3 as a fraction of the iCub's efforts (default 0.2; the "
                         "optimiser meets the target from 0.3, measured)")
     p.add_argument("--jobs", type=positive_int, default=2, help="setups run in parallel processes (default: 2)")
