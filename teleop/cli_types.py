@@ -36,28 +36,30 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def _in_unit_interval(text: str, low_open: bool, high_open: bool) -> float:
+    """A number in [0, 1] with either end excluded; the message writes the interval."""
+    value = _number(text)
+    above = value > 0 if low_open else value >= 0
+    below = value < 1 if high_open else value <= 1
+    if not (above and below):
+        interval = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+        raise argparse.ArgumentTypeError(f"must be in {interval}, got {text}")
+    return value
+
+
 def probability(text: str) -> float:
     """A probability in [0, 1) (packet loss, duplication: 1 would lose or repeat everything)."""
-    value = _number(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
+    return _in_unit_interval(text, low_open=False, high_open=True)
 
 
 def fraction(text: str) -> float:
     """A probability in [0, 1], 1 included (netem may simulate a dead link)."""
-    value = _number(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
-    return value
+    return _in_unit_interval(text, low_open=False, high_open=False)
 
 
 def unit_fraction(text: str) -> float:
     """A scale in (0, 1]: a fraction of a nominal value (e.g. of the description's torques)."""
-    value = _number(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return value
+    return _in_unit_interval(text, low_open=True, high_open=False)
 
 
 def positive_int(text: str) -> int:
