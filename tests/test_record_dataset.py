@@ -150,3 +150,32 @@ def test_export_skips_what_it_cannot_use(tmp_path, capsys):
     assert dataset_cli.main(["export", str(data / "good.mcap"), "--channel", "compensated",
                              "-o", str(tmp_path / "none")]) == 1
     assert "no channel /commands/compensated" in capsys.readouterr().err
+
+
+def test_export_of_same_named_recordings_in_subfolders_keeps_both(tmp_path):
+    """day1/session.mcap and day2/session.mcap: two files, named by their path under the folder."""
+    data = tmp_path / "data"
+    for day in ("day1", "day2"):
+        (data / day).mkdir(parents=True)
+        write_session(data / day / "session.mcap", episodes=(("squat", 0, 50),), n=60)
+    write_session(data / "top.mcap", episodes=(("squat", 0, 50),), n=60)
+    result = export_episodes(data, tmp_path / "out")
+    names = [p.relative_to(tmp_path / "out").as_posix() for p in result.written]
+    assert names == ["squat/day1__session_0.npz", "squat/day2__session_0.npz", "squat/top_0.npz"]
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.npz")) == names
+    sources = {ReferenceTrajectory.load_npz(p).source for p in result.written}
+    assert len(sources) == 3
+
+
+def test_export_refuses_colliding_names_before_writing(tmp_path):
+    """Two files with one stem given separately cannot be told apart: an error, nothing written."""
+    for day in ("day1", "day2"):
+        (tmp_path / day).mkdir()
+        write_session(tmp_path / day / "session.mcap", episodes=(("squat", 0, 50),), n=60)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"day1.session\.mcap and .*day2.session\.mcap would both be exported"):
+        export_episodes([tmp_path / "day1" / "session.mcap", tmp_path / "day2" / "session.mcap"], out)
+    assert not out.exists()
+    # The same recording reached twice (its folder and itself) is exported once.
+    result = export_episodes([tmp_path / "day1", tmp_path / "day1" / "session.mcap"], out)
+    assert [p.name for p in result.written] == ["session_0.npz"]

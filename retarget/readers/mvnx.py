@@ -116,6 +116,12 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                         # Parsed at its own end tag, so errors point at its line.
                         width = 4 if tag == "orientation" else 3
                         current[tag] = _numbers(path, line_no, elem, width * n, tag).reshape(n, width)
+                        if tag == "orientation":
+                            # Normalised below: a zero quaternion would become NaN.
+                            zero = np.flatnonzero(np.linalg.norm(current[tag], axis=-1) < 1e-6)
+                            if len(zero):
+                                raise error(path, line_no, f"zero <orientation> quaternion of segment "
+                                            f"{labels[zero[0]]} in motion frame {len(oris)}")
                     elif current is not None and tag == "centerOfMass":
                         values = (elem.text or "").split()
                         current["com"] = _numbers(path, line_no, elem, max(len(values), 3), tag)[:3]

@@ -126,6 +126,12 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
                 poses[s][k] = [float(v) for v in (*p, *q)]
         except (KeyError, TypeError, ValueError) as exc:
             raise MotionFormatError(f"{path}: sample {k}: missing or malformed {exc}") from None
+        # json.loads takes NaN and Infinity; the CSV path refuses them, so does this one.
+        bad = ["t"] if not np.isfinite(times[k]) else []
+        bad += [f"{s}.{field}" for s in segments for field, values in (("p", poses[s][k, :3]), ("q", poses[s][k, 3:]))
+                if not np.all(np.isfinite(values))]
+        if bad:
+            raise MotionFormatError(f"{path}: sample {k}: non-finite {', '.join(bad)}")
     return times, poses, axes
 
 

@@ -2,7 +2,10 @@
 
 In MVN Analyze/Animate: Options > Preferences > Network Streamer, add this computer's
 address and port (default 9763), UDP, and tick "Position + Orientation (Quaternion)"
-(type 02; "Center of Mass" (24) and "Joint Angles" (20) are used when present).
+(type 02, the only type the frames carry). "Center of Mass" (24) and "Joint Angles" (20)
+are parsed when present and kept as :attr:`XsensLiveSource.com` and ``joint_angles``, but
+a frame is ``(t, pose)`` only: retargeting a live stream uses the CoM it estimates from
+the segments, not MVN's.
 
 :meth:`XsensLiveSource.poll` drains the socket without blocking, reassembles samples that
 span several datagrams, decodes them (:mod:`teleop.inputs.mvn_protocol`: cm -> m, MVN's
@@ -72,8 +75,9 @@ class XsensLiveSource:
         stats: Counter of datagrams, samples and drops by reason ("foreign", "truncated",
             "bad_size", "bad_type", "unknown_type", "other_character", "stale_sample",
             "incomplete", "bad_content").
-        com: newest centre of mass (3,) [m] (type 24), or None.
-        joint_angles: newest joint angles (list of JointAngle, type 20), or None.
+        com: newest centre of mass (3,) [m] (type 24), or None. Exposed for the caller;
+            not part of the frames :meth:`poll` returns (see the module docstring).
+        joint_angles: newest joint angles (list of JointAngle, type 20), or None; likewise.
         meta: character meta data (type 12) {tag: value}.
         scale: newest character scale (type 13), or None.
         time_code: newest type-25 time code string, or None.

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from retarget.human import SEGMENTS, HumanMotion
-from retarget.references import SIGNALS, RobotReferences
+from retarget.references import FLAT_SIZE, SIGNALS, RobotReferences
 
 from .messages import CameraFrame, EpisodeMarker, RobotStateSample
 
@@ -94,13 +94,16 @@ REFERENCES_SCHEMA: dict = {
         "t": {"type": "number", "description": "time the sample was produced, producer clock [s]"},
         **{name: (_number_array(size) if size > 1 else {"type": "number"}) for name, size in SIGNALS},
         **{name: _number_array(size, "optional") for name, size in _REFERENCE_EXTRAS},
+        "valid": {"type": "array", "items": {"type": "boolean"}, "minItems": FLAT_SIZE, "maxItems": FLAT_SIZE,
+                  "description": "optional: True where the scalar of the flat vector was measured (absent: all)"},
     },
     "required": ["t"] + [name for name, _ in SIGNALS],
 }
 
 
 def encode_references(refs: RobotReferences) -> bytes:
-    """JSON object with ``t`` [s] and one field per signal of :data:`retarget.references.SIGNALS`."""
+    """JSON object with ``t`` [s], one field per signal of :data:`retarget.references.SIGNALS`,
+    the optional extras and, when the references carry one, the (20,) ``valid`` mask (booleans)."""
     obj: dict[str, Any] = {"t": float(refs.t)}
     for name, size in SIGNALS:
         value = getattr(refs, name)
@@ -109,13 +112,21 @@ def encode_references(refs: RobotReferences) -> bytes:
         value = getattr(refs, name)
         if value is not None:
             obj[name] = _list(value)
+    if refs.valid is not None:
+        obj["valid"] = np.asarray(refs.valid, dtype=bool).ravel().tolist()
     return _dumps(obj)
 
 
 def decode_references(data: bytes) -> RobotReferences:
+    """RobotReferences; ``valid`` is None for messages without a mask (all recordings before it)."""
     obj = json.loads(data)
     values = {name: (_float(obj[name]) if size == 1 else _array(obj[name])) for name, size in SIGNALS}
     extras = {name: _array(obj[name]) for name, _ in _REFERENCE_EXTRAS if obj.get(name) is not None}
+    if obj.get("valid") is not None:
+        valid = np.asarray(obj["valid"], dtype=bool)
+        if valid.shape != (FLAT_SIZE,):
+            raise ValueError(f"valid must have {FLAT_SIZE} booleans, got shape {valid.shape}")
+        extras["valid"] = valid
     return RobotReferences(t=_float(obj["t"]), **values, **extras)
 
 

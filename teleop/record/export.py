@@ -4,6 +4,13 @@ Layout written (the one ``teleop train`` reads: one folder per task)::
 
     OUTDIR/<task>/<recording-name>_<episode-number>.npz
 
+``<recording-name>`` is the file's stem for a recording given as a file, and its path
+relative to the given folder for one found in a folder, with the separators replaced by
+``__`` (``data/day1/session.mcap`` from ``data`` -> ``day1__session``), so recordings with
+the same name in different sub-folders do not overwrite each other. Two recordings that
+would still get the same name (``a/s.mcap`` and ``b/s.mcap`` given as files) are an error,
+raised before anything is written.
+
 Each file is :meth:`retarget.references.ReferenceTrajectory.save_npz` of the episode's
 references, times in seconds from the episode start (log-time clock; with
 ``use_message_time``, the samples' own times from the episode's first sample), label = task,
@@ -42,6 +49,31 @@ def recordings_in(path: str | os.PathLike) -> list[Path]:
     return [path]
 
 
+def _named_recordings(sources: Iterable[str | os.PathLike]) -> list[tuple[Path, str]]:
+    """(recording, output name) for every recording of ``sources`` (see the module docstring).
+
+    A recording listed twice (a folder and a file in it) is exported once. Raises
+    ValueError naming both files if two recordings get the same output name.
+    """
+    named: list[tuple[Path, str]] = []
+    seen: set[Path] = set()
+    owner: dict[str, Path] = {}
+    for source in sources:
+        source = Path(source)
+        for file in recordings_in(source):
+            if file.resolve() in seen:
+                continue
+            seen.add(file.resolve())
+            relative = file.relative_to(source) if source.is_dir() else Path(file.name)
+            name = "__".join(relative.with_suffix("").parts)
+            if name in owner:
+                raise ValueError(f"{owner[name]} and {file} would both be exported as {name}_<episode>.npz: "
+                                 "export them separately or rename one")
+            owner[name] = file
+            named.append((file, name))
+    return named
+
+
 def task_folder_name(task: str) -> str:
     """A folder name for a task label (path separators and odd characters replaced)."""
     return re.sub(r"[^\w.+-]+", "_", task.strip()).strip("._") or "unnamed"
@@ -56,13 +88,16 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         output_dir: root of the per-task folders.
         channel: the RobotReferences channel to export ("references", "compensated"...).
         use_message_time: time samples by their own ``t`` instead of their log time.
+
+    Raises ValueError, before writing anything, if two recordings would get the same output
+    names (see the module docstring).
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
-    files = [f for source in sources for f in recordings_in(source)]
+    files = _named_recordings(sources)
     output_dir = Path(output_dir)
     result = ExportResult()
-    for file in files:
+    for file, recording_name in files:
         try:
             recording = open_recording(file)
         except RecordingFormatError as exc:
@@ -89,7 +124,7 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
                 continue
             folder = output_dir / task_folder_name(episode.task)
             folder.mkdir(parents=True, exist_ok=True)
-            out = folder / f"{file.stem}_{episode.number}.npz"
+            out = folder / f"{recording_name}_{episode.number}.npz"
             trajectory.save_npz(out)
             result.written.append(out)
     return result

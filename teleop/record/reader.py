@@ -212,23 +212,32 @@ class Recording:
 
         Samples are sorted by time; of samples with equal times the last one written is
         kept. The trajectory is empty when the window holds no messages.
+
+        The trajectory's ``valid`` is the (20,) mask of the scalars measured in *every* kept
+        sample (a sample without a mask counts as all measured), or None when no kept
+        sample carried one: a trajectory has one mask, and a scalar missing from some
+        samples is not a measured signal over the episode.
         """
         times: list[float] = []
         values: list[np.ndarray] = []
+        masks: list[np.ndarray | None] = []
         for log_ns, refs in self.decoded(channel, start_ns, end_ns):
             if not hasattr(refs, "to_flat"):
                 raise TypeError(f"{self.path}: channel {channel!r} does not hold robot references")
             t = refs.t - time_origin_ns * 1e-9 if use_message_time else (log_ns - time_origin_ns) * 1e-9
             times.append(t)
             values.append(refs.to_flat())
+            masks.append(refs.valid)
         t_arr = np.asarray(times, dtype=float)
         v_arr = np.asarray(values, dtype=float).reshape(len(values), FLAT_SIZE)
         order = np.argsort(t_arr, kind="stable")
-        t_arr, v_arr = t_arr[order], v_arr[order]
         if len(t_arr) > 1:
-            keep = np.append(np.diff(t_arr) > 0, True)  # last of each run of equal times
-            t_arr, v_arr = t_arr[keep], v_arr[keep]
-        return ReferenceTrajectory(t_arr, v_arr, label=label, source=source or str(self.path))
+            keep = np.append(np.diff(t_arr[order]) > 0, True)  # last of each run of equal times
+            order = order[keep]
+        t_arr, v_arr = t_arr[order], v_arr[order]
+        kept_masks = [masks[i] for i in order if masks[i] is not None]
+        valid = np.logical_and.reduce(kept_masks, axis=0) if kept_masks else None
+        return ReferenceTrajectory(t_arr, v_arr, label=label, source=source or str(self.path), valid=valid)
 
     def operator_motion(self, channel: str = "operator", start_ns: int | None = None,
                         end_ns: int | None = None) -> HumanMotion:

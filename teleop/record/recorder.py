@@ -15,6 +15,9 @@ Time
     clock, ``now()`` in seconds: trials pass their virtual clock). A caller that knows better
     passes ``log_time_ns`` explicitly. ``publish_time`` defaults to the log time; for
     delayed commands pass the send time so the delay is ``log_time - publish_time``.
+    Both must be integers in MCAP's range 0 <= t < 2**64 [ns]: ``log()`` checks them and
+    raises ValueError, so a bad time never reaches the writer thread (where it would end
+    the recording).
 
 Not blocking the control loop
     ``log()`` only takes a checked private copy of the message (:mod:`teleop.record.snapshots`:
@@ -43,14 +46,20 @@ Crash tolerance
     reads it anyway and :func:`teleop.record.recovery.recover` writes a complete copy.
     (Power loss is another matter: that would need ``os.fsync``, which is not done here.)
 
+    With ``threaded=False`` there is no thread to watch the time: the flush is due after
+    ``flush_interval_s`` but happens in the next ``log()`` (or episode marker, or
+    ``close()``). Data logged before the process goes quiet stays in memory until then,
+    and a crash during the quiet time loses it, however long that time was.
+
 Sequence numbers
     Each channel's messages carry a ``sequence`` counting every ``log()`` call on it,
-    dropped ones included, so drops show as gaps.
+    dropped ones included, so drops show as gaps. It wraps at 2**32 (MCAP's field is 32 bits).
 """
 
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import queue
 import threading
@@ -96,6 +105,11 @@ _COMPRESSION = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none"
 
 # Work items of the writer thread.
 _MESSAGE, _REGISTER, _STOP = 0, 1, 2
+
+#: MCAP stores log and publish times as unsigned 64-bit integers [ns].
+_TIME_LIMIT_NS = 1 << 64
+#: MCAP stores sequence numbers as unsigned 32-bit integers.
+_SEQUENCE_MASK = (1 << 32) - 1
 
 
 class RecordingWriteError(RuntimeError):
@@ -245,16 +259,17 @@ class Recorder:
             publish_time_ns: when the message was sent [ns]; default: the log time.
 
         Returns True if the message was queued (or written), False if it was dropped.
-        Episode markers go through :meth:`start_episode` / :meth:`stop_episode`.
+        Raises ValueError, naming the channel, for a time that is not an integer in
+        [0, 2**64) ns. Episode markers go through :meth:`start_episode` / :meth:`stop_episode`.
         """
         topic = self._topic_of_name.get(channel) or self._resolve(channel)
         if topic == EPISODES:
             raise ValueError("episode markers are written by start_episode() / stop_episode()")
         spec = self._specs.get(topic) or self._auto_register(topic, channel)
         snapshot = spec.snapshot(message)
-        log_ns = self._clock_ns() if log_time_ns is None else int(log_time_ns)
-        return self._submit(topic, spec, snapshot, log_ns, log_ns if publish_time_ns is None else int(publish_time_ns),
-                            droppable=True)
+        log_ns = self._time_ns(topic, "log_time_ns", log_time_ns)
+        publish_ns = log_ns if publish_time_ns is None else _checked_time_ns(topic, "publish_time_ns", publish_time_ns)
+        return self._submit(topic, spec, snapshot, log_ns, publish_ns, droppable=True)
 
     def log_operator_input(self, motion: HumanMotion, index: int = 0, **times) -> bool:
         """Record frame ``index`` of the raw operator input (segment poses)."""
@@ -286,6 +301,8 @@ class Recorder:
 
     def start_episode(self, task: str | None = None, *, log_time_ns: int | None = None) -> int:
         """Mark the start of an episode; stops the open one first. Returns the episode number."""
+        if log_time_ns is not None:  # a bad time must not leave a half-started episode behind
+            _checked_time_ns(EPISODES, "log_time_ns", log_time_ns)
         with self._episode_lock:
             if self._open_episode is not None:
                 self._stop_episode_locked(log_time_ns)
@@ -343,6 +360,12 @@ class Recorder:
         self.close()
 
     # -------------------------------------------------------------- caller side
+    def _time_ns(self, topic: str, what: str, value: int | None) -> int:
+        """A checked log time [ns]: ``value``, or now on the recorder's clock when None."""
+        if value is None:
+            return _checked_time_ns(topic, f"{what} (from the recorder's clock)", self._clock_ns())
+        return _checked_time_ns(topic, what, value)
+
     def _resolve(self, channel: str) -> str:
         topic = resolve_topic(channel)
         self._topic_of_name[channel] = topic
@@ -373,7 +396,7 @@ class Recorder:
         size = _approximate_size(snapshot)
         with self._lock:
             sequence = self._sequence[topic]
-            self._sequence[topic] = sequence + 1
+            self._sequence[topic] = (sequence + 1) & _SEQUENCE_MASK
             stats = self._stats
             if droppable and (self._error is not None or stats.queued_messages >= self._max_queued_messages
                               or stats.queued_bytes + size > self._max_queued_bytes):
@@ -395,7 +418,7 @@ class Recorder:
             with self._lock:
                 if EPISODES not in self._specs:
                     self._register_locked(EPISODES, EPISODE_SPEC, {})
-        log_ns = self._clock_ns() if log_time_ns is None else int(log_time_ns)
+        log_ns = self._time_ns(EPISODES, "log_time_ns", log_time_ns)
         self._submit(EPISODES, EPISODE_SPEC, marker, log_ns, log_ns, droppable=False)
 
     def _stop_episode_locked(self, log_time_ns: int | None) -> int | None:
@@ -492,6 +515,16 @@ class Recorder:
             self._writer.finish()
         finally:
             self._file.close()
+
+
+def _checked_time_ns(topic: str, what: str, value: Any) -> int:
+    """``value`` as an MCAP time [ns]; ValueError naming the channel unless an integer in [0, 2**64)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{topic}: {what} must be an integer number of nanoseconds, got {value!r}")
+    value = int(value)
+    if not 0 <= value < _TIME_LIMIT_NS:
+        raise ValueError(f"{topic}: {what} = {value} is outside MCAP's time range 0 <= t < 2**64 ns")
+    return value
 
 
 def _approximate_size(snapshot: Any) -> int:

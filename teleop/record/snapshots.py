@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from retarget.human import HumanMotion
-from retarget.references import RobotReferences
+from retarget.references import FLAT_SIZE, RobotReferences
 
 from .codecs import encode_network_stats
 from .messages import CameraFrame, EpisodeMarker, RobotStateSample
@@ -33,7 +33,7 @@ def _copy(value: Any, shape: tuple[int, ...] | None, what: str) -> np.ndarray:
 
 
 def snapshot_references(message: Any) -> RobotReferences:
-    """A private copy of RobotReferences (shape-checked by ``from_flat``)."""
+    """A private copy of RobotReferences (shape-checked by ``from_flat``), validity mask included."""
     if not isinstance(message, RobotReferences):
         raise TypeError(f"references must be RobotReferences, got {type(message).__name__}")
     extras = {}
@@ -41,6 +41,11 @@ def snapshot_references(message: Any) -> RobotReferences:
         value = getattr(message, name)
         if value is not None:
             extras[name] = _copy(value, (size,), name)
+    if message.valid is not None:
+        valid = np.array(message.valid, dtype=bool)  # always a copy
+        if valid.shape != (FLAT_SIZE,):
+            raise ValueError(f"valid must have shape ({FLAT_SIZE},), got {valid.shape}")
+        extras["valid"] = valid
     return RobotReferences.from_flat(float(message.t), message.to_flat(), **extras)
 
 
