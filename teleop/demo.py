@@ -37,6 +37,8 @@ class DemoSettings:
         camera_size: (width, height) of the eye camera [px].
         loss: forward packet loss probability.
         jitter: forward jitter std [s]; None = the thesis's model (2/15 of the one-way delay).
+        robot_clock_offset: the robot station's clock minus the operator's [s], as between
+            two hosts (the stations measure it over the link).
     """
 
     duration: float = 20.0
@@ -47,6 +49,7 @@ class DemoSettings:
     camera_size: tuple[int, int] = (320, 240)
     loss: float = 0.0
     jitter: float | None = None
+    robot_clock_offset: float = 0.0
     dataset: Path = field(default_factory=lambda: DATASET)
     settle: float = 0.5
     max_overrun: float = 15.0
@@ -108,7 +111,8 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     jitter = THESIS_JITTER_RATIO * one_way if settings.jitter is None else settings.jitter
     link = LinkModel(forward=DirectionModel(delay=one_way, jitter=jitter, loss=settings.loss),
                      backward=DirectionModel.constant(one_way))
-    operator_ep, robot_ep = connect_virtual(PacketCodec(session_secret()), link, clock, seed=settings.seed)
+    operator_ep, robot_ep = connect_virtual(PacketCodec(session_secret()), link, clock, seed=settings.seed,
+                                            robot_clock_offset=settings.robot_clock_offset)
     robot = RobotModel()
     log = SessionLog()
     video_link = VirtualLink(DirectionModel.constant(one_way), seed=settings.seed, direction="video")
@@ -123,7 +127,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     def send_video(image: np.ndarray, capture_s: float) -> None:
         payload = codec.encode(image[:, :, ::-1])  # the codec takes OpenCV's BGR order
         for datagram in wire.packetize(payload, stream_id=0, frame_id=next(frame_ids), codec=1, capture_s=capture_s,
-                                       available_s=capture_s, encode_end_s=capture_s, send_clock=clock.now):
+                                       available_s=capture_s, encode_end_s=capture_s, send_clock=robot_ep.clock.now):
             video_link.push(clock.now(), datagram)
 
     with Simulation(robot, visual=False) as sim, \

@@ -48,7 +48,7 @@ def secret(tmp_path):
     (["operator", "--robot", "nonsense"], "argument --robot"),
     (["operator", "--bind", "nonsense"], "argument --bind"),
     (["operator", "--video-listen", "nonsense"], "argument --video-listen"),
-    (["robot", "--stale-timeout", "-1"], "argument --stale-timeout: must be >= 0"),
+    (["robot", "--stale-timeout", "0"], "argument --stale-timeout: must be > 0"),   # the watchdog needs a timeout
     (["operator", "--jitter-buffer", "-1"], "argument --jitter-buffer: must be >= 0"),
     (["robot", "--video-hz", "-5"], "argument --video-hz: must be >= 0"),
     (["operator", "--port", "99999"], "argument --port: port must be 0-65535"),

@@ -213,3 +213,84 @@ def test_worst_excess_of_runs_with_their_own_ticks():
     delayed = _result(np.full(99, 2.0))
     delayed.times = delayed.times + 0.003
     assert worst_excess_cm(_result(wrong_way), delayed) == pytest.approx(5.0)
+
+
+def _rest(take: ReferenceTrajectory, start: float, seconds: float, pose: np.ndarray) -> ReferenceTrajectory:
+    times = start + np.arange(0.0, seconds, 0.01)
+    return ReferenceTrajectory(times, np.repeat(pose[None], len(times), axis=0), label="rest")
+
+
+def _then(*parts: ReferenceTrajectory) -> ReferenceTrajectory:
+    return ReferenceTrajectory(np.concatenate([p.times for p in parts]), np.concatenate([p.values for p in parts]))
+
+
+def test_a_motion_never_engaged_does_not_time_the_next_one(held_out):
+    """An unknown motion (both hands 30 cm sideways) starts a motion that never engages;
+    once the operator rests, the next motion must be timed from its own onset."""
+    take, library = held_out
+    pose = take.values[0]
+    times = np.arange(0.0, 6.0, 0.01)
+    sideways = np.repeat(pose[None], len(times), axis=0)
+    shift = np.clip((times - 0.5) * 0.5, 0.0, 0.3)
+    sideways[:, [HAND_INDICES[1], HAND_INDICES[4]]] += shift[:, None]
+    unknown = ReferenceTrajectory(times, sideways)
+    known = ReferenceTrajectory(take.times - take.times[0] + 6.0, take.values)
+    still = _rest(take, 0.0, 6.0, pose)
+
+    def states(first: ReferenceTrajectory) -> list:
+        return [o.state for o in play(PrescientCompensator(library), _then(first, known), tau=0.75, tau_b=0.75)]
+
+    after_unknown, after_rest = states(unknown), states(still)
+    first_part = int(6.0 / 0.01)
+    assert all(s is CompensationState.PASSTHROUGH for s in after_unknown[:first_part]), "precondition"
+    assert after_unknown.count(CompensationState.PREDICTING) > 100
+    assert after_unknown == after_rest
+
+
+def _predicting(held_out, tau: float = 0.75):
+    """A compensator playing the held-out take until it predicts; (compensator, time, take)."""
+    take, library = held_out
+    comp = PrescientCompensator(library)
+    k = 0
+    for t in np.arange(take.times[0], take.times[-1], 0.01):
+        while k < len(take.times) and take.times[k] + tau <= t + 1e-9:
+            comp.observe(take.times[k], take.values[k], arrival_op=t)
+            k += 1
+        out = comp.step(t, tau)
+        if out.state is CompensationState.PREDICTING:
+            return comp, t, out, k
+    raise AssertionError("never predicted")
+
+
+def test_the_rate_limit_holds_when_the_operator_clock_steps(held_out):
+    """The operator clock steps with the clock-offset estimate: a step back allows no
+    change, a step forward no more than one capped tick's worth."""
+    comp, t, out, _ = _predicting(held_out)
+    back = comp.step(t - 0.009, 0.75)
+    np.testing.assert_array_equal(back.references, out.references)
+    far = comp.step(t + 1.0, 0.75)
+    cfg = CompensatorConfig()
+    from teleop.prescient.compensator import MAX_RATE_LIMIT_DT
+
+    change = np.abs(far.references - back.references)
+    assert change[list(HAND_INDICES)].max() <= cfg.max_speed_cartesian * MAX_RATE_LIMIT_DT + 1e-12
+    assert change[9:].max() <= cfg.max_speed_angular * MAX_RATE_LIMIT_DT + 1e-12
+
+
+def test_when_the_delay_vanishes_mid_motion_the_output_blends_out(held_out):
+    take, _ = held_out
+    comp, t, _, k = _predicting(held_out)
+    outs = []
+    for now in t + 0.01 * np.arange(1, 200):     # a faster route: the rest arrives at once
+        while k < len(take.times) and take.times[k] <= now + 1e-9:
+            comp.observe(take.times[k], take.values[k], arrival_op=now)
+            k += 1
+        outs.append(comp.step(now, 0.0))
+    states = [o.state for o in outs]
+    assert CompensationState.BLEND_OUT in states and states[-1] is CompensationState.PASSTHROUGH
+    executed = np.array([o.references for o in outs])
+    hands = list(HAND_INDICES)
+    first_pass = states.index(CompensationState.PASSTHROUGH)
+    step = np.abs(np.diff(executed[: first_pass + 1], axis=0))
+    cfg = CompensatorConfig()
+    assert step[:, hands].max() <= cfg.max_speed_cartesian * 0.01 + 1e-9

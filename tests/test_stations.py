@@ -126,3 +126,120 @@ def test_demo_session_finishes_the_motion_under_way(robot):
         # ... and not longer than needed: the operator was still moving just before.
         assert operator.task_at(t[-1] - settings.rtt - settings.settle - 0.05) != "rest"
     assert t[-1] < settings.duration + settings.max_overrun
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("robot_clock_offset", [3600.0, -3600.0])
+def test_stations_on_two_hosts_measure_both_delays_despite_the_clock_offset(robot, robot_clock_offset):
+    """Two hosts' clocks differ by their uptimes: the robot must still measure τ_f and τ̂_b
+    (0.75 s each way here) and compensate; before, τ̂_b carried the whole offset (compensation
+    off, or predicting an hour ahead) and τ_f took seconds to forget the unmeasured offset."""
+    from teleop.demo import DemoSettings, run_session, train_library
+
+    settings = DemoSettings(duration=6.0, seed=11, robot_clock_offset=robot_clock_offset)
+    library, _ = train_library(settings.dataset)
+    log = run_session(settings, library, with_video=True, progress=False)
+    assert log.telemetry["tau_b_s"] == pytest.approx(0.75, abs=0.05)
+    assert log.telemetry["tau_f_mean_s"] == pytest.approx(0.75, abs=0.1)
+    assert "predicting" in log.states
+
+
+def test_a_restarted_operator_takes_over_once_the_first_is_silent(robot, station_sim):
+    """Over real UDP: operator A stops; operator B (a restarted station: new port, new
+    source id) gets the FEEDBACK and the clock exchange from then on. While A is still
+    sending, a second sender is refused."""
+    import time
+
+    from teleop.clock import WallClock
+    from teleop.net.clock import answer_ping
+    from teleop.net.protocol import PacketType
+    from teleop.net.udp import UdpEndpoint
+
+    secret = os.urandom(32)
+    robot_ep = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    station = RobotStation(robot_ep, robot, station_sim, None,
+                           RobotStationConfig(video_hz=0, feedback_hz=50, stale_timeout=0.2))
+    home = references_from_configuration(robot, station.tracker.q).to_flat()
+    a = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    b = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+
+    def run(senders, ticks: int) -> dict:
+        feedback = {id(ep): 0 for ep in (a, b)}
+        for _ in range(ticks):
+            for ep in senders:
+                ep.send(RobotReferences.from_flat(ep.clock.now(), home), robot_ep.address)
+            time.sleep(0.003)
+            station.tick()
+            for ep in (a, b):
+                for received in ep.poll():
+                    if not answer_ping(ep, received):
+                        feedback[id(ep)] += received.packet.packet_type == PacketType.FEEDBACK
+        return feedback
+
+    try:
+        first = run([a], 40)
+        assert first[id(a)] > 0 and station.operator == a.address
+        both = run([a, b], 20)                     # B while A is active: refused
+        assert station.operator == a.address and station.foreign_references > 0
+        time.sleep(0.3)                            # A goes silent for longer than stale_timeout
+        later = run([b], 60)
+        assert station.operator == b.address and station.operators_attached == 2
+        assert later[id(b)] > 0 and both[id(b)] == 0
+        assert station.clock_estimator.offset is not None    # the clock exchange runs with B
+    finally:
+        for ep in (robot_ep, a, b):
+            ep.close()
+
+
+def test_the_operator_video_report_gives_the_delay_spread_and_the_frames_lost():
+    """VideoPath.report(): the standard deviation of the backward delay (not p95 - mean) and
+    the frames lost (a frame with a missing chunk, a frame that came too late)."""
+    from teleop.clock import VirtualClock
+    from teleop.stations.operator_station import VideoPath
+    from teleop.video import wire
+    from teleop.video.codec import JpegCodec
+
+    clock = VirtualClock(0.0)
+    video = VideoPath(clock, buffer_s=0.05)
+    jpeg = JpegCodec().encode(np.zeros((48, 64, 3), np.uint8))
+    delays = [0.75, 0.76, 0.74, 0.75, 0.77, 0.73, 0.75, 0.95]   # the last one too late for the buffer
+    try:
+        for k, delay in enumerate(delays):
+            capture = 0.1 * k
+            datagrams = list(wire.packetize(jpeg, stream_id=0, frame_id=k, codec=1, capture_s=capture,
+                                            available_s=capture, encode_end_s=capture, send_clock=lambda: capture,
+                                            max_datagram_bytes=300))
+            assert len(datagrams) > 1
+            for datagram in datagrams:
+                video.handle(datagram, capture + delay)
+        lost_chunk = list(wire.packetize(jpeg, stream_id=0, frame_id=99, codec=1, capture_s=2.0, available_s=2.0,
+                                         encode_end_s=2.0, send_clock=lambda: 2.0, max_datagram_bytes=300))
+        for datagram in lost_chunk[1:]:
+            video.handle(datagram, 2.75)
+        clock.set(10.0)
+        video.play()                       # expires the incomplete frame
+        report = video.report()
+    finally:
+        video.close()
+    assert report.backward_delay == pytest.approx(np.mean(delays))
+    assert report.backward_delay_std == pytest.approx(np.std(delays))
+    assert report.frames_received == len(delays)
+    assert report.frames_lost == 2         # the late frame and the one with a missing chunk
+
+
+def test_a_video_receiver_on_a_port_in_use_fails_without_leaking_its_socket():
+    import gc
+    import warnings
+
+    from teleop.video.receiver import VideoReceiver
+
+    taken = VideoReceiver(bind=("127.0.0.1", 0))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            with pytest.raises(OSError):
+                VideoReceiver(bind=taken.address)
+            gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    finally:
+        taken.close()

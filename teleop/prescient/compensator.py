@@ -46,6 +46,10 @@ from retarget.references import CARTESIAN_INDICES, FLAT_SIZE, HAND_INDICES
 from teleop.prescient.blending import SigmoidBlend
 
 
+#: Longest time [s] one tick's rate limit allows for (see PrescientCompensator._limit_rate).
+MAX_RATE_LIMIT_DT = 0.1
+
+
 class CompensationState(str, Enum):
     PASSTHROUGH = "passthrough"
     BLEND_IN = "blend_in"
@@ -333,8 +337,17 @@ class PrescientCompensator:
         y_d = self._latest_y
         # Measured forward delay (per packet, at arrival), else the sample's age.
         tau_f = self.tau_f if self.tau_f is not None else t_op_now - self._latest_t
-        if self.estimator is None or tau_f + tau_b < self.config.min_round_trip:
-            self.state = CompensationState.PASSTHROUGH
+        if self.estimator is None:
+            self._out_prev = None
+            return CompensatorOutput(y_d.copy(), self.state, tau_f=tau_f)
+        low_delay = tau_f + tau_b < self.config.min_round_trip
+        if low_delay and self.state in (CompensationState.BLEND_IN, CompensationState.PREDICTING):
+            # The delay vanished mid-motion (a faster route): nothing is left to predict, but
+            # the robot must not jump back to the delayed stream: blend out as from a rejection.
+            self.state = self._start_blend_out(self._out_prev[1], rejected=True)
+        if low_delay and self.state is CompensationState.PASSTHROUGH:
+            if self._t0 is not None and self._at_rest():
+                self._reset_motion()
             self._out_prev = None
             return CompensatorOutput(y_d.copy(), self.state, tau_f=tau_f)
 
@@ -348,7 +361,10 @@ class PrescientCompensator:
                                            self.config.blend_max_steps)
                 state = CompensationState.BLEND_IN
                 out = self._blend.step(y_d, y_p)
-            elif self._t0 is not None and (self._rejected or self._ended) and self._at_rest():
+            elif self._t0 is not None and self._at_rest():
+                # The motion is over: rejected, ended, or never engaged at all (an unknown
+                # motion, or a task never probable enough). Either way the next motion must
+                # be timed from its own onset, not from this one's.
                 self._reset_motion()
         elif state is CompensationState.BLEND_IN:
             y_p = self._predict(motion_time)
@@ -379,10 +395,16 @@ class PrescientCompensator:
                                  motion_time=motion_time, phase=est.phase if est is not None else None)
 
     def _limit_rate(self, out: np.ndarray, t_now: float, passthrough: bool) -> np.ndarray:
-        """Bound the per-tick change of the output (not in pass-through, which is exact)."""
+        """Bound the per-tick change of the output (not in pass-through, which is exact).
+
+        ``t_now`` is on the operator's clock, which steps whenever the clock-offset estimate
+        moves: a step back allows no change this tick (instead of skipping the bound), and
+        the time allowed per tick is capped at ``MAX_RATE_LIMIT_DT`` so that a step forward
+        (or a stalled station) does not open the bound either.
+        """
         prev = self._out_prev
-        if not passthrough and prev is not None and t_now > prev[0]:
-            step = (t_now - prev[0]) * self._max_speed
+        if not passthrough and prev is not None:
+            step = min(max(t_now - prev[0], 0.0), MAX_RATE_LIMIT_DT) * self._max_speed
             out = prev[1] + np.clip(out - prev[1], -step, step)
         self._out_prev = (float(t_now), out)
         return out

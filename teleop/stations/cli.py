@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--video-to", type=address, default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
     robot.add_argument("--video-hz", type=non_negative_float, default=10.0,
                        help="eye camera frame rate [Hz] (default: 10; 0 = no video)")
-    robot.add_argument("--stale-timeout", type=non_negative_float, default=0.5, help="hold a safe pose after this long without commands [s]")
+    robot.add_argument("--stale-timeout", type=positive_float, default=0.5, help="hold a safe pose after this long without commands [s]")
     robot.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: run until Ctrl-C)")
     robot.add_argument("--secret-file", type=_file, help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
     robot.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")

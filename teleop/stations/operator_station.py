@@ -79,13 +79,20 @@ class VideoPath:
                 self.on_display(frame, now)
 
     def report(self) -> VideoReport | None:
+        """The VIDEO_REPORT for the robot, None before any frame. The delays are arrival on
+        this station's clock minus capture on the robot's: the robot, which estimates the
+        offset between the two clocks, removes it (RobotStation.tau_b)."""
         r = self.buffer.report()
         if r.get("backward_delay_mean_s") is None:
             return None
-        std = r.get("backward_delay_p95_s")
+        stats = self.receiver.stats
+        # Lost: never completed (chunks missing, evicted) or dropped by the jitter buffer.
+        lost = (stats.frames_dropped_timeout + stats.frames_dropped_evicted + stats.decode_errors
+                + self.buffer.frames_late + self.buffer.frames_out_of_order + self.buffer.frames_overflow)
         return VideoReport(jitter_buffer=float(r["buffer_length_s"]), backward_delay=float(r["backward_delay_mean_s"]),
-                           backward_delay_std=float(std - r["backward_delay_mean_s"]) if std is not None else float("nan"),
-                           frames_received=int(self.receiver.stats.frames_completed) & 0xFFFFFFFF)
+                           backward_delay_std=float(r["backward_delay_std_s"]),
+                           frames_received=int(stats.frames_completed) & 0xFFFFFFFF,
+                           frames_lost=int(lost) & 0xFFFFFFFF)
 
     def close(self) -> None:
         self.receiver.close()
@@ -114,7 +121,7 @@ class OperatorStation:
         self.feedback: Feedback | None = None
         self.current: RobotReferences | None = None
         self._calibrated = False
-        self._next_report = 0.0
+        self._next_report = -np.inf     # any clock origin
         self.sent = 0
         self.feedback_received = 0  # FEEDBACK packets from the robot: 0 means nobody is there
 

@@ -157,8 +157,10 @@ class RobotRecording(_StationRecording):
         offset = 0.0
         if self.station is not None:
             offset = self.station.operator_time(0.0)
+        # MCAP times are unsigned: a send time before the robot clock's origin (another
+        # host's clock, before the offset is measured) is recorded as 0, not refused.
         self.recorder.log_delivered_command(refs, log_time_ns=self._ns(arrival),
-                                            publish_time_ns=self._ns(refs.t - offset))
+                                            publish_time_ns=self._ns(max(0.0, refs.t - offset)))
 
     def video_out(self, sender) -> Callable[[np.ndarray, float], None]:
         """A station ``video_out`` that encodes once, sends and records the frame."""

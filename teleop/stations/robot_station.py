@@ -3,9 +3,14 @@
 One :meth:`RobotStation.tick` per control period (100 Hz by default):
 
 1. take what the network delivered: references (→ compensator and watchdog), clock pings
-   and pongs, the operator's video report (→ τ̂_b);
+   and pongs, the operator's video report (→ τ̂_b). The operator is whoever sent the first
+   authenticated references; another sender takes its place only once it has been silent
+   for ``stale_timeout`` (a restarted operator station), with a fresh clock estimate and
+   compensator;
 2. the compensator decides the references to execute now (prediction at t + τ̂_b, or the
-   delayed references passed through);
+   delayed references passed through). Until the first clock exchange has measured the
+   operator's clock the delayed references pass through: on two hosts neither τ_f nor
+   τ̂_b means anything before that;
 3. the stale-command watchdog overrides them: it holds the last executed references when
    commands stop arriving and blends back smoothly when they resume;
 4. the ZMP/LIP correction moves the CoM reference so the ZMP stays in the support polygon,
@@ -33,11 +38,17 @@ from teleop.control.tracker import ReferenceTracker, references_from_configurati
 from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport
 from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
-from teleop.prescient.compensator import CompensationState, CompensatorConfig, PrescientCompensator
+from teleop.prescient.compensator import (CompensationState, CompensatorConfig, CompensatorOutput,
+                                          PrescientCompensator)
 from teleop.robot.model import RobotModel
 from teleop.sim.simulator import Simulation
 from teleop.sim.target_spline import TickInterpolator
 from teleop.stations.smoothing import CriticallyDampedFilter
+
+def _negated(offset: float | None) -> float:
+    """-offset, or NaN (the protocol's "not known yet") for None."""
+    return float("nan") if offset is None else -float(offset)
+
 
 #: Compensation state codes carried by FEEDBACK packets.
 STATE_CODES = {state: i for i, state in enumerate(CompensationState)}
@@ -51,7 +62,11 @@ class RobotStationConfig:
         control_hz: whole-body controller rate [Hz].
         physics_steps: simulation steps per control tick (1 kHz physics at 100 Hz control).
         video_hz: eye-camera frame rate [Hz] (0: no video).
-        stale_timeout: commands older than this make the robot hold its pose [s].
+        stale_timeout: after this long without a command arriving the robot holds its pose
+            [s] (a gap between arrivals, not a command's age: with seconds of delay every
+            command is old, and its age is the compensator's business); an operator that
+            has been silent this long may also be replaced by a new one (a restarted
+            operator station, on another port).
         resume_duration: blend back to commands after a stale period [s].
         compensation: predict the operator's commands when a task library is given.
         default_tau_b: backward delay [s] assumed until the operator reports one.
@@ -133,7 +148,12 @@ class RobotStation:
         self.clock_estimator = ClockOffsetEstimator(method="median")
         self.clock_sync: ClockSyncClient | None = None
         self.operator: tuple | None = None
-        self.tau_b = cfg.default_tau_b
+        self.operators_attached = 0
+        self.foreign_references = 0    # references from another sender while the operator is active
+        self._last_ref_arrival = -np.inf
+        # The operator's last video report, arrival on its clock minus capture on ours, plus
+        # its jitter buffer [s]: τ̂_b once the clock offset is known (see tau_b).
+        self._video_age_raw: float | None = None
         self.home = references_from_configuration(robot, self.tracker.q).to_flat()
         self.hold = self.home.copy()
         self.last_executed = self.home.copy()
@@ -144,8 +164,8 @@ class RobotStation:
         stance.update(self.tracker.q)
         self.support_polygon = stance.support_polygon()
         self._com_height = float(stance.com()[2])
-        self._next_video = 0.0
-        self._next_feedback = 0.0
+        self._next_video = -np.inf     # any clock origin (a virtual clock may be negative)
+        self._next_feedback = -np.inf
         self._last_seq = 0
         self._last_ref_time = float("nan")
         self._delays: deque[float] = deque(maxlen=100)
@@ -163,6 +183,32 @@ class RobotStation:
         offset = self.clock_estimator.offset
         return t_robot + (offset if offset is not None else 0.0)
 
+    @property
+    def tau_b(self) -> float:
+        """τ̂_b [s]: how old the images the operator sees are, from its video reports.
+
+        The operator measures a frame's age as its arrival on the operator's clock minus its
+        capture on ours, i.e. the true age plus the clock offset (operator − robot), which
+        is removed here; ``default_tau_b`` until both a report and the offset are known.
+        """
+        offset = self.clock_estimator.offset
+        if self._video_age_raw is None or offset is None:
+            return self.config.default_tau_b
+        return max(0.0, self._video_age_raw - offset)
+
+    def _attach_operator(self, peer) -> None:
+        """Take ``peer`` as the operator: a clock estimate of its own and, for a replacement
+        (a restarted operator station), a fresh compensator and counters."""
+        if self.operator is not None:
+            self.compensator = PrescientCompensator(self.compensator.library, self.config.compensator)
+            self._last_seq, self._last_ref_time = 0, float("nan")
+            self._delays.clear()
+            self._video_age_raw = None
+        self.operator = peer
+        self.operators_attached += 1
+        self.clock_estimator = ClockOffsetEstimator(method="median")
+        self.clock_sync = ClockSyncClient(self.endpoint, peer, estimator=self.clock_estimator)
+
     # ------------------------------------------------------------------ tick
     def _receive(self) -> None:
         for received in self.endpoint.poll():
@@ -172,20 +218,28 @@ class RobotStation:
                 continue
             packet = received.packet
             if packet.packet_type == PacketType.REFERENCES:
-                if self.operator is None:
-                    self.operator = received.peer
-                    self.clock_sync = ClockSyncClient(self.endpoint, received.peer, estimator=self.clock_estimator)
+                if received.peer != self.operator:
+                    if (self.operator is not None
+                            and received.arrival_time - self._last_ref_arrival <= self.config.stale_timeout):
+                        self.foreign_references += 1    # two operators at once: keep the first
+                        continue
+                    self._attach_operator(received.peer)
+                self._last_ref_arrival = received.arrival_time
                 refs: RobotReferences = packet.message
-                arrival_op = self.operator_time(received.arrival_time)
+                offset = self.clock_estimator.offset
+                # Before the first clock exchange an arrival time cannot be put on the
+                # operator's clock: the sample still feeds the estimator, not τ_f.
+                arrival_op = None if offset is None else received.arrival_time + offset
                 self.compensator.observe(refs.t, refs.to_flat(), arrival_op)
-                self._delays.append(arrival_op - refs.t)
+                if arrival_op is not None:
+                    self._delays.append(arrival_op - refs.t)
                 self.watchdog.command_received(received.arrival_time)
                 if packet.seq > self._last_seq:
                     self._last_seq, self._last_ref_time = packet.seq, refs.t
-            elif packet.packet_type == PacketType.VIDEO_REPORT:
+            elif packet.packet_type == PacketType.VIDEO_REPORT and received.peer == self.operator:
                 report: VideoReport = packet.message
                 if np.isfinite(report.effective_backward_delay):
-                    self.tau_b = float(report.effective_backward_delay)
+                    self._video_age_raw = float(report.effective_backward_delay)
 
     def tick(self) -> TickRecord:
         """Run one control period (see the module docstring)."""
@@ -193,7 +247,11 @@ class RobotStation:
         self._receive()
         if self.clock_sync is not None:
             self.clock_sync.tick()
-        out = self.compensator.step(self.operator_time(now), self.tau_b)
+        if self.clock_estimator.offset is None:
+            latest = self.compensator.latest_delayed
+            out = CompensatorOutput(None if latest is None else latest.copy(), CompensationState.PASSTHROUGH)
+        else:
+            out = self.compensator.step(self.operator_time(now), self.tau_b)
         self.last_compensator_output = out   # for the recorder (teleop/stations/recording.py)
         commanded = out.references if out.references is not None else self.last_executed
         status = self.watchdog.update()
@@ -246,7 +304,7 @@ class RobotStation:
         feedback = Feedback(
             last_ref_seq=self._last_seq, last_ref_time=self._last_ref_time,
             forward_delay=float(np.mean(delays)), forward_delay_std=float(np.std(delays)),
-            clock_offset=float(-(self.clock_estimator.offset or 0.0)), watchdog_state=int(watchdog_state),
+            clock_offset=_negated(self.clock_estimator.offset), watchdog_state=int(watchdog_state),
             compensation_state=STATE_CODES[comp_state], packets_accepted=int(stats.get("accepted", 0)) & 0xFFFFFFFF,
             packets_dropped=int(sum(v for k, v in stats.items() if k.startswith("dropped_"))) & 0xFFFFFFFF,
             executed=self.last_executed.copy(), measured_com_xy=com[:2].copy(),

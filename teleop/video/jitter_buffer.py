@@ -185,8 +185,8 @@ class JitterBuffer:
     def report(self) -> dict[str, float | int | None]:
         """Numbers for the robot's compensation, seconds (``None`` before any frame).
 
-        Keys: ``buffer_length_s``; ``backward_delay_mean_s`` / ``_p50_s`` / ``_p95_s``
-        and ``backward_delay_samples`` over the statistics window; ``delay_anchor_s``
+        Keys: ``buffer_length_s``; ``backward_delay_mean_s`` / ``_p50_s`` / ``_p95_s`` /
+        ``_std_s`` and ``backward_delay_samples`` over the statistics window; ``delay_anchor_s``
         (``None`` in pass-through); ``tau_b_s`` = age of the image at display that the
         playout enforces = anchor + buffer length (= mean backward delay + buffer length
         with the default anchor; the mean backward delay in pass-through);
@@ -205,6 +205,7 @@ class JitterBuffer:
             "backward_delay_mean_s": mean_s,
             "backward_delay_p50_s": float(np.percentile(delays, 50)) if have else None,
             "backward_delay_p95_s": float(np.percentile(delays, 95)) if have else None,
+            "backward_delay_std_s": float(delays.std()) if have else None,
             "backward_delay_samples": int(delays.size),
             "delay_anchor_s": anchor_s,
             "tau_b_s": tau_b_s,

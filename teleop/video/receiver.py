@@ -171,8 +171,12 @@ class VideoReceiver:
         if sock is None:
             family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_DGRAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
-            sock.bind(bind)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+                sock.bind(bind)
+            except OSError:     # e.g. the port is in use: do not leak the socket
+                sock.close()
+                raise
         sock.setblocking(False)
         self._sock = sock
         self._buffer = bytearray(65536)  # any UDP payload fits; larger ones are impossible
