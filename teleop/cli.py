@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import zipfile
 
 #: Errors that mean "this input or setting is wrong", not "the program is wrong": the user
@@ -80,33 +81,51 @@ def main(argv: list[str] | None = None) -> int:
     return int(result or 0)
 
 
+#: A second stop signal this soon after the first is the same stop delivered twice [s]:
+#: coreutils ``timeout`` signals the command and then its whole process group.
+DUPLICATE_STOP_SIGNAL_S = 1.0
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt():
     """While inside, SIGTERM (``kill``, a service manager, ``timeout``) raises
     KeyboardInterrupt like Ctrl-C, so a command's cleanup runs: the stations close their
     recordings complete and print their final statistics instead of vanishing mid-tick.
 
+    A SIGINT or SIGTERM within ``DUPLICATE_STOP_SIGNAL_S`` of the first one is ignored:
+    ``timeout`` delivers its signal twice (to the command, then to its process group), and
+    the second interrupt used to abort the cleanup the first had started (no statistics,
+    exit code 130). A later one interrupts again (a user insisting).
+
     Only in the process and thread that entered it (signal handlers are the main
     thread's): a forked worker (``teleop tune --jobs``, ``teleop trial --realtime``)
-    inherits the handler, and is then terminated the default way.
+    inherits the handlers, and is then stopped the default way.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     owner = os.getpid()
+    first_stop: list[float] = []
 
     def interrupt(signum, frame):
         if os.getpid() != owner:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            if signum == signal.SIGTERM:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            raise KeyboardInterrupt
+        now = time.monotonic()
+        if first_stop and now - first_stop[-1] < DUPLICATE_STOP_SIGNAL_S:
             return
+        first_stop.append(now)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def describe(exc: BaseException) -> str:

@@ -46,6 +46,8 @@ def _run(args: argparse.Namespace) -> int:
           f"min CoP margin {robot['min_cop_margin_mm']:.1f} mm")
     timing = summary.get("controller_timing_ms") or {}
     if timing:
-        print("Controller per tick [ms]: " + ", ".join(f"{k} {v:.3f}" for k, v in timing.items()))
+        print("Controller per tick [ms]: " + ", ".join(f"{k.removesuffix('_ms')} {v:.3f}" for k, v in timing.items()
+                                                      if k != "ticks")
+              + f" (the last {timing.get('ticks', 0)} ticks)")
     print(f"Video frames shown: {summary['video'].get('frames_displayed')}; outputs in {args.out}/")
     return 0

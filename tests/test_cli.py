@@ -141,3 +141,28 @@ def test_sigterm_is_an_interrupt_inside_a_command_only():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5.0)      # the handler runs at once; the sleep is never finished
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_stop_signal_delivered_twice_does_not_abort_the_cleanup():
+    """coreutils ``timeout`` signals the command and then its process group: the second
+    signal, right after the first, must not interrupt the cleanup the first one started."""
+    import os
+    import signal
+
+    from teleop.cli import DUPLICATE_STOP_SIGNAL_S, sigterm_as_interrupt
+
+    cleaned = False
+    with sigterm_as_interrupt():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5.0)
+        except KeyboardInterrupt:
+            os.kill(os.getpid(), signal.SIGINT)      # the duplicate, during the cleanup
+            time.sleep(0.05)
+            cleaned = True
+        with pytest.raises(KeyboardInterrupt):       # a user insisting later still interrupts
+            time.sleep(DUPLICATE_STOP_SIGNAL_S)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5.0)
+    assert cleaned
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -85,3 +85,19 @@ def test_convex_hull_is_counter_clockwise():
     assert len(hull) == 4
     area = 0.5 * np.sum(hull[:, 0] * np.roll(hull[:, 1], -1) - np.roll(hull[:, 0], -1) * hull[:, 1])
     assert area == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('parent = "head"', "xparent = 1", r"extra_frames\.\w+ needs parent"),
+    ('parent = "head"', 'parent = "hed"', "parent 'hed' of extra frame"),
+    ("l_knee = -0.45", "l_knee = -0.45\nl_elbw = 0.5", r"\[home\] names joints that are not in the URDF: \['l_elbw'\]"),
+    ("l_knee = -0.45", 'l_knee = "bent"', r"\[home\] l_knee must be a number"),
+])
+def test_typos_in_a_description_are_clear_errors(tmp_path, old, new, message):
+    """Each used to end in a KeyError, IndexError or AttributeError traceback."""
+    text = load_description().source.read_text()
+    assert old in text
+    bad = tmp_path / "typo.toml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(DescriptionError, match=message):
+        RobotModel(bad)

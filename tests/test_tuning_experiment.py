@@ -144,3 +144,27 @@ def test_setup_overrides_change_the_simulated_setup():
     assert setup_for(2, settings) == SETUPS[2]          # the others are untouched
     with ArmRig(limited) as rig, ArmRig(SETUPS[3]) as default:
         np.testing.assert_allclose(rig.torque_limit, 2.5 * default.torque_limit)
+
+
+def test_a_gains_file_named_like_a_method_gets_a_row_of_its_own(tmp_path):
+    """``--gains PDControl.json`` used to replace the PDControl rule's row (and the
+    optimiser's start) with the file's gains."""
+    import argparse
+
+    from teleop.tuning.cli import _settings, register
+    from teleop.tuning.gains_io import save_gains
+    from teleop.tuning.setups import LEFT_ARM
+
+    gains = {joint: PidGains(1.0, 0.0, 0.0) for joint in LEFT_ARM}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for path in (tmp_path / "a" / "PDControl.json", tmp_path / "b" / "mine.json", tmp_path / "a" / "mine.json"):
+        save_gains(path, gains)
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    settings = _settings(parser.parse_args(["tune", "--quick", "--gains", str(tmp_path / "a" / "PDControl.json"),
+                                            "--gains", str(tmp_path / "b" / "mine.json")]))
+    assert sorted(settings.extra_gains) == ["PDControl (file)", "mine"]
+    with pytest.raises(SystemExit, match="both be the row 'mine'"):
+        _settings(parser.parse_args(["tune", "--quick", "--gains", str(tmp_path / "a" / "mine.json"),
+                                     "--gains", str(tmp_path / "b" / "mine.json")]))

@@ -104,6 +104,15 @@ def resolve_urdf(spec: str, base_dir: Path) -> Path:
     return path
 
 
+def _numbers(path: Path, key: str, values: dict) -> dict[str, float]:
+    """A table of joint name -> number, or DescriptionError naming the entry."""
+    try:
+        return {str(k): float(v) for k, v in values.items()}
+    except (TypeError, ValueError):
+        bad = next(k for k, v in values.items() if not isinstance(v, (int, float)))
+        raise DescriptionError(f"{path}: [{key}] {bad} must be a number, got {values[bad]!r}") from None
+
+
 def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
     """Load a description by name (a file in ``descriptions/``) or by path."""
     path = Path(name_or_path)
@@ -130,8 +139,22 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
     missing = [g for g in REQUIRED_GROUPS if g not in groups]
     if missing:
         raise DescriptionError(f"{path}: [groups] lacks {missing}")
-    extra = {name: ExtraFrame(name, spec["parent"], tuple(float(x) for x in spec["xyz_stance"]))
-             for name, spec in raw.get("extra_frames", {}).items()}
+    def table(key: str) -> dict:
+        value = raw.get(key, {})
+        if not isinstance(value, dict):
+            raise DescriptionError(f"{path}: {key} must be a table [{key}], got {value!r}")
+        return value
+
+    extra = {}
+    for name, spec in table("extra_frames").items():
+        try:
+            xyz = tuple(float(x) for x in spec["xyz_stance"])
+            if len(xyz) != 3 or not isinstance(spec["parent"], str):
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise DescriptionError(f"{path}: extra_frames.{name} needs parent = \"<frame>\" and "
+                                   "xyz_stance = [x, y, z]") from None
+        extra[name] = ExtraFrame(name, spec["parent"], xyz)
     soles = {side: np.asarray(need("soles")[side], dtype=float) for side in ("left", "right")}
     for side, corners in soles.items():
         if corners.shape != (4, 3):
@@ -147,9 +170,9 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
         sole_corners=soles,
         groups=groups,
         reference_joints=reference_joints,
-        home={k: float(v) for k, v in raw.get("home", {}).items()},
-        velocity_limits={k: float(v) for k, v in raw.get("velocity_limits", {}).items()},
-        effort_limits={k: float(v) for k, v in raw.get("effort_limits", {}).items()},
+        home=_numbers(path, "home", table("home")),
+        velocity_limits=_numbers(path, "velocity_limits", table("velocity_limits")),
+        effort_limits=_numbers(path, "effort_limits", table("effort_limits")),
         sim=dict(raw.get("sim", {})),
         source=path,
     )

@@ -11,6 +11,7 @@ between the soles at the home posture (see retarget/references.py).
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -51,6 +52,17 @@ class RobotModel:
         for role, frame in d.frames.items():
             if not self.model.existFrame(frame):
                 raise DescriptionError(f"{d.source}: frame {frame!r} for role {role!r} is not in the URDF")
+        for extra in d.extra_frames.values():
+            if not self.model.existFrame(extra.parent):
+                raise DescriptionError(f"{d.source}: parent {extra.parent!r} of extra frame {extra.name!r} "
+                                       "is not in the URDF")
+        for table in ("home", "velocity_limits", "effort_limits"):
+            # Limits may use patterns ("*_elbow"); a name or pattern that matches no joint is a typo.
+            patterns = table != "home"
+            unknown = [name for name in getattr(d, table) if name not in self.joint_names
+                       and not (patterns and any(fnmatch.fnmatchcase(joint, name) for joint in self.joint_names))]
+            if unknown:
+                raise DescriptionError(f"{d.source}: [{table}] names joints that are not in the URDF: {unknown}")
         self.limits = self._limits()
         # Pinocchio clamps nothing itself: keep the model's own limits in sync with the
         # description so that every consumer (QP bounds, sampling) sees the same numbers.

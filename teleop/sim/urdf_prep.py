@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -108,7 +109,10 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
     for tag in ("gazebo", "sensor"):
         for element in root.findall(tag):
             root.remove(element)
-    tmp = out.with_suffix(".tmp")
+    # A temporary file of this process's own, then an atomic rename: concurrent processes
+    # (``teleop tune --jobs``, parallel tests) neither read a half-written file nor rename
+    # each other's.
+    tmp = out.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     tree.write(tmp)
-    tmp.replace(out)  # atomic: concurrent test processes never read a half-written file
+    tmp.replace(out)
     return out

@@ -201,6 +201,14 @@ def _run_robot(args: argparse.Namespace) -> int:
         sim.close()
     if args.json:
         print(json.dumps(telemetry, default=float))
+    else:
+        network = telemetry["network"]
+        dropped = sum(v for k, v in network.items() if k.startswith("dropped_"))
+        timing = telemetry["controller_timing_ms"]
+        print(f"accepted {network.get('accepted', 0)} packets ({dropped} dropped), whole-body control "
+              f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
+              f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {telemetry['tau_f_mean_s']:.3f} s, "
+              f"tau_b {telemetry['tau_b_s']:.3f} s")
     return 0
 
 
@@ -212,7 +220,9 @@ def _make_source(args: argparse.Namespace):
         return open_source(args.source, speed=args.speed, loop=args.loop, seed=args.seed,
                            vr_config=getattr(args, "vr_config", None))
     except (OpenVRUnavailable, OSError, ValueError) as exc:   # no SteamVR, port in use, bad file/spec
-        raise SystemExit(f"teleop operator: error: --input {args.source}: {exc}") from None
+        message = str(exc)   # most name the file already: "--input F: F: no such file" says it twice
+        where = "--input " if message.startswith(args.source) else f"--input {args.source}: "
+        raise SystemExit(f"teleop operator: error: {where}{message}") from None
 
 
 def _operator_view_stats(station, video, endpoint) -> dict:

@@ -73,9 +73,17 @@ def _settings(args: argparse.Namespace):
         from teleop.tuning.gains_io import GainsFormatError, load_gains
         from teleop.tuning.setups import LEFT_ARM
 
+        from teleop.tuning.experiment import OPTIMISER
+        from teleop.tuning.heuristics import HEURISTICS
+
         for path in args.gains:
+            # The row is labelled by the file's stem; a stem that is a method's name would
+            # replace that method's row (and the optimiser's warm start) with the file's gains.
+            label = path.stem if path.stem not in (*HEURISTICS, OPTIMISER) else f"{path.stem} (file)"
+            if label in settings.extra_gains:
+                raise SystemExit(f"--gains: two files would both be the row {label!r}: rename one")
             try:
-                settings.extra_gains[path.stem] = load_gains(path, LEFT_ARM)
+                settings.extra_gains[label] = load_gains(path, LEFT_ARM)
             except (OSError, GainsFormatError) as exc:
                 raise SystemExit(f"--gains: {exc}") from None
             except UnicodeDecodeError:  # a binary file (an .npz, say): load_gains expects text
