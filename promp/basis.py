@@ -14,11 +14,12 @@ but one, predict the held-out one's second half after observing its first half):
 20 basis functions, width = 1.0 x the centre spacing, centres over [0, 1] plus one width of
 margin on each side.
 - 8 Xsens "put the box aside" demos (hands, 6 signals, 100 Hz): width 1.0 with n_basis in
-  {10, 15, 20, 25, 30} gave second-half RMS 5.4 / 4.3 / 4.7 / 4.5 / 4.2 cm (prior mean:
-  6.8 cm), differences within the fold-to-fold noise of 8 demos; fit error 2.6 / 1.7 /
-  1.4 / 1.2 / 1.1 mm. Width 0.5 gave no better RMS and over-confident bands (coverage
-  0.52); width 1.5 is numerically unstable with the thesis's ridge 1e-12 (weights blow up,
-  RMS 0.3-1.3 m).
+  {10, 15, 20, 25, 30} gave second-half RMS 5.4 / 4.3 / 4.7 / 4.5 / 4.2 cm (prior mean
+  on the same second half: 5.5 cm for every count; the 6.8 cm quoted here before was the
+  prior over the whole motion), differences within the fold-to-fold noise of 8 demos;
+  fit error 2.6 / 1.7 / 1.4 / 1.2 / 1.1 mm. Width 0.5 gave no better RMS and over-confident
+  bands (coverage 0.52); width 1.5 is numerically unstable with the thesis's ridge 1e-12
+  (weights blow up, RMS 0.3-1.3 m).
 - Synthetic 20-signal tasks (2 tasks x 8 demos, non-linear time warps): n_basis 10
   under-fits (RMS 19 cm), 15 / 20 / 25 all give 2.0 cm.
 20 is therefore the smallest count that is safe on both, and the thesis library's value;

@@ -348,6 +348,7 @@ class OnlineEstimator:
         self._values = np.empty((256, D))
         self._masks = np.empty((256, D), dtype=bool)
         self._n = 0
+        self._at_time: dict[float, list[int]] = {}   # stored rows per time stamp (duplicates)
         self._partial = False
         self._latest_t = -np.inf
         self._last_ood = False
@@ -365,6 +366,15 @@ class OnlineEstimator:
         n = self._n
         return self._times[:n], self._values[:n], self._masks[:n]
 
+    def _is_stored(self, t: float, y: np.ndarray, mask: np.ndarray | None) -> bool:
+        """True if the exact observation (time, observed values, mask) is already stored."""
+        if t not in self._at_time:
+            return False
+        values = np.where(mask, y, 0.0) if mask is not None else y
+        observed = np.ones(self.n_signals, dtype=bool) if mask is None else mask
+        return any(np.array_equal(self._masks[i], observed) and np.array_equal(self._values[i], values)
+                   for i in self._at_time[t])
+
     def _store(self, t: float, y: np.ndarray, mask: np.ndarray | None) -> None:
         if self._n == len(self._times):
             grow = 2 * len(self._times)
@@ -376,30 +386,45 @@ class OnlineEstimator:
         self._values[i] = np.where(mask, y, 0.0) if mask is not None else y
         self._masks[i] = True if mask is None else mask
         self._partial |= mask is not None and not np.all(mask)
+        self._at_time.setdefault(t, []).append(i)
         self._n += 1
 
     # ----------------------------------------------------------------- update
     def update(self, t: float, y: np.ndarray, mask: np.ndarray | None = None) -> Estimate:
         """Take one observation and return the current :class:`Estimate`.
 
+        An exact repeat of a stored observation (same t, values where observed and mask: a
+        duplicated packet) changes nothing: the filter keeps one observation per time stamp
+        anyway, and the weight posterior must not count it twice either. Distinct values at
+        the same t are two observations for the weight posterior (the filter keeps one).
+        Invalid input (wrong shape, NaN / inf in t or in an observed value) raises
+        ValueError before anything is stored.
+
         Args:
             t: time stamp on the operator clock, relative to motion onset [s].
             y: (D,) observed values (ignored where mask is False).
             mask: (D,) booleans, True where the signal is present (None = all).
         """
+        t = float(t)
+        if not np.isfinite(t):
+            raise ValueError(f"observation time t must be finite, got {t}")
         y = np.asarray(y, dtype=float)
         if y.shape != (self.n_signals,):
             raise ValueError(f"observation must have shape ({self.n_signals},), got {y.shape}")
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (self.n_signals,):
+                raise ValueError(f"mask must have shape ({self.n_signals},), got {mask.shape}")
             if mask.all():
                 mask = None
         if not np.all(np.isfinite(y[mask] if mask is not None else y)):
             raise ValueError("observation has non-finite values")
-        self._store(float(t), y, mask)
-        self.filter.add(float(t), y, mask)
-        self._latest_t = max(self._latest_t, float(t))
-        est = self.estimate(_ood_sample=(float(t), y, mask))
+        if self._is_stored(t, y, mask):
+            return self.estimate()
+        self._store(t, y, mask)
+        self.filter.add(t, y, mask)
+        self._latest_t = max(self._latest_t, t)
+        est = self.estimate(_ood_sample=(t, y, mask))
         return est
 
     def estimate(self, _ood_sample: tuple | None = None) -> Estimate:

@@ -13,14 +13,17 @@ File format (one ``.npz``, no pickles):
     t{i}/dense_cov    (D*k, D*k)                          for dense ones
     t{i}/signal_names (D,) optional
     t{i}/group_var    (D,) optional (between-performer variance; older files lack it)
-Loading anything else (another npz, an older or newer version) raises
-:class:`LibraryFormatError` with the reason.
+Loading anything else (another npz or file type, a damaged or incomplete file, NaN / inf
+values, an older or newer version) raises :class:`LibraryFormatError` with the file and
+the reason.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import zipfile
+import zlib
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -117,36 +120,80 @@ class TaskLibrary:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TaskLibrary":
-        """Read a library written by :meth:`save`; raises :class:`LibraryFormatError` otherwise."""
+        """Read a library written by :meth:`save`.
+
+        Raises:
+            LibraryFormatError: (one line naming ``path`` and what is wrong) for anything
+                else: not a readable .npz (empty, truncated, a corrupt member, a single
+                .npy array), not a task library, a missing or malformed field, another
+                format version, or a model that fails :class:`ProMP`'s checks (shapes,
+                NaN / inf values, variances <= 0).
+        """
         try:
             data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {exc})") from exc
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {_reason(exc)})") from exc
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            # np.load gives a plain array for a .npy file (and has closed it already).
+            raise LibraryFormatError(f"{path}: not a ProMP task library (a single .npy array, not an .npz archive)")
         with data:
-            if "format" not in data or str(data["format"]) != FORMAT_NAME:
-                raise LibraryFormatError(f"{path}: not a ProMP task library (no '{FORMAT_NAME}' format field)")
-            version = int(data["version"]) if "version" in data else -1
-            if version != FORMAT_VERSION:
-                raise LibraryFormatError(
-                    f"{path}: task library format version {version}, this code reads version "
-                    f"{FORMAT_VERSION}; re-learn the library from its demonstrations")
-            lib = cls()
-            for i, label in enumerate(data["labels"]):
-                p = f"t{i}/"
-                try:
-                    kw = dict(basis=RBFBasis.from_dict(json.loads(str(data[p + "basis"]))),
-                              weight_mean=data[p + "weight_mean"], noise_var=data[p + "noise_var"],
-                              durations=data[p + "durations"], coupled=bool(data[p + "coupled"]),
-                              label=str(label))
-                    if p + "low_rank" in data:
-                        kw.update(low_rank=data[p + "low_rank"], block_var=data[p + "block_var"])
-                    else:
-                        kw.update(dense_cov=data[p + "dense_cov"])
-                    if p + "signal_names" in data:
-                        kw.update(signal_names=tuple(str(s) for s in data[p + "signal_names"]))
-                    if p + "group_var" in data:
-                        kw.update(group_var=data[p + "group_var"])
-                    lib.add(str(label), ProMP(**kw))
-                except KeyError as exc:
-                    raise LibraryFormatError(f"{path}: task {label!r} is incomplete (missing {exc})") from exc
-            return lib
+            try:
+                return cls._read(data, path)
+            except LibraryFormatError:
+                raise
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                # A member that fails its CRC or ends early: the archive was damaged.
+                raise LibraryFormatError(f"{path}: corrupt task library ({_reason(exc)})") from exc
+
+    @classmethod
+    def _read(cls, data: np.lib.npyio.NpzFile, path: str | os.PathLike) -> "TaskLibrary":
+        """The library in an opened .npz (see :meth:`load`)."""
+        if "format" not in data or str(data["format"]) != FORMAT_NAME:
+            raise LibraryFormatError(f"{path}: not a ProMP task library (no '{FORMAT_NAME}' format field)")
+        version = data["version"] if "version" in data else np.array(-1)
+        if version.shape != () or version.dtype.kind not in "iu":
+            raise LibraryFormatError(f"{path}: task library format version is not an integer: {version.tolist()!r}")
+        version = int(version)
+        if version > FORMAT_VERSION:
+            raise LibraryFormatError(
+                f"{path}: task library format version {version} comes from a newer release, this code "
+                f"reads version {FORMAT_VERSION}; upgrade prescient-teleop to load it")
+        if version != FORMAT_VERSION:
+            raise LibraryFormatError(
+                f"{path}: task library format version {version}, this code reads version "
+                f"{FORMAT_VERSION}; re-learn the library from its demonstrations")
+        if "labels" not in data:
+            raise LibraryFormatError(f"{path}: task library has no 'labels' field")
+        labels = data["labels"]
+        if labels.ndim != 1:
+            raise LibraryFormatError(f"{path}: task library 'labels' must be a list of labels, got shape {labels.shape}")
+        lib = cls()
+        for i, label in enumerate(labels):
+            label, p = str(label), f"t{i}/"
+            try:
+                kw = dict(basis=RBFBasis.from_dict(json.loads(str(data[p + "basis"]))),
+                          weight_mean=data[p + "weight_mean"], noise_var=data[p + "noise_var"],
+                          durations=data[p + "durations"], coupled=bool(data[p + "coupled"]),
+                          label=label)
+                if p + "low_rank" in data:
+                    kw.update(low_rank=data[p + "low_rank"], block_var=data[p + "block_var"])
+                else:
+                    kw.update(dense_cov=data[p + "dense_cov"])
+                if p + "signal_names" in data:
+                    kw.update(signal_names=tuple(str(s) for s in data[p + "signal_names"]))
+                if p + "group_var" in data:
+                    kw.update(group_var=data[p + "group_var"])
+                lib.add(label, ProMP(**kw))
+            except KeyError as exc:
+                raise LibraryFormatError(f"{path}: task {label!r} is incomplete ({_reason(exc)})") from exc
+            except (TypeError, ValueError) as exc:
+                # Malformed fields (bad JSON, shapes, NaN, object arrays) and ProMP's checks.
+                raise LibraryFormatError(f"{path}: task {label!r} is malformed ({_reason(exc)})") from exc
+        return lib
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for ``exc`` (a KeyError's message without the repr quotes)."""
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -29,6 +29,11 @@ from promp.basis import RBFBasis, signal_covariances, signal_means, signal_varia
 
 __all__ = ["ProMP", "GaussianWeights"]
 
+#: Innovation variances below this fraction of the observed signal's scale (its largest
+#: weight variance x |phi|^2) count as zero in :meth:`GaussianWeights.update`: about 1e4 x
+#: double rounding, so only a noise-free observation of what the belief already holds.
+_SINGULAR_RTOL = 1e-12
+
 
 @dataclass(eq=False)
 class ProMP:
@@ -73,7 +78,10 @@ class ProMP:
         D, k = self.weight_mean.shape
         self.noise_var = np.broadcast_to(np.asarray(self.noise_var, dtype=float), (D,)).copy()
         self.durations = np.atleast_1d(np.asarray(self.durations, dtype=float))
-        if np.any(self.durations <= 0):
+        # NaN fails every comparison, so the range checks below are written to fail on it
+        # (np.all(x > 0), not not np.any(x <= 0)) and every array is checked finite once.
+        _check_finite(weight_mean=self.weight_mean, noise_var=self.noise_var, durations=self.durations)
+        if not np.all(self.durations > 0):
             raise ValueError("durations must be > 0")
         if self.dense_cov is None:
             if self.low_rank is None or self.block_var is None:
@@ -82,12 +90,14 @@ class ProMP:
             self.block_var = np.broadcast_to(np.asarray(self.block_var, dtype=float), (D,)).copy()
             if self.low_rank.ndim != 3 or self.low_rank.shape[:2] != (D, k):
                 raise ValueError(f"low_rank must be (D, k, r) = ({D}, {k}, r), got {self.low_rank.shape}")
-            if np.any(self.block_var <= 0):
+            _check_finite(low_rank=self.low_rank, block_var=self.block_var)
+            if not np.all(self.block_var > 0):
                 raise ValueError("block_var must be > 0 (regularise the covariance)")
         else:
             self.dense_cov = np.asarray(self.dense_cov, dtype=float)
             if self.dense_cov.shape != (D * k, D * k):
                 raise ValueError(f"dense_cov must be ({D * k}, {D * k}), got {self.dense_cov.shape}")
+            _check_finite(dense_cov=self.dense_cov)
         if self.group_var is not None:
             self.group_var = np.broadcast_to(np.asarray(self.group_var, dtype=float), (D,)).copy()
             if np.any(self.group_var < 0) or not np.all(np.isfinite(self.group_var)):
@@ -253,6 +263,18 @@ class GaussianWeights:
                noise_var: np.ndarray | float = 0.0) -> None:
         """Condition in place on y_sel = phi^T w_sel + noise at one phase (Eqs. 5.10-5.12).
 
+        Noise-free observations (``noise_var`` 0, via-points) may repeat what the belief
+        already holds (two via-points at one phase, conditioning a conditioned model): the
+        innovation covariance S = H Sigma H^T is then singular. When its Cholesky factor
+        fails or has a pivot below ``_SINGULAR_RTOL`` x the signal's scale (its largest
+        weight variance x |phi|^2: the rounding level; a noise variance above it never
+        gets here), the update uses a generalised inverse of S instead: the directions of
+        S below that level carry no new information and are dropped, the rest is the
+        exact update. A repeated via-point then changes nothing; a contradicting one
+        (another value at the same phase, no noise) cannot be met and the belief keeps
+        the first. The covariance stays exactly symmetric and positive semi-definite up
+        to rounding.
+
         Args:
             phi: (k,) basis row at the observation's phase.
             y: (D,) observation (entries outside ``mask`` are ignored).
@@ -277,12 +299,32 @@ class GaussianWeights:
         innov_cov = 0.5 * (innov_cov + innov_cov.T)
         innov_cov[np.diag_indices_from(innov_cov)] += noise
         residual = y[sel] - self.mean[sel] @ phi
-        chol = np.linalg.cholesky(innov_cov)
-        # With S = L L^T and A = L^-1 (Sigma H^T)^T: K e = A^T L^-1 e and
-        # K (Sigma H^T)^T = A^T A, a symmetric rank-m downdate (syrk), so the covariance
-        # stays exactly symmetric without a (D k)^2 symmetrisation pass.
-        a = scipy.linalg.solve_triangular(chol, cross.T, lower=True, check_finite=False)
-        e = scipy.linalg.solve_triangular(chol, residual, lower=True, check_finite=False)
+        # Each observed signal's scale: its largest weight variance times |phi|^2 (m,).
+        scale = np.diag(self.cov).reshape(D, k)[sel].max(axis=1) * float(phi @ phi)
+        scale = np.where(scale > 0.0, scale, 1.0)
+        try:
+            chol = np.linalg.cholesky(innov_cov)
+            singular = bool(np.any(np.diag(chol) ** 2 <= _SINGULAR_RTOL * scale))
+        except np.linalg.LinAlgError:
+            singular = True
+        if singular:
+            # A generalised inverse of S in the signals' own scales (d = scale^-1/2):
+            # S^- = B^T B with B = diag(lambda)^-1/2 V^T diag(d), V diag(lambda) V^T =
+            # diag(d) S diag(d), over the eigenvalues above the threshold. Sigma H^T lies
+            # in the range of S, so any generalised inverse gives the same update there.
+            d = 1.0 / np.sqrt(scale)
+            vals, vecs = np.linalg.eigh(innov_cov * d[:, None] * d[None, :])
+            keep = vals > _SINGULAR_RTOL
+            if not keep.any():
+                return                  # nothing the belief does not already hold
+            b = (vecs[:, keep] / np.sqrt(vals[keep])).T * d[None, :]
+            a, e = b @ cross.T, b @ residual
+        else:
+            # With S = L L^T and A = L^-1 (Sigma H^T)^T: K e = A^T L^-1 e and
+            # K (Sigma H^T)^T = A^T A, a symmetric rank-m downdate (syrk), so the covariance
+            # stays exactly symmetric without a (D k)^2 symmetrisation pass.
+            a = scipy.linalg.solve_triangular(chol, cross.T, lower=True, check_finite=False)
+            e = scipy.linalg.solve_triangular(chol, residual, lower=True, check_finite=False)
         self.mean += (a.T @ e).reshape(D, k)
         self.cov -= a.T @ a
 
@@ -300,6 +342,13 @@ def structured_to_dense(low_rank: np.ndarray, block_var: np.ndarray, coupled: bo
             cov[s, s] = low_rank[d] @ low_rank[d].T
     cov[np.diag_indices(D * k)] += np.repeat(block_var, k)
     return cov
+
+
+def _check_finite(**arrays: np.ndarray) -> None:
+    """Raise ValueError naming the first array that holds NaN or inf."""
+    for name, value in arrays.items():
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"{name} must be finite (it holds NaN or inf)")
 
 
 def _psd_cholesky(cov: np.ndarray) -> np.ndarray:

@@ -461,8 +461,9 @@ class TaskPhaseFilter:
             lat = self._lat_tab[kk, gg][:, msk, :]                          # (H, m, r)
             w = self._w_tab[kk, gg][:, msk]
             res = y[msk][None, :] - self._m_tab[kk, gg][:, msk]
-            self._lam[:, cols] += sign * np.einsum("hdr,hd,hds->rsh", lat, w, lat).reshape(self.rank ** 2, -1)
-            self._eta[:, cols] += sign * np.einsum("hdr,hd->rh", lat, w * res)
+            if self.rank:   # rank 0: no latent terms (and reshape(0, -1) of nothing fails)
+                self._lam[:, cols] += sign * np.einsum("hdr,hd,hds->rsh", lat, w, lat).reshape(self.rank ** 2, -1)
+                self._eta[:, cols] += sign * np.einsum("hdr,hd->rh", lat, w * res)
             quad = np.einsum("hd,hd->h", w, res * res)
             self._logdet_noise[cols] += sign * (np.sum(-np.log(w), axis=1) + msk.sum() * _LOG_2PI)
         self._quad[cols] += sign * quad
@@ -596,9 +597,11 @@ class TaskPhaseFilter:
         cached moments of (alpha, delta) give it for any times), plus the grid's own
         quantisation: a posterior sitting on one cell still leaves +-half a step.
         """
+        # The posterior first: it clears the moments cached before the latest evidence.
+        lp = self.log_posterior()
         mom = self._moments.get(task)
         if mom is None:
-            p = np.exp(self.log_posterior()[task].ravel())
+            p = np.exp(lp[task].ravel())
             total = p.sum()
             if not total > 0:
                 return np.zeros(len(times))

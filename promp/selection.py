@@ -30,7 +30,8 @@ def leave_one_out_scores(demos: Sequence[Demonstration], basis: RBFBasis = RBFBa
 
     Returns:
         dict with "fit_rms" (RMS residual of the ridge fit over all demos, the basis's
-        reconstruction error), "prior_rms" (remaining half, prior mean of the task),
+        reconstruction error), "prior_rms" (remaining half, the task's prior mean at the
+        nominal phase t / T_bar: the baseline "half_rms" is compared with),
         "half_rms" (remaining half after conditioning on the first half), "half_coverage"
         (2-sigma coverage of the remaining half) and "half_nll" (mean Gaussian negative
         log-likelihood per remaining sample and signal, with the predicted variances), all
@@ -47,7 +48,9 @@ def leave_one_out_scores(demos: Sequence[Demonstration], basis: RBFBasis = RBFBa
                                 covariance=covariance, ridge=ridge)
         res = evaluate_library(lib, [held], ["task"], groups={"all": range(held.n_signals)},
                                config=config)
-        prior.append(res["rms_remaining"]["none"]["groups"]["all"]["mean"])
+        # The prior mean on the same remaining half as "half_rms" (level "none" would score
+        # it over the whole motion, the first half included).
+        prior.append(res["rms_remaining_prior"]["1/2"]["groups"]["all"]["mean"])
         half.append(res["rms_remaining"]["1/2"]["groups"]["all"]["mean"])
         cover.append(res["coverage_2sigma"]["1/2"]["overall"])
         nll.append(_half_nll(lib, held, config))

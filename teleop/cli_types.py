@@ -98,11 +98,18 @@ def address(text: str) -> str:
 def delay_list(text: str) -> list[str]:
     """A comma-separated, non-empty list of finite delays >= 0 [s], e.g. ``0,0.5,1.5``.
 
-    Returned as the items' text, checked (results are keyed by the delays as written).
+    Returned as the items' text, checked (results are keyed by the delays as written), in
+    the order given. A delay given twice, even written differently (``3,3.0``), is refused:
+    the two runs would be merged under one delay.
     """
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
         raise argparse.ArgumentTypeError("give at least one delay, e.g. 1.5 or 0,1.5,3")
+    seen: dict[float, str] = {}
     for item in items:
-        non_negative_float(item)
+        value = non_negative_float(item)
+        if value in seen:
+            raise argparse.ArgumentTypeError(f"delay {item} is given twice ({seen[value]} and {item}); "
+                                             "list each delay once")
+        seen[value] = item
     return items

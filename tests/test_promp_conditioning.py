@@ -38,6 +38,37 @@ def test_noise_free_point_is_passed_through_exactly(promp):
     assert np.all(np.diag(post.cov(0.95)) > 1e-3 * np.diag(promp.cov(0.95)))
 
 
+def _assert_symmetric_psd(cov, scale):
+    np.testing.assert_array_equal(cov, cov.T)
+    assert np.linalg.eigvalsh(cov).min() > -1e-12 * scale
+
+
+def test_repeated_noise_free_via_points_condition_like_one(promp):
+    # Before: the second via-point at the same phase (or conditioning the conditioned model
+    # again) left a singular innovation covariance and Cholesky raised LinAlgError.
+    y = promp.mean(0.5) + 0.05
+    scale = np.abs(promp.weight_cov).max()
+    once = promp.condition(0.5, y, noise_var=0.0)
+    twice = promp.condition([0.5, 0.5], [y, y], noise_var=0.0)
+    again = once.condition(0.5, y, noise_var=0.0)
+    for post in (twice, again):
+        np.testing.assert_allclose(post.weight_mean, once.weight_mean, rtol=0, atol=1e-9 * np.abs(y).max())
+        np.testing.assert_allclose(post.dense_cov, once.dense_cov, rtol=0, atol=1e-9 * scale)
+        np.testing.assert_allclose(post.mean(0.5), y, atol=1e-9)
+        _assert_symmetric_psd(post.dense_cov, scale)
+    # Some signals again, with the others: only the new ones inform.
+    mask = np.array([True, False, True, False])
+    partial = once.condition(0.5, y, mask=mask, noise_var=0.0)
+    np.testing.assert_allclose(partial.dense_cov, once.dense_cov, rtol=0, atol=1e-9 * scale)
+
+
+def test_a_contradicting_noise_free_via_point_keeps_the_first(promp):
+    y = promp.mean(0.5) + 0.05
+    post = promp.condition([0.5, 0.5], [y, y + 0.1], noise_var=0.0)
+    np.testing.assert_allclose(post.mean(0.5), y, atol=1e-9)
+    _assert_symmetric_psd(post.dense_cov, np.abs(promp.weight_cov).max())
+
+
 def test_sequential_updates_equal_the_batch_update(promp):
     rng = np.random.default_rng(8)
     z = rng.uniform(0, 1, 9)

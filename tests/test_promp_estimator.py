@@ -140,6 +140,54 @@ def test_update_rejects_bad_observations(library):
         est.update(0.1, np.full(N_SIGNALS, np.nan))
 
 
+@pytest.mark.parametrize("bad_t", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_time_is_refused_and_leaves_the_estimator_unchanged(tasks, library, bad_t):
+    rng = np.random.default_rng(12)
+    demo, _ = tasks[2].execution(rng)
+    est = OnlineEstimator(library)
+    e = feed(est, demo, until=1.0)
+    n, times = est.n_observations, est.observations[0].copy()
+    mean, cov = est.predict(2.0)
+    # Before: the time was stored first and the filter failed after (ValueError for NaN,
+    # OverflowError for inf), so the weight posterior kept an observation at a NaN phase.
+    with pytest.raises(ValueError, match="time t must be finite"):
+        est.update(bad_t, demo.values[0])
+    assert est.n_observations == n
+    np.testing.assert_array_equal(est.observations[0], times)
+    after = est.estimate()
+    assert (after.task, after.speed, after.offset, after.phase) == (e.task, e.speed, e.offset, e.phase)
+    np.testing.assert_array_equal(after.task_probabilities, e.task_probabilities)
+    np.testing.assert_array_equal(est.predict(2.0)[0], mean)
+    np.testing.assert_array_equal(est.predict(2.0)[1], cov)
+
+
+def test_an_exact_repeat_of_an_observation_is_stored_once_distinct_values_twice(tasks, library):
+    rng = np.random.default_rng(13)
+    demo, _ = tasks[1].execution(rng)
+    once, twice = OnlineEstimator(library), OnlineEstimator(library)
+    mask = np.arange(N_SIGNALS) < 6
+    for i, (t, y) in enumerate(zip(demo.times, demo.values)):
+        if t > 1.0:
+            break
+        m = mask if i % 3 == 0 else None
+        once.update(t, y, m)
+        twice.update(t, y, m)
+        # A duplicated packet: the same values where observed (the rest may differ).
+        twice.update(t, np.where(mask, y, 123.0) if m is not None else y.copy(), m)
+    # Before: the filter ignored the repeats, the weight posterior counted them twice
+    # (a narrower band, a different mean).
+    assert twice.n_observations == once.n_observations
+    np.testing.assert_array_equal(twice.filter.log_posterior(), once.filter.log_posterior())
+    for a, b in zip(twice.predict(2.0), once.predict(2.0)):
+        np.testing.assert_array_equal(a, b)
+    # Other values (or another mask) at the same time are a new observation for the posterior.
+    t, y = float(demo.times[10]), demo.values[10]
+    n = twice.n_observations
+    twice.update(t, y + 0.01)
+    twice.update(t, y, mask)
+    assert twice.n_observations == n + 2
+
+
 def test_onset_detection_finds_the_start_of_the_motion():
     t = np.arange(0, 3, 0.01)
     x = np.where(t < 1.0, 0.0, 0.3 * (t - 1.0))      # still, then 0.3 m/s

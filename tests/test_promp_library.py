@@ -1,6 +1,7 @@
 """Task library: save/load round trip and clear errors on wrong files."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -68,3 +69,96 @@ def test_mismatched_signal_counts_are_rejected(library):
     other = learn_promp(make_tasks(seed=3, n_tasks=1, n_signals=2)[0].demonstrations(rng, 3), RBFBasis(9))
     with pytest.raises(ValueError):
         TaskLibrary({"a": library.promps[0], "b": other})
+
+
+def _rewritten(path, library, change):
+    """Save ``library`` to ``path`` with its arrays passed through ``change`` (dict -> None)."""
+    library.save(path)
+    with np.load(path) as data:
+        arrays = dict(data)
+    change(arrays)
+    np.savez(path, **arrays)
+    return path
+
+
+def _raw(tmp_path, library):
+    library.save(tmp_path / "good.npz")
+    return (tmp_path / "good.npz").read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated_half", "truncated_end", "truncated_head",
+                                    "flipped_byte", "npy"])
+def test_damaged_or_foreign_files_give_a_library_format_error_naming_the_file(tmp_path, library, damage):
+    # Before: zipfile.BadZipFile, EOFError or TypeError escaped, which the CLI shows with a
+    # traceback (or not at all for EOFError / TypeError, which are no user errors there).
+    raw = _raw(tmp_path, library)
+    path = tmp_path / f"{damage}.npz"
+    if damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "truncated_half":
+        path.write_bytes(raw[:len(raw) // 2])
+    elif damage == "truncated_end":
+        path.write_bytes(raw[:-30])
+    elif damage == "truncated_head":
+        path.write_bytes(raw[:10])
+    elif damage == "flipped_byte":
+        corrupt = bytearray(raw)
+        corrupt[len(corrupt) // 2] ^= 0xFF          # inside a member's data: its CRC fails
+        path.write_bytes(bytes(corrupt))
+    else:
+        np.save(path.with_suffix(""), np.zeros(3))  # np.save appends ".npy"
+        path.write_bytes(path.with_suffix(".npy").read_bytes())
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: ") as info:
+        TaskLibrary.load(path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.pop("labels"), "no 'labels' field"),
+    (lambda a: a.__setitem__("version", np.array("2.0")), "version is not an integer: '2.0'"),
+    (lambda a: a.__setitem__("version", np.array(1.5)), "version is not an integer: 1.5"),
+    (lambda a: a.pop("t1/block_var"), "task .* is incomplete .*t1/block_var"),
+    (lambda a: a.__setitem__("t0/basis", np.array("{not json")), "task .* is malformed"),
+    (lambda a: a.__setitem__("t0/durations", np.array([object()], dtype=object)), "task .* is malformed"),
+])
+def test_missing_or_malformed_fields_give_a_library_format_error(tmp_path, library, change, message):
+    path = _rewritten(tmp_path / "lib.npz", library, change)
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: .*{message}"):
+        TaskLibrary.load(path)
+
+
+@pytest.mark.parametrize("field", ["t0/weight_mean", "t0/noise_var", "t0/durations", "t0/low_rank",
+                                   "t0/block_var", "t2/dense_cov"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_arrays_in_a_library_file_are_refused(tmp_path, library, field, bad):
+    # Before: NaN passed every check (np.any(NaN <= 0) is False) and the library loaded.
+    def poison(arrays):
+        arrays[field] = arrays[field].copy()
+        arrays[field].flat[0] = bad
+    path = _rewritten(tmp_path / "lib.npz", library, poison)
+    name = field.split("/")[1]
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: task .* is malformed .*{name} must be finite"):
+        TaskLibrary.load(path)
+
+
+def test_a_newer_format_version_asks_for_an_upgrade_an_older_one_for_re_learning(tmp_path, library):
+    newer = _rewritten(tmp_path / "newer.npz", library,
+                       lambda a: a.__setitem__("version", np.array(FORMAT_VERSION + 1)))
+    with pytest.raises(LibraryFormatError, match="newer release.*upgrade") as info:
+        TaskLibrary.load(newer)
+    assert "re-learn" not in str(info.value)
+    older = _rewritten(tmp_path / "older.npz", library,
+                       lambda a: a.__setitem__("version", np.array(FORMAT_VERSION - 1)))
+    with pytest.raises(LibraryFormatError, match="re-learn"):
+        TaskLibrary.load(older)
+
+
+def test_the_robot_command_ends_in_a_one_line_error_for_an_empty_library_file(tmp_path, capsys):
+    from teleop.cli import main
+
+    path = tmp_path / "empty.npz"
+    path.write_bytes(b"")
+    assert main(["robot", "--library", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"teleop robot: error: {path}: not a ProMP task library" in err
+    assert "Traceback" not in err

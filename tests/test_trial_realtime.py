@@ -32,3 +32,45 @@ def test_realtime_trial_runs_the_real_stations_through_the_proxy(tmp_path, capsy
     # The achieved control rate is reported (not asserted: it depends on the machine's load).
     assert summary["robot_tick_hz_min"] > 0
     assert (tmp_path / "out" / "summary_realtime.json").exists()
+    # The takes carry their label (before: None, so every take was listed under "" and no
+    # start could ever count as wrong).
+    assert set(entry["per_task"]) == {"squat"}
+
+
+def _open_fds_to(path: Path) -> int:
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if fd.exists() and fd.resolve() == path.resolve())
+
+
+def test_a_realtime_run_reports_the_task_compensation_began_with_and_the_take_label(tmp_path):
+    from retarget.references import FLAT_SIZE, ReferenceTrajectory
+    from teleop.stations.robot_station import TickRecord
+    from teleop.trials.realtime import read_robot_record, take_result, write_robot_record
+
+    start_wall = 1000.0
+    take = ReferenceTrajectory(np.linspace(0.0, 2.0, 201), np.zeros((201, FLAT_SIZE)), label="squat")
+    # What the robot process writes: 100 Hz ticks from 0.1 s before the replay started, the
+    # compensator recognising "reach" while still passing through, beginning (blend-in) with
+    # "squat" at 0.5 s, predicting from 0.6 s, by then recognising "reach" again.
+    t = start_wall + np.arange(-10, 150) * 0.01
+    states = np.where(t - start_wall < 0.5 - 1e-9, "passthrough",
+                      np.where(t - start_wall < 0.6 - 1e-9, "blend_in", "predicting"))
+    tasks = np.where(t - start_wall < 0.3, "", np.where(states == "blend_in", "squat", "reach"))
+    records = [TickRecord(ti, np.zeros(FLAT_SIZE), None, np.zeros((2, 3)), np.zeros(3), np.zeros(2),
+                          str(s), "RUNNING", "ok") for ti, s in zip(t, states)]
+    path = tmp_path / "robot.npz"
+    write_robot_record(path, records, list(tasks), 0.5, len(records), 1.6)
+    rec = read_robot_record(path)
+    if Path("/proc/self/fd").exists():
+        assert _open_fds_to(path) == 0            # before: np.load's archive stayed open
+    path.unlink()
+    result = take_result(rec, take, 1.0, True, start_wall)
+    assert result.label == "squat"
+    assert result.engaged_task == "squat"         # before: None for every realtime take
+    assert result.engaged_at == pytest.approx(0.6)
+    assert result.robot_tick_hz == pytest.approx(160 / 1.6)
+    # Without compensation nothing began: no task, but the label still.
+    rec["states"] = ["passthrough"] * len(t)
+    rec["tasks"] = [""] * len(t)
+    plain = take_result(rec, take, 1.0, False, start_wall)
+    assert plain.label == "squat" and plain.engaged_task is None and plain.engaged_at is None

@@ -41,6 +41,8 @@ from teleop.trials.delay_trial import TakeResult, pad_take, score_pair
 
 #: Compensation states that count as engaged (blend-in finished).
 ENGAGED = "predicting"
+#: The state of the first tick out of pass-through: its task is the one compensation began with.
+BLENDING_IN = "blend_in"
 
 
 @dataclass
@@ -95,18 +97,15 @@ def _robot_process(secret: bytes, listen_port: mp.Value, video_to: tuple[str, in
         ready.set()
         start = time.monotonic()
         k = 0
+        tasks = []   # the compensator's recognised task at each tick ("" = none), like records
         while not stop.is_set():
             station.tick()
+            tasks.append(station.last_compensator_output.task or "")
             k += 1
             delay = start + k * station.dt - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        records = station.records
-        np.savez(out_path, t=np.array([r.t for r in records]),
-                 executed=np.array([r.executed for r in records]),
-                 states=np.array([r.compensation for r in records]),
-                 watchdog=np.array([r.watchdog for r in records]),
-                 tau_b=np.array(station.tau_b), ticks=np.array(k), wall=np.array(time.monotonic() - start))
+        write_robot_record(out_path, station.records, tasks, station.tau_b, k, time.monotonic() - start)
         sender.close()
         endpoint.close()
 
@@ -198,25 +197,55 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
             endpoint.close()
             if child.exitcode != 0:
                 raise RuntimeError(f"the robot station process failed (exit code {child.exitcode})")
-            rec = np.load(out_path)
-            times = rec["t"] - start_wall
-            executed = rec["executed"]
-            states = [str(s) for s in rec["states"]]
+            rec = read_robot_record(out_path)
         finally:
             stop.set()
             if child.is_alive():
                 child.terminate()
             video_proxy.close()
             video.close()
+    return take_result(rec, take, rtt, library_path is not None, start_wall)
+
+
+def write_robot_record(path: str | Path, records: list, tasks: list[str], tau_b: float, ticks: int,
+                       wall: float) -> None:
+    """Write the robot process's record: per tick (``records``, the station's TickRecords, and
+    ``tasks``, the compensator's recognised task or "") the time [s, time.monotonic], the
+    executed references, the compensation and watchdog states and the task; then τ̂_b [s],
+    the number of ticks and the wall time they took [s]."""
+    np.savez(path, t=np.array([r.t for r in records]), executed=np.array([r.executed for r in records]),
+             states=np.array([r.compensation for r in records]), watchdog=np.array([r.watchdog for r in records]),
+             tasks=np.array(tasks, dtype=str), tau_b=np.array(tau_b), ticks=np.array(ticks), wall=np.array(wall))
+
+
+def read_robot_record(path: str | Path) -> dict:
+    """The robot process's record (see ``_robot_process``) as plain arrays: read whole and the
+    file closed here, so the caller may delete its folder right after."""
+    with np.load(path) as rec:
+        return {"t": rec["t"], "executed": rec["executed"], "states": [str(s) for s in rec["states"]],
+                "tasks": [str(s) for s in rec["tasks"]], "tau_b": float(rec["tau_b"]),
+                "ticks": int(rec["ticks"]), "wall": float(rec["wall"])}
+
+
+def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: bool,
+                start_wall: float) -> TakeResult:
+    """Score one run's record (:func:`read_robot_record`) of the (padded) ``take`` played from
+    ``start_wall`` [s, time.monotonic], as the virtual trial scores its runs; the task
+    compensation began with is the recognised task at the first tick out of pass-through."""
+    one_way = rtt / 2.0
+    times = rec["t"] - start_wall
+    states = rec["states"]
     t0 = float(take.times[0])
     truth = take.interpolate(np.clip(times + one_way, 0.0, take.duration) + t0)
     engaged = [t for t, s in zip(times, states) if s == ENGAGED and t >= 0]
-    result = TakeResult(rtt, library_path is not None, engaged[0] if engaged else None, times=times,
-                        executed=executed, truth=truth, states=states, take_duration=take.duration)
+    began = [task for t, s, task in zip(times, states, rec["tasks"]) if s == BLENDING_IN and t >= 0]
+    result = TakeResult(rtt, compensated, engaged[0] if engaged else None, times=times,
+                        executed=rec["executed"], truth=truth, states=states, take_duration=take.duration,
+                        engaged_task=(began[0] or None) if began else None, label=take.label)
     result.whole = result.errors_after(0.0)
     result.window = result.errors_after(result.engaged_at)
-    result.robot_tick_hz = float(rec["ticks"]) / float(rec["wall"])
-    result.tau_b_reported = float(rec["tau_b"])
+    result.robot_tick_hz = rec["ticks"] / rec["wall"]
+    result.tau_b_reported = rec["tau_b"]
     return result
 
 
@@ -233,9 +262,10 @@ def run_realtime_trial(args: argparse.Namespace) -> int:
     from teleop.train_cli import _learn
     from teleop.trial_cli import read_trial_takes
     from teleop.trials.report import format_table
-    from teleop.trials.sweep import summarise
+    from teleop.trials.sweep import check_distinct_rtts, summarise
 
     labels, rtts, train, test = read_trial_takes(args)
+    check_distinct_rtts(rtts)   # before any run: the results are keyed by the round trip
     args.out.mkdir(parents=True, exist_ok=True)
     settings = RealtimeSettings(loss=args.loss)
     libraries: list[Path] = []

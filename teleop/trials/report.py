@@ -73,8 +73,9 @@ def write_take_rows(rows: list[dict], path: Path) -> Path:
 
 
 def plot_error_vs_delay(summary: dict, path: Path) -> Path:
-    """PNG of the hand error against the round trip (Fig. 5.18)."""
-    labels = list(summary["rtt"])
+    """PNG of the hand error against the round trip (Fig. 5.18), the points in increasing
+    round trip (the summary keeps the order given, e.g. ``--rtt 3,0,1.5``)."""
+    labels = sorted(summary["rtt"], key=float)
     rtts = np.array([float(x) for x in labels])
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     for key, name, style in (("comp", "with compensation", "o-"), ("nocomp", "without", "s--")):

@@ -33,7 +33,11 @@ class SweepCase:
 def run_sweep(cases: Sequence[SweepCase], rtts: Sequence[float], *, seed: int = 0,
               settings: TrialSettings = TrialSettings(), progress: bool = True,
               on_result: Callable[[TakeResult, TakeResult], None] | None = None) -> dict[float, list[tuple[TakeResult, TakeResult]]]:
-    """{rtt: [(compensated, uncompensated) per case]}."""
+    """{rtt: [(compensated, uncompensated) per case]}, in the order of ``rtts``.
+
+    Raises ValueError if a round trip is given twice (the dict would merge their runs).
+    """
+    check_distinct_rtts(rtts)
     out: dict[float, list] = {rtt: [] for rtt in rtts}
     jobs = [(rtt, i, case) for rtt in rtts for i, case in enumerate(cases)]
     for rtt, i, case in tqdm(jobs, desc="trials", disable=not progress):
@@ -47,7 +51,9 @@ def run_sweep(cases: Sequence[SweepCase], rtts: Sequence[float], *, seed: int = 
 
 
 def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels: Sequence[str]) -> dict:
-    """JSON-ready summary keyed by the round trips as given (``labels``)."""
+    """JSON-ready summary keyed by the round trips as given (``labels``, one per entry of
+    ``results``, in its order; ValueError otherwise)."""
+    _check_labels(results, labels)
     summary = {"rtt": {}}
     for label, (rtt, pairs) in zip(labels, results.items()):
         engaged = [(c, n) for c, n in pairs if c.engaged_at is not None]
@@ -64,8 +70,7 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
         # Takes on which compensation began with another task than the take's own (the
         # robot started the wrong motion), and by how much it was ever worse than no
         # compensation at all.
-        entry["wrong_task_engagements"] = sum(
-            1 for c, _ in engaged if c.label and c.engaged_task and c.engaged_task != c.label)
+        entry["wrong_task_engagements"] = sum(1 for c, _ in engaged if _wrong_start(c))
         excess = [c.worst_excess_cm for c, _ in pairs]
         entry["worst_excess_cm"] = {"mean": _mean(excess), "max": _max(excess)}
         entry["per_task"] = _per_task(pairs)
@@ -73,9 +78,34 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
     return summary
 
 
+def _wrong_start(comp: TakeResult) -> bool:
+    """Compensation began with another task than the take's own. A take without a label
+    cannot start wrong (nothing to compare with): it counts nowhere, in no table."""
+    return bool(comp.label and comp.engaged_task and comp.engaged_task != comp.label)
+
+
+def check_distinct_rtts(rtts: Sequence[float]) -> None:
+    """ValueError if a round trip [s] appears twice (3 and 3.0 are the same)."""
+    seen = set()
+    for rtt in rtts:
+        if float(rtt) in seen:
+            raise ValueError(f"round trip {rtt:g} s is given twice; list each round trip once")
+        seen.add(float(rtt))
+
+
+def _check_labels(results: dict, labels: Sequence[str]) -> None:
+    """ValueError unless ``labels`` names each round trip of ``results`` once (zip would
+    silently drop the extra ones, a repeated label overwrite an entry)."""
+    if len(labels) != len(results):
+        raise ValueError(f"{len(labels)} round-trip labels {list(labels)} for {len(results)} round trips")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"round-trip labels must be distinct, got {list(labels)}")
+
+
 def _per_task(pairs: list[tuple[TakeResult, TakeResult]]) -> dict:
     """Where the error is: per task label (takes without one: ""), the engaged takes' hands
-    error in the window with and without compensation [cm] (means) and the wrong starts."""
+    error in the window with and without compensation [cm] (means) and the wrong starts
+    (never for the takes without a label, see :func:`_wrong_start`)."""
     tasks: dict[str, dict] = {}
     for label in sorted({c.label or "" for c, _ in pairs}):
         engaged = [(c, n) for c, n in pairs if (c.label or "") == label and c.engaged_at is not None]
@@ -83,8 +113,7 @@ def _per_task(pairs: list[tuple[TakeResult, TakeResult]]) -> dict:
                         "engaged_takes": len(engaged),
                         "hand_cm_comp": _mean([c.window["hand_cm"] for c, _ in engaged]),
                         "hand_cm_nocomp": _mean([n.window["hand_cm"] for _, n in engaged]),
-                        "wrong_task_engagements": sum(1 for c, _ in engaged
-                                                      if c.engaged_task and c.engaged_task != c.label)}
+                        "wrong_task_engagements": sum(1 for c, _ in engaged if _wrong_start(c))}
     return tasks
 
 
@@ -102,6 +131,7 @@ def take_rows(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
               sources: Sequence[str]) -> list[dict]:
     """One row per take and round trip (for ``takes.csv``): its errors, when and as what it
     was recognised, and its worst excess over no compensation."""
+    _check_labels(results, labels)
     rows = []
     for label, pairs in zip(labels, results.values()):
         for source, (c, n) in zip(sources, pairs):

@@ -1,0 +1,91 @@
+"""Delay-sweep bookkeeping: distinct round trips, wrong-start counts, the error-vs-delay plot."""
+
+from __future__ import annotations
+
+import argparse
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from teleop.cli import build_parser
+from teleop.cli_types import delay_list
+from teleop.trials.delay_trial import TakeResult
+from teleop.trials.report import plot_error_vs_delay
+from teleop.trials.sweep import run_sweep, summarise, take_rows
+
+
+def _result(rtt: float, compensated: bool, hand_cm: float, label: str | None = None,
+            engaged_task: str | None = None) -> TakeResult:
+    errors = {"hand_cm": hand_cm, "com_cm": 1.0, "posture_rad": 0.1}
+    result = TakeResult(rtt, compensated, 1.0, window=dict(errors), whole=dict(errors),
+                        engaged_task=engaged_task if compensated else None, label=label)
+    result.worst_excess_cm = 0.0
+    return result
+
+
+def _pair(rtt: float, label: str | None, engaged_task: str | None, comp_cm: float = 2.0, nocomp_cm: float = 5.0):
+    return _result(rtt, True, comp_cm, label, engaged_task), _result(rtt, False, nocomp_cm, label)
+
+
+@pytest.mark.parametrize("text", ["3,3.0", "1.5,1.5", "0,1.5,0.0", "2, 2e0"])
+def test_a_round_trip_given_twice_is_refused_by_the_argument_type(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="given twice"):
+        delay_list(text)
+
+
+def test_round_trips_keep_the_order_and_spelling_given():
+    assert delay_list("3,0,1.5") == ["3", "0", "1.5"]
+
+
+def test_the_trial_command_refuses_a_repeated_round_trip_with_a_usage_message(capsys):
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["trial", "--rtt", "3,3.0"])
+    assert info.value.code == 2
+    assert "argument --rtt: delay 3.0 is given twice (3 and 3.0)" in capsys.readouterr().err
+
+
+def test_run_sweep_refuses_a_repeated_round_trip_before_running_anything():
+    # Before: {3.0: []} merged both, and every take was run (and listed) twice under 3.0.
+    with pytest.raises(ValueError, match="round trip 3 s is given twice"):
+        run_sweep([], [3.0, 3.0], progress=False)
+
+
+def test_summarise_needs_one_distinct_label_per_round_trip():
+    results = {3.0: [_pair(3.0, "squat", "squat")]}
+    # Before: zip dropped the second label, or the second entry overwrote the first.
+    with pytest.raises(ValueError, match="2 round-trip labels"):
+        summarise(results, ["3", "3.0"])
+    with pytest.raises(ValueError, match="2 round-trip labels"):
+        take_rows(results, ["3", "3.0"], ["a.npz"])
+    with pytest.raises(ValueError, match="distinct"):
+        summarise({0.0: [], 3.0: []}, ["3", "3"])
+
+
+def test_an_unlabelled_take_is_a_wrong_start_nowhere_a_labelled_one_everywhere():
+    pairs = [_pair(3.0, None, "squat"), _pair(3.0, "reach", "squat"), _pair(3.0, "squat", "squat")]
+    entry = summarise({3.0: pairs}, ["3"])["rtt"]["3"]
+    assert entry["wrong_task_engagements"] == 1
+    # Before: the per-task table counted the unlabelled take as a wrong start (None != "squat").
+    assert entry["per_task"][""]["wrong_task_engagements"] == 0
+    assert entry["per_task"]["reach"]["wrong_task_engagements"] == 1
+    assert entry["per_task"]["squat"]["wrong_task_engagements"] == 0
+    assert sum(t["wrong_task_engagements"] for t in entry["per_task"].values()) == entry["wrong_task_engagements"]
+
+
+def test_the_error_vs_delay_plot_draws_the_points_in_increasing_round_trip(tmp_path, monkeypatch):
+    given = {3.0: 4.0, 0.0: 0.5, 1.5: 2.0}                # --rtt 3,0,1.5
+    results = {rtt: [_pair(rtt, "squat", "squat", comp_cm=cm, nocomp_cm=2 * cm)] for rtt, cm in given.items()}
+    summary = summarise(results, ["3", "0", "1.5"])
+    assert list(summary["rtt"]) == ["3", "0", "1.5"]      # the JSON keeps the order given
+    # Keep the figure open to read its lines (the plot closes it when done).
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: None)
+    plot_error_vs_delay(summary, tmp_path / "error_vs_delay.png")
+    assert (tmp_path / "error_vs_delay.png").stat().st_size > 0
+    lines = plt.gcf().axes[0].get_lines()
+    close("all")
+    for line in lines:
+        # Before: x = 3, 0, 1.5, a zig-zag.
+        np.testing.assert_array_equal(line.get_xdata(), [0.0, 1.5, 3.0])
+    np.testing.assert_array_equal(lines[0].get_ydata(), [0.5, 2.0, 4.0])
