@@ -70,27 +70,33 @@ def _run(args: argparse.Namespace) -> int:
     if args.realtime:
         from teleop.trials.realtime import run_realtime_trial
 
-        return run_realtime_trial(args)
-    labels, rtts, train, test = read_trial_takes(args)
-    if args.leave_one_out:
-        cases = [SweepCase(t.trajectory, _learn([o for o in train if o.path != t.path])) for t in test]
+        results, summary, labels, test = run_realtime_trial(args)
+        summary_name = "summary_realtime.json"
     else:
-        library = _learn(train)
-        cases = [SweepCase(t.trajectory, library) for t in test]
-    results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss), progress=not args.json)
-    summary = summarise(results, labels)
+        labels, rtts, train, test = read_trial_takes(args)
+        if args.leave_one_out:
+            cases = [SweepCase(t.trajectory, _learn([o for o in train if o.path != t.path])) for t in test]
+        else:
+            library = _learn(train)
+            cases = [SweepCase(t.trajectory, library) for t in test]
+        results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss),
+                            progress=not args.json)
+        summary = summarise(results, labels)
+        summary_name = "summary.json"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (args.out / summary_name).write_text(json.dumps(summary, indent=1))
     table = format_table(summary)
     (args.out / "table.txt").write_text(table + "\n")
     write_take_rows(take_rows(results, labels, [str(t.path) for t in test]), args.out / "takes.csv")
     plot_error_vs_delay(summary, args.out / "error_vs_delay.png")
-    plots = _plot_takes(results, [t.path.name for t in test], min(rtts, key=lambda r: abs(r - 1.5)), args.out)
+    plots = _plot_takes(results, [t.path.name for t in test], min(results, key=lambda r: abs(r - 1.5)), args.out)
     if args.json:
         print(json.dumps(summary))
     else:
         print(table)
-        print(f"written: {args.out}/summary.json, table.txt, takes.csv, error_vs_delay.png, {', '.join(plots)}")
+        if args.realtime:
+            print(f"robot station control rate achieved: ≥ {summary['robot_tick_hz_min']:.0f} Hz (target 100)")
+        print(f"written: {args.out}/{summary_name}, table.txt, takes.csv, error_vs_delay.png, {', '.join(plots)}")
     return 0
 
 

@@ -31,7 +31,9 @@ def test_realtime_trial_runs_the_real_stations_through_the_proxy(tmp_path, capsy
     assert np.isfinite(entry["comp"]["whole"]["hand_cm"]) and np.isfinite(entry["nocomp"]["whole"]["hand_cm"])
     # The achieved control rate is reported (not asserted: it depends on the machine's load).
     assert summary["robot_tick_hz_min"] > 0
-    assert (tmp_path / "out" / "summary_realtime.json").exists()
+    # The same files as the virtual trial writes (before: the summary only).
+    for name in ("summary_realtime.json", "table.txt", "takes.csv", "error_vs_delay.png", "take0_rtt1.png"):
+        assert (tmp_path / "out" / name).exists(), name
     # The takes carry their label (before: None, so every take was listed under "" and no
     # start could ever count as wrong).
     assert set(entry["per_task"]) == {"squat"}

@@ -5,12 +5,20 @@
     teleop dataset list DIR                                   recordings and their episodes
     teleop dataset inspect FILE                               channels, rates, counts, duration
     teleop dataset trim FILE --start S --end E -o OUT         keep S..E seconds from the start
-    teleop dataset label FILE --episode N --task NAME [-o OUT]
+    teleop dataset label FILE --task NAME [--start S] [--end E] [-o OUT]   add a labelled episode
+    teleop dataset label FILE --episode N --task NAME [-o OUT]             relabel episode N
     teleop dataset export FILE|DIR... [--channel references] -o OUTDIR
     teleop dataset recover FILE -o OUT                        complete copy of a crashed file
 
+A station recording (``teleop operator --record FILE``) has no episodes unless the record
+button was pressed: ``label FILE --task NAME`` makes all of it (or ``--start``..``--end``,
+seconds from the first message, end inclusive) one labelled episode, which ``export`` then
+writes as training data.
+
 Editing and MCAP: the format is append-only, so ``trim`` and ``label`` write a new complete
-file (``label`` without ``-o`` replaces FILE through a temporary file and an atomic rename).
+file (``label`` without ``-o`` replaces FILE through a temporary file and an atomic rename,
+keeping every message; FILE cut short by a crash needs ``-o`` or ``--force``, as the damaged
+tail would be dropped). An existing ``-o`` file is never overwritten without ``--force``.
 Crashed recordings are read as far as they are intact, by every subcommand.
 
 ``export`` writes ``OUTDIR/<task>/<recording>_<episode>.npz`` ReferenceTrajectory files, one
@@ -26,7 +34,8 @@ from pathlib import Path
 
 from teleop.cli_types import non_negative_float
 
-from .export import export_episodes, recordings_in
+from .export import NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in
+from .labels import add_episode, relabel_episode
 from .mcap_index import RecordingFormatError
 from .reader import Recording, open_recording
 from .recovery import recover
@@ -95,9 +104,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_output(output: Path, force: bool) -> None:
+    """Refuse an output that is a folder, or an existing file without --force (a recording
+    is often the only copy of a session)."""
+    if output.is_dir():
+        raise ValueError(f"-o {output} is a directory: give a file name")
+    if output.exists() and not force:
+        raise ValueError(f"-o {output} exists: pass --force to overwrite it, or choose another -o")
+
+
 def cmd_trim(args: argparse.Namespace) -> int:
     """Copy the part between --start and --end (seconds from the first message)."""
     recording = open_recording(args.file)
+    _check_output(args.output, args.force)
     origin = recording.start_ns
     start_ns = None if args.start is None else origin + round(args.start * 1e9)
     # --end is inclusive: the window passed on is [start, end + 1 ns).
@@ -116,19 +135,52 @@ def cmd_trim(args: argparse.Namespace) -> int:
     return 0
 
 
+def _label_output(args: argparse.Namespace, recording: Recording) -> Path:
+    """Where ``label`` writes: -o OUT (not over another file without --force), or FILE itself.
+
+    Replacing FILE keeps every readable message, so it is the default; but a FILE cut short
+    by a crash would lose its damaged tail, which a better repair might still read.
+    """
+    output = Path(args.output or args.file)
+    if output.exists() and output.resolve() == recording.path.resolve():
+        if recording.discarded_bytes and not args.force:
+            raise ValueError(f"{args.file} was cut short ({recording.discarded_bytes} bytes of damaged tail, "
+                             "which rewriting it would drop): write the labelled copy with -o OUT, "
+                             "or pass --force to replace FILE")
+        return output
+    _check_output(output, args.force)
+    return output
+
+
 def cmd_label(args: argparse.Namespace) -> int:
-    """Set the task label of one episode (new file, or FILE replaced atomically)."""
+    """Label episode N, or add a labelled episode (all of FILE, or --start..--end)."""
     recording = open_recording(args.file)
-    episodes = recording.episodes()
-    numbers = [ep.number for ep in episodes]
-    if args.episode not in numbers:
-        raise ValueError(f"{args.file}: no episode {args.episode} (episodes: {numbers or 'none'})")
-    for ep in episodes:
-        if ep.number == args.episode:
-            previous, ep.task = ep.task, args.task
-    out = write_copy(recording, args.output or args.file, episodes=episodes,
-                     operation=f"label episode {args.episode}: {previous!r} -> {args.task!r}")
-    print(f"{out}: episode {args.episode} labelled {args.task!r}")
+    output = _label_output(args, recording)
+    window = args.start is not None or args.end is not None
+    existing = [ep.number for ep in recording.episodes()]
+    if args.episode is not None:
+        if window:
+            raise ValueError("--episode N relabels an existing episode and --start/--end add a new one: "
+                             "give one or the other")
+        if not existing:
+            raise ValueError(f"{args.file}: no episode {args.episode} (episodes: none): leave out --episode to "
+                             "label the whole recording as a new episode (or a part with --start S --end E)")
+        episodes, previous = relabel_episode(recording, args.episode, args.task)
+        operation = f"label episode {args.episode}: {previous!r} -> {args.task!r}"
+        done = f"episode {args.episode} labelled {args.task!r}"
+    else:
+        if existing and not window:  # "all of it" is ambiguous next to episodes someone marked
+            raise ValueError(f"{args.file} has episodes {existing}: relabel one with --episode N, or add a new "
+                             "episode with --start S --end E (--start 0: the whole recording)")
+        if args.start is not None and args.end is not None and args.end < args.start:
+            raise ValueError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
+        episodes, new = add_episode(recording, args.task, args.start, args.end)
+        origin = recording.start_ns
+        span = f"{(new.start_ns - origin) * 1e-9:.3f} s .. {(new.stop_ns - origin) * 1e-9:.3f} s"
+        operation = f"add episode {new.number} {args.task!r}: {span} from the first message"
+        done = f"episode {new.number} ({span} from the first message) labelled {args.task!r}"
+    out = write_copy(recording, output, episodes=episodes, operation=operation)
+    print(f"{out}: {done}")
     return 0
 
 
@@ -147,25 +199,30 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _why_nothing_exported(skipped: list[str]) -> str:
-    unlabelled = sum(reason.endswith(": no task label") for reason in skipped)
-    if unlabelled:
-        return (f"nothing exported: {unlabelled} episode(s) have no task label, and only labelled episodes are "
-                "exported; label them with `teleop dataset label FILE --episode N --task NAME` "
-                "(`teleop dataset list` shows the episodes)")
+    unlabelled = sum(reason.endswith(NO_TASK_LABEL) for reason in skipped)
+    without = sum(reason.endswith(NO_EPISODES) for reason in skipped)
     if not skipped:
-        return ("nothing exported: the recording(s) hold no episodes; record with `teleop record --task NAME` "
-                "(the whole session as one labelled episode)")
+        return "nothing exported: no .mcap recordings in the given paths"
+    if unlabelled or without:
+        found = ([f"{without} recording(s) hold no episodes"] if without else []) + \
+                ([f"{unlabelled} episode(s) have no task label"] if unlabelled else [])
+        return (f"nothing exported: {' and '.join(found)}, and only labelled episodes are "
+                "exported; make a recording one labelled episode with `teleop dataset label FILE --task NAME` "
+                "(a part of it: add --start S --end E), or label episode N with `teleop dataset label FILE "
+                "--episode N --task NAME` (`teleop dataset list` shows the episodes)")
     return "nothing exported: every episode was skipped (reasons above)"
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Report what a (crashed) recording holds and write a complete copy."""
+    _check_output(args.output, args.force)
     print(recover(args.file, args.output).summary())
     return 0
 
 
-def _task_label(text: str) -> str:
-    """``label --task``: a non-empty name (an empty one would mean "unlabelled")."""
+def task_label(text: str) -> str:
+    """argparse type of ``--task`` (here and ``teleop operator|robot --record FILE --task NAME``):
+    a non-empty name (an empty one would mean "unlabelled")."""
     if not text.strip():
         raise argparse.ArgumentTypeError("the task name must not be empty, e.g. --task wave")
     return text
@@ -184,45 +241,73 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     return run
 
 
+#: One line per subcommand: its entry in ``teleop dataset -h`` and the description of its own ``-h``.
+COMMAND_SUMMARIES: dict[str, str] = {
+    "list": "list the recordings below a folder with their duration and episodes",
+    "inspect": "show the channels, rates, counts, duration and episodes of a recording",
+    "trim": "copy a time window of a recording to a new file",
+    "label": "label an episode with its task, or make all or part of a recording a labelled episode",
+    "export": "write the labelled episodes as ReferenceTrajectory .npz files, one folder per task "
+              "(the layout `teleop train` reads)",
+    "recover": "write a complete copy of a recording cut short by a crash",
+}
+
+
+def _subcommand(sub, name: str, handler: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+    summary = COMMAND_SUMMARIES[name]
+    parser = sub.add_parser(name, help=summary, description=f"teleop dataset {name}: {summary}.")
+    parser.set_defaults(func=_guarded(handler))
+    return parser
+
+
+def _force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
+
+
 def add_subcommands(parser: argparse.ArgumentParser) -> None:
     """The subcommands of ``teleop dataset`` (shared by :func:`register` and :func:`main`)."""
     sub = parser.add_subparsers(dest="dataset_command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("list", help="recordings in a directory and their episodes")
-    p.add_argument("directory", metavar="DIR")
-    p.set_defaults(func=_guarded(cmd_list))
+    p = _subcommand(sub, "list", cmd_list)
+    p.add_argument("directory", metavar="DIR", help="folder searched for .mcap files (or one file)")
 
-    p = sub.add_parser("inspect", help="channels, rates, counts and duration of a recording")
-    p.add_argument("file", metavar="FILE")
-    p.set_defaults(func=_guarded(cmd_inspect))
+    p = _subcommand(sub, "inspect", cmd_inspect)
+    p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
 
-    p = sub.add_parser("trim", help="keep a time window of a recording (new file)")
-    p.add_argument("file", metavar="FILE")
+    p = _subcommand(sub, "trim", cmd_trim)
+    p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
     p.add_argument("--start", type=non_negative_float, default=None, metavar="S", help="seconds from the first message")
     p.add_argument("--end", type=non_negative_float, default=None, metavar="E", help="seconds from the first message (inclusive)")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT")
-    p.set_defaults(func=_guarded(cmd_trim))
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="the trimmed copy (.mcap)")
+    _force(p)
 
-    p = sub.add_parser("label", help="set the task label of an episode")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--episode", type=int, required=True, metavar="N", help="episode number (see list/inspect)")
-    p.add_argument("--task", required=True, type=_task_label, metavar="NAME")
+    p = _subcommand(sub, "label", cmd_label)
+    p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
+    p.add_argument("--task", required=True, type=task_label, metavar="NAME",
+                   help="task label (the folder `export` writes the episode to)")
+    p.add_argument("--episode", type=int, default=None, metavar="N",
+                   help="relabel existing episode N (see list/inspect); without it a new episode is added")
+    p.add_argument("--start", type=non_negative_float, default=None, metavar="S",
+                   help="new episode: start, seconds from the first message (default: the first message)")
+    p.add_argument("--end", type=non_negative_float, default=None, metavar="E",
+                   help="new episode: end, seconds from the first message, inclusive (default: the last message)")
     p.add_argument("-o", "--output", type=Path, default=None, metavar="OUT",
-                   help="write a labelled copy here (default: replace FILE atomically)")
-    p.set_defaults(func=_guarded(cmd_label))
+                   help="write a labelled copy here (default: replace FILE atomically, every message kept)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing OUT, or replace a FILE cut short by a crash (drops its damaged tail)")
 
-    p = sub.add_parser("export", help="labelled episodes as ReferenceTrajectory .npz, one folder per task")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
-    p.add_argument("--channel", default="references", help="RobotReferences channel (default: references)")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUTDIR")
+    p = _subcommand(sub, "export", cmd_export)
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or folders searched for .mcap files")
+    p.add_argument("--channel", default="references",
+                   help="RobotReferences channel (default: references; robot recordings: delivered or compensated)")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUTDIR", help="root of the per-task folders")
     p.add_argument("--message-time", action="store_true",
                    help="time samples by their own t (producer clock) instead of the log time")
-    p.set_defaults(func=_guarded(cmd_export))
 
-    p = sub.add_parser("recover", help="write a complete copy of a crashed recording")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT")
-    p.set_defaults(func=_guarded(cmd_recover))
+    p = _subcommand(sub, "recover", cmd_recover)
+    p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="the complete copy (.mcap)")
+    _force(p)
 
 
 def register(subparsers) -> argparse.ArgumentParser:

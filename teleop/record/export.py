@@ -14,8 +14,9 @@ raised before anything is written.
 Each file is :meth:`retarget.references.ReferenceTrajectory.save_npz` of the episode's
 references, times in seconds from the episode start (log-time clock; with
 ``use_message_time``, the samples' own times from the episode's first sample), label = task,
-source = "<recording path>#episode<k>". Unlabelled episodes, episodes with fewer than two
-samples, recordings without the channel and unreadable files are skipped and reported.
+source = "<recording path>#episode<k>". Recordings without episodes (label them with
+``teleop dataset label FILE --task NAME``), unlabelled episodes, episodes with fewer than
+two samples, recordings without the channel and unreadable files are skipped and reported.
 """
 
 from __future__ import annotations
@@ -26,9 +27,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .channels import resolve_topic
+from .channels import REFERENCES_SPEC, resolve_topic
 from .mcap_index import RecordingFormatError
 from .reader import open_recording
+
+
+#: Endings of the skip reasons for a recording without episodes and an unlabelled episode
+#: (the CLI counts them to say how to fix it).
+NO_EPISODES = ": no episodes"
+NO_TASK_LABEL = ": no task label"
 
 
 @dataclass
@@ -103,14 +110,20 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         except RecordingFormatError as exc:
             result.skipped.append(f"{file.name}: {exc}")
             continue
-        has_channel = resolve_topic(channel) in recording.channels
-        for episode in recording.episodes():
+        topic = resolve_topic(channel)
+        episodes = recording.episodes()
+        if not episodes:
+            result.skipped.append(f"{file.name}{NO_EPISODES}")
+            continue
+        others = [t for t, info in recording.channels.items() if info.schema_name == REFERENCES_SPEC.schema_name]
+        missing = f"no channel {topic}" + (f" (references are on {', '.join(others)})" if others else "")
+        for episode in episodes:
             name = f"{file.name}#episode{episode.number}"
             if not episode.task:
-                result.skipped.append(f"{name}: no task label")
+                result.skipped.append(f"{name}{NO_TASK_LABEL}")
                 continue
-            if not has_channel:
-                result.skipped.append(f"{name}: no channel {resolve_topic(channel)}")
+            if topic not in recording.channels:
+                result.skipped.append(f"{name}: {missing}")
                 continue
             trajectory = recording.reference_trajectory(
                 channel, episode.start_ns, episode.stop_ns + 1,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli_types import address, non_negative_float, port, positive_float
+from teleop.record.dataset_cli import task_label
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--json", action="store_true", help="print the final telemetry as JSON")
     robot.add_argument("--record", type=_file, metavar="FILE", help="record every stream to this MCAP file "
                        "(delivered and compensated commands, robot state, camera frames, network statistics)")
+    robot.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
+                       "labelled NAME, ready for `teleop dataset export --channel delivered` (the record button "
+                       "stops it; its later episodes get the same label)")
     robot.set_defaults(func=_run_robot)
 
     op = sub.add_parser("operator", help="run the operator station: input, retargeting, references out, video in",
@@ -45,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--vr-config", type=Path, help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
     op.add_argument("--record", type=_file, metavar="FILE", help="record every stream to this MCAP file "
                     "(raw input, references, received camera frames, network statistics)")
+    op.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
+                    "labelled NAME, ready for `teleop dataset export` and `teleop train` (the record button stops "
+                    "it; its later episodes get the same label)")
     op.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     op.add_argument("--speed", type=positive_float, default=1.0, help="replay speed factor for a file source")
     op.add_argument("--loop", action="store_true", help="loop a file source")
@@ -116,6 +123,8 @@ def _check_record_target(args: argparse.Namespace) -> None:
     before anything starts."""
     if args.record is not None and args.record.exists() and not args.force:
         raise ValueError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
+    if args.task and args.record is None:
+        raise ValueError("--task NAME labels the recording: give --record FILE too")
 
 
 def _secret(path):
@@ -169,7 +178,8 @@ def _run_robot(args: argparse.Namespace) -> int:
     if args.record:
         from teleop.stations.recording import RobotRecording
 
-        recording = RobotRecording(args.record, endpoint.clock, robot.joint_names, metadata={"command": "teleop robot"})
+        recording = RobotRecording(args.record, endpoint.clock, robot.joint_names, metadata={"command": "teleop robot"},
+                                   task=args.task)
     station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint, robot, sim, library, config,
                            video_out=recording.video_out(sender) if recording else
                            (lambda image, t: sender.send_image(image[:, :, ::-1], t)), render=camera.render)
@@ -282,7 +292,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         from teleop.stations.recording import OperatorRecording
 
         recording = OperatorRecording(args.record, endpoint.clock, metadata={"command": "teleop operator",
-                                                                             "input": args.source})
+                                                                             "input": args.source}, task=args.task)
 
     def on_display(frame, now):
         if viewer is not None:

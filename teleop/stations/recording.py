@@ -16,6 +16,11 @@ robot station
     (joint positions/velocities, CoM, CoP), ``/camera/<left|right>`` (frames sent),
     ``/network/stats`` (link counters, delays, τ_b; 2 Hz).
 
+Episodes: with a ``task`` the recording starts with an episode of that task, so the whole
+session is one labelled episode until the record button stops it; the button's later
+episodes get the same label. Without a task only the button makes episodes (unlabelled), and
+``teleop dataset label FILE --task NAME`` labels the recording afterwards.
+
 Crash tolerance is the recorder's: data reaches the operating system at least every
 ``flush_interval_s`` (0.5 s), so a SIGKILL loses at most about that and the file opens
 (:func:`teleop.record.open_recording`).
@@ -41,12 +46,17 @@ def camera_name(stream_id: int) -> str:
 
 
 class _StationRecording:
-    def __init__(self, path, clock, station: str, stats_hz: float, metadata: dict | None) -> None:
+    def __init__(self, path, clock, station: str, stats_hz: float, metadata: dict | None,
+                 task: str | None = None) -> None:
         self.clock = clock
+        self.task = task or None
         self.recorder = Recorder(path, clock=clock, metadata={"station": station, "clock_kind": "monotonic",
+                                                                 **({"task": task} if task else {}),
                                                                  **(metadata or {})})
         self._stats_period = 1.0 / stats_hz
         self._next_stats = -np.inf
+        if self.task:
+            self.recorder.start_episode(self.task)   # now on the station clock: before any sample
 
     @staticmethod
     def _ns(t: float) -> int:
@@ -60,11 +70,12 @@ class _StationRecording:
         return True
 
     def toggle_episode(self, task: str | None = None) -> None:
-        """Start an episode, or stop the open one (the record button)."""
+        """Start an episode (labelled ``task``, default the recording's task), or stop the
+        open one (the record button)."""
         if self.recorder.episode_open:
             self.recorder.stop_episode()
         else:
-            self.recorder.start_episode(task)
+            self.recorder.start_episode(task or self.task)
 
     def close(self):
         return self.recorder.close()
@@ -77,10 +88,13 @@ class OperatorRecording(_StationRecording):
         path: output .mcap file.
         clock: the station's clock (``now()`` in seconds).
         stats_hz: rate of /network/stats messages [Hz].
+        metadata: extra key/value strings for the file's metadata record.
+        task: label of an episode started at once (see the module docstring); None: none.
     """
 
-    def __init__(self, path, clock, stats_hz: float = 2.0, metadata: dict | None = None) -> None:
-        super().__init__(path, clock, "operator", stats_hz, metadata)
+    def __init__(self, path, clock, stats_hz: float = 2.0, metadata: dict | None = None,
+                 task: str | None = None) -> None:
+        super().__init__(path, clock, "operator", stats_hz, metadata, task)
 
     def wrap_source(self, source):
         """The source, with every frame it gives recorded as raw operator input."""
@@ -139,11 +153,13 @@ class RobotRecording(_StationRecording):
         clock: the station's clock (``now()`` in seconds).
         joint_names: names of the robot's joints, in state order.
         stats_hz: rate of /network/stats messages [Hz].
+        metadata: extra key/value strings for the file's metadata record.
+        task: label of an episode started at once (see the module docstring); None: none.
     """
 
     def __init__(self, path, clock, joint_names: list[str] | None = None, stats_hz: float = 2.0,
-                 metadata: dict | None = None) -> None:
-        super().__init__(path, clock, "robot", stats_hz, metadata)
+                 metadata: dict | None = None, task: str | None = None) -> None:
+        super().__init__(path, clock, "robot", stats_hz, metadata, task)
         self.joint_names = tuple(joint_names) if joint_names is not None else None
         self.station = None
 

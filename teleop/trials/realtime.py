@@ -255,13 +255,16 @@ def _wall_clock():
     return WallClock()
 
 
-def run_realtime_trial(args: argparse.Namespace) -> int:
-    """``teleop trial --realtime``: the sweep of the virtual trial, in wall time over loopback."""
+def run_realtime_trial(args: argparse.Namespace):
+    """``teleop trial --realtime``: the sweep of the virtual trial, in wall time over loopback.
+
+    Returns (results {rtt: [(comp, nocomp)]}, summary, labels, test takes), as the virtual
+    trial has them: ``teleop trial`` writes the same files from either.
+    """
     from tqdm import tqdm
 
     from teleop.train_cli import _learn
     from teleop.trial_cli import read_trial_takes
-    from teleop.trials.report import format_table
     from teleop.trials.sweep import check_distinct_rtts, summarise
 
     labels, rtts, train, test = read_trial_takes(args)
@@ -290,11 +293,4 @@ def run_realtime_trial(args: argparse.Namespace) -> int:
     summary = summarise(results, labels)
     summary["mode"] = "realtime"
     summary["robot_tick_hz_min"] = float(min(rates)) if rates else None
-    (args.out / "summary_realtime.json").write_text(json.dumps(summary, indent=1))
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print(format_table(summary))
-        print(f"robot station control rate achieved: ≥ {summary['robot_tick_hz_min']:.0f} Hz (target 100)")
-        print(f"written: {args.out / 'summary_realtime.json'}")
-    return 0
+    return results, summary, labels, test
