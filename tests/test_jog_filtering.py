@@ -106,3 +106,47 @@ def test_tag_lost_holds_last_target_then_restarts_on_reacquisition():
     out = pf.update(200 / FPS, np.array([-0.1, 0.05, 0.6]), R0)
     assert out.fresh
     assert np.allclose(out.position, [-0.1, 0.05, 0.6])
+
+
+def _angle_deg(A: np.ndarray, B: np.ndarray) -> float:
+    return math.degrees(float(np.linalg.norm(pin.log3(A.T @ B))))
+
+
+def test_a_quick_real_turn_is_followed_not_rejected_for_good():
+    """A 90 degree turn within 0.1 s, then held: the samples agree with each other, so after
+    ``turn_confirm_s`` they are a turn, not outliers. Before, every later sample was rejected
+    (the filter stayed 90 degrees off, orientation invalid) for as long as the tag was in view."""
+    pf = PoseFilter()
+    p = np.array([0.0, 0.0, 0.5])
+    for k in range(60):
+        pf.update(k / FPS, p, R0)
+    turned = R0 @ pin.exp3(np.array([0.0, 0.0, math.radians(90.0)]))
+    for k in range(60, 66):
+        pf.update(k / FPS, p, R0 @ pin.exp3(np.array([0.0, 0.0, math.radians(90.0 * (k - 59) / 6)])))
+    for k in range(66, 66 + 5 * int(FPS)):
+        out = pf.update(k / FPS, p, turned)
+    assert pf.turns_confirmed == 1
+    assert _angle_deg(out.rotation, turned) < 1.0 and out.orientation_valid
+
+
+def test_alternating_flips_are_never_taken_for_a_turn():
+    pf = PoseFilter()
+    p = np.array([0.0, 0.0, 0.5])
+    flipped = R0 @ pin.exp3(np.array([math.radians(40), 0.0, 0.0]))
+    for k in range(60):
+        pf.update(k / FPS, p, R0)
+    for k in range(60, 60 + 3 * int(FPS)):
+        out = pf.update(k / FPS, p, flipped if k % 2 else R0)
+    assert pf.turns_confirmed == 0 and pf.outliers > 0
+    assert _angle_deg(out.rotation, R0) < 1.0
+
+
+def test_position_only_measurements_hold_the_orientation():
+    """A measurement without a rotation (orientation off) used to crash the filter."""
+    pf = PoseFilter()
+    out = pf.update(0.0, np.array([0.0, 0.0, 0.5]))
+    assert out is not None and not out.orientation_valid
+    np.testing.assert_array_equal(out.rotation, np.eye(3))
+    for k in range(1, 30):
+        out = pf.update(k / FPS, np.array([0.01 * k, 0.0, 0.5]))
+    assert out.position[0] > 0.05 and not out.orientation_valid

@@ -14,8 +14,8 @@ along a joint-space straight line, no point of the robot moves further than
 .. math:: D = \|\Delta p_{base}\| + \|\Delta\theta_{base}\| r_{base} + \sum_i |\Delta q_i|\, r_i
 
 with :math:`r_i` an upper bound of the distance from joint i's axis to any point of the
-links it moves (precomputed at the home posture from the frame origins + a link-size
-allowance). With :math:`N = \lceil D / \rho \rceil` segments, every point moves at most
+links it moves, at any posture (the summed fixed translations of the chain to each frame
+origin it moves + a link-size allowance). With :math:`N = \lceil D / \rho \rceil` segments, every point moves at most
 :math:`\rho` between two checked states; if each checked state keeps a clearance of at
 least :math:`m` to every obstacle and :math:`\rho \le 2m`, no point can reach an obstacle
 in between (the distance to a set is 1-Lipschitz). Defaults: m = 10 mm, rho = 20 mm.
@@ -143,21 +143,33 @@ class CollisionWorld:
 
     # ------------------------------------------------------------------ geometry
     def _joint_levers(self) -> np.ndarray:
-        """(n,) r_i: farthest frame origin moved by joint i, from its axis origin [m], plus
-        :data:`LINK_EXTENT_M`; and r_base for the base rotation (stored as attribute)."""
+        """(n,) r_i: an upper bound, at *any* posture, of the distance from joint i's axis
+        origin to the origin of a frame it moves, plus :data:`LINK_EXTENT_M` [m]; and r_base
+        for the base rotation (stored as attribute).
+
+        The distance along the chain is at most the sum of its fixed translations (joint
+        placements, then the frame's placement on its joint), whatever the joint angles
+        between: the triangle inequality. The distances at the home posture are not a
+        bound: raising the arms lengthens the torso joints' levers by up to 0.23 m.
+        """
         model = self.robot.model
-        data = model.createData()
-        pin.framesForwardKinematics(model, data, self.robot.home_configuration())
-        origins = np.array([data.oMf[f].translation for f in range(len(model.frames))])
+
+        def chain_length(joint: int, frame: int) -> float:
+            length = float(np.linalg.norm(model.frames[frame].placement.translation))
+            j = model.frames[frame].parentJoint
+            while j != joint:
+                length += float(np.linalg.norm(model.jointPlacements[j].translation))
+                j = model.parents[j]
+            return length
+
         parents = [model.frames[f].parentJoint for f in range(len(model.frames))]
         levers = np.zeros(self.robot.n_joints)
         for k in range(self.robot.n_joints):
             joint = k + 2  # pinocchio joint index: 0 universe, 1 free flyer
             subtree = set(model.subtrees[joint])
-            moved = [i for i, p in enumerate(parents) if p in subtree]
-            axis_origin = data.oMi[joint].translation
-            levers[k] = max(np.linalg.norm(origins[moved] - axis_origin, axis=1).max(initial=0.0), 0.0) + LINK_EXTENT_M
-        self.base_lever = float(np.linalg.norm(origins - data.oMi[1].translation, axis=1).max()) + LINK_EXTENT_M
+            moved = [f for f, p in enumerate(parents) if p in subtree]
+            levers[k] = max((chain_length(joint, f) for f in moved), default=0.0) + LINK_EXTENT_M
+        self.base_lever = max(chain_length(1, f) for f in range(len(model.frames)) if parents[f] >= 1) + LINK_EXTENT_M
         return levers
 
     def displacement_bound(self, q_from: np.ndarray, q_to: np.ndarray) -> float:

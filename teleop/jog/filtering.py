@@ -15,7 +15,13 @@ that the position was noisy too. Here:
   angle between the raw and filtered orientations. Orientation is *used* only while
   :math:`\sigma_\theta` is below ``max_noise_deg`` (with hysteresis); single samples
   further than ``outlier_sigmas`` sigma (e.g. the IPPE planar-ambiguity flip of a tag seen
-  face-on) are rejected. When gated, the last trusted orientation is held;
+  face-on) are rejected. A flip comes and goes; a real turn stays: rejected samples that
+  agree with each other (within ``min_outlier_deg``) for ``turn_confirm_s`` restart the
+  orientation filter at the new orientation, so a quick turn of the tag (or the tag seen
+  again turned) cannot lock the orientation out. When gated, the last trusted orientation
+  is held;
+* position only: a measurement without a rotation updates the position; the orientation
+  is held (untrusted until a rotation has been seen);
 * tag lost: :meth:`PoseFilter.update` with ``None`` keeps the last output (the jogging
   target is held, §B.6 [Note]); after ``reset_after_s`` without the tag the filter
   restarts, so that reacquiring the tag elsewhere does not drag the target across.
@@ -136,11 +142,14 @@ class PoseFilter:
             more than ``min_outlier_deg``) from the filtered one is rejected as an outlier.
         noise_time_constant_s: time constant of the running noise estimates [s].
         reset_after_s: restart the filters when the tag was lost for longer than this [s].
+        turn_confirm_s: rejected orientations that agree with each other for this long are a
+            real turn, not outliers: the orientation filter restarts there [s].
     """
 
     def __init__(self, position: OneEuroFilter | None = None, orientation: OrientationOneEuroFilter | None = None,
                  max_noise_deg: float = 3.0, outlier_sigmas: float = 5.0, min_outlier_deg: float = 15.0,
-                 noise_time_constant_s: float = 0.5, reset_after_s: float = 1.0) -> None:
+                 noise_time_constant_s: float = 0.5, reset_after_s: float = 1.0,
+                 turn_confirm_s: float = 0.3) -> None:
         self.position_filter = position or OneEuroFilter(1.0, 10.0, 1.0)
         self.orientation_filter = orientation or OrientationOneEuroFilter(1.0, 2.0, 1.0)
         self.max_noise_deg = float(max_noise_deg)
@@ -148,6 +157,7 @@ class PoseFilter:
         self.min_outlier_deg = float(min_outlier_deg)
         self.noise_time_constant_s = float(noise_time_constant_s)
         self.reset_after_s = float(reset_after_s)
+        self.turn_confirm_s = float(turn_confirm_s)
         self.reset()
 
     def reset(self) -> None:
@@ -158,11 +168,14 @@ class PoseFilter:
         self._pos_var = 0.0      # same for position [m^2]
         self._orientation_valid = False
         self._trusted_R: np.ndarray | None = None
+        self._rejected_since: tuple[float, np.ndarray] | None = None   # (t, R) of a run of rejections
         self.outliers = 0
+        self.turns_confirmed = 0
 
     def update(self, t: float, position: np.ndarray | None = None, rotation: np.ndarray | None = None) -> FilteredPose | None:
-        """Feed one measurement (position (3,) [m], rotation (3, 3)) at ``t`` [s], or ``None``
-        when the tag was not seen. Returns the current estimate (None before the first sighting)."""
+        """Feed one measurement (position (3,) [m], rotation (3, 3) or None for position only)
+        at ``t`` [s], or ``position=None`` when the tag was not seen. Returns the current
+        estimate (None before the first sighting)."""
         if position is None:
             if self.last is None:
                 return None
@@ -175,32 +188,18 @@ class PoseFilter:
                                      self.last.orientation_noise_deg, self.last.position_noise_mm, False, age)
             return self.last
         position = np.asarray(position, dtype=float)
-        rotation = np.asarray(rotation, dtype=float)
         previous_t = self.position_filter.t
         dt = 0.0 if previous_t is None else max(t - previous_t, 0.0)
         k = 1.0 - math.exp(-dt / self.noise_time_constant_s) if dt > 0 else 0.0
-        # Orientation: outlier test against the current filtered estimate, then filter.
-        R_prev = self.orientation_filter.R
-        accept = True
-        if R_prev is not None:
-            angle = float(np.linalg.norm(pin.log3(R_prev.T @ rotation)))
-            limit = max(self.outlier_sigmas * math.sqrt(self._rot_var), math.radians(self.min_outlier_deg))
-            if angle > limit:
-                accept = False
-                self.outliers += 1
-        if accept:
-            R_f = self.orientation_filter(t, rotation)
-            residual = float(np.linalg.norm(pin.log3(R_f.T @ rotation)))
-            self._rot_var += k * (residual ** 2 - self._rot_var)
+        if rotation is None:
+            R_f = self.orientation_filter.R if self.orientation_filter.R is not None else np.eye(3)
         else:
-            R_f = self.orientation_filter.R
-            # An outlier is noise too: it counts in the noise level, so a stream of flips closes the gate.
-            self._rot_var += k * (math.radians(self.min_outlier_deg) ** 2 - self._rot_var)
+            R_f = self._orientation(t, np.asarray(rotation, dtype=float), k)
         p_f = self.position_filter(t, position)
         self._pos_var += k * (float(np.sum((position - p_f) ** 2)) - self._pos_var)
         noise_deg = math.degrees(math.sqrt(self._rot_var))
         # Gate with hysteresis; before any noise estimate exists (first samples) trust nothing.
-        warmed_up = previous_t is not None
+        warmed_up = previous_t is not None and self.orientation_filter.R is not None
         if self._orientation_valid and noise_deg > self.max_noise_deg:
             self._orientation_valid = False
         elif not self._orientation_valid and warmed_up and noise_deg < 0.7 * self.max_noise_deg:
@@ -210,3 +209,37 @@ class PoseFilter:
         self.last = FilteredPose(float(t), p_f, self._trusted_R.copy(), self._orientation_valid, noise_deg,
                                  1e3 * math.sqrt(self._pos_var), True, 0.0)
         return self.last
+
+    def _orientation(self, t: float, rotation: np.ndarray, k: float) -> np.ndarray:
+        """Outlier test of a raw (3, 3) rotation against the filtered one, then the filter;
+        updates the noise level (``k``: this sample's weight in it). Returns the filtered R."""
+        R_prev = self.orientation_filter.R
+        accept = True
+        if R_prev is not None:
+            angle = float(np.linalg.norm(pin.log3(R_prev.T @ rotation)))
+            limit = max(self.outlier_sigmas * math.sqrt(self._rot_var), math.radians(self.min_outlier_deg))
+            if angle > limit:
+                accept = self._confirmed_turn(t, rotation)
+                self.outliers += not accept
+        if not accept:
+            # An outlier is noise too: it counts in the noise level, so a stream of flips closes the gate.
+            self._rot_var += k * (math.radians(self.min_outlier_deg) ** 2 - self._rot_var)
+            return self.orientation_filter.R
+        self._rejected_since = None
+        R_f = self.orientation_filter(t, rotation)
+        residual = float(np.linalg.norm(pin.log3(R_f.T @ rotation)))
+        self._rot_var += k * (residual ** 2 - self._rot_var)
+        return R_f
+
+    def _confirmed_turn(self, t: float, rotation: np.ndarray) -> bool:
+        """A rejected rotation: True (and the orientation filter restarted at it) once the
+        rejected samples have agreed with each other for ``turn_confirm_s``."""
+        run = self._rejected_since
+        if run is None or float(np.linalg.norm(pin.log3(run[1].T @ rotation))) > math.radians(self.min_outlier_deg):
+            self._rejected_since = (t, rotation)      # a new run (or the first rejection)
+            return False
+        if t - run[0] < self.turn_confirm_s:
+            return False
+        self.orientation_filter.reset()
+        self.turns_confirmed += 1
+        return True
