@@ -8,7 +8,9 @@ import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("info", help="describe the robot model and the installed optional parts")
+    parser = sub.add_parser("info", help="describe the robot model and the installed optional parts",
+                            description="Print the robot model in use (URDF, joints, mass, joint groups, task "
+                                        "frames at the home posture) and which optional packages are installed.")
     parser.add_argument("--robot", default="icub", help="robot description name or TOML path (default: icub)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=_run)

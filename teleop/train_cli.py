@@ -28,7 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(train)
     train.set_defaults(func=_train)
 
-    ev = sub.add_parser("eval", help="evaluate a component offline (eval promp: recognition and prediction, Table 5.2)")
+    ev = sub.add_parser("eval", help="evaluate a component offline (eval promp: recognition and prediction, Table 5.2)",
+                        description="eval promp: learn ProMPs from the --train takes, then score task recognition "
+                                    "and the predicted rest of each --test take after 1/4 and 1/2 of it (Table 5.2); "
+                                    "writes summary.json and predictions.png to --out.")
     ev.add_argument("what", choices=("promp",), help="what to evaluate")
     ev.add_argument("--train", type=Path, required=True, help="folder of training takes")
     ev.add_argument("--test", type=Path, required=True, help="folder of test takes")

@@ -28,6 +28,32 @@ def test_help_lists_every_subcommand_and_each_explains_itself(capsys):
         assert len(capsys.readouterr().out) > 200
 
 
+@pytest.mark.parametrize("command, words", [("eval", "Table 5.2"), ("info", "optional packages")])
+def test_eval_and_info_describe_themselves(command, words, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    description = capsys.readouterr().out.split("\n\n")[1]    # after the usage
+    assert words in " ".join(description.split()) and not description.startswith(("positional", "options"))
+
+
+@pytest.mark.parametrize("display, words", [(None, "DISPLAY is not set"),
+                                            (":87", "the X server at DISPLAY=:87 cannot be reached")])
+def test_gui_without_a_display_is_a_clear_error(display, words):
+    """pybullet's GUI would exit the process on its own ("cannot connect to X server", status
+    1, no message of ours): the display is tried first. In a subprocess: were the check to
+    miss, pybullet would end the test run."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    if display is not None:
+        env["DISPLAY"] = display
+    proc = subprocess.run([sys.executable, "-m", "teleop", "robot", "--gui", "--listen", "127.0.0.1:0",
+                           "--duration", "1"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 1
+    assert f"teleop robot: error: pybullet's GUI window needs a display, and {words}" in proc.stderr
+    assert "cannot connect to X server" not in proc.stderr + proc.stdout
+
+
 def run_teleop(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "teleop", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, check=True)

@@ -10,19 +10,20 @@ import numpy as np
 import pytest
 
 from teleop.cli import main
-from teleop.jog.calibration import CalibrationError, CameraCalibration
+from teleop.jog.calibration import MAX_RMS_PX, MIN_TILT_DEG, CalibrationError, CameraCalibration
 from teleop.jog.render import FACING_CAMERA, PlanarScene, chessboard_texture, default_camera_matrix, rotation_from_rpy
 
 SQUARE_M = 0.025
 
 
-def _write_boards(folder, K, n=10, seed=1):
-    """n views of a 10x7-square chessboard (9x6 inner corners) at random poses."""
+def _write_boards(folder, K, n=10, seed=1, tilt=0.4):
+    """n views of a 10x7-square chessboard (9x6 inner corners) at random poses (roll, pitch
+    and yaw each within +-tilt rad)."""
     texture = chessboard_texture(10, 7, square_px=40)  # 12 x 9 squares with the margin
     scene = PlanarScene(texture, 12 * SQUARE_M, K)
     rng = np.random.default_rng(seed)
     for i in range(n):
-        R = rotation_from_rpy(*rng.uniform(-0.4, 0.4, 3)) @ FACING_CAMERA
+        R = rotation_from_rpy(*rng.uniform(-tilt, tilt, 3)) @ FACING_CAMERA
         t = np.array([rng.uniform(-0.05, 0.05), rng.uniform(-0.04, 0.04), rng.uniform(0.45, 0.6)])
         cv2.imwrite(str(folder / f"board_{i:02d}.png"), scene.render([(R, t)], 2.0, rng))
 
@@ -36,6 +37,7 @@ def test_calibrate_camera_recovers_focal_length(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["views"] == 10
     assert result["rms_px"] < 0.5
+    assert result["problems"] == []      # the plausibility checks pass a correct calibration
     assert abs(result["fx"] / K[0, 0] - 1) < 0.03 and abs(result["fy"] / K[1, 1] - 1) < 0.03
     assert abs(result["cx"] - K[0, 2]) < 10 and abs(result["cy"] - K[1, 2]) < 10
     cal = CameraCalibration.load(out)
@@ -66,6 +68,7 @@ def test_calibrate_camera_from_charuco_boards(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["views"] >= 10
     assert result["rms_px"] < 0.5
+    assert result["problems"] == []
     assert abs(result["fx"] / K[0, 0] - 1) < 0.03 and abs(result["fy"] / K[1, 1] - 1) < 0.03
     assert abs(result["cx"] - K[0, 2]) < 10 and abs(result["cy"] - K[1, 2]) < 10
     assert json.loads(out.read_text())["source"].startswith("charuco 7x5")
@@ -80,6 +83,64 @@ def test_too_few_boards_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["calibrate-camera", "--images", str(tmp_path / "nothing*.png")])
     assert "no image matches" in str(exc.value)
+
+
+def test_a_folder_without_images_is_named(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(empty)])
+    message = str(exc.value)
+    assert message.startswith(f"teleop calibrate-camera: error: --images: {empty}: folder holds no images")
+    assert "*.png" in message and "*.jpg" in message
+    (empty / "notes.txt").write_text("boards")
+    (empty / "board.heic").write_bytes(b"")
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(empty)])
+    assert "found only .heic, .txt files" in str(exc.value)
+
+
+def test_margin_of_a_correct_calibration_to_the_plausibility_limits(tmp_path):
+    """The rendered boards of the tests above, calibrated: well inside every limit."""
+    from teleop.jog.calibration import calibrate_chessboard, images_from_paths
+
+    K = default_camera_matrix(640, 480, hfov_deg=70.0)
+    _write_boards(tmp_path, K)
+    cal, views = calibrate_chessboard(images_from_paths([tmp_path]), 9, 6, SQUARE_M)
+    assert cal.problems() == []
+    assert cal.rms_px < MAX_RMS_PX / 2
+    assert cal.coverage["max_tilt_deg"] > 1.5 * MIN_TILT_DEG
+
+
+def test_face_on_boards_are_refused_unless_forced(tmp_path, capsys):
+    """Boards all facing the camera squarely leave the focal length undetermined (here it
+    comes out tens of percent wrong): not written without --force."""
+    K = default_camera_matrix(640, 480, hfov_deg=70.0)
+    _write_boards(tmp_path, K, n=6, seed=2, tilt=0.02)
+    out = tmp_path / "camera.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(tmp_path), "--out", str(out)])
+    message = str(exc.value)
+    assert message.startswith("teleop calibrate-camera: error: the calibration looks wrong, not written to")
+    assert "faces the camera squarely" in message and "--force" in message
+    assert not out.exists()
+    assert main(["calibrate-camera", "--images", str(tmp_path), "--out", str(out), "--force", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["problems"] and out.is_file()
+    assert "teleop calibrate-camera: warning: every board faces the camera squarely" in captured.err
+
+
+def test_absurd_intrinsics_are_named():
+    """The walkthrough's result from bad images: fx 36039, fy 2322, k2 -7365."""
+    cal = CameraCalibration(np.array([[36039.0, 0.0, 900.0], [0.0, 2322.0, 240.0], [0.0, 0.0, 1.0]]),
+                            np.array([0.5, -7365.0, 0.0, 0.0, 0.0]), (640, 480), rms_px=2.4)
+    cal.coverage = {"max_radius": 0.15, "max_tilt_deg": 25.0}
+    problems = " | ".join(cal.problems())
+    assert "RMS reprojection error 2.40 px" in problems
+    assert "fx 36039.0 and fy 2322.0 px differ" in problems
+    assert "principal point (900, 240) px is outside the image" in problems
+    assert "folds the image over" in problems
+    assert CameraCalibration.pinhole(640, 480, 60.0).problems() == []   # no coverage known: those checks skipped
 
 
 def test_calibration_file_errors(tmp_path):

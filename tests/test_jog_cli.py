@@ -139,6 +139,33 @@ def test_live_loop_with_web_viewer(video, capsys):
     assert summary["realtime"] and summary["frames_with_tag"] > 0 and not summary["fell"]
 
 
+def test_make_test_video_then_jog_on_it(tmp_path, capsys):
+    """--make-test-video writes a tag video that teleop jog follows (the README's way to try
+    jogging without a camera)."""
+    video = tmp_path / "tag.avi"
+    assert main(["jog", "--make-test-video", str(video), "--duration", "3", "--tag-size", "0.1", "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert made["frames"] == 90 and made["try"] == f"teleop jog --camera {video} --tag-size 0.1"
+    assert main(["jog", "--make-test-video", str(tmp_path / "b.avi"), "--duration", "0.1"]) == 0
+    captured = capsys.readouterr()
+    assert "written:" in captured.out and "rendering 3 frames" in captured.err
+    s = _jog(capsys, "--camera", str(video), "--tag-size", "0.1", "--no-collision-checks")
+    assert s["frames"] == 90 and s["frames_with_tag"] == 90
+    # Still for 1 s, then half of a 4 cm circle away from the start: 8 cm, and the hand follows.
+    assert s["goal_moved_mm"] == pytest.approx(80, abs=10)
+    assert s["hand_moved_mm"] > 40 and not s["fell"]
+
+
+def test_jog_needs_a_camera_or_a_video_to_make(tmp_path, capsys):
+    assert main(["jog"]) == 2
+    assert "teleop jog: error: --camera SOURCE is required" in capsys.readouterr().err
+    assert main(["jog", "--camera", "0", "--make-test-video", str(tmp_path / "v.mp4")]) == 2
+    assert "not both" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--make-test-video", str(tmp_path / "v.mkv")])
+    assert "give a .mp4 or .avi file name" in str(exc.value)
+
+
 @pytest.mark.parametrize("command", ["jog", "calibrate-camera"])
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as exc:

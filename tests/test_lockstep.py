@@ -185,3 +185,17 @@ def test_a_silent_controller_times_out_with_a_clear_error(server):
             client.receive_state()                      # we never answered state 0
     thread.join(timeout=10)
     assert srv.reports[-1].error_code == ls.E_TIMEOUT and srv.reports[-1].steps == 0
+
+
+def test_demo_client_without_a_server_names_the_address(capsys):
+    """Nothing listening: one line naming the refused address and what to start."""
+    from teleop.cli import main
+
+    with socket.socket() as bound:          # bound, not listening: connections to it are refused
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        assert main(["lockstep", "demo-client", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"teleop lockstep: error: connection to 127.0.0.1:{port} refused" in err
+    assert "is `teleop lockstep serve` running?" in err
+    assert "Errno" not in err

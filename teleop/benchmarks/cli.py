@@ -2,7 +2,9 @@
 
 Every benchmark module ``teleop.benchmarks.<name>_bench`` has ``run(quick=False) -> dict``
 and ``format_table(result) -> str``; where a peer exists it is measured in the same run. A
-benchmark that draws its results takes ``run(..., out=DIR)`` too (``--out``).
+benchmark that draws its results takes ``run(..., out=DIR)`` too (``--out``), one that reads
+recorded data ``run(..., data=DIR)`` (``--data``), and a long one ``run(..., progress=True)``
+(a line per stage on stderr; off with ``--json``).
 """
 
 from __future__ import annotations
@@ -44,18 +46,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--quick", action="store_true", help="shorter run (for smoke tests; noisier figures)")
     parser.add_argument("--out", type=Path, help="also write plots to this folder (benchmarks that draw them: jog)")
+    parser.add_argument("--data", type=Path, metavar="DIR",
+                        help="recorded data to measure on (retarget: a folder of Xsens pN.csv takes; default "
+                             "../shared/data/xsens_putaside_box, else a generated motion)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     module = importlib.import_module(available()[args.name][0])
-    if args.out is not None and "out" in inspect.signature(module.run).parameters:
-        result = module.run(quick=args.quick, out=args.out)
+    accepts = inspect.signature(module.run).parameters
+    options = {"quick": args.quick}
+    for option, reads in (("out", "draws no plots"), ("data", "reads no recorded data")):
+        value = getattr(args, option)
+        if value is not None and option in accepts:
+            options[option] = value
+        elif value is not None:
+            print(f"teleop bench {args.name}: {reads}; --{option} ignored", file=sys.stderr)
+    if "progress" in accepts:
+        options["progress"] = not args.json
+    result = module.run(**options)
+    if "out" in options:
         print(f"plots written to {args.out}/", file=sys.stderr)
-    else:
-        if args.out is not None:
-            print(f"teleop bench {args.name}: draws no plots; --out ignored", file=sys.stderr)
-        result = module.run(quick=args.quick)
     if args.json:
         print(json.dumps(result))
     else:

@@ -361,11 +361,22 @@ def wiping(robot: RobotModel, depth: float = 0.01, stroke: float = 0.12, stroke_
 
 
 # ------------------------------------------------------------------------------ bench
-def run(quick: bool = False) -> dict:
-    """All measurements. ``quick`` shortens moves/holds and the press/wipe schedules."""
+MODE_NAMES = {"ss": "state space", "ji": "joint impedance", "ci": "Cartesian impedance"}
+
+
+def run(quick: bool = False, progress: bool = False) -> dict:
+    """All measurements. ``quick`` shortens moves/holds and the press/wipe schedules;
+    ``progress``: a line per stage on stderr (between the timed runs, not inside them)."""
+    from teleop.benchmarks.progress import Stages
+
+    stage = Stages("bench fidelity", 5, progress)
     robot = RobotModel()
     schedule = motion_schedule(robot, move_s=1.0 if quick else 2.0, hold_s=0.6 if quick else 1.0)
-    runs = {mode: run_motion(robot, mode, schedule) for mode in ("ss", "ji", "ci")}
+    seconds = len(schedule.q_cmd) * 1e-3
+    runs = {}
+    for mode in ("ss", "ji", "ci"):
+        stage(f"poses and movements, {MODE_NAMES[mode]} ({seconds:.1f} s simulated)")
+        runs[mode] = run_motion(robot, mode, schedule)
     windows = motion_windows(schedule)
     result = {"samples": len(schedule.q_cmd), "modes": {}}
     for mode in ("ji", "ci"):
@@ -382,9 +393,12 @@ def run(quick: bool = False) -> dict:
     result["tracking_rmse_deg"] = {
         mode: compare(runs[mode]["q"], schedule.q_cmd[:, arms], windows, np.degrees(1.0))["mean_rmse"]
         for mode in runs}
-    press = press_test(robot, depths=(0.01, 0.03) if quick else (0.005, 0.01, 0.02, 0.03, 0.04),
-                       settle_s=0.6 if quick else 1.0)
-    wipe = wiping(robot, strokes=1 if quick else 3)
+    depths = (0.01, 0.03) if quick else (0.005, 0.01, 0.02, 0.03, 0.04)
+    stage(f"press test ({len(depths)} depths)")
+    press = press_test(robot, depths=depths, settle_s=0.6 if quick else 1.0)
+    strokes = 1 if quick else 3
+    stage(f"wiping ({strokes} stroke{'s' if strokes > 1 else ''})")
+    wipe = wiping(robot, strokes=strokes)
     result["press"] = press
     result["wiping"] = wipe
     result["rtf"] = {"no_contact_ss": runs["ss"]["rtf"], "no_contact_ji": runs["ji"]["rtf"],
@@ -394,6 +408,7 @@ def run(quick: bool = False) -> dict:
                          "wiping": wipe["rtf_cpu"]}
     result["load_average_1min"] = _load_average()
     result["reference"] = REFERENCE
+    stage.done()
     return result
 
 

@@ -410,15 +410,25 @@ def continuous_joint_check() -> dict:
 
 
 # ------------------------------------------------------------------------- entry
-def run(quick: bool = False, out: Path | str | None = None) -> dict:
-    detectors = bench_detectors(60 if quick else 240)
+def run(quick: bool = False, out: Path | str | None = None, progress: bool = False) -> dict:
+    """All measurements (module docstring); ``progress``: a line per stage on stderr."""
+    from teleop.benchmarks.progress import Stages
+
+    stage = Stages("bench jog", 4 + (out is not None), progress)
+    n_frames = 60 if quick else 240
+    stage(f"detection and pose: {n_frames} rendered frames per back-end")
+    detectors = bench_detectors(n_frames)
     backend = choose_backend(detectors)
-    run8 = run_figure8(backend, periods=1.0 if quick else 2.0)
+    periods = 1.0 if quick else 2.0
+    stage(f"figure-eight closed loop ({backend}, {LEAD_IN_S + periods * PERIOD_S:g} s simulated)")
+    run8 = run_figure8(backend, periods=periods)
     start = LEAD_IN_S + 1.0
     delay_ms, rms_shifted_mm, rms_mm = delay_and_rms(run8, start)
     mask = run8.times >= start
     compute_ms = float(np.mean(run8.compute_ms))
+    stage(f"step response: command to motion ({len(STEP_TIMES_S)} steps)")
     step = run_step_response(backend)
+    stage("obstacle course and continuous joint")
     course = run_obstacle_course(quick)
     result = {
         "detection_fps": detectors[backend]["fps"],
@@ -441,7 +451,9 @@ def run(quick: bool = False, out: Path | str | None = None) -> dict:
         "quick": quick,
     }
     if out is not None:
+        stage(f"plots to {out}/")
         result["plots"] = write_plots(run8, Path(out))
+    stage.done()
     return result
 
 
@@ -527,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path, help="folder for plots (figure8.png)")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, out=args.out)
+    result = run(quick=args.quick, out=args.out, progress=not args.json)
     print(json.dumps(result) if args.json else format_table(result))
     return 0
 

@@ -232,26 +232,35 @@ def measure_kill_loss(run_s: float, frames_dir: Path, workdir: Path) -> dict:
             "recovered_messages": report.messages, "discarded_bytes": report.discarded_bytes}
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, progress: bool = False) -> dict:
     """Both measurements. ``quick``: 3 s CPU runs and a kill after 2 s (else 8 s and 4 s).
 
     Without ``quick`` the CPU is also measured with every channel at once (adds delivered
     and compensated commands at 100 Hz and operator input at 60 Hz), reported as
-    ``all_channels_cpu_fraction``.
+    ``all_channels_cpu_fraction``. ``progress``: a line per stage on stderr.
     """
+    from teleop.benchmarks.progress import Stages
+
+    stage = Stages("bench record", 3 if quick else 4, progress)
+    cpu_s, kill_s = (3.0, 2.0) if quick else (8.0, 4.0)
     with tempfile.TemporaryDirectory(prefix="record_bench_") as tmp:
         workdir = Path(tmp)
         frames_dir = workdir / "frames"
         frames_dir.mkdir()
+        stage("encoding the camera frames")
         for i, jpeg in enumerate(make_textured_jpegs()):
             (frames_dir / f"{i:02d}.jpg").write_bytes(jpeg)
         result = {"jpeg_kilobytes": np.mean([p.stat().st_size for p in frames_dir.glob("*.jpg")]) / 1e3}
-        result.update(measure_cpu(3.0 if quick else 8.0, frames_dir, workdir))
+        stage(f"recorder CPU: a baseline and a recording process, {cpu_s:g} s each")
+        result.update(measure_cpu(cpu_s, frames_dir, workdir))
         if not quick:
+            stage("recorder CPU with every channel: two more processes, 8 s each")
             every = measure_cpu(8.0, frames_dir, workdir, channels="all")
             result["all_channels_cpu_fraction"] = every["cpu_fraction_of_one_core"]
             result["all_channels_messages_per_s"] = every["messages_per_s"]
-        result.update(measure_kill_loss(2.0 if quick else 4.0, frames_dir, workdir))
+        stage(f"data lost on SIGKILL: a recording process killed after {kill_s:g} s")
+        result.update(measure_kill_loss(kill_s, frames_dir, workdir))
+    stage.done()
     return result
 
 
@@ -293,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="record_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs (3 s CPU, kill after 2 s)")
     args = parser.parse_args(argv)
-    print(format_table(run(quick=args.quick)))
+    print(format_table(run(quick=args.quick, progress=True)))
     return 0
 
 

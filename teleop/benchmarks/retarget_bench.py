@@ -4,9 +4,10 @@ Measured (best of several repeats, so that other load on a shared machine inflat
 figures as little as possible):
 
 * ``frames_per_s``: :meth:`retarget.Retargeter.retarget_motion` (vectorised, the offline
-  path used to build ProMP training sets) on the real Xsens takes in
-  ``../shared/data/xsens_putaside_box`` when present, else on a generated motion (the
-  standard body in the N-pose, then moving arms, trunk, head and a squat). Target >= 2000.
+  path used to build ProMP training sets) on real Xsens takes (the ``pN.csv`` files of
+  ``data``, by default ``../shared/data/xsens_putaside_box``) when present, else on a
+  generated motion (the standard body in the N-pose, then moving arms, trunk, head and a
+  squat; a note on stderr says so). Target >= 2000.
 * ``synthetic_frames_per_s``: the same on the generated motion (always run, comparable
   across machines with and without the shared data).
 * ``stream_step_us``: one streamed frame through :meth:`retarget.Retargeter.step` (the
@@ -14,13 +15,14 @@ figures as little as possible):
 * ``zmp_step_us``: one :meth:`retarget.ZmpCorrector.step` on the double-support polygon.
 * ``read_frames_per_s``: reading the Xsens CSV takes (when present).
 
-Run: ``python -m teleop.benchmarks.retarget_bench [--quick] [--json]``.
+Run: ``teleop bench retarget [--data DIR] [--quick] [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -32,7 +34,8 @@ from retarget.postures import arm_local_rotations
 from retarget.readers import read_motion
 
 TARGET_FRAMES_PER_S = 2000.0
-_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "xsens_putaside_box"
+#: The Xsens takes measured when ``data`` is not given (skipped, with a note, when absent).
+DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "xsens_putaside_box"
 
 
 def synthetic_motion(n_frames: int, rate_hz: float = 100.0) -> HumanMotion:
@@ -76,8 +79,30 @@ def _throughput(motions: list[HumanMotion], target: RobotTarget, repeats: int) -
     return frames / _best_time(lambda: [r.retarget_motion(m) for r, m in retargeters], repeats)
 
 
-def run(quick: bool = False) -> dict:
-    """Run the benchmark; returns the figures (see module docstring)."""
+def xsens_takes(data: Path | str | None) -> list[Path]:
+    """The Xsens takes (``pN.csv``) to measure: those in ``data`` (a folder that must hold
+    some), or in :data:`DEFAULT_DATA` when ``data`` is None ([] and a note on stderr if that
+    folder is absent or holds none)."""
+    if data is not None:
+        data = Path(data)
+        if not data.is_dir():
+            raise FileNotFoundError(f"--data {data}: no such folder (give a folder of Xsens pN.csv takes)")
+        takes = sorted(data.glob("p*.csv"))
+        if not takes:
+            raise ValueError(f"--data {data}: no Xsens takes in it (looked for pN.csv files, e.g. p1.csv)")
+        return takes
+    takes = sorted(DEFAULT_DATA.glob("p*.csv")) if DEFAULT_DATA.is_dir() else []
+    if not takes:
+        why = "no pN.csv files" if DEFAULT_DATA.is_dir() else "not found"
+        print(f"bench retarget: no Xsens takes in {DEFAULT_DATA} ({why}): measuring on the generated synthetic "
+              "motion; --data DIR names a folder of Xsens pN.csv takes", file=sys.stderr)
+    return takes
+
+
+def run(quick: bool = False, data: Path | str | None = None) -> dict:
+    """Run the benchmark; returns the figures (see module docstring). ``data``: a folder
+    of Xsens ``pN.csv`` takes (default :data:`DEFAULT_DATA`, skipped if absent)."""
+    takes = xsens_takes(data)   # a wrong --data is found before anything is measured
     target = RobotTarget.approximate_icub()
     repeats = 3 if quick else 7
     synthetic = synthetic_motion(2000 if quick else 20000)
@@ -85,17 +110,16 @@ def run(quick: bool = False) -> dict:
                     "synthetic_frames": len(synthetic)}
     result["synthetic_frames_per_s"] = _throughput([synthetic], target, repeats)
 
-    takes = sorted(_DATA.glob("p*.csv")) if _DATA.is_dir() else []
     if takes:
         t0 = time.perf_counter()
         real = [read_motion(p) for p in (takes[:2] if quick else takes)]
         read_time = time.perf_counter() - t0
         frames = sum(len(m) for m in real)
-        result.update(source=f"real Xsens data ({len(real)} takes, {frames} frames)",
+        result.update(source=f"real Xsens data ({len(real)} takes, {frames} frames, {takes[0].parent})",
                       frames=frames, read_frames_per_s=frames / read_time,
                       frames_per_s=_throughput(real, target, repeats))
     else:
-        result.update(source="synthetic motion (shared data not found)", frames=len(synthetic),
+        result.update(source=f"synthetic motion (no Xsens takes in {DEFAULT_DATA})", frames=len(synthetic),
                       frames_per_s=result["synthetic_frames_per_s"])
 
     # Streaming: one frame at a time through the same mapping.
@@ -140,8 +164,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--data", type=Path, help=f"folder of Xsens pN.csv takes (default: {DEFAULT_DATA})")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick)
+    result = run(quick=args.quick, data=args.data)
     print(json.dumps(result) if args.json else format_table(result))
     return 0
 

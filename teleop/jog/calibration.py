@@ -24,6 +24,16 @@ class CalibrationError(ValueError):
     """A calibration file that cannot be read, or images that do not calibrate."""
 
 
+#: Limits of a plausible calibration (:meth:`CameraCalibration.problems`). A correct
+#: calibration is far inside them: the rendered boards of tests/test_jog_calibration.py give
+#: an RMS error of 0.05-0.25 px, fx/fy within 0.1 % of 1, the principal point within 3 px of
+#: the centre and boards tilted by 20-30 degrees.
+MAX_RMS_PX = 1.0             # corners found poorly: blurred, or a wrong board mistaken for one
+MAX_ASPECT = 1.2             # fx/fy (or fy/fx): pixels are square on nearly every camera
+MAX_CENTRE_OFFSET = 0.25     # principal point's distance from the centre, as a fraction of width/height
+MIN_TILT_DEG = 10.0          # face-on boards only: the focal length cannot be told from the distance
+
+
 @dataclass
 class CameraCalibration:
     """Pinhole intrinsics with distortion.
@@ -39,6 +49,9 @@ class CameraCalibration:
     image_size: tuple[int, int] = (640, 480)
     rms_px: float = float("nan")
     source: str = ""
+    #: From the calibration (not saved): the steepest board tilt [deg] and the largest
+    #: normalised image radius the board corners covered.
+    coverage: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def pinhole(cls, width: int = 640, height: int = 480, hfov_deg: float = 60.0) -> "CameraCalibration":
@@ -54,6 +67,32 @@ class CameraCalibration:
         K[0] *= sx
         K[1] *= sy
         return CameraCalibration(K, self.dist.copy(), (width, height), self.rms_px, self.source)
+
+    def problems(self) -> list[str]:
+        """Why this calibration looks wrong (empty if it looks plausible): see :data:`MAX_RMS_PX`
+        and the other limits. Each item is one sentence naming the value."""
+        K, (width, height) = self.K, self.image_size
+        fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+        found = []
+        if self.rms_px > MAX_RMS_PX:
+            found.append(f"RMS reprojection error {self.rms_px:.2f} px is above {MAX_RMS_PX:g} px "
+                         "(blurred images, or the board mis-detected)")
+        if not (fx > 0 and fy > 0) or max(fx / fy, fy / fx) > MAX_ASPECT:
+            found.append(f"fx {fx:.1f} and fy {fy:.1f} px differ by more than a factor {MAX_ASPECT:g} "
+                         "(pixels are square on nearly every camera)")
+        if abs(cx - width / 2) > MAX_CENTRE_OFFSET * width or abs(cy - height / 2) > MAX_CENTRE_OFFSET * height:
+            where = "outside the image" if not (0 <= cx < width and 0 <= cy < height) else "far from its centre"
+            found.append(f"principal point ({cx:.0f}, {cy:.0f}) px is {where} ({width}x{height}, centre "
+                         f"({width / 2:.0f}, {height / 2:.0f}))")
+        radius = self.coverage.get("max_radius")
+        if radius and not radial_distortion_is_monotonic(self.dist, radius):
+            found.append(f"the distortion ({', '.join(f'{d:.3g}' for d in self.dist[:5])}) folds the image over "
+                         "inside the area the boards covered")
+        tilt = self.coverage.get("max_tilt_deg")
+        if tilt is not None and tilt < MIN_TILT_DEG:
+            found.append(f"every board faces the camera squarely (steepest tilt {tilt:.1f} deg): the focal "
+                         f"length is undetermined; tilt the board by {MIN_TILT_DEG:g}-45 deg in some images")
+        return found
 
     def save(self, path: Path | str) -> None:
         data = {"image_size": list(map(int, self.image_size)), "camera_matrix": self.K.tolist(),
@@ -164,18 +203,53 @@ def _calibrate(object_points: list, image_points: list, size, min_views: int, bo
     """cv2.calibrateCamera on the views where the board was found (at least ``min_views``)."""
     if len(image_points) < min_views:
         raise CalibrationError(f"{board} found in {len(image_points)} images; need {min_views}")
-    rms, K, dist, _, _ = cv2.calibrateCamera(object_points, image_points, size, None, None)
-    return CameraCalibration(K, dist.ravel(), tuple(size), float(rms), method), len(image_points)
+    rms, K, dist, rvecs, tvecs = cv2.calibrateCamera(object_points, image_points, size, None, None)
+    calibration = CameraCalibration(K, dist.ravel(), tuple(size), float(rms), method)
+    tilts, radii = [], []
+    for obj, rvec, tvec in zip(object_points, rvecs, tvecs):
+        R = cv2.Rodrigues(rvec)[0]
+        tilts.append(np.degrees(np.arccos(min(1.0, abs(R[2, 2])))))   # board normal vs optical axis
+        p = np.asarray(obj, float).reshape(-1, 3) @ R.T + np.asarray(tvec, float).ravel()
+        radii.append(np.max(np.hypot(p[:, 0], p[:, 1]) / np.maximum(p[:, 2], 1e-9)))
+    calibration.coverage = {"max_tilt_deg": float(max(tilts)), "max_radius": float(max(radii))}
+    return calibration, len(image_points)
+
+
+def radial_distortion_is_monotonic(dist: np.ndarray, max_radius: float) -> bool:
+    """Whether OpenCV's radial distortion (k1, k2, k3 and the rational k4-k6) keeps the
+    distorted radius increasing from the centre out to normalised radius ``max_radius``:
+    if not, two image points map to one (a fit gone wrong, not a lens)."""
+    d = np.zeros(8)
+    d[:min(8, dist.size)] = np.asarray(dist, float).ravel()[:8]
+    k1, k2, _, _, k3, k4, k5, k6 = d
+    r = np.linspace(0.0, max_radius, 400)
+    r2 = r * r
+    distorted = r * (1 + r2 * (k1 + r2 * (k2 + r2 * k3))) / (1 + r2 * (k4 + r2 * (k5 + r2 * k6)))
+    return bool(np.all(np.isfinite(distorted)) and np.all(np.diff(distorted) > 0))
 
 
 def images_from_paths(paths: Iterable[Path | str]) -> list[np.ndarray]:
-    """Grey images from files and folders (folders: their .png/.jpg/.jpeg/.bmp files, sorted)."""
+    """Grey images from files and folders (folders: their :data:`IMAGE_SUFFIXES` files, sorted)."""
     files: list[Path] = []
+    empty: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(f for f in p.iterdir() if f.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp"))
+            found = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+            files += found
+            if not found:
+                empty.append(p)
         else:
             files.append(p)
     if not files:
-        raise CalibrationError("no calibration images given")
+        looked_for = ", ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
+        if not empty:
+            raise CalibrationError("no calibration images given")
+        others = sorted({f.suffix.lower() for d in empty for f in d.iterdir() if f.is_file() and f.suffix})
+        raise CalibrationError(f"{', '.join(map(str, empty))}: {'folder holds' if len(empty) == 1 else 'folders hold'} "
+                               f"no images (looked for {looked_for}"
+                               + (f"; found only {', '.join(others[:8])} files" if others else "") + ")")
     return [_read_grey(f) for f in files]
+
+
+#: The image files a folder given to :func:`images_from_paths` contributes.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")

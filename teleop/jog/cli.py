@@ -55,7 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "stream URL). The whole-body controller moves the hand while the robot keeps "
                                    "its balance; every step is checked for joint jumps, joint limits, velocity "
                                    "and collisions along the path.")
-    p.add_argument("--camera", required=True, help="camera: device index (0), video file, or stream URL")
+    p.add_argument("--camera", help="camera: device index (0), video file, or stream URL (required unless "
+                                    "--make-test-video)")
+    p.add_argument("--make-test-video", type=Path, metavar="OUT",
+                   help="instead of jogging, write a video of a tag circling 0.5 m in front of the camera to OUT "
+                        "(.mp4 or .avi; sized by --tag-size, --tag-id, --hfov, --duration, default 10 s) to try "
+                        "teleop jog --camera OUT on")
     p.add_argument("--calibration", type=Path,
                    help="intrinsics file (teleop calibrate-camera JSON, or OpenCV YAML/XML); default: a "
                         "distortion-free guess from --hfov")
@@ -82,7 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-collision-checks", action="store_true", help="skip the collision checks (faster)")
     p.add_argument("--view", default="none", choices=("none", "web"), help="web: browser view of camera and robot")
     p.add_argument("--port", type=port, default=8080, help="web viewer port (default 8080; 0 = any free port)")
-    p.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: end of file / Ctrl-C)")
+    p.add_argument("--duration", type=positive_float,
+                   help="stop after this many seconds (default: end of file / Ctrl-C); with --make-test-video: its "
+                        "length (default 10)")
     p.add_argument("--realtime", action="store_true", help="pace a video file in wall-clock time")
     p.add_argument("--loop", action="store_true", help="restart a video file at its end")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -103,6 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ChArUco marker dictionary, an OpenCV DICT_* name (default DICT_4X4_50)")
     c.add_argument("--min-views", type=positive_int, default=5, help="boards needed (default 5)")
     c.add_argument("--out", type=Path, default=Path("camera.json"), help="calibration file to write")
+    c.add_argument("--force", action="store_true",
+                   help="write the calibration even if it looks wrong (RMS error above 1 px, fx/fy far from 1, "
+                        "principal point far off-centre, folded distortion, or only face-on boards)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     c.set_defaults(func=_run_calibrate)
 
@@ -114,9 +124,9 @@ def _vector(text: str, name: str):
     try:
         v = np.array([float(x) for x in text.split(",")])
     except ValueError:
-        raise SystemExit(f"{name} must be three comma-separated numbers, got {text!r}") from None
+        raise SystemExit(f"teleop jog: error: {name} must be three comma-separated numbers, got {text!r}") from None
     if v.shape != (3,) or not np.all(np.isfinite(v)):
-        raise SystemExit(f"{name} must be three comma-separated numbers, got {text!r}")
+        raise SystemExit(f"teleop jog: error: {name} must be three comma-separated numbers, got {text!r}")
     return v
 
 
@@ -124,9 +134,9 @@ def _board(text: str) -> tuple[int, int]:
     try:
         cols, rows = (int(x) for x in text.lower().split("x"))
     except ValueError:
-        raise SystemExit(f"--board must look like 9x6, got {text!r}") from None
+        raise SystemExit(f"teleop calibrate-camera: error: --board must look like 9x6, got {text!r}") from None
     if cols < 2 or rows < 2:
-        raise SystemExit("--board needs at least 2x2")
+        raise SystemExit(f"teleop calibrate-camera: error: --board needs at least 2x2, got {text!r}")
     return cols, rows
 
 
@@ -134,24 +144,27 @@ def _board(text: str) -> tuple[int, int]:
 def _run_calibrate(args: argparse.Namespace) -> int:
     from teleop.jog.calibration import CalibrationError, calibrate_charuco, calibrate_chessboard, images_from_paths
 
+    def fail(message: str) -> SystemExit:
+        return SystemExit(f"teleop calibrate-camera: error: {message}")
+
     cols, rows = _board(args.board)
     marker = args.marker_size or 0.75 * args.square_size
     if args.pattern == "charuco" and marker >= args.square_size:  # OpenCV would fail with a SystemError
-        raise SystemExit(f"calibrate-camera: --marker-size ({marker:g} m) must be smaller than --square-size "
-                         f"({args.square_size:g} m): each marker sits inside a white square")
+        raise fail(f"--marker-size ({marker:g} m) must be smaller than --square-size ({args.square_size:g} m): "
+                   "each marker sits inside a white square")
     paths: list[str] = []
     for item in args.images:
         matches = sorted(glob.glob(item)) if any(ch in item for ch in "*?[") else [item]
         if not matches:
-            raise SystemExit(f"calibrate-camera: no image matches {item!r}")
+            raise fail(f"--images: no image matches {item!r}")
         paths += matches
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
-        raise SystemExit(f"calibrate-camera: not found: {', '.join(missing)}")
+        raise fail(f"--images: not found: {', '.join(missing)}")
     try:
         images = images_from_paths(paths)
     except CalibrationError as exc:
-        raise SystemExit(f"calibrate-camera: {exc}") from None
+        raise fail(f"--images: {exc}") from None
     try:
         if args.pattern == "chessboard":
             calibration, views = calibrate_chessboard(images, cols, rows, args.square_size, args.min_views)
@@ -159,21 +172,31 @@ def _run_calibrate(args: argparse.Namespace) -> int:
             calibration, views = calibrate_charuco(images, cols, rows, args.square_size, marker, args.dictionary,
                                                    args.min_views)
     except CalibrationError as exc:
-        raise SystemExit(f"calibrate-camera: {exc} (of {len(images)} images)") from None
+        raise fail(f"{exc} (of {len(images)} images)") from None
     except (AttributeError, cv2_error()) as exc:
-        raise SystemExit(f"calibrate-camera: {exc}") from None
+        raise fail(str(exc)) from None
+    K = calibration.K
+    problems = calibration.problems()
+    summary = (f"fx {K[0, 0]:.1f}  fy {K[1, 1]:.1f}  cx {K[0, 2]:.1f}  cy {K[1, 2]:.1f} [px]; "
+               f"distortion {', '.join(f'{d:.4f}' for d in calibration.dist)}")
+    if problems and not args.force:
+        raise fail(f"the calibration looks wrong, not written to {args.out}: {'; '.join(problems)}. "
+                   f"Result: {summary}, RMS {calibration.rms_px:.3f} px from {views} boards. Take more images "
+                   "(sharp, the board filling much of the frame, tilted in different directions), or pass "
+                   "--force to write it anyway")
+    for problem in problems:
+        print(f"teleop calibrate-camera: warning: {problem} (written anyway: --force)", file=sys.stderr)
     calibration.source = f"{args.pattern} {cols}x{rows}, {views} views"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     calibration.save(args.out)
-    K = calibration.K
     result = {"rms_px": calibration.rms_px, "views": views, "images": len(images), "fx": K[0, 0], "fy": K[1, 1],
-              "cx": K[0, 2], "cy": K[1, 2], "dist": calibration.dist.tolist(), "out": str(args.out)}
+              "cx": K[0, 2], "cy": K[1, 2], "dist": calibration.dist.tolist(), "out": str(args.out),
+              "problems": problems}
     if args.json:
         print(json.dumps(result))
     else:
         print(f"board found in {views} of {len(images)} images; RMS reprojection error {calibration.rms_px:.3f} px")
-        print(f"fx {K[0, 0]:.1f}  fy {K[1, 1]:.1f}  cx {K[0, 2]:.1f}  cy {K[1, 2]:.1f} [px]; "
-              f"distortion {', '.join(f'{d:.4f}' for d in calibration.dist)}")
+        print(summary)
         print(f"written to {args.out}")
     return 0
 
@@ -193,12 +216,21 @@ def _run_jog(args: argparse.Namespace) -> int:
     from teleop.jog.detection import make_detector
     from teleop.jog.mapping import DEFAULT_AXIS_MAP, TagMapping
 
+    if args.make_test_video is not None:
+        if args.camera is not None:
+            print("teleop jog: error: give --camera SOURCE to jog, or --make-test-video OUT, not both", file=sys.stderr)
+            return 2
+        return _make_test_video(args)
+    if args.camera is None:
+        print("teleop jog: error: --camera SOURCE is required (a device index, a video file or a stream URL; "
+              "--make-test-video OUT writes a video to try it on)", file=sys.stderr)
+        return 2
     if not 0.1 <= args.damping <= 1.0:
-        raise SystemExit(f"--damping must be in [0.1, 1], got {args.damping}")
+        raise SystemExit(f"teleop jog: error: --damping must be in [0.1, 1], got {args.damping}")
     try:
         mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
     except ValueError as exc:
-        raise SystemExit(f"--axis-map: {exc}") from None
+        raise SystemExit(f"teleop jog: error: --axis-map: {exc}") from None
     explicit_offset = args.offset is not None
     if explicit_offset:
         mapping.offset = _vector(args.offset, "--offset")
@@ -207,7 +239,7 @@ def _run_jog(args: argparse.Namespace) -> int:
         try:
             calibration = CameraCalibration.load(args.calibration)
         except CalibrationError as exc:
-            raise SystemExit(f"teleop jog: bad --calibration: {exc}") from None
+            raise SystemExit(f"teleop jog: error: bad --calibration: {exc}") from None
     try:
         camera = CameraSource(args.camera, loop=args.loop)
         first = camera.read()
@@ -215,7 +247,7 @@ def _run_jog(args: argparse.Namespace) -> int:
             camera.close()
             raise CameraError(f"camera source {args.camera!r} delivered no frame")
     except CameraError as exc:
-        raise SystemExit(f"teleop jog: {exc}") from None
+        raise SystemExit(f"teleop jog: error: {exc}") from None
     height, width = first[1].shape[:2]
     if calibration is None:
         calibration = CameraCalibration.pinhole(width, height, args.hfov)
@@ -228,7 +260,7 @@ def _run_jog(args: argparse.Namespace) -> int:
                                  None if args.tag_id is None else {args.tag_id})
     except (RuntimeError, ValueError) as exc:
         camera.close()
-        raise SystemExit(f"teleop jog: {exc}") from None
+        raise SystemExit(f"teleop jog: error: {exc}") from None
     clutch_mode = args.clutch or ("enter" if sys.stdin is not None and sys.stdin.isatty() else "held")
     realtime = camera.is_file is False or args.realtime or args.view == "web"
     session = JogRun(args, mapping, explicit_offset, calibration, detector, clutch_mode)
@@ -241,6 +273,42 @@ def _run_jog(args: argparse.Namespace) -> int:
     else:
         print(format_summary(summary))
     return 0 if not summary["fell"] else 1
+
+
+def _make_test_video(args: argparse.Namespace) -> int:
+    """``teleop jog --make-test-video OUT``: the tag of :func:`teleop.jog.render.demo_tag_trajectory`,
+    filmed by a distortion-free 640x480 camera with ``--hfov`` (what ``teleop jog`` assumes
+    without ``--calibration``), 30 frames/s."""
+    from teleop.jog.render import default_camera_matrix, demo_tag_trajectory, write_tag_video
+
+    out, duration, fps = args.make_test_video, args.duration or 10.0, 30.0
+    if out.is_dir():
+        raise SystemExit(f"teleop jog: error: --make-test-video {out} is a folder: give the video file to write, "
+                         f"e.g. {out / 'tag.mp4'}")
+    if out.suffix.lower() not in (".mp4", ".avi"):
+        raise SystemExit(f"teleop jog: error: --make-test-video {out}: give a .mp4 or .avi file name")
+    tag_id = args.tag_id or 0
+    if not 0 <= tag_id <= 586:
+        raise SystemExit(f"teleop jog: error: --tag-id {tag_id}: AprilTag 36h11 ids are 0-586")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not args.json:
+        print(f"rendering {int(round(duration * fps))} frames to {out}", file=sys.stderr, flush=True)
+    try:
+        frames = write_tag_video(out, demo_tag_trajectory, duration, fps, tag_size_m=args.tag_size,
+                                 K=default_camera_matrix(640, 480, args.hfov), tag_id=tag_id)
+    except RuntimeError as exc:   # OpenCV has no writer for this container
+        raise SystemExit(f"teleop jog: error: {exc} (try .avi: MJPG, which every OpenCV build writes)") from None
+    command = f"teleop jog --camera {out}" + (f" --tag-size {args.tag_size:g}" if args.tag_size != 0.08 else "") \
+        + (f" --hfov {args.hfov:g}" if args.hfov != 60.0 else "")
+    if args.json:
+        print(json.dumps({"video": str(out), "frames": frames, "fps": fps, "duration_s": duration,
+                          "image_size": [640, 480], "tag_id": tag_id, "tag_size_m": args.tag_size,
+                          "hfov_deg": args.hfov, "try": command}))
+        return 0
+    print(f"written: {out} ({frames} frames, {duration:g} s at {fps:g} frames/s, 640x480; AprilTag 36h11 id "
+          f"{tag_id}, {args.tag_size * 100:g} cm, circling 0.5 m in front of a {args.hfov:g} deg camera)")
+    print(f"try it: {command}")
+    return 0
 
 
 class JogRun:
@@ -439,7 +507,7 @@ class JogRun:
                 if self.args.duration is not None and t >= self.args.duration:
                     break
                 if grabber.error is not None:
-                    raise SystemExit(f"teleop jog: {grabber.error}")
+                    raise SystemExit(f"teleop jog: error: {grabber.error}")
                 while True:
                     try:
                         item = detected.get_nowait()

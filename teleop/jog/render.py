@@ -133,9 +133,25 @@ def tag_scene(tag_size_m: float, K: np.ndarray, image_size=(640, 480), tag_id: i
     return PlanarScene(texture, tag_size_m / fraction, K, image_size, seed=seed)
 
 
+def demo_tag_trajectory(t: float, radius_m: float = 0.04, period_s: float = 4.0, still_s: float = 1.0,
+                        distance_m: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """A tag to jog with (``teleop jog --make-test-video``): facing the camera ``distance_m``
+    ahead, still for ``still_s``, then circling (``radius_m``, one turn per ``period_s``)
+    in the image plane while rocking by up to 10 deg. The circle starts where the tag
+    stands and lies to the image's left of it (with ``teleop jog``'s default axis map: the
+    right hand moves outwards and up, away from the body). Returns (R (3, 3), centre (3,)
+    [m]), camera frame."""
+    u = max(0.0, t - still_s)
+    ramp = min(1.0, u) ** 2 * (3 - 2 * min(1.0, u))     # smooth start: no velocity step
+    w = 2 * np.pi / period_s
+    centre = np.array([-radius_m * (1 - np.cos(w * u)) * ramp, -radius_m * np.sin(w * u) * ramp, distance_m])
+    tilt = ramp * np.radians(10.0)
+    return rotation_from_rpy(tilt * np.sin(w * u), tilt * np.cos(w * u) - tilt, 0.0) @ FACING_CAMERA, centre
+
+
 def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_size_m: float = 0.08,
                     K: np.ndarray | None = None, image_size=(640, 480), noise_std: float = 2.0,
-                    subframes: int = 3, seed: int = 0) -> int:
+                    subframes: int = 3, seed: int = 0, tag_id: int = 0) -> int:
     """Write a video file of an AprilTag moving along ``trajectory`` (for ``teleop jog
     --camera FILE`` without a camera, and the tests).
 
@@ -145,6 +161,7 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
         duration_s, fps: length [s] and frame rate [frames/s].
         K: (3, 3) camera matrix [px] (default :func:`default_camera_matrix`).
         subframes: poses averaged over one frame period (motion blur).
+        tag_id: which AprilTag 36h11 (0-586).
 
     Returns:
         number of frames written.
@@ -152,7 +169,7 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
     from pathlib import Path
 
     K = default_camera_matrix(*image_size) if K is None else K
-    scene = tag_scene(tag_size_m, K, image_size, seed=seed)
+    scene = tag_scene(tag_size_m, K, image_size, tag_id=tag_id, seed=seed)
     rng = np.random.default_rng(seed)
     path = Path(path)
     # MJPG in AVI is the container/codec pair every OpenCV build (with FFmpeg) both writes and reads.

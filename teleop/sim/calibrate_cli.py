@@ -57,7 +57,8 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.sim.recording_io import RecordingError, load_recording, save_recording
 
     if (args.data is None) == (args.make_test_recording is None):
-        print("calibrate-sim: give exactly one of --data RECORDING or --make-test-recording OUT", file=sys.stderr)
+        print("teleop calibrate-sim: error: give exactly one of --data RECORDING or --make-test-recording OUT",
+              file=sys.stderr)
         return 2
     robot = RobotModel(args.robot)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
@@ -76,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
                            progress=not args.json, fit=fit)
     except (ActuatorFileError, RecordingError, KeyError, ValueError) as exc:
-        print(f"calibrate-sim: {exc}", file=sys.stderr)
+        print(f"teleop calibrate-sim: error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     params_path = args.out / "fitted_actuator.toml"
@@ -94,6 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     if result.recovery_error:
         worst = max(result.recovery_error, key=result.recovery_error.get)
         print(f"recovery of the hidden parameters: worst error {100 * result.recovery_error[worst]:.2f}% ({worst})")
-    print(f"written: {params_path} (use it with [sim.actuator] file = ... or Simulation(actuator=...)), "
-          f"{args.out / 'report.json'}")
+    print(f"written: {params_path}, {args.out / 'report.json'}")
+    print(f"use it: TELEOP_SIM_ACTUATOR={params_path} teleop COMMAND (any command that simulates), or "
+          "[sim.actuator] file = ... in the robot description, or Simulation(actuator=...) in Python")
     return 0

@@ -62,7 +62,7 @@ class LockstepClient:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 47500, name: str = "python-client",
                  timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = _connect(host, port, timeout)
         self.sock.settimeout(timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.sendall(encode_json(HELLO, {"client": name, "protocol": VERSION}))
@@ -167,6 +167,22 @@ class LockstepClient:
 
 
 # ------------------------------------------------------------------------ demo controller
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection to the server; a failure says which address and what to check."""
+    hint = "is `teleop lockstep serve` running?"
+    try:
+        return socket.create_connection((host, port), timeout=timeout)
+    except ConnectionRefusedError:
+        raise ConnectionRefusedError(f"connection to {host}:{port} refused: nothing listens there ({hint})") from None
+    except socket.gaierror as exc:
+        raise ConnectionError(f"cannot resolve host {host!r}: {exc.strerror or exc}") from None
+    except TimeoutError:   # socket.timeout is TimeoutError since Python 3.10
+        raise TimeoutError(f"no answer from {host}:{port} within {timeout:g} s (is the address reachable? "
+                           f"{hint})") from None
+    except OSError as exc:
+        raise ConnectionError(f"cannot connect to {host}:{port}: {exc.strerror or exc} ({hint})") from None
+
+
 def make_demo_controller(welcome: dict, amplitude: float = 0.2, period: float = 2.0, stiffness: float = 30.0,
                          mode: str = "torque", robot="icub") -> tuple[Controller, dict]:
     """A joint-impedance controller for the demo (reference §A.6, Eq. JI of

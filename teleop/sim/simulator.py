@@ -85,13 +85,50 @@ class SimState:
     v: np.ndarray
 
 
+class DisplayUnavailable(OSError):
+    """pybullet's GUI window was asked for where no display can be opened."""
+
+
+def check_display() -> None:
+    """Raise :class:`DisplayUnavailable` if pybullet's GUI window cannot open here.
+
+    On Linux pybullet's GUI talks to an X server, and when it cannot reach one it prints
+    "cannot connect to X server" and exits the whole process (status 1): no exception to
+    catch. So the display is tried first, with Xlib's own XOpenDisplay (the library
+    pybullet loads). macOS and Windows need no X server: nothing to check there.
+    """
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    hint = "run it on a desktop session, over `ssh -X`, or under `xvfb-run`; or leave the GUI out"
+    display = os.environ.get("DISPLAY", "")
+    if not display:
+        raise DisplayUnavailable(f"pybullet's GUI window needs a display, and DISPLAY is not set ({hint})")
+    name = ctypes.util.find_library("X11")
+    if name is None:          # pybullet would not find it either: let it report that itself
+        return
+    x11 = ctypes.CDLL(name)
+    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    x11.XOpenDisplay.restype = ctypes.c_void_p
+    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    handle = x11.XOpenDisplay(display.encode())
+    if not handle:
+        raise DisplayUnavailable(f"pybullet's GUI window needs a display, and the X server at DISPLAY={display} "
+                                 f"cannot be reached (not running, or access refused: xhost/xauth) ({hint})")
+    x11.XCloseDisplay(handle)
+
+
 class Simulation:
     """A pybullet simulation of one robot on flat ground.
 
     Args:
         robot: the robot model (its description says which URDF and limits).
         dt: physics time step [s].
-        gui: open pybullet's GUI window instead of running headless.
+        gui: open pybullet's GUI window instead of running headless
+            (:class:`DisplayUnavailable` if no display can be opened).
         realtime: pace :meth:`step` to the wall clock.
         visual: load visual meshes (needed for the eye cameras).
         fixed_base: bolt the root link to the world (bench tests of single limbs).
@@ -122,9 +159,14 @@ class Simulation:
         self.servo_kind = "explicit" if self.actuator is not None else self._resolve_servo(servo)
         self.realtime = realtime
         self._pacer = RealTimePacer() if realtime else None
+        if gui:
+            check_display()   # else pybullet exits the whole process ("cannot connect to X server")
         self.client = pb.connect(pb.GUI if gui else pb.DIRECT)
         if self.client < 0:
-            raise RuntimeError("pybullet could not start (GUI requested without a display?)")
+            if gui:
+                raise DisplayUnavailable("pybullet could not open its GUI window (a GUI simulation already runs "
+                                         "in this process, or the display refused it)")
+            raise RuntimeError("pybullet could not start a simulation")
         self._pb_kwargs = {"physicsClientId": self.client}
         pb.setTimeStep(dt, **self._pb_kwargs)
         pb.setGravity(0, 0, -GRAVITY, **self._pb_kwargs)

@@ -287,7 +287,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         except OpenVRUnavailable as exc:
             print(f"teleop operator: error: --view headset: {exc}", file=sys.stderr)
             endpoint.close()
-            return 2
+            return 1     # what is missing is SteamVR, not a usage error: as for --input openvr
     if args.record:
         from teleop.stations.recording import OperatorRecording
 
