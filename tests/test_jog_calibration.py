@@ -166,3 +166,25 @@ def test_calibration_file_errors(tmp_path):
     loaded = CameraCalibration.load(tmp_path / "cam.yaml")
     assert np.allclose(loaded.K, cal.K) and loaded.image_size == (640, 480)
     assert np.allclose(cal.scaled_to(320, 240).K[0, 0], cal.K[0, 0] / 2)
+
+
+@pytest.mark.parametrize("content, suffix, message", [
+    ('{"camera_matrix": [[500, 0, 320], [0, 500, 240], [0, 0, 1]], "image_size": [640, 480], "rms_px": "n/a"}',
+     ".json", "not a calibration file.*n/a"),
+    ("[1, 2, 3]", ".json", "expected a JSON object"),
+    ("just some text\nnot yaml at all: [\n", ".yaml", "not an OpenCV calibration file"),
+    ("%YAML:1.0\n---\n- 1\n- 2\n", ".yml", "not an OpenCV calibration file"),
+])
+def test_malformed_calibration_files_are_clear_errors(tmp_path, content, suffix, message):
+    """Each used to end in a TypeError, SystemError or cv2.error traceback."""
+    path = tmp_path / f"camera{suffix}"
+    path.write_text(content)
+    with pytest.raises(CalibrationError, match=message):
+        CameraCalibration.load(path)
+
+
+def test_a_calibration_is_not_scaled_to_another_aspect_ratio():
+    calibration = CameraCalibration.pinhole(1280, 720)
+    assert calibration.scaled_to(640, 360).K[0, 0] == pytest.approx(calibration.K[0, 0] / 2)
+    with pytest.raises(CalibrationError, match="another aspect ratio"):
+        calibration.scaled_to(640, 480)

@@ -172,3 +172,28 @@ def test_help(command, capsys):
         main([command, "--help"])
     assert exc.value.code == 0
     assert "--camera" in capsys.readouterr().out if command == "jog" else True
+
+
+def test_the_hand_follows_one_tag_while_others_come_and_go():
+    from teleop.jog.cli import followed_tag
+    from teleop.jog.detection import TagDetection
+
+    def tag(tag_id: int) -> TagDetection:
+        return TagDetection(tag_id, np.zeros((4, 2)), np.eye(3), np.array([0.1 * tag_id, 0.0, 0.5]), 0.1)
+
+    frames = [[tag(3)], [tag(1), tag(3)], [tag(3), tag(1)], [tag(1)], [], [tag(1), tag(3)]]
+    followed, seen = None, []
+    for detections in frames:
+        d, followed = followed_tag(detections, followed)
+        seen.append(None if d is None else d.tag_id)
+    assert seen == [3, 3, 3, None, None, 3]     # tag 1 never drives the hand
+    assert followed_tag([tag(1), tag(2)], 2)[0].tag_id == 2     # --tag-id chose it
+
+
+def test_a_calibration_of_another_aspect_ratio_is_refused(tmp_path, video):
+    from teleop.jog.calibration import CameraCalibration
+
+    calibration = tmp_path / "wide.json"
+    CameraCalibration.pinhole(1280, 720).save(calibration)      # the video is 640x480
+    with pytest.raises(SystemExit, match="another aspect ratio"):
+        main(["jog", "--camera", str(video), "--calibration", str(calibration)])

@@ -61,8 +61,17 @@ class CameraCalibration:
         return cls(K, np.zeros(5), (width, height), source=f"pinhole guess, {hfov_deg:g} deg horizontal FoV")
 
     def scaled_to(self, width: int, height: int) -> "CameraCalibration":
-        """The same camera at another resolution (same aspect ratio assumed)."""
+        """The same camera at another resolution of the same aspect ratio.
+
+        Raises CalibrationError for another aspect ratio: the camera then crops or
+        stretches its sensor in a way the intrinsics cannot say (a 1280x720 calibration
+        scaled to 640x480 gives fx 554, fy 739): calibrate at that resolution.
+        """
         sx, sy = width / self.image_size[0], height / self.image_size[1]
+        if abs(sx / sy - 1.0) > 0.01:
+            raise CalibrationError(f"the calibration is for {self.image_size[0]}x{self.image_size[1]}, the frames are "
+                                   f"{width}x{height}: another aspect ratio, so the intrinsics cannot be scaled; "
+                                   "calibrate the camera at this resolution")
         K = self.K.copy()
         K[0] *= sx
         K[1] *= sy
@@ -108,12 +117,16 @@ class CameraCalibration:
             return cls._load_opencv(path)
         try:
             data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise TypeError(f"expected a JSON object, got {type(data).__name__}")
             K = np.array(data["camera_matrix"], dtype=float).reshape(3, 3)
             dist = np.array(data.get("dist_coeffs", [0.0] * 5), dtype=float).ravel()
             size = tuple(int(v) for v in data["image_size"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise CalibrationError(f"{path}: not a calibration file ({exc})") from None
-        return cls._validated(cls(K, dist, size, float(data.get("rms_px", float("nan"))), str(path)), path)
+            rms = data.get("rms_px")
+            rms = float("nan") if rms is None else float(rms)
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(f"{path}: not a calibration file ({type(exc).__name__}: {exc})") from None
+        return cls._validated(cls(K, dist, size, rms, str(path)), path)
 
     @staticmethod
     def _validated(cal: "CameraCalibration", path: Path) -> "CameraCalibration":
@@ -133,14 +146,18 @@ class CameraCalibration:
 
     @classmethod
     def _load_opencv(cls, path: Path) -> "CameraCalibration":
+        # OpenCV raises cv2.error for a malformed file and SystemError for some text files
+        # it cannot parse at all; either way the file is not one of its calibrations.
         try:
             fs = cv2.FileStorage(str(path), cv2.FILE_STORAGE_READ)
-        except cv2.error as exc:
-            raise CalibrationError(f"{path}: not an OpenCV calibration file ({exc.err})") from None
+        except (cv2.error, SystemError) as exc:
+            raise CalibrationError(f"{path}: not an OpenCV calibration file ({getattr(exc, 'err', exc)})") from None
         try:
             K = fs.getNode("camera_matrix").mat()
             dist = fs.getNode("distortion_coefficients").mat()
             width, height = fs.getNode("image_width").real(), fs.getNode("image_height").real()
+        except (cv2.error, SystemError) as exc:   # e.g. a top level that is not a map
+            raise CalibrationError(f"{path}: not an OpenCV calibration file ({getattr(exc, 'err', exc)})") from None
         finally:
             fs.release()
         if K is None or K.shape != (3, 3):

@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hfov", type=_hfov, default=60.0,
                    help="horizontal field of view for the guess, in (0, 180) [deg] (default 60)")
     p.add_argument("--tag-size", type=positive_float, default=0.08, help="side of the tag's black square [m] (default 0.08)")
-    p.add_argument("--tag-id", type=int, help="follow only this tag id (default: the first tag seen)")
+    p.add_argument("--tag-id", type=int, help="follow only this tag id (default: the first tag seen, kept while others come into view)")
     p.add_argument("--detector", default="auto", choices=("auto", "aruco", "pupil"),
                    help="detector back-end (default auto: pupil-apriltags if installed, else OpenCV ArUco)")
     p.add_argument("--mode", default="absolute", choices=("absolute", "relative"),
@@ -254,7 +254,11 @@ def _run_jog(args: argparse.Namespace) -> int:
     elif tuple(calibration.image_size) != (width, height):
         print(f"note: calibration is for {calibration.image_size[0]}x{calibration.image_size[1]}, frames are "
               f"{width}x{height}: intrinsics scaled", file=sys.stderr)
-        calibration = calibration.scaled_to(width, height)
+        try:
+            calibration = calibration.scaled_to(width, height)
+        except CalibrationError as exc:
+            camera.close()
+            raise SystemExit(f"teleop jog: error: --calibration {args.calibration}: {exc}") from None
     try:
         detector = make_detector(args.detector, calibration, args.tag_size,
                                  None if args.tag_id is None else {args.tag_id})
@@ -311,6 +315,15 @@ def _make_test_video(args: argparse.Namespace) -> int:
     return 0
 
 
+def followed_tag(detections: list, followed_id: int | None) -> tuple:
+    """(the detection of the tag followed or None, its id): the tag ``followed_id``, or the
+    first one seen when no tag is followed yet. The detectors list several tags in no fixed
+    order, so taking the first in each frame made the hand jump between tags."""
+    if followed_id is None and detections:
+        followed_id = detections[0].tag_id
+    return next((d for d in detections if d.tag_id == followed_id), None), followed_id
+
+
 class JogRun:
     """One ``teleop jog`` session: detector, jogging controller, simulated robot, viewer."""
 
@@ -339,6 +352,7 @@ class JogRun:
             print(f"jog viewer: {self.view.url}", file=sys.stderr)
         self.frames = 0
         self.detected = 0
+        self.followed_id: int | None = args.tag_id    # the tag the hand follows (see _accept)
         self.detect_ms: list[float] = []
         self.aligned = explicit_offset or args.mode == "relative"
         self.hand_start = self.jog.hand_pose(self.jog.q).position.copy()
@@ -358,10 +372,12 @@ class JogRun:
         return detections
 
     def _accept(self, t_frame: float, detections: list, took_ms: float) -> None:
-        """A frame's detections (first tag only) become a measurement for the controller."""
+        """A frame's detections become a measurement for the controller: of the tag being
+        followed (the first one seen, unless --tag-id chose it), never of another tag in view:
+        the detectors list several tags in no fixed order, and the hand would jump between them."""
         self.detect_ms.append(took_ms)
         self.frames += 1
-        d = detections[0] if detections else None
+        d, self.followed_id = followed_tag(detections, self.followed_id)
         if d is not None:
             self.detected += 1
             if not self.aligned:
