@@ -315,6 +315,10 @@ def _make_test_video(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Seconds without a camera frame after which `teleop jog` says the camera stalled.
+CAMERA_STALL_S = 2.0
+
+
 def followed_tag(detections: list, followed_id: int | None) -> tuple:
     """(the detection of the tag followed or None, its id): the tag ``followed_id``, or the
     first one seen when no tag is followed yet. The detectors list several tags in no fixed
@@ -517,6 +521,7 @@ class JogRun:
         tick = 0
         finished = False
         t = 0.0
+        last_frame_t, stalled = 0.0, False
         try:
             while not finished and not self.fell:
                 t = time.monotonic() - t0
@@ -534,6 +539,16 @@ class JogRun:
                         break
                     t_frame, image, detections, took_ms = item
                     self._consume(t_frame, image, detections, took_ms)
+                    last_frame_t = t
+                # A stream that stops sending raises nothing for OpenCV's 30 s: the target
+                # is held meanwhile (the filter's tag-lost rule); say so, and when it resumes.
+                if not stalled and t - last_frame_t > CAMERA_STALL_S:
+                    stalled = True
+                    print(f"teleop jog: the camera has delivered no frame for {CAMERA_STALL_S:g} s: holding the "
+                          "hand's target", file=sys.stderr)
+                elif stalled and t - last_frame_t <= CAMERA_STALL_S:
+                    stalled = False
+                    print("teleop jog: the camera delivers frames again", file=sys.stderr)
                 self.control_tick(t)
                 tick += 1
                 self.sim_time += dt
