@@ -346,8 +346,7 @@ class PrescientCompensator:
             # the robot must not jump back to the delayed stream: blend out as from a rejection.
             self.state = self._start_blend_out(self._out_prev[1], rejected=True)
         if low_delay and self.state is CompensationState.PASSTHROUGH:
-            if self._t0 is not None and self._at_rest():
-                self._reset_motion()
+            self._forget_finished_motion()
             self._out_prev = None
             return CompensatorOutput(y_d.copy(), self.state, tau_f=tau_f)
 
@@ -361,11 +360,8 @@ class PrescientCompensator:
                                            self.config.blend_max_steps)
                 state = CompensationState.BLEND_IN
                 out = self._blend.step(y_d, y_p)
-            elif self._t0 is not None and self._at_rest():
-                # The motion is over: rejected, ended, or never engaged at all (an unknown
-                # motion, or a task never probable enough). Either way the next motion must
-                # be timed from its own onset, not from this one's.
-                self._reset_motion()
+            else:
+                self._forget_finished_motion()
         elif state is CompensationState.BLEND_IN:
             y_p = self._predict(motion_time)
             out = self._blend.step(y_d, y_p)
@@ -408,6 +404,13 @@ class PrescientCompensator:
             out = prev[1] + np.clip(out - prev[1], -step, step)
         self._out_prev = (float(t_now), out)
         return out
+
+    def _forget_finished_motion(self) -> None:
+        """In pass-through, once the operator rests, the motion is over: rejected, ended, or
+        never engaged at all (an unknown motion, a task never probable enough). The next
+        motion must be timed from its own onset, not from this one's."""
+        if self._t0 is not None and self._at_rest():
+            self._reset_motion()
 
     def _ready_to_engage(self) -> bool:
         if self._t0 is None or self._rejected or self._ended or self._estimate is None:

@@ -45,6 +45,7 @@ from teleop.sim.simulator import Simulation
 from teleop.sim.target_spline import TickInterpolator
 from teleop.stations.smoothing import CriticallyDampedFilter
 
+
 def _negated(offset: float | None) -> float:
     """-offset, or NaN (the protocol's "not known yet") for None."""
     return float("nan") if offset is None else -float(offset)
