@@ -64,7 +64,9 @@ def make_fake_openvr(devices: list[dict] | None, frame: list[int]):
                     continue
                 r, p = devices[i]["poses"][frame[0]]
                 m = [[float(r[a, 0]), float(r[a, 1]), float(r[a, 2]), float(p[a])] for a in range(3)]   # HmdMatrix34
-                out.append(SimpleNamespace(bPoseIsValid=True, bDeviceIsConnected=True,
+                # "lost": frames in which the device is gone (battery, occlusion)
+                here = frame[0] not in devices[i].get("lost", ())
+                out.append(SimpleNamespace(bPoseIsValid=here, bDeviceIsConnected=here,
                                            mDeviceToAbsoluteTracking=SimpleNamespace(m=m)))
             return out
 
@@ -368,3 +370,49 @@ def _openvr_installed() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_a_lost_device_holds_the_robot_instead_of_making_the_hands_jump():
+    """The right controller is lost for 20 frames: the station sends nothing meanwhile (the
+    robot's watchdog holds), says which segment is missing, and resumes with the references
+    of an operator who never lost it. Before, the right hand's target jumped 16 cm back to
+    its start."""
+    from teleop.clock import VirtualClock
+    from teleop.net.delay import LinkModel
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.virtual import connect_virtual
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.stations.operator_station import OperatorStation
+
+    motion = generate("reach_forward", seed=3, rate_hz=90.0)
+    n, gap = 200, range(150, 170)
+
+    def run(lost):
+        devices = _devices_from(motion, n, {"left_hand": [1 << 32] + [0] * (n - 1)})   # calibrate at frame 0
+        right = next(i for i, d in enumerate(devices) if d.get("role") == 2)
+        devices[right]["lost"] = set(lost)
+        frame = [0]
+        clock = VirtualClock(0.0)
+        operator_ep, robot_ep = connect_virtual(PacketCodec(b"k" * 32), LinkModel.thesis(0.0), clock, seed=1)
+        source = OpenVRSource(OpenVRConfig(trackers={"LHR-0002": "left_foot"}),
+                              openvr_module=make_fake_openvr(devices, frame))
+        station = OperatorStation(operator_ep, robot_ep.address, source, robot_target(RobotModel()))
+        sent, missing = [], set()
+        try:
+            for k in range(n):
+                frame[0] = k
+                clock.set(k / 90.0)
+                refs = station.tick()
+                sent.append(None if refs is None else refs.to_flat())
+                missing.update(station.missing_segments)
+        finally:
+            source.close()
+        return sent, missing, station
+
+    tracked, _, _ = run(())
+    sent, missing, station = run(gap)
+    assert all(sent[k] is None for k in gap) and station.incomplete_poses == len(gap)
+    assert missing == {"right_hand"} and station.missing_segments == ()
+    for k in (gap[0] - 1, gap[-1] + 1, n - 1):
+        np.testing.assert_allclose(sent[k], tracked[k], atol=1e-12)

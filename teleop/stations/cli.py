@@ -324,11 +324,17 @@ def _run_operator(args: argparse.Namespace) -> int:
                                      f"MVN datagrams received on port {raw_source.address[1]}",
                                      "is MVN's network streamer (or `teleop stream-mvn`) sending to this port?"))
 
+    lost: list[tuple[str, ...]] = [()]
+
     def tick():
         video.poll_socket()
         refs = station.tick()
         for watch in watches:
             watch.check()
+        if station.missing_segments != lost[0]:   # a VR device lost or back: say so once
+            lost[0] = station.missing_segments
+            print(f"[operator] {', '.join(lost[0])} not tracked: nothing sent, the robot holds its pose"
+                  if lost[0] else "[operator] all tracked again: sending", file=sys.stderr)
         if recording is not None:
             if refs is not None:
                 recording.references(refs)

@@ -3,7 +3,11 @@
 One :meth:`OperatorStation.tick` per period (100 Hz by default):
 
 1. the input source gives the newest human pose (VR trackers, Xsens, a file replay or the
-   synthetic operator);
+   synthetic operator). A pose that lacks a segment the retargeting was calibrated with (a
+   VR device lost: battery, occlusion) is not retargeted: the missing signals would fall
+   back to the robot's start posture, and the shoulders to another estimate, so the hand
+   targets would jump by 10-20 cm. Nothing is sent until the segment is back; the robot's
+   stale-command watchdog holds its pose meanwhile and blends back when commands resume;
 2. the retargeting turns it into robot references (calibrated on the first pose, Eq. 2.1),
    sent to the robot stamped with the operator's clock;
 3. clock pings from the robot are answered, FEEDBACK kept for the display;
@@ -121,6 +125,9 @@ class OperatorStation:
         self.feedback: Feedback | None = None
         self.current: RobotReferences | None = None
         self._calibrated = False
+        self._calibrated_segments: frozenset[str] = frozenset()
+        self.missing_segments: tuple[str, ...] = ()   # of the newest pose (see the module docstring)
+        self.incomplete_poses = 0
         self._next_report = -np.inf     # any clock origin
         self.sent = 0
         self.feedback_received = 0  # FEEDBACK packets from the robot: 0 means nobody is there
@@ -129,14 +136,21 @@ class OperatorStation:
         """Calibrate the retargeting again on the next pose (the operator's calibrate button)."""
         self._calibrated = False
 
-    def _retarget(self, t: float, pose: dict) -> RobotReferences:
+    def _retarget(self, t: float, pose: dict) -> RobotReferences | None:
+        """The references of one pose, or None if it lacks a calibrated segment."""
         names = tuple(pose)
+        if self._calibrated:
+            self.missing_segments = tuple(sorted(self._calibrated_segments.difference(names)))
+            if self.missing_segments:
+                self.incomplete_poses += 1
+                return None
         positions = np.array([pose[n][0] for n in names])
         orientations = np.array([pose[n][1] for n in names])
         if not self._calibrated:
             first = HumanMotion(np.array([t]), names, positions[None], orientations[None], source="operator")
             self.retargeter.calibrate(first)
             self._calibrated = True
+            self._calibrated_segments = frozenset(names)
         return self.retargeter.step(t, positions, orientations, names)
 
     def tick(self) -> RobotReferences | None:
@@ -149,11 +163,12 @@ class OperatorStation:
             # A source may yield robot references directly (a replay of recorded
             # references, as the real-time trial does): those need no retargeting.
             refs = pose if isinstance(pose, RobotReferences) else self._retarget(t, pose)
-            refs.valid = None  # the wire carries the 20 signals; absent ones hold the robot's posture
-            self.endpoint.send(refs, self.robot_address)
-            self.current = refs
-            self.sent += 1
-            sent = refs
+            if refs is not None:
+                refs.valid = None  # the wire carries the 20 signals; absent ones hold the robot's posture
+                self.endpoint.send(refs, self.robot_address)
+                self.current = refs
+                self.sent += 1
+                sent = refs
         for received in self.endpoint.poll():
             if answer_ping(self.endpoint, received):
                 continue
