@@ -282,3 +282,31 @@ def test_real_xsens_joint_angles_travel_as_type_20():
         _receive_until(source, lambda f: source.joint_angles is not None)
         assert np.allclose([j.angles for j in source.joint_angles], angles[k].reshape(22, 3), atol=1e-3)
     sender.close()
+
+
+@pytest.mark.parametrize("speed", [0.5, 2.0])
+def test_streamed_time_codes_run_with_the_sending_not_the_motion(speed):
+    """MVN's time code is the stream's clock: at --speed 0.5 a sample of motion time t is
+    sent at t / 0.5 and must carry that time code (before: t, so the receiver's frame times
+    fell 0.5 s further behind every second)."""
+    import socket
+
+    from teleop.inputs.mvn_protocol import parse_header
+
+    motion = HumanMotion.load_npz(SYNTHETIC).slice(0, 30)
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.settimeout(2.0)
+    now = [0.0]
+    try:
+        stream_motion(motion, receiver.getsockname(), speed=speed, clock=lambda: now[0],
+                      sleep=lambda s: now.__setitem__(0, now[0] + s))
+        codes = {}
+        for _ in range(61):                                 # 30 poses, 30 CoMs, 1 meta
+            header = parse_header(receiver.recv(65536))
+            codes[header.sample_counter] = header.time_code_ms
+    finally:
+        receiver.close()
+    t = motion.times - motion.times[0]
+    expected = np.round(t / speed * 1000).astype(int)
+    assert [codes[k] for k in range(len(t))] == list(expected)

@@ -87,3 +87,24 @@ def test_torque_mode_api_on_the_explicit_servo(robot, explicit):
     assert not sim.torque_mode
     assert abs(sim.joint_positions()[elbow[0]] - held) < 0.01
     sim.reset()
+
+
+def test_applied_torques_are_the_servos_whichever_servo(robot):
+    """Holding an arm pose against gravity, both servos apply the same torques; pybullet
+    reports 0 for the explicit servo's torque-controlled joints, so reading pybullet's
+    motor torques gave all zeros there (the fidelity bench's and the lock-step server's)."""
+    from teleop.benchmarks.fidelity_bench import arm_joints, pose_vector
+
+    arm = arm_joints(robot)
+    applied = {}
+    for servo in ("pybullet", "explicit"):
+        with Simulation(robot, visual=False, fixed_base=True, servo=servo) as sim:
+            q = sim.state().q
+            q[7:] = pose_vector(robot, "ready")      # the fidelity bench's arm pose
+            sim.reset(q)
+            for _ in range(200):
+                sim.set_joint_targets(q[7:])
+                sim.step()
+            applied[servo] = sim.applied_joint_torques()[arm]
+    assert np.abs(applied["pybullet"]).max() > 0.5
+    np.testing.assert_allclose(applied["explicit"], applied["pybullet"], atol=0.05 * np.abs(applied["pybullet"]).max())

@@ -37,7 +37,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import pybullet as pb
 
 from teleop.control.impedance import CartesianImpedance, JointImpedance, min_jerk
 from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
@@ -126,8 +125,7 @@ def motion_schedule(robot: RobotModel, move_s: float = 2.0, hold_s: float = 1.0,
 
 
 def _motor_torques(sim: Simulation, joints: np.ndarray) -> np.ndarray:
-    states = pb.getJointStates(sim.body, sim.joint_ids[joints].tolist(), physicsClientId=sim.client)
-    return np.array([s[3] for s in states])
+    return sim.applied_joint_torques()[joints]
 
 
 def run_motion(robot: RobotModel, mode: str, schedule: Schedule) -> dict:

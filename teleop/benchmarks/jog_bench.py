@@ -144,7 +144,10 @@ def _log3(R: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------- closed loop
 @dataclass
 class Figure8Run:
-    times: np.ndarray        # (T,) control times [s]
+    # Sampled after each tick's physics: the hand at the end of the control period that
+    # began at (k - 1) dt, so every column is taken at k dt, k >= 1 (before, the hand was
+    # labelled with the tick's start, one period early: every latency came out 10 ms short).
+    times: np.ndarray        # (T,) sample times [s]
     commanded: np.ndarray    # (T, 3) commanded hand path (true tag path mapped) [m]
     executed: np.ndarray     # (T, 3) simulated hand [m]
     measured: np.ndarray     # (T, 3) goal from the filtered detections [m] (NaN before the first)
@@ -211,9 +214,10 @@ def run_figure8(backend: str, periods: float = 1.0, seed: int = 1, pose=None, du
             for _, t_meas, p, R in ready:  # in order: each goes through the filter
                 jog.measure(t_meas, p, R)
         report = jog.tick(t)
-        sim.send(report.q)
-        _, p_true = pose(t)
-        times.append(t)
+        sim.send(report.q)            # runs the physics of this control period: the hand is at t + dt
+        t_sample = t + dt
+        _, p_true = pose(t_sample)
+        times.append(t_sample)
         commanded.append(mapping.position(p_true))
         executed.append(sim.hand_position(settings.hand))
         measured.append(report.goal.position if report.goal is not None else np.full(3, np.nan))
@@ -293,9 +297,8 @@ def run_step_response(backend: str, seed: int = 2) -> dict:
         goal = commanded_path_for(step_pose, t_step + 0.1)[axis]
         sign = np.sign(goal - start)
         progress = (run.executed[:, axis] - start) * sign / abs(goal - start)
-        after = run.times > t_step
-        t50 = run.times[after][np.argmax(progress[after] >= 0.5)]
-        t90 = run.times[after][np.argmax(progress[after] >= 0.9)]
+        t50 = _crossing(run.times, progress, 0.5, t_step)
+        t90 = _crossing(run.times, progress, 0.9, t_step)
         delivered = min(d for end, d in frames if end > t_step)
         command_ms.append((t50 - delivered) * 1e3)
         tag_ms.append((t50 - t_step) * 1e3)
@@ -304,6 +307,20 @@ def run_step_response(backend: str, seed: int = 2) -> dict:
             "tag_to_motion_ms": float(np.mean(tag_ms)), "tag_to_90_percent_ms": float(np.mean(rise90_ms)),
             "steps": len(STEP_TIMES_S), "step_mm": STEP_CAM_M * MAPPING_SCALE * 1e3, "fell": run.fell,
             "statuses": run.statuses}
+
+
+def _crossing(times: np.ndarray, progress: np.ndarray, level: float, after: float) -> float:
+    """First time after ``after`` [s] at which ``progress`` (T,) reaches ``level``, linearly
+    interpolated between the samples (T,) around it; NaN if it never does."""
+    i0 = int(np.searchsorted(times, after, side="right"))
+    above = np.flatnonzero(progress[i0:] >= level)
+    if not len(above):
+        return float("nan")
+    i = i0 + int(above[0])
+    if i == 0 or progress[i] == progress[i - 1]:
+        return float(times[i])
+    w = (level - progress[i - 1]) / (progress[i] - progress[i - 1])
+    return float(times[i - 1] + w * (times[i] - times[i - 1]))
 
 
 def commanded_path_for(pose, t: float) -> np.ndarray:

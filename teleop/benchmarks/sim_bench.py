@@ -19,6 +19,7 @@ Measures
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -56,7 +57,15 @@ def rtf_by_servo(robot: RobotModel, seconds: float, slice_s: float = 1.0) -> tup
     kinds, over ``seconds`` each, in alternating slices (after 0.3 s of settling)."""
     from teleop.sim.simulator import SERVO_KINDS
 
-    sims = {kind: Simulation(robot, visual=False, servo=kind) for kind in SERVO_KINDS}
+    sims: dict[str, Simulation] = {}
+    for kind in SERVO_KINDS:
+        sim = Simulation(robot, visual=False, servo=kind)
+        if sim.servo_kind in sims:     # TELEOP_SIM_SERVO / TELEOP_SIM_ACTUATOR override the argument
+            sim.close()
+            print(f"note: the environment forces the {sim.servo_kind} servo: the other one is not measured "
+                  "(unset TELEOP_SIM_SERVO and TELEOP_SIM_ACTUATOR to compare them)", file=sys.stderr)
+            continue
+        sims[sim.servo_kind] = sim
     wall = {kind: 0.0 for kind in sims}
     cpu = {kind: 0.0 for kind in sims}
     try:

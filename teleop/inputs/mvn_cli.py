@@ -63,7 +63,9 @@ def stream_motion(motion: HumanMotion, destination: tuple[str, int], *, speed: f
                 wait = start + t / speed - clock()
                 if wait > 0:
                     sleep(wait)
-                time_code = int(round(t * 1000))
+                # MVN's time code is the stream's clock [ms]: at --speed it runs with the
+                # sending, not with the motion (the receiver times the frames by it).
+                time_code = int(round(t / speed * 1000))
                 datagrams = motion_datagrams(codec, motion, i, counter, time_code)
                 if t >= next_meta:
                     datagrams += codec.encode_meta(counter, time_code, {"name": name})

@@ -13,7 +13,7 @@ Gaussian per joint is our choice) and per-link mass / centre-of-mass scale facto
 
 File format (TOML or JSON, same structure; every key optional)::
 
-    latency = 0.016            # command latency [s] (rounded to whole physics steps)
+    latency = 0.016            # command latency [s] (between physics steps: the two neighbouring commands blended)
     seed = 0                   # seed of the sensor noise
     feedforward = "gravity"    # "gravity" (model-based bias compensation) or "none"
     [default]                  # per-joint values for every joint ...

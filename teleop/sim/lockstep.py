@@ -369,10 +369,10 @@ class LockstepServer:
         conn.sendall(encode_json(WELCOME, welcome))
 
     def _applied_torques(self) -> np.ndarray:
-        """(n_joints,) torque each joint's motor applied in the last step [N m]: pybullet's
-        reported motor torque for servoed joints, our (clipped) command for torque joints."""
-        states = self._pb.getJointStates(self.sim.body, self.sim.joint_ids.tolist(), physicsClientId=self.sim.client)
-        tau = np.array([s[3] for s in states])
+        """(n_joints,) torque each joint's motor applied in the last step [N m]: the servo's
+        (pybullet's motors or the explicit servo, Simulation.applied_joint_torques) for
+        servoed joints, our (clipped) command for torque joints."""
+        tau = self.sim.applied_joint_torques()
         if self._torque_on:
             tau[self.joints] = self._last_torque
         return tau

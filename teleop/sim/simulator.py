@@ -283,6 +283,7 @@ class Simulation:
         self._ff_every = max(1, int(round(FEEDFORWARD_PERIOD / self.dt)))
         self._ff_countdown = 0
         self._user_torques = np.zeros(robot.n_joints)
+        self._explicit_torques: np.ndarray | None = None   # the explicit servo's last torques [N m]
         if self.actuator is not None and np.any(self.actuator.noise_std > 0):
             self._noise_rng = np.random.default_rng(self.actuator.seed)
         n = robot.n_joints
@@ -527,6 +528,21 @@ class Simulation:
             pb.setJointMotorControlArray(self.body, self._joint_id_list, pb.TORQUE_CONTROL, forces=tau.tolist(), **kw)
             pb.stepSimulation(**kw)
             self.t += self.dt
+        self._explicit_torques = tau
+
+    def applied_joint_torques(self) -> np.ndarray:
+        """(n_joints,) torque each joint's actuator applied in the last physics step [N m].
+
+        Under pybullet's position motors, the motor torque pybullet reports (0 for joints in
+        torque mode: their torque is the caller's). Under the explicit servo, the torques it
+        applied, friction and torque-mode joints included: pybullet reports 0 for every
+        torque-controlled joint, which made every torque read from it zero there.
+        """
+        if self._servo is not None:
+            return np.array(self._explicit_torques if self._explicit_torques is not None
+                            else np.zeros(self.robot.n_joints))
+        states = pb.getJointStates(self.body, self._joint_id_list, **self._pb_kwargs)
+        return np.array([s[3] for s in states])
 
     def _feet_in_contact(self) -> tuple[bool, bool]:
         """Which feet touch the ground (for sharing the gravity load, teleop.sim.servo)."""
