@@ -191,3 +191,28 @@ def test_cli_process_forwards_and_shuts_down_cleanly_on_sigterm():
         robot.close()
     assert process.returncode == 0, err
     assert "netem forward: rx=5 tx=5" in out and "(final" in out
+
+
+def test_queued_bytes_are_bounded_not_only_queued_datagrams():
+    """100,000 queued 64 KB datagrams would be 6.5 GB: the proxy also caps the bytes it
+    holds (a flood at a long delay grew it to 0.9 GB and rising)."""
+    robot = udp_socket()
+    client = udp_socket()
+    proxy = NetemProxy("127.0.0.1:0", robot.getsockname(), DirectionModel.constant(5.0), DirectionModel.constant(0.0),
+                       seed=0, max_pending_bytes=200_000)
+    thread = threading.Thread(target=proxy.run, kwargs=dict(duration=20.0), daemon=True)
+    thread.start()
+    try:
+        for _ in range(40):                       # 40 x 20 kB, held for 5 s
+            client.sendto(bytes(20_000), proxy.listen_address)
+            time.sleep(0.005)                     # (not faster than the kernel's buffer takes them)
+        time.sleep(0.2)
+        received = proxy.forward_stats.received
+        assert received >= 20                     # (whatever the kernel dropped never counts)
+        assert proxy.pending_bytes == 200_000 and proxy.forward_stats.overflow == received - 10
+    finally:
+        proxy.stop()
+        thread.join(timeout=5.0)
+        proxy.close()
+        client.close()
+        robot.close()

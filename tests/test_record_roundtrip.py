@@ -218,3 +218,24 @@ def test_a_teleop_clock_stamps_the_messages(tmp_path):
     recording = open_recording(path)
     assert [m.log_time_ns for m in recording.messages("references")] == [10_000_000_000, 10_250_000_000]
     assert dict(recording.metadata)["teleop.recording"]["clock"] == "VirtualClock"
+
+
+def test_a_file_written_without_indexes_or_statistics_is_counted_by_a_scan(tmp_path):
+    """Another tool's MCAP file with a summary but neither chunk indexes nor statistics:
+    the summary cannot count its messages, so they are counted by a scan (before: 0
+    messages); the file was closed properly, so it is complete."""
+    from mcap.writer import IndexType, Writer
+
+    from teleop.record import open_recording
+
+    path = tmp_path / "foreign.mcap"
+    with open(path, "wb") as f:
+        writer = Writer(f, index_types=IndexType.NONE, use_statistics=False)
+        writer.start("", "another tool")
+        schema = writer.register_schema("s", "jsonschema", b"{}")
+        channel = writer.register_channel("/a", "json", schema)
+        for i in range(10):
+            writer.add_message(channel, i, b"{}", i, i)
+        writer.finish()
+    recording = open_recording(path)
+    assert recording.complete and recording.message_count == 10

@@ -71,3 +71,27 @@ def test_stop_ends_open_mjpeg_stream():
     # Closing delimiter, then end of stream: the handler returned and closed the connection.
     assert response.read() == f"\r\n--{MJPEG_BOUNDARY}--\r\n".encode()
     response.close()
+
+
+def test_a_client_gone_before_the_stream_headers_prints_no_traceback(capsys):
+    """A browser that resets the connection as it asks for the MJPEG stream (reload, tab
+    closed) used to print a ConnectionResetError traceback on the operator's console."""
+    import socket
+    import struct
+    import time
+
+    from teleop.video.web import VideoWebViewer
+
+    viewer = VideoWebViewer(port=0).start()
+    try:
+        viewer.publish_jpeg("left", b"\xff\xd8" + bytes(1000) + b"\xff\xd9")
+        for _ in range(20):
+            s = socket.socket()
+            s.connect(("127.0.0.1", viewer.port))
+            s.sendall(b"GET /stream/left.mjpg HTTP/1.0\r\n\r\n")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()                                  # RST at once
+        time.sleep(0.5)
+    finally:
+        viewer.stop()
+    assert "Traceback" not in capsys.readouterr().err

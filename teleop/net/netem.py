@@ -15,7 +15,8 @@ Scheduling: every datagram gets its delivery time(s) from :class:`teleop.net.del
 ``select`` until the next delivery or the next datagram, whichever comes first. Arrival
 times come from kernel receive timestamps when available, so a busy loop does not add its
 own latency to the configured delay. Everything is bounded: delays by the model's
-``max_delay``, memory by ``max_pending`` queued datagrams and ``max_clients``.
+``max_delay``, memory by ``max_pending`` queued datagrams, ``max_pending_bytes`` of them
+and ``max_clients``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class DirectionStats:
     bytes_received: int = 0
     delivered: int = 0
     send_errors: int = 0
-    overflow: int = 0        # dropped because max_pending datagrams were queued
+    overflow: int = 0        # dropped because max_pending datagrams (or max_pending_bytes) were queued
     no_client: int = 0       # backward datagrams from an address other than the target
     delay_sum: float = 0.0
     delay_sq_sum: float = 0.0
@@ -103,11 +104,14 @@ class NetemProxy:
         allow_remote: allow a non-loopback listen or target address.
         max_clients: client addresses tracked; the least recently active is forgotten.
         max_pending: datagrams queued at most; more are dropped (counted as overflow).
+        max_pending_bytes: bytes queued at most, likewise (datagrams reach 64 KB: 100,000
+            of them would be 6.5 GB; 256 MB hold 3 s of 640x480 video at 30 fps many times).
     """
 
     def __init__(self, listen: tuple[str, int] | str, target: tuple[str, int] | str,
                  forward: DirectionModel, backward: DirectionModel, *, seed: int | str | None = None,
-                 allow_remote: bool = False, max_clients: int = 16, max_pending: int = 100_000) -> None:
+                 allow_remote: bool = False, max_clients: int = 16, max_pending: int = 100_000,
+                 max_pending_bytes: int = 256 << 20) -> None:
         listen = parse_address(listen) if isinstance(listen, str) else listen
         target = parse_address(target) if isinstance(target, str) else target
         self._target_family, self.target = resolve(target)
@@ -117,6 +121,8 @@ class NetemProxy:
         self.clock = time.monotonic  # real time by definition; kernel stamps convert onto it
         self.max_clients = max_clients
         self.max_pending = max_pending
+        self.max_pending_bytes = max_pending_bytes
+        self.pending_bytes = 0
         self.forward_line = DelayLine(forward, make_rng(seed, "forward"))
         self.backward_line = DelayLine(backward, make_rng(seed, "backward"))
         self.forward_stats = DirectionStats(line=self.forward_line.stats)
@@ -253,10 +259,11 @@ class NetemProxy:
         stats.received += 1
         stats.bytes_received += len(data)
         for due in line.schedule(arrival, len(data)):
-            if len(self._heap) >= self.max_pending:
+            if len(self._heap) >= self.max_pending or self.pending_bytes + len(data) > self.max_pending_bytes:
                 stats.overflow += 1
                 continue
             heapq.heappush(self._heap, (due, next(self._order), arrival, sock, destination, data, stats))
+            self.pending_bytes += len(data)
 
     # ------------------------------------------------------------------ delivering
     def _deliver_due(self) -> None:
@@ -264,6 +271,7 @@ class NetemProxy:
         now = self.clock()
         while heap and heap[0][0] <= now:
             due, _, arrival, sock, destination, data, stats = heapq.heappop(heap)
+            self.pending_bytes -= len(data)
             try:
                 sock.sendto(data, destination)
             except OSError:
@@ -287,6 +295,7 @@ class NetemProxy:
     def close(self) -> None:
         """Close every socket; datagrams still in flight are dropped."""
         self._heap.clear()
+        self.pending_bytes = 0
         for upstream in self._clients.values():
             upstream.close()
         self._clients.clear()

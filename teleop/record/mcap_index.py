@@ -186,6 +186,9 @@ def build_index(path: str | os.PathLike) -> FileIndex:
             index = None
         if index is None:
             index = _index_by_scan(f, path, size, header, header_end)
+            # A file whose summary cannot count its messages (another tool's, without
+            # indexes or statistics) may still have been closed properly.
+            index.complete = index.problem is None and _footer(f, size) is not None
     return index
 
 
@@ -210,8 +213,8 @@ def _read_header(f, path: Path, size: int) -> tuple[Header, int]:
 # ------------------------------------------------------------------------ summary path
 
 
-def _index_from_summary(f, path: Path, size: int, header: Header) -> FileIndex | None:
-    """Index from the summary section; None when the file has no usable footer/summary."""
+def _footer(f, size: int) -> tuple[Footer, int] | None:
+    """(the footer, its offset) of a file that ends with one and the closing magic, else None."""
     tail = len(MAGIC) + _RECORD_PREFIX + _FOOTER_BODY
     if size < len(MAGIC) + tail:
         return None
@@ -219,8 +222,15 @@ def _index_from_summary(f, path: Path, size: int, header: Header) -> FileIndex |
     raw = f.read(tail)
     if raw[-len(MAGIC):] != MAGIC or raw[0] != Opcode.FOOTER:
         return None
-    footer = Footer.read(_stream(raw[_RECORD_PREFIX:_RECORD_PREFIX + _FOOTER_BODY]))
-    footer_offset = size - tail
+    return Footer.read(_stream(raw[_RECORD_PREFIX:_RECORD_PREFIX + _FOOTER_BODY])), size - tail
+
+
+def _index_from_summary(f, path: Path, size: int, header: Header) -> FileIndex | None:
+    """Index from the summary section; None when the file has no usable footer/summary."""
+    found = _footer(f, size)
+    if found is None:
+        return None
+    footer, footer_offset = found
     if footer.summary_start == 0 or not len(MAGIC) < footer.summary_start <= footer_offset:
         return None
     summary = _read_exact(f, footer.summary_start, footer_offset - footer.summary_start)
@@ -242,8 +252,10 @@ def _index_from_summary(f, path: Path, size: int, header: Header) -> FileIndex |
             metadata_indexes.append(MetadataIndex.read(_stream(body)))
         elif opcode == Opcode.STATISTICS:
             statistics = Statistics.read(_stream(body))
-    if statistics is not None and statistics.message_count and not chunk_indexes:
-        return None  # messages outside chunks: only a scan finds them
+    if not chunk_indexes and (statistics is None or statistics.message_count):
+        # Messages outside chunks, or a writer that wrote neither chunk indexes nor
+        # statistics (another tool's): only a scan can count them.
+        return None
 
     for channel_id in index.channels:
         index.counts[channel_id] = ChannelCounts()

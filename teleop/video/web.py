@@ -471,11 +471,15 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 self.close_connection = True
 
         def _stream_mjpeg(self, stream: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}")
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("Connection", "close")
-            self.end_headers()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}")
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("Connection", "close")
+                self.end_headers()
+            except (BrokenPipeError, ConnectionResetError):   # gone before the headers: nothing to report
+                self.close_connection = True
+                return
             with viewer._condition:
                 viewer._active_streams += 1
             try:
