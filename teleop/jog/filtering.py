@@ -137,7 +137,8 @@ class PoseFilter:
         position: position filter (default: 1 Hz at rest, beta 20 Hz/(m/s), speed estimate
             cut at 3 Hz). Measured in `teleop bench jog`'s closed loop (pupil detector),
             (beta, speed cutoff) = (10, 1 Hz) / (20, 1) / (10, 3) / (20, 3): command to 50 %
-            of a 1 cm hand step 53.7 / 52.6 / 50.5 / 50.0 ms; figure-eight RMS 2.14 / - /
+            of a 1 cm hand step 53.7 / 52.6 / 50.5 / 50.0 ms (with the arm acceleration bound of
+            the time, 20 rad/s^2; see :func:`teleop.jog.session.jog_stack`); figure-eight RMS 2.14 / - /
             1.57 / 1.30 mm with a tracking delay of 14.5 / - / 4.5 / 2.5 ms; goal jitter with
             the tag still 0.013 / - / 0.018 / 0.019 mm RMS. A 1 Hz speed estimate let a step
             through only after two or three frames.
