@@ -344,6 +344,28 @@ def test_headset_display_mono_then_stereo_side_by_side():
     assert ("destroy", 7) in overlay.calls and fake.calls["shutdown"] == 1
 
 
+
+def test_headset_display_shows_a_right_only_stream():
+    """Only the right eye camera streams (or the left one stopped): the right image is shown
+    mono. Before, right frames waited forever for a left one and the headset stayed blank."""
+    from teleop.video.openvr_display import HeadsetDisplay
+
+    fake, overlay = make_fake_overlay_openvr()
+    now = [0.0]
+    display = HeadsetDisplay(clock=lambda: now[0], openvr_module=fake)
+    right = np.zeros((240, 320, 3), np.uint8)
+    right[..., 0] = 255                                            # BGR blue
+    display.show("right", right)
+    width, height, data = overlay.pixels[-1]
+    assert (width, height) == (320, 240) and not display.stereo
+    assert np.frombuffer(data, np.uint8).reshape(240, 320, 4)[..., 2].min() == 255   # RGBA blue
+    display.show("left", np.zeros((240, 320, 3), np.uint8))        # the left camera joins: stereo
+    assert overlay.pixels[-1][:2] == (640, 240) and display.stereo
+    now[0] = 1.0                                                   # the left camera stops: mono right
+    display.show("right", right)
+    assert overlay.pixels[-1][:2] == (320, 240) and not display.stereo
+    display.close()
+
 def test_headset_display_without_runtime_is_a_clear_error_and_the_web_viewer_still_works():
     from teleop.video.openvr_display import HeadsetDisplay
     from teleop.video.web import VideoWebViewer

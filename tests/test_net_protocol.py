@@ -202,10 +202,38 @@ def test_replay_window_edges():
 
 
 def test_filter_bounds_the_number_of_streams(codec):
-    packet_filter = PacketFilter(codec, max_streams=2)
-    for stream in range(3):
+    packet_filter = PacketFilter(codec, max_streams=2, max_retired=1)
+    for stream in range(4):
         packet_filter.accept(encode(codec, ClockPing(1), stream_id=stream))
-    assert packet_filter.stats.accepted == 2 and packet_filter.stats.dropped["too_many_streams"] == 1
+    # The third stream retires the first; the fourth finds both tables full.
+    assert packet_filter.stats.accepted == 3 and packet_filter.stats.dropped["too_many_streams"] == 1
+
+
+def test_restarted_senders_are_never_locked_out_and_old_streams_stay_closed(codec):
+    """A sender restarted many times (a new source id each run, three streams) keeps being
+    accepted once the window table is full; the silent streams it evicts are retired, so
+    their captured packets cannot be replayed. Before, the 86th restart was refused."""
+    packet_filter = PacketFilter(codec, max_streams=256)
+    first_run = [encode(codec, ClockPing(1), seq=1, source_id=1000, stream_id=s) for s in range(3)]
+    assert all(packet_filter.accept(p) is not None for p in first_run)
+    for run in range(1, 200):
+        for stream in range(3):
+            for seq in (1, 2):
+                packet = encode(codec, ClockPing(seq), seq=seq, source_id=1000 + run, stream_id=stream)
+                assert packet_filter.accept(packet) is not None, (run, stream, seq)
+    assert all(packet_filter.accept(p) is None for p in first_run)  # retired: refused
+    assert packet_filter.stats.dropped["too_old"] == 3
+
+
+def test_the_stream_evicted_is_the_one_silent_longest(codec):
+    packet_filter = PacketFilter(codec, max_streams=2)
+    assert packet_filter.accept(encode(codec, ClockPing(1), seq=1, stream_id=1)) is not None
+    assert packet_filter.accept(encode(codec, ClockPing(1), seq=1, stream_id=2)) is not None
+    assert packet_filter.accept(encode(codec, ClockPing(2), seq=2, stream_id=1)) is not None  # 1 is live
+    assert packet_filter.accept(encode(codec, ClockPing(1), seq=1, stream_id=3)) is not None  # evicts 2
+    assert packet_filter.accept(encode(codec, ClockPing(3), seq=3, stream_id=1)) is not None
+    assert packet_filter.accept(encode(codec, ClockPing(2), seq=2, stream_id=2)) is None
+    assert packet_filter.stats.dropped["too_old"] == 1
 
 
 # --------------------------------------------------------------------------- secrets

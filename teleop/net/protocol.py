@@ -50,7 +50,7 @@ import hmac
 import logging
 import math
 import struct
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -636,18 +636,24 @@ class PacketFilter:
     """Turns raw datagrams into authenticated, fresh packets; never raises.
 
     Drops (and counts in :attr:`stats`) everything :meth:`PacketCodec.decode` rejects, plus:
-    ``replayed`` (already seen), ``too_old`` (behind the replay window), ``reflected``
-    (carries our own source id: one of our packets sent back to us), ``unexpected_type``
-    (not in ``accept_types``) and ``too_many_streams`` (window table full).
+    ``replayed`` (already seen), ``too_old`` (behind the replay window, or of a retired
+    stream), ``reflected`` (carries our own source id: one of our packets sent back to us),
+    ``unexpected_type`` (not in ``accept_types``) and ``too_many_streams`` (window table and
+    retired set both full).
 
     Args:
         codec: the packet codec (holds the secret).
         window_size: anti-replay window per (source_id, stream_id) [packets].
         own_source_id: our endpoint's source id, to reject reflected packets.
         accept_types: packet types this receiver handles (None = all known).
-        max_streams: bound on tracked (source_id, stream_id) windows. Once full, packets of
-            new streams are dropped rather than evicting an old window, because evicting
-            would let an attacker replay that old stream's packets.
+        max_streams: bound on tracked (source_id, stream_id) windows. Once full, a new
+            stream evicts the window that has been silent longest, and that stream is
+            *retired*: its packets are refused from then on (a bare key, ~100 bytes, instead
+            of a window), so that eviction opens no door to replaying them. Refusing new
+            streams outright, as this did before, locked out the 86th restart of an operator
+            station (each run is a new source with three streams).
+        max_retired: bound on retired streams; once that is full too, packets of new
+            streams are dropped (``too_many_streams``).
 
     Limitation: windows are per source id and a restarted sender picks a new one, so a
     packet captured in an *earlier* session under the same secret looks like a new stream
@@ -658,14 +664,19 @@ class PacketFilter:
 
     def __init__(self, codec: PacketCodec, *, window_size: int = DEFAULT_REPLAY_WINDOW,
                  own_source_id: int | None = None, accept_types: set[int] | None = None,
-                 max_streams: int = 256) -> None:
+                 max_streams: int = 256, max_retired: int = 1 << 16) -> None:
+        if max_streams < 1 or max_retired < 0:
+            raise ValueError("max_streams must be >= 1 and max_retired >= 0")
         self.codec = codec
         self.window_size = window_size
         self.own_source_id = own_source_id
         self.accept_types = None if accept_types is None else frozenset(int(t) for t in accept_types)
         self.max_streams = max_streams
+        self.max_retired = max_retired
         self.stats = FilterStats()
-        self._windows: dict[tuple[int, int], ReplayWindow] = {}
+        # Least recently accepted first: the eviction order.
+        self._windows: OrderedDict[tuple[int, int], ReplayWindow] = OrderedDict()
+        self._retired: set[tuple[int, int]] = set()
         self._warned_bad_mac = False
 
     def accept(self, data: bytes, peer: Any = None) -> Packet | None:
@@ -700,7 +711,15 @@ class PacketFilter:
         key = (packet.source_id, packet.stream_id)
         window = self._windows.get(key)
         if window is None:
+            if key in self._retired:
+                return "too_old"
             if len(self._windows) >= self.max_streams:
-                return "too_many_streams"
+                if len(self._retired) >= self.max_retired:
+                    return "too_many_streams"
+                evicted, _ = self._windows.popitem(last=False)
+                self._retired.add(evicted)
             window = self._windows[key] = ReplayWindow(self.window_size)
-        return window.check_and_update(packet.seq)
+        reason = window.check_and_update(packet.seq)
+        if reason is None:
+            self._windows.move_to_end(key)
+        return reason

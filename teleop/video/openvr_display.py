@@ -14,7 +14,8 @@ Stereo: when frames from both eye cameras arrive (streams "left" and "right", se
 :mod:`teleop.video.wire`), the two images are put side by side and the overlay is
 flagged ``VROverlayFlags_SideBySide_Parallel``, so each eye sees its own camera. With
 one camera (the default robot station) the overlay is mono: both eyes see the same image.
-A right image older than ``stereo_timeout_s`` falls back to mono (the right camera stopped).
+A right image older than ``stereo_timeout_s`` falls back to mono (the right camera stopped);
+a right camera without a live left one (a right-only stream) is shown mono.
 
 Without the ``openvr`` package or a running SteamVR, the constructor raises
 :class:`~teleop.inputs.openvr_input.OpenVRUnavailable` with the reason; the web viewer
@@ -87,12 +88,21 @@ class HeadsetDisplay:
             raise ValueError(f"expected a BGR uint8 image (H, W, 3), got {image.dtype} {image.shape}")
         now = self._clock()
         self._latest[camera] = (now, image)
-        left = self._latest.get("left") or self._latest.get(camera)
-        right = self._latest.get("right")
-        stereo = (right is not None and left is not None and left is not right
-                  and now - right[0] <= self.stereo_timeout_s and right[1].shape == left[1].shape)
-        if camera == "right" and not stereo:
-            return                                      # wait for the left image (mono shows left)
+        if camera == "right":
+            left = self._latest.get("left")
+            if left is None or now - left[0] > self.stereo_timeout_s:
+                # No live left camera (a right-only stream, or the left one stopped): mono right.
+                self._set_mode(False)
+                self._submit(image)
+                return
+            right = self._latest["right"]
+            if right[1].shape != left[1].shape:
+                return                                  # mismatched cameras: mono shows the left one
+        else:
+            left = self._latest[camera]
+            right = self._latest.get("right")
+        stereo = (right is not None and now - right[0] <= self.stereo_timeout_s
+                  and right[1].shape == left[1].shape)
         picture = np.hstack([left[1], right[1]]) if stereo else left[1]
         self._set_mode(stereo)
         self._submit(picture)
