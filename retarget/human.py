@@ -30,6 +30,7 @@ Segment names (a subset may be present; sparse sources such as VR trackers only 
 from __future__ import annotations
 
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -156,10 +157,22 @@ class HumanMotion:
                        if k not in data]
             if missing:
                 raise MotionFormatError(f"{path}: a humanmotion-v1 file lacks {', '.join(missing)}")
-            com = data["com"]
-            meta = {"label": str(data["label"])} if str(data["label"]) else {}
-            motion = cls(data["times"], tuple(str(s) for s in data["segment_names"]), data["positions"],
-                         data["orientations"], com if len(com) else None, str(path), float(data["rate_hz"]), meta)
+            try:
+                # np.load reads only the zip directory; the members are decompressed
+                # here, where damaged data raises zlib.error or a CRC error that names no
+                # file (zlib.error is not even a ValueError: the CLI showed a traceback).
+                arrays = {k: data[k] for k in ("times", "segment_names", "positions", "orientations", "com",
+                                               "rate_hz", "label")}
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                raise MotionFormatError(f"{path}: damaged .npz file ({exc})") from None
+            com = arrays["com"]
+            meta = {"label": str(arrays["label"])} if str(arrays["label"]) else {}
+            motion = cls(arrays["times"], tuple(str(s) for s in arrays["segment_names"]), arrays["positions"],
+                         arrays["orientations"], com if len(com) else None, str(path), float(arrays["rate_hz"]),
+                         meta)
+        if not len(motion):
+            # Every reader refuses a take without frames; calibration would divide by zero.
+            raise MotionFormatError(f"{path}: no frames")
         # The text readers refuse non-finite numbers with their line; do the same (with the
         # frame), or a NaN runs through retargeting and control into the results.
         for name in ("times", "positions", "orientations", "com"):

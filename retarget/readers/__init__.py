@@ -43,8 +43,12 @@ def sniff_format(path) -> str:
     if ext in by_ext:
         return by_ext[ext]
     head = head_bytes(path)
+    if head.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark: the readers drop it too
+        head = head[3:]
     text = head.decode("latin-1")
     stripped = text.lstrip()
+    if not stripped and len(head) < 4096:   # not "unsupported motion format": the file is empty
+        raise MotionFormatError(f"{path}: empty file")
     if head.startswith(b"PK"):
         return "npz"
     if stripped.startswith("<?xml") or stripped.startswith("<mvnx"):
@@ -81,11 +85,17 @@ def _is_number_row(line: str) -> bool:
 def read_motion(path, **opts) -> HumanMotion:
     """Read any supported motion file.
 
-    Keyword options are passed to the reader: ``rate_hz`` (Xsens CSV, AMC),
-    ``skeleton``/``asf_path`` (AMC), ``unit_m``, ``drop_rest_frame``, ``segment_map``
-    (BVH), ``npose_frame`` (VR), ``label`` (all but .npz).
+    Keyword options are passed to the reader: ``rate_hz`` (Xsens CSV, AMC; ignored by the
+    formats that store their own times), ``skeleton``/``asf_path`` (AMC), ``unit_m``,
+    ``drop_rest_frame``, ``segment_map`` (BVH), ``npose_frame`` (VR), ``label`` (all but
+    .npz).
     """
     fmt = sniff_format(path)
+    if fmt not in ("xsens-csv", "amc"):
+        # MVNX, BVH, VR and .npz files carry their times: a rate given for files that do
+        # not (teleop's --rate-hz, passed for every .csv) must not reach their readers,
+        # which do not take one (a VR tracker .csv failed with a TypeError).
+        opts.pop("rate_hz", None)
     if fmt == "npz":
         return HumanMotion.load_npz(path)
     if fmt == "mvnx":

@@ -19,7 +19,8 @@ def read_lines(path) -> list[str]:
     """All lines of a text file, without line terminators (CRLF or LF).
 
     Decoded as UTF-8 when possible, else Latin-1 (HDM05 files carry a Latin-1 comment);
-    binary files (NUL bytes) are rejected.
+    a UTF-8 byte-order mark (Windows editors and Excel write one) is dropped; binary files
+    (NUL bytes) are rejected.
     """
     path = Path(path)
     try:
@@ -29,7 +30,7 @@ def read_lines(path) -> list[str]:
     if b"\x00" in raw[:4096]:
         raise error(path, None, "binary data where a text file was expected")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")   # else the BOM sticks to the first token or keyword
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
     return text.splitlines()

@@ -124,6 +124,8 @@ def read_asf(path) -> AsfSkeleton:
         if section == "units":
             if tok[0] == "length":
                 length_scale = float(floats(path, no, tok[1:2], 1, "length unit")[0])
+                if length_scale <= 0:   # metres = units * 0.0254 / length: 0 divides, < 0 mirrors
+                    raise error(path, no, f"length unit must be positive, found {tok[1]}")
             elif tok[0] == "angle":
                 angle_unit = tok[1].lower() if len(tok) > 1 else "deg"
                 if angle_unit not in ("deg", "rad"):

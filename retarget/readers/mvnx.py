@@ -93,7 +93,11 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                                 raise error(path, line_no, f"root element is <{tag}>, not <mvnx>")
                             saw_root = True
                         elif tag == "subject":
-                            rate = float(elem.get("frameRate", 0) or 0)
+                            try:
+                                rate = float(elem.get("frameRate", 0) or 0)
+                            except ValueError:
+                                raise error(path, line_no, f"frameRate {elem.get('frameRate')!r} is not a "
+                                            "number") from None
                         elif tag == "frames":
                             frames_elem = elem
                         elif tag == "frame":

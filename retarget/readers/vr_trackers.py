@@ -113,6 +113,12 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     samples = doc.get("samples")
     if not isinstance(samples, list) or not samples:
         raise error(path, None, "no samples")
+    # Every sample must be an object: ``in`` on a number or null raises a TypeError (a
+    # traceback), and on a string it matches substrings.
+    k = next((k for k, sample in enumerate(samples) if not isinstance(sample, dict)), None)
+    if k is not None:
+        raise MotionFormatError(f"{path}: sample {k}: expected an object {{\"t\": ..., \"head\": ...}}, "
+                                f"found {json.dumps(samples[k])[:40]}")
     segments = [s for s in TRACKER_SEGMENTS if s in samples[0]]
     times = np.empty(len(samples))
     poses = {s: np.empty((len(samples), 7)) for s in segments}
