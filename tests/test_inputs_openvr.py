@@ -364,6 +364,15 @@ def test_headset_display_shows_a_right_only_stream():
     now[0] = 1.0                                                   # the left camera stops: mono right
     display.show("right", right)
     assert overlay.pixels[-1][:2] == (320, 240) and not display.stereo
+    # A forged header declaring 20000 x 20000 px is refused before OpenCV allocates it.
+    from teleop.video.codec import JpegCodec
+
+    forged = bytearray(JpegCodec().encode(np.zeros((8, 8, 3), np.uint8)))
+    sof = forged.find(b"\xff\xc0")
+    forged[sof + 5:sof + 9] = (20000).to_bytes(2, "big") * 2
+    shown = len(overlay.pixels)
+    display.show_jpeg("left", bytes(forged))
+    assert display.decode_errors == 1 and len(overlay.pixels) == shown
     display.close()
 
 def test_headset_display_without_runtime_is_a_clear_error_and_the_web_viewer_still_works():

@@ -66,8 +66,53 @@ _SAMPLING_FLAGS = {
 }
 
 
+#: Largest image :meth:`JpegCodec.decode` accepts, pixels (width x height): 4096 x 4096,
+#: far above the frames streamed (320x240 to 640x480; even a 4K camera is 8.3 Mpx). The
+#: decoder allocates the size the JPEG header declares before reading any image data, and
+#: libjpeg fills missing data with grey: without this bound one forged 700-byte datagram
+#: declaring 20000 x 20000 px cost 1.2 GB and 6 s of decoding and was displayed as a frame.
+MAX_DECODE_PIXELS = 4096 * 4096
+
+#: JPEG frame-header markers SOF0..SOF15 (0xC4 DHT, 0xC8 JPG and 0xCC DAC are not frame headers).
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
 class CodecError(ValueError):
     """An image could not be encoded, or a payload is not a decodable JPEG."""
+
+
+def jpeg_size(payload: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """``(width, height)`` in pixels that a JPEG's frame header (SOFn) declares.
+
+    Reads only the marker segments before the first scan, the way libjpeg finds them
+    (bytes between segments are skipped), so it costs microseconds whatever the size.
+
+    Raises:
+        CodecError: the payload does not start with a JPEG SOI marker, or has no frame
+            header before its image data.
+    """
+    data = memoryview(payload).cast("B")
+    if bytes(data[:2]) != b"\xff\xd8":
+        raise CodecError("payload is not a JPEG (no SOI marker)")
+    pos, end = 2, len(data)
+    while pos + 1 < end:
+        if data[pos] != 0xFF or data[pos + 1] == 0xFF:  # garbage or fill byte before a marker
+            pos += 1
+            continue
+        marker = data[pos + 1]
+        if marker in (0x00, 0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
+            pos += 2
+            continue
+        if marker in (0xD9, 0xDA) or pos + 4 > end:  # EOI or image data before any frame header
+            break
+        if marker in _SOF_MARKERS:
+            if pos + 9 > end:
+                break
+            height = int.from_bytes(data[pos + 5 : pos + 7], "big")
+            width = int.from_bytes(data[pos + 7 : pos + 9], "big")
+            return width, height
+        pos += 2 + int.from_bytes(data[pos + 2 : pos + 4], "big")
+    raise CodecError("JPEG has no frame header (SOF) before its image data")
 
 
 @dataclass(frozen=True)
@@ -117,18 +162,26 @@ class JpegCodec:
         return buffer.tobytes()
 
     @staticmethod
-    def decode(payload: bytes | bytearray | memoryview) -> np.ndarray:
+    def decode(payload: bytes | bytearray | memoryview, max_pixels: int = MAX_DECODE_PIXELS) -> np.ndarray:
         """Decode JPEG bytes to an ``HxWx3`` BGR ``uint8`` image.
 
+        Args:
+            max_pixels: largest ``width * height`` accepted (see :data:`MAX_DECODE_PIXELS`);
+                checked on the header before anything is allocated.
+
         Raises:
-            CodecError: if the payload is not a decodable image (libjpeg warnings on
-                truncated data are tolerated by OpenCV and yield a partly grey image;
-                the datagram layer only hands over complete frames, so that does not
-                happen in the pipeline).
+            CodecError: if the payload is not a decodable JPEG or declares more than
+                ``max_pixels`` pixels (libjpeg warnings on truncated data are tolerated
+                by OpenCV and yield a partly grey image; the datagram layer only hands
+                over complete frames, so that does not happen in the pipeline).
         """
         data = np.frombuffer(payload, dtype=np.uint8)
         if data.size == 0:
             raise CodecError("empty payload")
+        # Only JPEG: cv2.imdecode would also run its PNG/TIFF/... decoders on forged data.
+        width, height = jpeg_size(data)
+        if width * height > max_pixels:
+            raise CodecError(f"JPEG declares {width}x{height} px, more than the {max_pixels} px accepted")
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)
         if image is None:
             raise CodecError(f"payload of {data.size} bytes is not a decodable image")

@@ -32,6 +32,7 @@ import cv2
 import numpy as np
 
 from teleop.inputs.openvr_input import import_openvr, init_openvr
+from teleop.video.codec import CodecError, JpegCodec
 
 
 class HeadsetDisplay:
@@ -76,8 +77,11 @@ class HeadsetDisplay:
     # ----------------------------------------------------------------- images
     def show_jpeg(self, camera: str, payload: bytes) -> None:
         """Decode a JPEG frame of ``camera`` ("left"/"right") and show it."""
-        image = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
-        if image is None:
+        try:
+            # The codec checks the declared size before decoding (a forged header must not
+            # make OpenCV allocate gigabytes) and accepts JPEG only.
+            image = JpegCodec.decode(payload)
+        except CodecError:
             self.decode_errors += 1                     # a damaged frame: keep the previous image
             return
         self.show(camera, image)

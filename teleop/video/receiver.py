@@ -113,12 +113,13 @@ class ReceiverStats:
 class _PartialFrame:
     """Chunks received so far for one (stream, frame)."""
 
-    __slots__ = ("header", "chunks", "missing", "first_arrival_s", "send_start_s", "send_end_s")
+    __slots__ = ("header", "chunks", "missing", "bytes_held", "first_arrival_s", "send_start_s", "send_end_s")
 
     def __init__(self, header: wire.ChunkHeader, arrival_s: float) -> None:
         self.header = header
         self.chunks: list[bytes | None] = [None] * header.chunk_count
         self.missing = header.chunk_count
+        self.bytes_held = 0  # sum of the slices stored, bytes; never above header.frame_bytes
         self.first_arrival_s = arrival_s
         self.send_start_s = header.send_s
         self.send_end_s = header.send_s
@@ -259,7 +260,14 @@ class VideoReceiver:
         if partial.chunks[header.chunk_index] is not None:
             self.stats.duplicate_chunks += 1
             return None
+        if partial.bytes_held + len(piece) > header.frame_bytes:
+            # The slices of a frame add up to exactly frame_bytes: this one cannot belong.
+            # Not storing it is what bounds a partial frame's memory by frame_bytes (forged
+            # chunks of up to 64 KiB each, 65535 of them, would otherwise pile up to 4 GiB).
+            self.stats.malformed["inconsistent"] += 1
+            return None
         partial.chunks[header.chunk_index] = piece
+        partial.bytes_held += len(piece)
         partial.missing -= 1
         partial.send_start_s = min(partial.send_start_s, header.send_s)
         partial.send_end_s = max(partial.send_end_s, header.send_s)

@@ -43,6 +43,8 @@ import http.server
 import json
 import math
 import re
+import select
+import socket
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -360,10 +362,16 @@ class VideoWebViewer:
             document.update(self.stats_provider())
         return document
 
-    def _next_jpeg(self, stream: str, last_version: int) -> tuple[bytes, int] | None:
-        """Wait for a frame newer than ``last_version``; ``None`` when stopping.
+    def _next_jpeg(self, stream: str, last_version: int,
+                   client_gone: Callable[[], bool] | None = None) -> tuple[bytes, int] | None:
+        """Wait for a frame newer than ``last_version``; ``None`` when stopping or when
+        ``client_gone()`` says the client left (asked at each wake-up without a new frame,
+        at least every 0.5 s).
 
-        Waits in bounded slices so a missed notification can never hang a handler.
+        Waits in bounded slices so a missed notification can never hang a handler. The
+        client check matters while no frame comes (no video yet, or the video stopped):
+        only a write notices a closed connection, so each page reload would otherwise
+        leave a handler thread and its socket behind, counted in ``mjpeg_clients``.
         """
         slot = self._slots[stream]
         with self._condition:
@@ -371,6 +379,8 @@ class VideoWebViewer:
                 if slot.jpeg is not None and slot.version != last_version:
                     return slot.jpeg, slot.version
                 self._condition.wait(0.5)
+                if client_gone is not None and client_gone():
+                    return None
         return None
 
 
@@ -470,6 +480,18 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 # The page went away mid-response (tab closed, reload): nothing to report.
                 self.close_connection = True
 
+        def _client_gone(self) -> bool:
+            """True if the client closed or reset the connection (the socket reads EOF).
+            A browser sends nothing after its GET, so a readable socket means it left."""
+            try:
+                poller = select.poll()  # not select.select: it fails on descriptors >= 1024
+                poller.register(self.connection, select.POLLIN)
+                if not poller.poll(0):
+                    return False
+                return self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:  # reset by the peer
+                return True
+
         def _stream_mjpeg(self, stream: str) -> None:
             try:
                 self.send_response(200)
@@ -485,8 +507,8 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
             try:
                 last_version = -1
                 while True:
-                    item = viewer._next_jpeg(stream, last_version)
-                    if item is None:  # viewer stopping: close the multipart body properly
+                    item = viewer._next_jpeg(stream, last_version, self._client_gone)
+                    if item is None:  # viewer stopping (or client gone): close the multipart body
                         self.wfile.write(f"--{MJPEG_BOUNDARY}--\r\n".encode())
                         self.wfile.flush()
                         break
