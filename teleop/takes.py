@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from retarget.human import HumanMotion
 from retarget.mapping import retarget_motion
-from retarget.readers import read_motion
+from retarget.readers import read_motion, sniff_format
 from retarget.references import ReferenceTrajectory
 from retarget.robot_target import RobotTarget
 
@@ -103,7 +103,9 @@ def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
     """:func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens CSV files (which do
     not state their rate)."""
     path = Path(path)
-    opts = {"rate_hz": rate_hz} if rate_hz and path.suffix.lower() == ".csv" else {}
+    # By content, not by suffix: an Xsens export saved as .txt needs the rate too, and an
+    # AMC file (which the readers also give a rate) keeps its own 120 Hz default.
+    opts = {"rate_hz": rate_hz} if rate_hz and sniff_format(path) == "xsens-csv" else {}
     return read_motion(path, **opts)
 
 

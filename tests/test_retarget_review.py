@@ -132,3 +132,15 @@ def test_an_asf_length_unit_that_is_not_positive_names_file_and_line(tmp_path, u
     with pytest.raises(MotionFormatError, match="length unit must be positive") as e:
         read_motion(amc, skeleton=asf)
     assert str(e.value).startswith(f"{asf}:{no + 1}: ")
+
+
+def test_the_rate_reaches_an_xsens_csv_saved_under_another_suffix(tmp_path):
+    """teleop's --rate-hz goes to Xsens CSV files by content, not only to *.csv names."""
+    import shutil
+
+    from teleop.takes import read_motion_file
+
+    path = tmp_path / "p1.txt"
+    shutil.copy(data("xsens_putaside_box", "p1.csv"), path)
+    motion = read_motion_file(path, rate_hz=50.0)
+    np.testing.assert_allclose(np.diff(motion.times[:3]), [0.02, 0.02])
