@@ -41,6 +41,10 @@ from teleop.control.timing import TickTimings, TimingWindow
 from teleop.robot.model import NV_BASE, RobotModel
 
 
+#: Base quaternions shorter than this are refused rather than normalised (no rotation).
+_MIN_QUATERNION_NORM = 1e-6
+
+
 class SolveStatus(str, enum.Enum):
     """What the controller did this tick."""
 
@@ -114,7 +118,12 @@ class WholeBodyController:
         # Tasks, grouped by level (highest priority first), rows allocated in that order
         # so that every level is a contiguous block of the task matrix.
         specs = sorted(self.config.tasks, key=lambda s: s.level)
-        self.tasks: dict[str, Task] = {s.name: build_task(s, self.robot) for s in specs}
+        # Errors that depend on the robot (unknown frames, joints, groups) name the file too.
+        where = str(self.config.source) if self.config.source else f"stack {self.config.name!r}"
+        try:
+            self.tasks: dict[str, Task] = {s.name: build_task(s, self.robot) for s in specs}
+        except StackError as exc:
+            raise StackError(f"{where}: {exc}") from None
         self.task_levels: dict[str, int] = {s.name: s.level for s in specs}
         self.references: dict[str, str] = {s.name: s.reference for s in specs if s.reference}
         self._task_rows: list[tuple[Task, slice]] = []   # tasks that fill their own rows
@@ -138,13 +147,16 @@ class WholeBodyController:
         # Constraints.
         self.position_limit = JointPositionLimit(self.robot, self.config.position_limit_gain)
         self.velocity_limit = JointVelocityLimit(self.robot, self.config.velocity_limit_scale)
-        self.acceleration_limit = (None if self.config.acceleration_limit is None
-                                   else JointAccelerationLimit(self.robot, self.config.acceleration_limit))
+        try:
+            self.acceleration_limit = (None if self.config.acceleration_limit is None
+                                       else JointAccelerationLimit(self.robot, self.config.acceleration_limit))
+        except (KeyError, ValueError) as exc:
+            raise StackError(f"{where}: limits.acceleration: {exc}") from None
         frames = self.config.contact_frames
         try:
             self.contacts = ContactConstraint(self.robot, frames, self.config.contact_gain) if frames else None
-        except KeyError as exc:
-            raise StackError(f"contacts: {exc}") from None
+        except (KeyError, ValueError) as exc:
+            raise StackError(f"{where}: contacts: {exc}") from None
         self.polygon = None
         self._polygon_sides = tuple(side for side in ("left", "right") if f"{side}_sole" in frames)
         if self.config.polygon_enabled and self._polygon_sides:
@@ -213,6 +225,9 @@ class WholeBodyController:
         q = self.robot.home_configuration() if q0 is None else np.array(q0, dtype=float)
         if q.shape != (self.robot.nq,) or not np.all(np.isfinite(q)):
             raise ValueError(f"q0 must be {self.robot.nq} finite values")
+        # (A zero quaternion would become NaN here: every later command would be NaN.)
+        if not np.linalg.norm(q[3:7]) > _MIN_QUATERNION_NORM:
+            raise ValueError(f"q0: the base quaternion q0[3:7] = {q[3:7]} is not a rotation")
         q[3:7] /= np.linalg.norm(q[3:7])
         self.position_limit.clip(q)
         self.q = self.last_command = q
@@ -298,6 +313,14 @@ class WholeBodyController:
             q = np.asarray(q, dtype=float)
             if q.shape != (self.robot.nq,) or not np.all(np.isfinite(q)):
                 return self.hold(SolveStatus.HELD, "measured configuration is not finite", started)
+            # The kinematics read the base quaternion as a unit one: normalise it (a copy:
+            # the caller's array is left alone), and refuse one that is no rotation at all.
+            norm = math.sqrt(float(q[3:7] @ q[3:7]))
+            if not norm > _MIN_QUATERNION_NORM:
+                return self.hold(SolveStatus.HELD, "measured base quaternion is zero", started)
+            if abs(norm - 1.0) > 1e-12:
+                q = q.copy()
+                q[3:7] /= norm
 
         # ---- build: kinematics, task rows, constraints (reduced coordinates z)
         self.kin.update(q)
@@ -339,11 +362,11 @@ class WholeBodyController:
         # position/velocity limits stay).
         result = self._solve(objective_rows, objective_targets, constraints)
         status, message = SolveStatus.OK, ""
+        dropped: list[str] = []
         if result.z is None and (self.acceleration_limit is not None or self._has_zmp_rows):
             # The feet fix the legs' velocities up to the base's 6: a narrow acceleration
             # window around last tick's may not meet that subspace at the new q; nor may the
             # ZMP rows (which bound the velocity change too) near the polygon's edge.
-            dropped = []
             if self.acceleration_limit is not None:
                 joint_velocity_bounds(self.position_limit, self.velocity_limit, q, dt)  # into lower, upper
                 constraints, polygon_rows = self._constraints(reduction, lower, upper, equality_rows,
@@ -359,7 +382,9 @@ class WholeBodyController:
         if result.z is None and polygon_rows.stop > polygon_rows.start:
             result = self._solve(objective_rows, objective_targets,
                                  constraints.without_rows(polygon_rows.start, polygon_rows.stop))
-            status, message = SolveStatus.RELAXED, "support polygon constraint dropped (hard constraints infeasible)"
+            # (What the first relaxation dropped stays dropped: the message says it too.)
+            dropped.append("support polygon constraint")
+            status, message = SolveStatus.RELAXED, f"{', '.join(dropped)} dropped (hard constraints infeasible)"
         if result.z is not None and result.levels_solved < self.n_levels:
             status = SolveStatus.RELAXED
             message = (message + "; " if message else "") + \
@@ -442,7 +467,7 @@ class WholeBodyController:
         levels = self._reduced_level_views
         if self._weights_version != Task.parameters_version:  # weights rarely change
             self._weights_version = Task.parameters_version
-            self._any_zero_weight = any(t.weight == 0.0 for t in self.tasks.values())
+            self._any_zero_weight = any(t.has_zero_rows for t in self.tasks.values())
         free = self._first_level_free if not self._any_zero_weight else None
         return solve_hierarchy(levels, self.damping, constraints, free, self._any_zero_weight)
 

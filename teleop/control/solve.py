@@ -80,7 +80,11 @@ def solve_hierarchy(levels: list[tuple[np.ndarray, np.ndarray]], damping: float,
     tasks on joints that are plain variables), the indices of the *other* coordinates.
     Level 2 then simply keeps level 1's coordinates fixed, :math:`Z_1 = I_{[:, free]}`:
     no QR, and its bounds stay simple bounds (cheaper for DAQP than general rows).
-    ``zero_rows_possible=False`` (no task has weight 0) skips a check in the QRs.
+    ``zero_rows_possible=False`` (no task has a zero row) skips a check in level 1's QR.
+    The later levels' projected rows :math:`A_k Z_{k-1}` are always checked: they vanish
+    wherever a task repeats a direction of a higher level (e.g. a level-2 posture on a
+    level-1 joint), whatever the weights, and an unchecked zero row would take an
+    arbitrary direction from every level below it.
     """
     result = HierarchyResult(None, 0)
     z = None
@@ -110,7 +114,7 @@ def solve_hierarchy(levels: list[tuple[np.ndarray, np.ndarray]], damping: float,
             z = z.copy()
             z[free] += w
             if k + 1 < n_levels:
-                kernel = nullspace_basis(projected, zero_rows_possible)
+                kernel = nullspace_basis(projected)
                 basis = np.zeros((len(z), kernel.shape[1]))
                 basis[free] = kernel
             free = None
@@ -127,7 +131,7 @@ def solve_hierarchy(levels: list[tuple[np.ndarray, np.ndarray]], damping: float,
                 break
             z = z + basis @ w
             if k + 1 < n_levels:
-                basis = basis @ nullspace_basis(projected, zero_rows_possible)
+                basis = basis @ nullspace_basis(projected)
         result.levels_solved += 1
     result.z = z
     return result

@@ -49,6 +49,8 @@ the posture they had at reset. Without ``joints`` it controls exactly those join
 
 from __future__ import annotations
 
+import math
+import numbers
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,7 +173,10 @@ def load_stack(name_or_path: str | Path = "default") -> StackConfig:
 
 
 def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
-    """Build a :class:`StackConfig` from the dict of a stack file (see module docstring)."""
+    """Build a :class:`StackConfig` from the dict of a stack file (see module docstring).
+
+    Every entry is checked here (type and range), so that a bad file is refused with an
+    error naming the file and the entry, not later by a constructor or a tick."""
     where = str(source) if source else "stack"
     unknown = set(raw) - _TOP_KEYS
     if unknown:
@@ -179,12 +184,9 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
     mode = raw.get("mode", "strict")
     if mode not in ("strict", "weighted"):
         raise StackError(f"{where}: mode must be 'strict' or 'weighted', got {mode!r}")
-    dt = float(raw.get("dt", 0.01))
-    if not dt > 0:
-        raise StackError(f"{where}: dt must be > 0")
-    contacts = dict(raw.get("contacts", {}))
-    polygon = dict(raw.get("support_polygon", {}))
-    limits = dict(raw.get("limits", {}))
+    dt = _number(raw, "dt", 0.01, where, "dt", positive=True)
+    damping = _number(raw, "damping", 1e-4, where, "damping")
+    contacts, polygon, limits = (_table(raw, key, where) for key in ("contacts", "support_polygon", "limits"))
     for table, keys in ((contacts, {"frames", "elimination", "gain"}),
                         (polygon, {"enabled", "margin", "active_distance", "recovery_speed", "zmp_margin", "zmp_model"}),
                         (limits, {"position_gain", "velocity_scale", "acceleration"})):
@@ -195,7 +197,16 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
     elimination = contacts.get("elimination", "auto")
     if elimination not in ("auto", "nullspace", "equality"):
         raise StackError(f"{where}: contacts.elimination must be 'auto', 'nullspace' or 'equality'")
-    tasks = [_parse_task(t, dt, where) for t in raw.get("task", [])]
+    frames = contacts.get("frames", ("left_sole", "right_sole"))
+    if isinstance(frames, str) or not all(isinstance(f, str) for f in frames):
+        raise StackError(f"{where}: contacts.frames must be a list of frame names, got {frames!r}")
+    enabled = polygon.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise StackError(f"{where}: support_polygon.enabled must be true or false, got {enabled!r}")
+    raw_tasks = raw.get("task", [])
+    if not isinstance(raw_tasks, list) or not all(isinstance(t, dict) for t in raw_tasks):
+        raise StackError(f"{where}: tasks must be [[task]] tables")
+    tasks = [_parse_task(t, dt, where) for t in raw_tasks]
     if not tasks:
         raise StackError(f"{where}: a stack needs at least one [[task]]")
     names = [t.name for t in tasks]
@@ -208,21 +219,51 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
         tasks=tasks,
         mode=mode,
         dt=dt,
-        damping=float(raw.get("damping", 1e-4)),
-        contact_frames=tuple(contacts.get("frames", ("left_sole", "right_sole"))),
+        damping=damping,
+        contact_frames=tuple(frames),
         contact_elimination=elimination,
-        contact_gain=float(contacts.get("gain", 100.0)),
-        polygon_enabled=bool(polygon.get("enabled", True)),
-        polygon_margin=float(polygon.get("margin", 0.02)),
-        polygon_active_distance=float(polygon.get("active_distance", float("inf"))),
-        polygon_recovery_speed=float(polygon.get("recovery_speed", 0.05)),
-        zmp_margin=None if polygon.get("zmp_margin") is None else float(polygon["zmp_margin"]),
+        contact_gain=_number(contacts, "gain", 100.0, where, "contacts.gain"),
+        polygon_enabled=enabled,
+        polygon_margin=_number(polygon, "margin", 0.02, where, "support_polygon.margin"),
+        polygon_active_distance=_number(polygon, "active_distance", float("inf"), where,
+                                        "support_polygon.active_distance", positive=True, infinite=True),
+        polygon_recovery_speed=_number(polygon, "recovery_speed", 0.05, where, "support_polygon.recovery_speed",
+                                       positive=True),
+        zmp_margin=(None if polygon.get("zmp_margin") is None
+                    else _number(polygon, "zmp_margin", None, where, "support_polygon.zmp_margin")),
         zmp_model=str(polygon.get("zmp_model", "centroidal")),
-        position_limit_gain=float(limits.get("position_gain", 1.0)),
-        velocity_limit_scale=float(limits.get("velocity_scale", 1.0)),
+        position_limit_gain=_number(limits, "position_gain", 1.0, where, "limits.position_gain",
+                                    positive=True, at_most_one=True),
+        velocity_limit_scale=_number(limits, "velocity_scale", 1.0, where, "limits.velocity_scale",
+                                     positive=True, at_most_one=True),
         acceleration_limit=_acceleration_limit(limits.get("acceleration"), where),
         source=source,
     )
+
+
+def _table(raw: dict, key: str, where: str) -> dict:
+    """The [key] table of a stack file (empty if absent)."""
+    table = raw.get(key, {})
+    if not isinstance(table, dict):
+        raise StackError(f"{where}: {key} must be a [{key}] table, got {table!r}")
+    return dict(table)
+
+
+def _number(table: dict, key: str, default: float | None, where: str, entry: str, *, positive: bool = False,
+            at_most_one: bool = False, infinite: bool = False) -> float:
+    """``table[key]`` (or ``default``) as a float, refused with a :class:`StackError` naming
+    the file and ``entry`` unless it is a number, >= 0 (> 0 if ``positive``), <= 1 if
+    ``at_most_one``, and finite (or +inf if ``infinite``). NaN is never accepted."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise StackError(f"{where}: {entry} must be a number, got {value!r}")
+    value = float(value)
+    valid = ((value > 0.0 if positive else value >= 0.0) and (not at_most_one or value <= 1.0)
+             and (math.isfinite(value) or (infinite and value == math.inf)))
+    if not valid:
+        expected = ("> 0" if positive else ">= 0") + (" and <= 1" if at_most_one else "")
+        raise StackError(f"{where}: {entry} must be {expected}{'' if infinite else ' and finite'}, got {value}")
+    return value
 
 
 def _acceleration_limit(raw, where: str) -> float | dict[str, float] | None:
@@ -247,33 +288,45 @@ def _acceleration_limit(raw, where: str) -> float | dict[str, float] | None:
 def _parse_task(raw: dict, dt: float, where: str) -> TaskSpec:
     name = raw.get("name")
     kind = raw.get("type")
-    if not name or kind not in TASK_TYPES:
+    if not name or not isinstance(name, str) or kind not in TASK_TYPES:
         raise StackError(f"{where}: every task needs a name and a type in {TASK_TYPES} (got {raw})")
     unknown = set(raw) - _COMMON_KEYS - _TYPE_KEYS[kind]
     if unknown:
         raise StackError(f"{where}: task {name!r} ({kind}) has unknown keys {sorted(unknown)}")
     if "gain" in raw and "lambda" in raw:
         raise StackError(f"{where}: task {name!r}: give gain [1/s] or lambda [per tick], not both")
-    gain = float(raw["gain"]) if "gain" in raw else float(raw.get("lambda", 0.1)) / dt
-    orientation_gain = raw.get("orientation_gain")
+    entry = f"task {name!r}"
+    gain = (_number(raw, "gain", None, where, f"{entry} gain") if "gain" in raw
+            else _number(raw, "lambda", 0.1, where, f"{entry} lambda") / dt)
+    orientation_gain = (None if raw.get("orientation_gain") is None
+                        else _number(raw, "orientation_gain", None, where, f"{entry} orientation_gain"))
     if "sigma" in raw:
         if orientation_gain is not None:
             raise StackError(f"{where}: task {name!r}: give orientation_gain or sigma, not both")
-        orientation_gain = float(raw["sigma"]) / dt
+        orientation_gain = _number(raw, "sigma", None, where, f"{entry} sigma") / dt
     reference = raw.get("reference")
     if reference is not None and (reference not in REFERENCE_SIGNALS or kind not in REFERENCE_SIGNALS[reference]):
         raise StackError(f"{where}: task {name!r} ({kind}) cannot track reference {reference!r}")
-    level = int(raw.get("level", 1))
-    if level < 1:
-        raise StackError(f"{where}: task {name!r}: level must be >= 1")
+    level = raw.get("level", 1)
+    if isinstance(level, bool) or not isinstance(level, numbers.Integral) or level < 1:
+        raise StackError(f"{where}: task {name!r}: level must be an integer >= 1, got {level!r}")
     if kind in ("frame_position", "frame_orientation", "frame_pose") and "frame" not in raw:
         raise StackError(f"{where}: task {name!r} needs a frame")
     if kind == "posture" and "joints" not in raw and reference is None:
         raise StackError(f"{where}: posture task {name!r} needs joints or a reference")
-    return TaskSpec(name=name, type=kind, level=level, weight=float(raw.get("weight", 1.0)), gain=gain,
-                    reference=reference, frame=raw.get("frame"), axes=raw.get("axes"), joints=raw.get("joints"),
-                    orientation_gain=None if orientation_gain is None else float(orientation_gain),
-                    orientation_weight=None if raw.get("orientation_weight") is None else float(raw["orientation_weight"]))
+    for key in ("frame", "axes"):
+        if key in raw and not isinstance(raw[key], str):
+            raise StackError(f"{where}: task {name!r}: {key} must be a string, got {raw[key]!r}")
+    joints = raw.get("joints")
+    if joints is not None and not (isinstance(joints, str) or
+                                   (isinstance(joints, list) and all(isinstance(j, str) for j in joints))):
+        raise StackError(f"{where}: task {name!r}: joints must be a group or joint name or a list of them, "
+                         f"got {joints!r}")
+    return TaskSpec(name=name, type=kind, level=int(level), weight=_number(raw, "weight", 1.0, where, f"{entry} weight"),
+                    gain=gain, reference=reference, frame=raw.get("frame"), axes=raw.get("axes"), joints=joints,
+                    orientation_gain=orientation_gain,
+                    orientation_weight=(None if raw.get("orientation_weight") is None else
+                                        _number(raw, "orientation_weight", None, where, f"{entry} orientation_weight")))
 
 
 def build_task(spec: TaskSpec, robot: RobotModel) -> Task:

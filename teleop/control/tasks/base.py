@@ -105,6 +105,12 @@ class Task(abc.ABC):
         self._gain = value
         Task.parameters_version += 1
 
+    @property
+    def has_zero_rows(self) -> bool:
+        """True if some of the task's weighted rows are zero (a weight of 0): the strict
+        hierarchy must then not let them take a direction from the lower levels."""
+        return self._weight == 0.0
+
     def set_feedforward(self, velocity: np.ndarray | None) -> None:
         """Set the target's velocity (same size as the error; ``None`` = zero)."""
         if velocity is None:

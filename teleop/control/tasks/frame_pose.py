@@ -36,10 +36,28 @@ class FramePoseTask(Task):
         super().__init__(name, 6, weight, gain)
         self.frame_id = frame_id
         self.orientation_gain = float(gain if orientation_gain is None else orientation_gain)
-        self.orientation_weight = float(weight if orientation_weight is None else orientation_weight)
-        if self.orientation_gain < 0 or self.orientation_weight < 0:
+        if self.orientation_gain < 0:
             raise ValueError(f"task {name!r}: orientation gain and weight must be >= 0")
+        self.orientation_weight = weight if orientation_weight is None else orientation_weight
         self.target = pin.SE3.Identity()
+
+    @property
+    def orientation_weight(self) -> float:
+        return self._orientation_weight
+
+    @orientation_weight.setter
+    def orientation_weight(self, value: float) -> None:
+        value = float(value)
+        if not (np.isfinite(value) and value >= 0.0):
+            raise ValueError(f"task {self.name!r}: orientation gain and weight must be >= 0")
+        self._orientation_weight = value
+        # A weight of 0 makes the orientation rows zero, which the controller must know
+        # (a zero row must not take a direction from the lower priority levels).
+        Task.parameters_version += 1
+
+    @property
+    def has_zero_rows(self) -> bool:
+        return self.weight == 0.0 or self._orientation_weight == 0.0
 
     def set_target(self, placement: pin.SE3 | None = None, position=None, orientation=None,
                    velocity: np.ndarray | None = None) -> None:
