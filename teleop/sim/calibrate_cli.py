@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.robot.model import RobotModel
     from teleop.sim.actuator import ActuatorFileError, description_actuator_params, load_actuator_params, \
         write_actuator_params
-    from teleop.sim.calibration import DEFAULT_FIT, calibrate, make_test_recording
+    from teleop.sim.calibration import DEFAULT_FIT, calibrate, check_recording, make_test_recording
     from teleop.sim.recording_io import RecordingError, load_recording, save_recording
 
     if (args.data is None) == (args.make_test_recording is None):
@@ -74,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
                   f"hidden parameters in its meta['truth'])")
             return 0
         rec = load_recording(args.data)
+        check_recording(robot, rec, str(args.data))
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
                            progress=not args.json, fit=fit)
     except (ActuatorFileError, RecordingError, KeyError, ValueError) as exc:

@@ -41,7 +41,7 @@ import pinocchio as pin
 from tqdm import tqdm
 
 from teleop.robot.model import NQ_BASE, RobotModel
-from teleop.sim.actuator import ActuatorParams
+from teleop.sim.actuator import ActuatorParams, link_scale_for
 from teleop.sim.recording_io import Recording, RecordingError
 
 #: Scale factors per group, in parameter-vector order.
@@ -115,9 +115,46 @@ def apply_parameters(robot: RobotModel, nominal: ActuatorParams, point: Calibrat
         for key in ("kp", "kd", "viscous", "coulomb"):
             getattr(params, key)[idx] *= scales[key]
         for link in group_links(robot, group):
-            mass, com = params.link_scales.get(link, (1.0, 1.0))
+            # The nominal scale of the link, whether the file names it or a pattern matches
+            # it: the exact entry written here overrides the patterns.
+            mass, com = link_scale_for(params.link_scales, link)
             params.link_scales[link] = (mass * scales["mass_scale"], com * scales["com_scale"])
     return params
+
+
+def check_recording(robot: RobotModel, rec: Recording, source: str = "recording", dt: float = 0.001) -> None:
+    """Raise :class:`RecordingError` (naming ``source``, the file) if ``rec`` cannot be
+    replayed on ``robot`` at physics step ``dt`` [s]: unknown or repeated joints, a sample
+    period that is no multiple of ``dt``, or a malformed ``meta`` (``q0``, ``base_height``,
+    ``fixed_base``, ``groups``). :func:`replay` would otherwise fail with a bare numpy or
+    key error, or (repeated joints) run with the last of the duplicates' commands."""
+    unknown = [j for j in rec.joint_names if j not in robot.joint_names]
+    if unknown:
+        raise RecordingError(f"{source}: joints {unknown} are not joints of {robot.description.name}")
+    repeated = sorted({j for j in rec.joint_names if rec.joint_names.count(j) > 1})
+    if repeated:
+        raise RecordingError(f"{source}: joints {repeated} are recorded more than once")
+    steps = int(round(rec.sample_dt / dt))
+    if steps < 1 or abs(steps * dt - rec.sample_dt) > 1e-6:
+        raise RecordingError(f"{source}: sample period {rec.sample_dt:g} s is not a multiple of the physics "
+                             f"step {dt:g} s")
+    meta = rec.meta
+    if "q0" in meta:
+        try:
+            q0 = np.asarray(meta["q0"], dtype=float)
+        except (TypeError, ValueError):
+            q0 = None
+        if q0 is None or q0.shape != (robot.n_joints,) or not np.all(np.isfinite(q0)):
+            raise RecordingError(f"{source}: meta 'q0' must be {robot.n_joints} finite joint angles [rad] "
+                                 f"(every joint of {robot.description.name}, model order)")
+    height = meta.get("base_height", 0.0)
+    if isinstance(height, bool) or not isinstance(height, (int, float)) or not np.isfinite(height):
+        raise RecordingError(f"{source}: meta 'base_height' must be a number [m], got {height!r}")
+    if not isinstance(meta.get("fixed_base", True), bool):
+        raise RecordingError(f"{source}: meta 'fixed_base' must be true or false, got {meta['fixed_base']!r}")
+    groups = meta.get("groups", [])
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise RecordingError(f"{source}: meta 'groups' must be a list of joint group or joint names, got {groups!r}")
 
 
 def replay(robot: RobotModel, rec: Recording, params: ActuatorParams, dt: float = 0.001) -> np.ndarray:
@@ -257,7 +294,8 @@ class CalibrationResult:
 def recovery_errors(fitted: CalibrationParameters, truth: dict, fit: tuple[str, ...] = GROUP_PARAMETERS
                     ) -> dict[str, float]:
     """|fitted / hidden - 1| per fitted parameter (``latency`` and ``group.parameter``)."""
-    out = {"latency": abs(fitted.latency / truth["latency"] - 1.0)}
+    # A hidden latency of 0 (a nominal without latency) has no relative error: left out.
+    out = {"latency": abs(fitted.latency / truth["latency"] - 1.0)} if truth["latency"] > 0 else {}
     for group, scales in fitted.scales.items():
         for key, value in scales.items():
             if group in truth["scales"] and key in fit:
@@ -285,6 +323,7 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
     if unknown:
         raise ValueError(f"cannot fit {sorted(unknown)}: parameters are {GROUP_PARAMETERS}")
     fit = tuple(k for k in GROUP_PARAMETERS if k in fit)
+    check_recording(robot, rec)   # before any replay: a bad recording fails at once
     groups = list(groups or rec.meta.get("groups") or [])
     if not groups:
         raise RecordingError("no groups to calibrate: give --groups (the recording's meta names none)")
@@ -294,7 +333,9 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
             raise RecordingError(f"group {group!r}: joints {missing} are not in the recording, so their "
                                  f"parameters cannot be fitted")
     nominal_latency = nominal.latency if nominal.latency > 0 else 0.01
-    start = CalibrationParameters.nominal(nominal_latency, groups)
+    # Start from the nominal itself (rmse_before is the nominal's): without a nominal
+    # latency, 10 ms is only the unit of the latency's parameter and the fit starts at 0.
+    start = CalibrationParameters.nominal(nominal.latency, groups)
     bar = tqdm(total=max_evaluations, desc="calibrating (replays)", disable=not progress, leave=False)
     evaluations = [0]
 

@@ -269,6 +269,11 @@ class LockstepServer:
             raise ValueError("max_steps must be >= 1 or None")
         self.max_steps = max_steps
         self.command_timeout = float(command_timeout)
+        # As a socket timeout, 0 makes every read fail at once (each session ended as a
+        # "disconnect": Resource temporarily unavailable) and a negative one is refused by
+        # the first connection, which stopped the server: refuse them here, before serving.
+        if not (math.isfinite(self.command_timeout) and self.command_timeout > 0):
+            raise ValueError(f"command timeout must be a positive number of seconds, got {command_timeout!r}")
         self.reset_on_connect = reset_on_connect
         self.clip_torques = clip_torques
         self._listener = socket.create_server((host, port))
@@ -311,14 +316,14 @@ class LockstepServer:
         # Small frames in strict alternation: Nagle's algorithm would hold each one back.
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         report = SessionReport()
+        self._awaiting = "HELLO"
         try:
             self._session(conn, report)
         except LockstepError as exc:
             report.error, report.error_code, report.ended_by = str(exc), exc.code, "error"
             self._send_quietly(conn, encode_error(exc.code, exc.detail))
         except socket.timeout:
-            msg = f"no message from the controller within {self.command_timeout:g} s (expected command " \
-                  f"seq {report.steps})"
+            msg = f"no message from the controller within {self.command_timeout:g} s (expected {self._awaiting})"
             report.error, report.error_code, report.ended_by = f"TIMEOUT: {msg}", E_TIMEOUT, "error"
             self._send_quietly(conn, encode_error(E_TIMEOUT, msg))
         except (ConnectionError, OSError) as exc:
@@ -349,8 +354,11 @@ class LockstepServer:
             raise LockstepError(E_UNEXPECTED, f"expected HELLO, got {MESSAGE_NAMES[msg_type]}")
         hello = decode_json(payload, "HELLO")
         report.client = str(hello.get("client", ""))
-        if int(hello.get("protocol", VERSION)) != VERSION:
-            raise LockstepError(E_VERSION, f"client speaks protocol {hello.get('protocol')}, server {VERSION}")
+        protocol = hello.get("protocol", VERSION)
+        if isinstance(protocol, bool) or not isinstance(protocol, (int, float)):
+            raise LockstepError(E_PAYLOAD, f"HELLO 'protocol' must be a number, got {protocol!r}")
+        if protocol != VERSION:
+            raise LockstepError(E_VERSION, f"client speaks protocol {protocol}, server {VERSION}")
         robot = self.sim.robot
         welcome = {
             "protocol": VERSION,
@@ -383,6 +391,10 @@ class LockstepServer:
         if self.reset_on_connect:
             sim.set_torque_mode(False)
             sim.reset()
+        else:
+            # A previous session may have left them in torque mode: this one starts on the
+            # position servos (holding where they are), as _torque_on says.
+            sim.set_torque_mode(False, self.joints)
         self._torque_on = False
         self._last_torque = np.zeros(len(self.joints))
         targets = sim.joint_positions()
@@ -404,6 +416,7 @@ class LockstepServer:
                     conn.sendall(encode_json(BYE, self._stats(report, start)))
                     return
                 t_wait = time.perf_counter()
+                self._awaiting = f"command seq {seq}"
                 msg_type, _, payload = read_frame(conn)      # lock step: physics waits here
                 report.wait_s += time.perf_counter() - t_wait
                 if msg_type == BYE:

@@ -51,7 +51,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     robot = RobotModel(args.robot)
     names = [x.strip() for x in args.joints.split(",") if x.strip()]
-    joints = [int(i) for name in names for i in robot.group_indices(name)]
+    try:
+        joints = [int(i) for name in names for i in robot.group_indices(name)]
+    except KeyError as exc:   # a typo in --joints: one line, not a traceback
+        groups = ", ".join(sorted(robot.description.groups))
+        raise ValueError(f"--joints: {exc.args[0]} (groups: {groups})") from None
     sim = Simulation(robot, visual=False, fixed_base=not args.floating_base)
     try:
         with LockstepServer(sim, joints, host=args.host, port=args.port, max_steps=args.max_steps,

@@ -19,6 +19,7 @@ recovered them).
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +88,8 @@ def load_recording(path: str | Path) -> Recording:
         raise RecordingError(f"{path}: no such recording file")
     try:
         if path.suffix.lower() == ".npz":
+            if not zipfile.is_zipfile(path):   # else numpy reads it as a pickle and says so
+                raise RecordingError(f"{path}: not a .npz file (numpy's zip archive of arrays)")
             with np.load(path, allow_pickle=False) as npz:
                 raw = {key: npz[key] for key in npz.files}
             if "meta" in raw:

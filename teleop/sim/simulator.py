@@ -325,6 +325,8 @@ class Simulation:
         if self._servo is not None:
             self._servo.reset(q[NQ_BASE:])
             self._ff_countdown = 0
+        # No step since: no applied torque (pybullet keeps reporting the last step's).
+        self._stepped_since_reset = False
         self.set_joint_targets(q[NQ_BASE:])
         if self.torque_mode:
             self.set_torque_mode(True, self.torque_joints)
@@ -501,6 +503,7 @@ class Simulation:
             for _ in range(n):
                 pb.stepSimulation(**self._pb_kwargs)
                 self.t += self.dt
+        self._stepped_since_reset = self._stepped_since_reset or n > 0
         if self._pacer is not None:
             self._pacer.wait(self.t)
         return self.t
@@ -537,7 +540,10 @@ class Simulation:
         torque mode: their torque is the caller's). Under the explicit servo, the torques it
         applied, friction and torque-mode joints included: pybullet reports 0 for every
         torque-controlled joint, which made every torque read from it zero there.
+        Zero after :meth:`reset` until the next step (the robot is at rest, nothing applied).
         """
+        if not self._stepped_since_reset:
+            return np.zeros(self.robot.n_joints)
         if self._servo is not None:
             return np.array(self._explicit_torques if self._explicit_torques is not None
                             else np.zeros(self.robot.n_joints))
