@@ -327,6 +327,10 @@ class Simulation:
             self._ff_countdown = 0
         # No step since: no applied torque (pybullet keeps reporting the last step's).
         self._stepped_since_reset = False
+        if self._noise_rng is not None:
+            # The sensor noise restarts with the robot: a reset session reads the same
+            # noise as the first one (lock-step sessions are promised to be reproducible).
+            self._noise_rng = np.random.default_rng(self.actuator.seed)
         self.set_joint_targets(q[NQ_BASE:])
         if self.torque_mode:
             self.set_torque_mode(True, self.torque_joints)
