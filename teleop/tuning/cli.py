@@ -65,6 +65,11 @@ def _settings(args: argparse.Namespace):
     settings = ExperimentSettings.quick() if args.quick else ExperimentSettings()
     settings.progress = settings.optimiser.progress = not args.json and not args.quick
     settings.relay_per_heuristic = args.relay_per_heuristic
+    # Each override changes one setup only: without that setup it would silently do nothing.
+    for option, value, number in (("--payload-kg", args.payload_kg, 4), ("--limited-torque", args.limited_torque, 3)):
+        if value is not None and number not in args.setups:
+            raise SystemExit(f"{option} changes setup {number} only, which --setups {','.join(map(str, args.setups))} "
+                             f"does not run (add {number} to --setups)")
     if args.payload_kg is not None:
         settings.payload_kg = args.payload_kg
     if args.limited_torque is not None:
@@ -93,9 +98,12 @@ def _settings(args: argparse.Namespace):
         settings.optimiser.max_evaluations = args.evaluations
     if args.speed is not None:
         settings.speed = args.speed
-    for attr, text in (("evaluation_motions", args.eval_motions), ("training_motions", args.train_motions)):
-        if text:
+    for option, attr, text in (("--eval-motions", "evaluation_motions", args.eval_motions),
+                               ("--train-motions", "training_motions", args.train_motions)):
+        if text is not None:
             paths = tuple(Path(x.strip()) for x in text.split(",") if x.strip())
+            if not paths:   # "" or ",": no motion to play (the setups would fail on an empty list)
+                raise SystemExit(f"{option}: expected comma-separated motion files, got {text!r}")
             missing = [str(x) for x in paths if not x.exists()]
             if missing:
                 raise SystemExit(f"motion file(s) not found: {', '.join(missing)}")
@@ -111,6 +119,10 @@ def _run(args: argparse.Namespace) -> int:
 
     numbers = args.setups
     settings = _settings(args)
+    if not args.no_save:
+        # Now, not after minutes of simulation: an --out that is a file (or not writable)
+        # would otherwise fail only when the results are saved, and they would be lost.
+        args.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     results = run_experiment(numbers, settings, jobs=args.jobs)
     elapsed = time.time() - start

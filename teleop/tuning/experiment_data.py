@@ -15,6 +15,10 @@ from pathlib import Path
 import numpy as np
 
 
+class RecordingFormatError(ValueError):
+    """A step-data file that is not a valid recording (names the file and what is wrong)."""
+
+
 @dataclass
 class JointTrace:
     """One joint in one run.
@@ -57,11 +61,22 @@ class JointTrace:
 
     @classmethod
     def from_json(cls, data: dict) -> "JointTrace":
+        """From :meth:`to_json`'s layout. Raises KeyError / TypeError / ValueError on a
+        malformed entry (:meth:`Recording.load` turns them into a :class:`RecordingFormatError`
+        naming the file)."""
         rows = data["data"]
-        return cls(joint=data["joint"], motion=data["animation"],
-                   t=[r["t"] for r in rows], desired=[r["entry"]["desired"] for r in rows],
-                   measured=[r["entry"]["measured"] for r in rows],
-                   time_stretch=float(data.get("simulationTimeStretchFactor", 1.0)), extras=data.get("extras", {}))
+        trace = cls(joint=data["joint"], motion=data["animation"],
+                    t=[r["t"] for r in rows], desired=[r["entry"]["desired"] for r in rows],
+                    measured=[r["entry"]["measured"] for r in rows],
+                    time_stretch=float(data.get("simulationTimeStretchFactor", 1.0)), extras=data.get("extras", {}))
+        # json.loads accepts NaN / Infinity, which would silently turn every metric into NaN,
+        # and the metrics' times (t[k] − t[k0]) assume increasing sample times.
+        for name in ("t", "desired", "measured"):
+            if not np.all(np.isfinite(getattr(trace, name))):
+                raise ValueError(f"joint {trace.joint!r}: non-finite {name} value(s)")
+        if np.any(np.diff(trace.t) <= 0):
+            raise ValueError(f"joint {trace.joint!r}: sample times t are not increasing")
+        return trace
 
 
 @dataclass
@@ -91,4 +106,16 @@ class Recording:
 
     @classmethod
     def load(cls, path: str | Path) -> "Recording":
-        return cls.from_json(json.loads(Path(path).read_text()))
+        """Read a :meth:`save`d recording; a malformed file raises :class:`RecordingFormatError`
+        naming it (OSError if it cannot be read)."""
+        path = Path(path)
+        try:
+            return cls.from_json(json.loads(path.read_text()))
+        except json.JSONDecodeError as exc:
+            raise RecordingFormatError(f"{path}: not valid JSON ({exc})") from None
+        except KeyError as exc:
+            raise RecordingFormatError(f"{path}: missing key {exc} (expected {{'animation', 'joints': "
+                                       f"[{{'joint', 'animation', 'data': [{{'t', 'entry': {{'desired', "
+                                       f"'measured'}}}}]}}]}})") from None
+        except (TypeError, ValueError) as exc:
+            raise RecordingFormatError(f"{path}: not a recording ({exc})") from None

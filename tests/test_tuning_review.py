@@ -1,0 +1,106 @@
+"""Regressions from a review of teleop.tuning: step-data files, `teleop tune` options, the report."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from teleop.tuning.experiment_data import Recording, RecordingFormatError
+
+
+def _recording_json() -> dict:
+    rec = Recording.from_arrays("step", ["a"], np.arange(4) * 0.01, np.radians([[0], [10], [10], [10]]),
+                                np.radians([[0], [0], [5], [9]]))
+    return rec.to_json()
+
+
+def _nan(d):
+    d["joints"][0]["data"][2]["entry"]["measured"] = float("nan")
+
+
+def _no_t(d):
+    del d["joints"][0]["data"][1]["t"]
+
+
+def _backwards(d):
+    d["joints"][0]["data"][2]["t"] = 0.0
+
+
+def _one_joint(d):
+    d.clear()
+    d.update(_recording_json()["joints"][0])    # a single joint's PidStepData, not a recording
+
+
+@pytest.mark.parametrize("spoil, message", [(_nan, "non-finite measured"), (_no_t, "missing key 't'"),
+                                            (_backwards, "not increasing"), (_one_joint, "missing key 'joints'")])
+def test_malformed_step_data_files_give_clear_errors(tmp_path, spoil, message):
+    """A NaN sample used to load and make every metric NaN, unordered times gave wrong response
+    times, and a missing key was a bare KeyError without the file's name."""
+    data = _recording_json()
+    spoil(data)
+    path = tmp_path / "step.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(RecordingFormatError, match=message) as info:
+        Recording.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_step_data_still_round_trips(tmp_path):
+    path = tmp_path / "step.json"
+    path.write_text(json.dumps(_recording_json()))
+    assert Recording.load(path).traces["a"].measured == pytest.approx([0, 0, 5, 9])
+
+
+def _parse(*argv):
+    from teleop.tuning.cli import _settings, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return _settings(parser.parse_args(["tune", "--quick", *argv]))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--setups", "1,2", "--limited-torque", "0.3"), "--limited-torque changes setup 3 only"),
+    (("--setups", "2", "--payload-kg", "3"), "--payload-kg changes setup 4 only"),
+])
+def test_setup_overrides_without_their_setup_are_refused(argv, message):
+    """They used to be accepted and silently do nothing."""
+    with pytest.raises(SystemExit, match=message):
+        _parse(*argv)
+    assert _parse("--setups", "3,4", "--limited-torque", "0.3", "--payload-kg", "3").payload_kg == 3.0
+
+
+@pytest.mark.parametrize("option", ["--eval-motions", "--train-motions"])
+def test_an_empty_motion_list_is_refused(option):
+    """``--eval-motions ,`` used to run and fail in every setup with numpy's "need at least one
+    array to concatenate"."""
+    with pytest.raises(SystemExit, match=f"{option}: expected comma-separated motion files"):
+        _parse(option, ",")
+
+
+def test_an_out_that_is_a_file_fails_before_the_run(tmp_path, monkeypatch, capsys):
+    """It used to fail only when saving, after the whole (minutes-long) experiment."""
+    import teleop.tuning.experiment as experiment
+    from teleop.cli import main
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the experiment ran before --out was checked")
+
+    monkeypatch.setattr(experiment, "run_experiment", must_not_run)
+    out = tmp_path / "results.txt"
+    out.write_text("not a folder")
+    assert main(["tune", "--quick", "--setups", "2", "--jobs", "1", "--out", str(out)]) == 1
+    assert "File exists" in capsys.readouterr().err
+
+
+def test_report_says_above_when_the_optimiser_is_worse():
+    """A +39 % AE-A (setup 4) used to print as "-39% below the best heuristic"."""
+    from teleop.tuning.report import format_setup_table
+
+    row = {"AE-A": 6.54, "AE-S": 1.0, "OS": 35.0, "ST5": 2.91, "R50": 0.5}
+    target = {"best_heuristic": "Classic", "ae_improvement": 1 - 6.54 / 4.72, "ae_ok": False, "os_ok": False,
+              "st5_ok": True, "st5_vs_best_any_ok": True, "met": False}
+    text = format_setup_table({"setup": 4, "name": "payload", "rows": {"Classic": row, "Optimiser": row},
+                               "target": target})
+    assert "Optimiser AE-A 39% above the best heuristic (Classic)" in text
