@@ -25,11 +25,14 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="sampling rate of Xsens CSV files, which do not state it (default: 100)")
 
 
-def take_files(args: argparse.Namespace, root: Path, prefix: str = "") -> list[tuple[Path, str]]:
+def take_files(args: argparse.Namespace, root: Path, prefix: str = "",
+               check_names: bool = True) -> list[tuple[Path, str]]:
     """(file, label) of the takes under ``root`` that pass the filters of ``prefix``.
 
     Only lists files, so that a filter that selects nothing fails before anything is read
-    or learned; the error names the options given and what ``root`` holds.
+    or learned; the error names the options given and what ``root`` holds. With
+    ``check_names``, so does a filter naming a task or performer that ``root`` lacks (see
+    :func:`check_filter_names`; off for a caller that checks several roots together).
     """
     key = f"{prefix}_" if prefix else ""
     values = {name: getattr(args, key + name) for name in FILTERS}
@@ -43,7 +46,32 @@ def take_files(args: argparse.Namespace, root: Path, prefix: str = "") -> list[t
         performers = ", ".join(sorted({performer_of(f) for f, _ in files} - {""})) or "none named in the file names"
         tasks = ", ".join(sorted({label for _, label in files}))
         raise ValueError(f"no takes under {root} match {given} (performers there: {performers}; tasks: {tasks})")
+    if check_names:
+        check_filter_names(args, files, str(root), prefix)
     return chosen
+
+
+def check_filter_names(args: argparse.Namespace, files: list[tuple[Path, str]], where: str, prefix: str = "") -> None:
+    """Every task and performer a filter of ``prefix`` names must be among ``files``: a typo
+    (``--tasks squat,sqaut``, ``--exclude-performers BD``) would otherwise be dropped
+    without a word, and a performer meant to be held out would be learned from."""
+    key, dash = (f"{prefix}_", f"{prefix}-") if prefix else ("", "")
+    present = {"tasks": {label for _, label in files}, "performers": {performer_of(f) for f, _ in files} - {""}}
+    for name in FILTERS:
+        kind = "tasks" if name == "tasks" else "performers"
+        unknown = [v for v in split_csv(getattr(args, key + name)) or () if v not in present[kind]]
+        if unknown:
+            there = ", ".join(sorted(present[kind])) or "none named in the file names"
+            raise ValueError(f"--{dash}{name.replace('_', '-')} {getattr(args, key + name)}: "
+                             f"{', '.join(unknown)} not under {where} ({kind} there: {there})")
+
+
+def check_output_location(path: Path, option: str) -> None:
+    """Refuse an output below a file (``-o notes.txt/library.npz``) before any work: it
+    would otherwise fail only when written, after the reading and learning."""
+    for parent in Path(path).parents:
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"{option} {path}: {parent} is a file, not a folder")
 
 
 def robot_target_of(args: argparse.Namespace):

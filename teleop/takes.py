@@ -99,6 +99,13 @@ def performer_of(path: Path) -> str:
     return match.group(1) if match else ""
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two take paths name one file: --train and --test may spell the same folder
+    differently (relative / absolute, through a symlink), and --leave-one-out must still
+    leave the test take out of its library."""
+    return a == b or Path(a).resolve() == Path(b).resolve()
+
+
 def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
     """:func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens CSV files (which do
     not state their rate)."""

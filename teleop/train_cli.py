@@ -9,19 +9,33 @@ from pathlib import Path
 
 import numpy as np
 
-from teleop.cli_types import positive_int
-from teleop.data_args import add_common, add_take_filters, read_take_files, robot_target_of, take_files
+from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_output_location,
+                               read_take_files, robot_target_of, take_files)
+from teleop.takes import list_take_files, same_file
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
+
+
+def basis_count(text: str) -> int:
+    """Basis functions per signal: an integer >= 2 (promp.basis.RBFBasis needs two), refused
+    by argparse instead of after every take was read."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be >= 2, got {text}")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser("train", help="learn a ProMP task library from folders of motion files or recordings",
                            description="Retarget every take (one folder per task, or Xsens pN.csv files) to robot "
                                        "references, cut each to its moving part and learn one ProMP per task.")
-    train.add_argument("data", nargs="+", type=Path, help="folders of takes (the hdm05 layout: one folder per task)")
+    train.add_argument("data", nargs="+", type=Path, help="folders of takes: one folder per task (the hdm05 layout), Xsens "
+                       "pN.csv files, or the motion files of one task (named after its folder)")
     train.add_argument("-o", "--out", type=Path, default=DEFAULT_LIBRARY, help=f"library file (default: {DEFAULT_LIBRARY})")
-    train.add_argument("--basis", type=positive_int, default=20, help="basis functions per signal (default: 20)")
+    train.add_argument("--basis", type=basis_count, default=20, help="basis functions per signal (default: 20)")
     train.add_argument("--covariance", choices=("full", "per_signal"), default="full",
                        help="full: keep cross-signal covariance (default); per_signal: the thesis's model")
     add_take_filters(train)
@@ -62,7 +76,12 @@ def _learn(takes, basis: int = 20, covariance: str = "full"):
 def _train(args: argparse.Namespace) -> int:
     if args.out.is_dir():   # found now, not after the learning
         raise ValueError(f"-o {args.out} is a folder: give the library file to write, e.g. {args.out / 'library.npz'}")
-    chosen = [take_files(args, root) for root in args.data]   # every folder checked before any is read
+    check_output_location(args.out, "-o")
+    # Every folder checked before any is read; a filter's names against all of them together
+    # (a task may be in one folder only).
+    chosen = [take_files(args, root, check_names=False) for root in args.data]
+    check_filter_names(args, [pair for root in args.data for pair in list_take_files(root)],
+                       ", ".join(str(root) for root in args.data))
     target = robot_target_of(args)
     takes = [take for files in chosen for take in read_take_files(args, files, target)]
     counts = Counter(t.label for t in takes)
@@ -81,7 +100,7 @@ def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]]
     from the training takes other than itself), else it cannot be scored. Takes are
     (file, label) pairs, so this runs before anything is read."""
     for path, label in test:
-        learned_from = [f for f, lab in train if lab == label and not (leave_one_out and f == path)]
+        learned_from = [f for f, lab in train if lab == label and not (leave_one_out and same_file(f, path))]
         if learned_from:
             continue
         tasks = ", ".join(sorted({lab for _, lab in train}))
@@ -112,7 +131,7 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: boo
     groups: list[tuple[list, dict]] = []
     if leave_one_out:
         for take in tqdm(test_takes, desc="leave-one-out", disable=not progress, leave=False):
-            library = _learn([t for t in train_takes if t.path != take.path])
+            library = _learn([t for t in train_takes if not same_file(t.path, take.path)])
             groups.append(([take], evaluate_library(library, [to_demonstration(take.trajectory)], [take.label],
                                                     config=config)))
     else:
@@ -169,6 +188,7 @@ def _confusion(truth: list[str], recognised: list[str]) -> dict[str, dict[str, i
 def _eval(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():   # found before the work, not after it
         raise ValueError(f"--out {args.out} is a file: give a folder for the summary and the plot")
+    check_output_location(args.out, "--out")
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
     check_test_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
@@ -217,7 +237,7 @@ def _plot_examples(train_takes, test_takes, leave_one_out: bool, path: Path) -> 
     shared = None if leave_one_out else _learn(train_takes)
 
     def library_for(i: int):
-        return shared or _learn([t for t in train_takes if t.path != firsts[i].path])
+        return shared or _learn([t for t in train_takes if not same_file(t.path, firsts[i].path)])
 
     return plot_predictions([(to_demonstration(t.trajectory), t.label) for t in firsts], library_for, path,
                             EstimatorConfig())

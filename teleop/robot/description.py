@@ -22,6 +22,8 @@ DESCRIPTIONS_DIR = Path(__file__).with_name("descriptions")
 REQUIRED_FRAMES = ("left_sole", "right_sole", "left_hand", "right_hand", "head", "chest", "waist")
 #: Joint groups every description must define.
 REQUIRED_GROUPS = ("left_leg", "right_leg", "torso", "left_arm", "right_arm", "neck")
+#: Posture signals of the robot references every description must map onto joints.
+REFERENCE_POSTURE_SIGNALS = ("left_arm", "right_arm", "neck", "torso")
 
 
 class DescriptionError(ValueError):
@@ -113,6 +115,33 @@ def _numbers(path: Path, key: str, values: dict) -> dict[str, float]:
         raise DescriptionError(f"{path}: [{key}] {bad} must be a number, got {values[bad]!r}") from None
 
 
+def _reference_joints(path: Path, table) -> dict[str, list[tuple[str, float]]]:
+    """The [reference_joints] table: signal -> [(joint, sign)], or DescriptionError naming
+    the entry. The posture signals of the robot references must all be there, one joint per
+    scalar of the signal (teleop/robot/target.py writes them into the joint vector)."""
+    from retarget.references import SIGNALS
+
+    if not isinstance(table, dict):
+        raise DescriptionError(f"{path}: reference_joints must be a table [reference_joints], got {table!r}")
+    out = {}
+    for signal, pairs in table.items():
+        try:
+            out[signal] = [(j, float(s)) for j, s in pairs]
+            if not all(isinstance(j, str) and isinstance(s, (int, float)) for j, s in pairs):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise DescriptionError(f"{path}: [reference_joints] {signal} must be a list of "
+                                   f"[\"<joint>\", <sign>] pairs, got {pairs!r}") from None
+    sizes = dict(SIGNALS)
+    for signal in REFERENCE_POSTURE_SIGNALS:
+        if signal not in out:
+            raise DescriptionError(f"{path}: [reference_joints] lacks {signal}")
+        if len(out[signal]) != sizes[signal]:
+            raise DescriptionError(f"{path}: [reference_joints] {signal} needs {sizes[signal]} joints (one per "
+                                   f"angle of the reference signal), got {len(out[signal])}")
+    return out
+
+
 def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
     """Load a description by name (a file in ``descriptions/``) or by path."""
     path = Path(name_or_path)
@@ -135,7 +164,14 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
     missing = [r for r in REQUIRED_FRAMES if r not in frames]
     if missing:
         raise DescriptionError(f"{path}: [frames] lacks roles {missing}")
-    groups = {k: list(v) for k, v in need("groups").items()}
+    for role, frame in frames.items():
+        if not isinstance(frame, str):   # pinocchio would end in a Boost.Python signature dump
+            raise DescriptionError(f"{path}: [frames] {role} must be a frame name in quotes, got {frame!r}")
+    groups = dict(need("groups"))
+    for group, joints in groups.items():
+        # A bare string would be read as a list of one-letter joints.
+        if not isinstance(joints, list) or not all(isinstance(j, str) for j in joints):
+            raise DescriptionError(f"{path}: [groups] {group} must be a list of joint names, got {joints!r}")
     missing = [g for g in REQUIRED_GROUPS if g not in groups]
     if missing:
         raise DescriptionError(f"{path}: [groups] lacks {missing}")
@@ -155,16 +191,23 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
             raise DescriptionError(f"{path}: extra_frames.{name} needs parent = \"<frame>\" and "
                                    "xyz_stance = [x, y, z]") from None
         extra[name] = ExtraFrame(name, spec["parent"], xyz)
-    soles = {side: np.asarray(need("soles")[side], dtype=float) for side in ("left", "right")}
-    for side, corners in soles.items():
-        if corners.shape != (4, 3):
-            raise DescriptionError(f"{path}: soles.{side} must be 4 corners of 3 coordinates")
-    reference_joints = {sig: [(str(j), float(s)) for j, s in pairs] for sig, pairs in need("reference_joints").items()}
+    soles, sole_table = {}, need("soles")
+    for side in ("left", "right"):
+        try:
+            soles[side] = np.asarray(sole_table[side], dtype=float)
+        except (KeyError, TypeError, ValueError):
+            soles[side] = None
+        if soles[side] is None or soles[side].shape != (4, 3):
+            raise DescriptionError(f"{path}: soles.{side} must be 4 corners of 3 coordinates [m]")
+    reference_joints = _reference_joints(path, need("reference_joints"))
+    yaw = raw.get("root_yaw_in_stance", 0.0)
+    if not isinstance(yaw, (int, float)):
+        raise DescriptionError(f"{path}: root_yaw_in_stance must be a number [rad], got {yaw!r}")
     return RobotDescription(
         name=str(raw.get("name", path.stem)),
         urdf_path=resolve_urdf(str(need("urdf")), path.parent),
         root_frame=str(need("root_frame")),
-        root_yaw_in_stance=float(raw.get("root_yaw_in_stance", 0.0)),
+        root_yaw_in_stance=float(yaw),
         frames=frames,
         extra_frames=extra,
         sole_corners=soles,

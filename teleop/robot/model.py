@@ -49,6 +49,11 @@ class RobotModel:
         for name in (j for group in d.groups.values() for j in group):
             if name not in self.joint_names:
                 raise DescriptionError(f"{d.source}: joint {name!r} of a group is not in the URDF")
+        for signal, pairs in d.reference_joints.items():
+            unknown = [joint for joint, _ in pairs if joint not in self.joint_names]
+            if unknown:   # found here, not as a KeyError when the references are first mapped
+                raise DescriptionError(f"{d.source}: [reference_joints] {signal} names joints that are not "
+                                       f"in the URDF: {unknown}")
         for role, frame in d.frames.items():
             if not self.model.existFrame(frame):
                 raise DescriptionError(f"{d.source}: frame {frame!r} for role {role!r} is not in the URDF")
@@ -56,6 +61,10 @@ class RobotModel:
             if not self.model.existFrame(extra.parent):
                 raise DescriptionError(f"{d.source}: parent {extra.parent!r} of extra frame {extra.name!r} "
                                        "is not in the URDF")
+            if extra.name in d.frames or self.model.existFrame(extra.name):
+                # It would silently replace that role's (or URDF frame's) placement.
+                raise DescriptionError(f"{d.source}: extra frame {extra.name!r} has the name of a frame role or "
+                                       "of a URDF frame; give it its own name")
         for table in ("home", "velocity_limits", "effort_limits"):
             # Limits may use patterns ("*_elbow"); a name or pattern that matches no joint is a typo.
             patterns = table != "home"

@@ -12,10 +12,11 @@ import pinocchio as pin
 
 from retarget.references import SIGNAL_SLICES
 from retarget.robot_target import RobotTarget
+from teleop.robot.description import REFERENCE_POSTURE_SIGNALS
 from teleop.robot.model import NQ_BASE, RobotModel
 
-#: Posture signals of the references realised by joints.
-POSTURE_SIGNALS = ("left_arm", "right_arm", "neck", "torso")
+#: Posture signals of the references realised by joints (every description maps them).
+POSTURE_SIGNALS = REFERENCE_POSTURE_SIGNALS
 
 
 def reference_joint_map(robot: RobotModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:

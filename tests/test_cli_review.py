@@ -1,0 +1,206 @@
+"""Review of the robot description, `teleop train` / `eval promp` options and the synthetic
+dataset generator: bad input ends in one line naming the file or option, before any work."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from teleop.cli import main
+from teleop.robot.description import DescriptionError, load_description
+from teleop.robot.model import RobotModel
+
+REPO = Path(__file__).resolve().parents[1]
+SYNTHETIC = REPO / "datasets" / "synthetic"
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ": error: " in ln]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0].split(": error: ", 1)[1]
+
+
+def dataset(root: Path, tasks: dict[str, int]) -> Path:
+    for task, n in tasks.items():
+        (root / task).mkdir(parents=True)
+        for k in range(n):
+            shutil.copy(SYNTHETIC / task / f"{task}_{k}.npz", root / task)
+    return root
+
+
+# ------------------------------------------------------------ robot description typos
+@pytest.mark.parametrize("old, new, message", [
+    ('["l_elbow", 1.0], ["l_wrist_prosup"', '["l_elbw", 1.0], ["l_wrist_prosup"',
+     r"\[reference_joints\] left_arm names joints that are not in the URDF: \['l_elbw'\]"),
+    ('neck = [["neck_pitch", -1.0], ["neck_yaw", 1.0]]\n', "", r"\[reference_joints\] lacks neck"),
+    ('neck = [["neck_pitch", -1.0], ["neck_yaw", 1.0]]', 'neck = [["neck_pitch", -1.0]]',
+     r"\[reference_joints\] neck needs 2 joints"),
+    ('["neck_yaw", 1.0]]', '["neck_yaw", "plus"]]', r"\[reference_joints\] neck must be a list of"),
+    ("left = [[0.1065, 0.041,", "lft = [[0.1065, 0.041,", r"soles\.left must be 4 corners"),
+    ('head = "head"', "head = 3", r"\[frames\] head must be a frame name"),
+    ('neck = ["neck_pitch", "neck_roll", "neck_yaw"]', 'neck = "neck_pitch"',
+     r"\[groups\] neck must be a list of joint names"),
+    ("root_yaw_in_stance = 3.141592653589793", 'root_yaw_in_stance = "pi"', "root_yaw_in_stance must be a number"),
+    ("[extra_frames.left_eye]", "[extra_frames.left_hand]", "extra frame 'left_hand' has the name of a frame role"),
+])
+def test_description_typos_name_the_file_and_entry(tmp_path, old, new, message):
+    """Each used to end in a KeyError / Boost.Python traceback when the references were first
+    mapped, in a message without the file, or (an extra frame named like a role) in the hand
+    role silently placed at the eye."""
+    text = load_description().source.read_text()
+    assert old in text
+    bad = tmp_path / "typo.toml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(DescriptionError, match=message) as exc:
+        from teleop.robot.target import robot_target
+        robot_target(RobotModel(bad))
+    assert str(bad) in str(exc.value)
+
+
+# ------------------------------------------------------------ teleop train / eval options
+def test_train_basis_below_two_is_refused_by_argparse(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", str(SYNTHETIC / "squat"), "--basis", "1"])
+    assert exc.value.code == 2
+    assert "argument --basis: must be >= 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "{data}", "--tasks", "squat,sqaut"], "--tasks squat,sqaut: sqaut not under {data} (tasks there: "),
+    (["train", "{data}", "--exclude-performers", "bd"], "--exclude-performers bd: bd not under {data}"),
+    (["eval", "promp", "--train", "{data}", "--test", "{data}", "--train-tasks", "squat,reach_forward,typo"],
+     "--train-tasks squat,reach_forward,typo: typo not under {data}"),
+])
+def test_filter_names_the_data_lacks_are_refused(tmp_path, capsys, monkeypatch, argv, message):
+    """A misspelt task or performer used to be dropped without a word (a performer meant to
+    be held out was learned from)."""
+    import teleop.train_cli as train_cli
+
+    monkeypatch.setattr(train_cli, "read_take_files", lambda *a, **k: pytest.fail("read before the check"))
+    data = dataset(tmp_path / "data", {"squat": 2, "reach_forward": 2})
+    out = tmp_path / "lib.npz"
+    rc, _, err = run(capsys, *[a.format(data=data) for a in argv], "-o" if argv[0] == "train" else "--out",
+                     out if argv[0] == "train" else tmp_path / "eval")
+    assert rc == 1
+    assert message.format(data=data) in error_line(err)
+    assert not out.exists()
+
+
+def test_train_checks_filter_names_across_all_its_folders(tmp_path, capsys):
+    """A task in one of the folders only is not a typo."""
+    a = dataset(tmp_path / "a", {"squat": 2})
+    b = dataset(tmp_path / "b", {"squat": 1, "reach_forward": 2})
+    rc, out, err = run(capsys, "train", a, b, "--tasks", "squat,reach_forward", "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    assert "learned 2 tasks from 5 takes" in out
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_an_output_below_a_file_is_refused_before_reading(tmp_path, capsys, monkeypatch, command):
+    """Used to fail with 'File exists' / 'Not a directory' after every take was read and learned."""
+    import teleop.train_cli as train_cli
+
+    monkeypatch.setattr(train_cli, "read_take_files", lambda *a, **k: pytest.fail("read before the check"))
+    data = dataset(tmp_path / "data", {"squat": 2})
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    if command == "train":
+        rc, _, err = run(capsys, "train", data, "-o", notes / "lib.npz")
+        option = "-o"
+    else:
+        rc, _, err = run(capsys, "eval", "promp", "--train", data, "--test", data, "--out", notes / "eval")
+        option = "--out"
+    assert rc == 1
+    assert error_line(err).startswith(f"{option} {notes}/") and f"{notes} is a file" in err
+    assert notes.read_text() == "mine"
+
+
+# ------------------------------------------------------------ tools/generate_synthetic_dataset.py
+def _generator():
+    spec = importlib.util.spec_from_file_location("generate_synthetic_dataset",
+                                                  REPO / "tools" / "generate_synthetic_dataset.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--performers", "0"], "argument --performers: must be >= 1"),
+    (["--rate", "nan"], "argument --rate"),
+    (["--tasks"], "argument --tasks: expected at least one argument"),
+])
+def test_generator_refuses_bad_options(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        _generator().main(["--out", str(tmp_path / "synth"), *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "synth").exists()
+
+
+def test_generator_refuses_to_leave_stale_demonstrations_beside_a_new_index(tmp_path, capsys):
+    """Regenerating fewer demonstrations (or fewer tasks) into a folder used to leave the
+    old files there, unlisted in the new index.csv, for `teleop train` to learn from."""
+    out = dataset(tmp_path / "synth", {"squat": 3})
+    (out / "index.csv").write_text("old index\n")
+    with pytest.raises(SystemExit) as exc:
+        _generator().main(["--out", str(out), "--tasks", "squat", "--n-per-task", "2"])
+    assert exc.value.code == 2
+    assert re.search(r"holds 1 demonstrations this run would not rewrite \(squat/squat_2\.npz\)",
+                     capsys.readouterr().err)
+    assert (out / "index.csv").read_text() == "old index\n"
+    # Rewriting every file it holds is fine.
+    assert _generator().main(["--out", str(out), "--tasks", "squat", "--n-per-task", "3"]) == 0
+    assert len((out / "index.csv").read_text().splitlines()) == 4
+
+
+# ------------------------------------------------------------ eval promp --leave-one-out
+def test_eval_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp_path, capsys, monkeypatch):
+    """--train data --test /abs/data used to keep each test take in its own library (paths
+    compared as written): a far smaller error, reported as leave-one-out."""
+    import json
+
+    dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for test in ("data", tmp_path / "data"):
+        rc, out, err = run(capsys, "eval", "promp", "--train", "data", "--test", test, "--leave-one-out",
+                           "--json", "--out", tmp_path / "eval")
+        assert rc == 0, err
+        results.append(json.loads(out)["hand_rms_cm"])
+    assert results[1] == pytest.approx(results[0])
+
+
+def test_eval_leave_one_out_single_take_check_sees_through_the_spelling(tmp_path, capsys, monkeypatch):
+    dataset(tmp_path / "data", {"squat": 1})
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run(capsys, "eval", "promp", "--train", "data", "--test", tmp_path / "data", "--leave-one-out")
+    assert rc == 1
+    assert "is the only training take of task 'squat'" in error_line(err)
+
+
+def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp_path, capsys, monkeypatch):
+    """The same for `teleop trial --leave-one-out` (its library and its single-take check)."""
+    import json
+
+    dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for test in ("data", tmp_path / "data"):
+        rc, out, err = run(capsys, "trial", "--train", "data", "--test", test, "--leave-one-out", "--rtt", "1.5",
+                           "--json", "--out", tmp_path / "trial")
+        assert rc == 0, err
+        results.append(json.loads(out)["rtt"]["1.5"]["comp"]["hand_cm"])
+    assert results[1] == pytest.approx(results[0])
+    dataset(tmp_path / "one", {"squat": 1})
+    rc, _, err = run(capsys, "trial", "--train", "one", "--test", tmp_path / "one", "--leave-one-out", "--rtt", "1.5")
+    assert rc == 1 and "is the only training take" in error_line(err)
