@@ -104,6 +104,6 @@ def test_thesis_link_model():
 
 
 def test_invalid_models_are_refused():
-    for bad in (dict(delay=-1), dict(loss=1.5), dict(duplicate=-0.1), dict(rate_bps=0), dict(delay=20)):
+    for bad in (dict(delay=-1), dict(loss=1.5), dict(duplicate=-0.1), dict(rate_bps=0), dict(delay=20, max_delay=10)):
         with pytest.raises(ValueError):
             DirectionModel(**bad)

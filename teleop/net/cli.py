@@ -80,11 +80,16 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
     def rate(kbps: float | None) -> float | None:
         return None if kbps is None else kbps * 1000.0
 
+    # Checked here so that the message names the options (DirectionModel only knows seconds).
+    back_delay = args.delay_ms if args.back_delay_ms is None else args.back_delay_ms
+    for option, delay_ms in (("--delay-ms", args.delay_ms), ("--back-delay-ms", back_delay)):
+        if delay_ms > args.max_delay_ms:
+            raise ValueError(f"{option} {delay_ms:g} exceeds --max-delay-ms {args.max_delay_ms:g}; "
+                             "raise --max-delay-ms")
     common = dict(max_delay=ms(args.max_delay_ms), queue_limit=ms(args.queue_ms))
     forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms(args.jitter_ms), loss=args.loss,
                              duplicate=args.dup, keep_order=args.keep_order,
                              rate_bps=rate(args.rate_kbps), **common)
-    back_delay = args.delay_ms if args.back_delay_ms is None else args.back_delay_ms
     back_rate = args.rate_kbps if args.back_rate_kbps is None else args.back_rate_kbps
     backward = DirectionModel(delay=ms(back_delay), jitter=ms(args.back_jitter_ms), loss=args.back_loss,
                               duplicate=args.back_dup, keep_order=args.back_keep_order,

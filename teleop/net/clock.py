@@ -31,6 +31,7 @@ matters, synchronise the machines with NTP/PTP over an unimpaired path (as the t
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass
@@ -77,12 +78,14 @@ class ClockOffsetEstimator:
             raise ValueError(f"method must be one of {self.METHODS}")
         self.method = method
         self.samples: deque[ClockSample] = deque(maxlen=window)
-        self.rejected = 0  # exchanges with a negative RTT (clock stepped mid-exchange)
+        self.rejected = 0  # exchanges with a negative RTT (clock stepped mid-exchange) or non-finite times
 
     def add(self, t1: float, t2: float, t3: float, t4: float) -> ClockSample | None:
         """Add one exchange; returns its sample, or None if rejected as impossible."""
         offset, rtt = exchange_offset_rtt(t1, t2, t3, t4)
-        if rtt < 0:
+        # t2 comes from the peer's pong payload, which the codec does not check for
+        # finiteness: a NaN would pass `rtt < 0` and could become the offset estimate.
+        if not (math.isfinite(offset) and math.isfinite(rtt)) or rtt < 0:
             self.rejected += 1
             return None
         sample = ClockSample(offset, rtt, t4)

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
 from dataclasses import dataclass, field
 
 #: σ_τf / τ_f,D in the thesis experiments (Eq. 5.17).
 THESIS_JITTER_RATIO = 2.0 / 15.0
+#: Default cap on one packet's propagation delay [s] (see DirectionModel.max_delay).
+DEFAULT_MAX_DELAY = 10.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,9 @@ class DirectionModel:
         keep_order: deliver in send order (no overtaking).
         rate_bps: bandwidth [bit/s]; None = unlimited.
         queue_limit: longest queueing delay behind the bandwidth limit before tail drop [s].
-        max_delay: hard cap on the propagation delay of any packet [s].
+        max_delay: hard cap on the propagation delay of any packet [s]; None = the larger of
+            ``DEFAULT_MAX_DELAY`` and delay + 6 sigma (a fixed 10 s refused every round trip
+            over 20 s, e.g. ``teleop trial --rtt 30``, in the middle of a sweep).
     """
 
     delay: float = 0.0
@@ -58,17 +63,25 @@ class DirectionModel:
     keep_order: bool = False
     rate_bps: float | None = None
     queue_limit: float = 1.0
-    max_delay: float = 10.0
+    max_delay: float | None = None
 
     def __post_init__(self) -> None:
+        numbers = [self.delay, self.loss, self.duplicate, self.queue_limit] + \
+            [x for x in (self.jitter, self.rate_bps, self.max_delay) if x is not None]
+        if not all(math.isfinite(x) for x in numbers):   # NaN passes every comparison below
+            raise ValueError("delay model values must be finite numbers")
         if self.delay < 0 or (self.jitter is not None and self.jitter < 0):
             raise ValueError("delay and jitter must be ≥ 0")
+        if self.max_delay is None:   # frozen dataclass: set the derived default once
+            object.__setattr__(self, "max_delay", max(DEFAULT_MAX_DELAY, self.delay + 6.0 * self.sigma))
         if not (0.0 <= self.loss <= 1.0 and 0.0 <= self.duplicate <= 1.0):
             raise ValueError("loss and duplicate are probabilities in [0, 1]")
         if self.rate_bps is not None and self.rate_bps <= 0:
             raise ValueError("rate_bps must be > 0 (None for unlimited)")
-        if self.max_delay < self.delay or self.queue_limit < 0:
-            raise ValueError("max_delay must be ≥ delay and queue_limit ≥ 0")
+        if self.max_delay < self.delay:
+            raise ValueError(f"max_delay ({self.max_delay:g} s) must be ≥ delay ({self.delay:g} s)")
+        if self.queue_limit < 0:
+            raise ValueError("queue_limit must be ≥ 0")
 
     @property
     def sigma(self) -> float:

@@ -73,21 +73,25 @@ def create_secret_file(path: str | os.PathLike | None = None) -> Path:
     two concurrent creators end up agreeing on one file.
     """
     target = Path(path) if path is not None else default_secret_path()
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if target.exists():
-        return target
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".secret-")  # mkstemp uses 0600
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if target.exists():
+            return target
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".secret-")  # mkstemp uses 0600
         try:
-            os.link(tmp, target)
-            log.warning("created a new teleop secret in %s; copy it to the other station's "
-                        "machine or set %s there", target, ENV_VAR)
-        except FileExistsError:
-            pass  # another process won the race; use its file
-    finally:
-        os.unlink(tmp)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32) + "\n")
+            try:
+                os.link(tmp, target)
+                log.warning("created a new teleop secret in %s; copy it to the other station's "
+                            "machine or set %s there", target, ENV_VAR)
+            except FileExistsError:
+                pass  # another process won the race; use its file
+        finally:
+            os.unlink(tmp)
+    except OSError as exc:  # unwritable config dir, a file where the dir should be, ...
+        raise SecretError(f"cannot create secret file {target}: {exc.strerror or exc}; set "
+                          f"{ENV_VAR} or pass a secret file instead") from None
     return target
 
 
@@ -99,10 +103,16 @@ def read_secret_file(path: str | os.PathLike) -> bytes:
     except FileNotFoundError:
         raise SecretError(f"secret file {path} does not exist; create one with "
                           f"`python -m teleop.net.secret {path}`") from None
+    except OSError as exc:
+        raise SecretError(f"cannot read secret file {path}: {exc.strerror or exc}") from None
     if os.name == "posix" and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise SecretError(f"secret file {path} is accessible by other users "
                           f"(mode {stat.S_IMODE(st.st_mode):o}); run `chmod 600 {path}`")
-    return _checked(path.read_bytes().strip(), f"secret file {path}")
+    try:
+        content = path.read_bytes()
+    except OSError as exc:  # a directory, or a file we may not read (another owner, mode 000)
+        raise SecretError(f"cannot read secret file {path}: {exc.strerror or exc}") from None
+    return _checked(content.strip(), f"secret file {path}")
 
 
 def load_secret(path: str | os.PathLike | None = None, *, create_default: bool = False,
