@@ -102,3 +102,18 @@ def test_a_trial_with_a_thirty_second_round_trip_runs():
     take = ReferenceTrajectory(times, np.zeros((len(times), FLAT_SIZE)), label="still")
     result = run_take(take, 30.0, None, compensate=False)
     assert np.isfinite(result.whole["hand_cm"])
+
+
+def test_a_pong_from_another_peer_is_not_paired_with_our_ping():
+    import dataclasses
+
+    clock = VirtualClock()
+    robot, operator = connect_virtual(PacketCodec(session_secret()), LinkModel(), clock)
+    client = ClockSyncClient(robot, operator.address, estimator=ClockOffsetEstimator(method="median"))
+    assert client.ping()
+    (ping,) = operator.poll()
+    operator.send(ClockPong(ping.packet.message.exchange_id, ping.packet.send_time, 5.0), robot.address)
+    (pong,) = robot.poll()
+    assert client.handle(dataclasses.replace(pong, peer=("10.0.0.9", 7000)))   # consumed...
+    assert client.estimator.offset is None                                    # ...not counted
+    assert client.handle(pong) and client.estimator.offset is not None        # ours still pairs

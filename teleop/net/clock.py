@@ -195,6 +195,11 @@ class ClockSyncClient:
         packet = received.packet
         if packet.packet_type != PacketType.CLOCK_PONG:
             return False
+        if received.peer != self.peer:
+            # A pong from another station (an operator the robot has switched away from,
+            # answering a ping of an earlier client whose exchange ids also started at 1)
+            # would pair with the wrong t1: consumed, not counted.
+            return True
         pong: ClockPong = packet.message
         t1 = self._outstanding.pop(pong.exchange_id, None)
         if t1 is not None:
