@@ -38,10 +38,12 @@ def motion_datagrams(codec: MvnCodec, motion: HumanMotion, index: int, sample_co
 
 def stream_motion(motion: HumanMotion, destination: tuple[str, int], *, speed: float = 1.0, loop: bool = False,
                   duration_s: float | None = None, codec: MvnCodec | None = None, name: str = "teleop",
-                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> dict:
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                  stats: dict | None = None) -> dict:
     """Send ``motion`` to ``destination`` as MVN datagrams at its true rate (times ``speed``).
 
-    Returns counters {"samples", "datagrams", "bytes", "send_errors"}.
+    Returns counters {"samples", "datagrams", "bytes", "send_errors"}, kept up to date in
+    ``stats`` if given: a caller interrupted by Ctrl-C (how a --loop stream ends) still has them.
     """
     if speed <= 0:
         raise ValueError("speed must be positive")
@@ -50,7 +52,8 @@ def stream_motion(motion: HumanMotion, destination: tuple[str, int], *, speed: f
     codec = codec or MvnCodec()
     times = motion.times - motion.times[0]
     period = float(times[1] - times[0]) if len(times) > 1 else 0.01
-    stats = {"samples": 0, "datagrams": 0, "bytes": 0, "send_errors": 0}
+    stats = {} if stats is None else stats
+    stats.update({"samples": 0, "datagrams": 0, "bytes": 0, "send_errors": 0})
     sock = socket.socket(socket.AF_INET6 if ":" in destination[0] else socket.AF_INET, socket.SOCK_DGRAM)
     start = clock()
     lap_offset, counter, next_meta = 0.0, 0, 0.0
@@ -87,12 +90,22 @@ def stream_motion(motion: HumanMotion, destination: tuple[str, int], *, speed: f
         sock.close()
 
 
+def _destination_port(text: str) -> int:
+    """A port to send to: 1-65535 (``port`` also takes 0, "any free port", which only
+    means something when listening: every datagram sent to port 0 fails, and with --loop
+    the stream would go on failing silently until Ctrl-C)."""
+    value = port(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("port 0 is not a destination: give the receiver's port (1-65535)")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("stream-mvn", help="stream a motion file as Xsens MVN network datagrams (UDP)",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
     parser.add_argument("file", type=Path, help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz)")
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")
-    parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
+    parser.add_argument("--port", type=_destination_port, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
     parser.add_argument("--rate", type=positive_float, default=None,
                         help="sampling rate of files that do not store one (Xsens CSV) [Hz] (default 100)")
     parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
@@ -126,11 +139,12 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     print(f"streaming {args.file} ({len(motion)} frames, {motion.rate_hz:g} Hz) to {args.host}:{args.port}",
           file=sys.stderr)
+    stats = {"samples": 0, "datagrams": 0, "bytes": 0, "send_errors": 0}
     try:
-        stats = stream_motion(motion, (args.host, args.port), speed=args.speed, loop=args.loop,
-                              duration_s=args.duration, codec=MvnCodec(args.unit), name=args.file.stem)
+        stream_motion(motion, (args.host, args.port), speed=args.speed, loop=args.loop,
+                      duration_s=args.duration, codec=MvnCodec(args.unit), name=args.file.stem, stats=stats)
     except KeyboardInterrupt:
-        return 0
+        pass     # how a --loop stream ends: what was sent, and what could not be, is still said
     print(f"sent {stats['samples']} samples in {stats['datagrams']} datagrams ({stats['bytes']} bytes)")
     if stats["send_errors"]:
         print(f"teleop stream-mvn: warning: {stats['send_errors']} datagrams could not be sent to "

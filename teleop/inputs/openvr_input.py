@@ -118,6 +118,17 @@ class OpenVRConfig:
     def __post_init__(self) -> None:
         from retarget.human import SEGMENTS
 
+        # Checked here, not where used: a JSON file with a list for a mapping, or a rate of
+        # 0 / "90", would otherwise pass and crash the station later (the rate only when the
+        # headset does not report its display frequency, i.e. on some set-ups only).
+        for what, mapping in (("trackers", self.trackers), ("roles", self.roles), ("buttons", self.buttons)):
+            if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in mapping.items()):
+                raise ValueError(f"OpenVR config {what}: expected an object of names -> names, got {mapping!r}")
+        rate = self.rate_hz
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not np.isfinite(rate) or rate <= 0:
+            raise ValueError(f"OpenVR config rate_hz: expected a frame rate > 0 [Hz], got {rate!r}")
+        self.rate_hz = float(rate)
         for what, mapping in (("trackers", self.trackers), ("roles", self.roles)):
             bad = {k: v for k, v in mapping.items() if v not in SEGMENTS}
             if bad:
@@ -136,6 +147,8 @@ class OpenVRConfig:
             data = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path}: cannot read the OpenVR config: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: the OpenVR config must be a JSON object, got {type(data).__name__}")
         unknown = set(data) - {"trackers", "roles", "buttons", "rate_hz"}
         if unknown:
             raise ValueError(f"{path}: unknown OpenVR config keys {sorted(unknown)}")
