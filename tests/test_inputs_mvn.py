@@ -310,3 +310,26 @@ def test_streamed_time_codes_run_with_the_sending_not_the_motion(speed):
     t = motion.times - motion.times[0]
     expected = np.round(t / speed * 1000).astype(int)
     assert [codes[k] for k in range(len(t))] == list(expected)
+
+
+@pytest.mark.parametrize("wire_unit", [0.01, 1.0])
+def test_the_receiver_finds_the_position_unit_from_the_first_pose(wire_unit):
+    """The specification says centimetres, MVN's manual says metres: whichever the sender
+    streams, the poses come out in metres (before, a metre stream came out 100x too small)."""
+    motion = HumanMotion.load_npz(SYNTHETIC)
+    codec = MvnCodec(wire_unit)
+    with XsensLiveSource(("127.0.0.1", 0)) as source:
+        assert source.position_unit_m is None
+        for k in (10, 11):
+            for datagram in motion_datagrams(codec, motion, k, sample_counter=k, time_code_ms=10 * k):
+                source.handle_datagram(datagram, 1.0 + 0.01 * k)
+            _, pose = source.poll()
+            assert np.allclose(pose["head"][0], motion.position("head")[k], atol=1e-4)
+            assert np.allclose(pose["left_toe"][0], motion.position("left_toe")[k], atol=1e-4)
+        assert source.position_unit_m == wire_unit
+    # A unit given explicitly is used as it is.
+    with XsensLiveSource(("127.0.0.1", 0), position_unit_m=0.01) as source:
+        for datagram in motion_datagrams(MvnCodec(1.0), motion, 10, sample_counter=1, time_code_ms=100):
+            source.handle_datagram(datagram, 1.0)
+        _, pose = source.poll()
+        assert np.allclose(pose["head"][0], motion.position("head")[10] * 0.01, atol=1e-4)

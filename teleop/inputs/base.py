@@ -142,11 +142,12 @@ class GatedSource:
 
 
 def open_source(spec: str, *, speed: float = 1.0, loop: bool = False, seed: int = 0,
-                clock: Callable[[], float] | None = None, vr_config=None) -> PoseSource:
+                clock: Callable[[], float] | None = None, vr_config=None, allow_remote: bool = False) -> PoseSource:
     """Build a source from a command-line spec.
 
     ``synthetic`` (the synthetic operator, ``seed``), ``xsens-live[:PORT]`` or
-    ``xsens-live:HOST:PORT`` (MVN network stream, default port 9763 on 127.0.0.1),
+    ``xsens-live:HOST:PORT`` (MVN network stream, default port 9763 on 127.0.0.1; another
+    HOST than loopback needs ``allow_remote``: MVN usually runs on another PC),
     ``openvr`` (SteamVR; ``vr_config`` a :class:`~teleop.inputs.openvr_input.OpenVRConfig`
     or a JSON file), anything else: a motion file replayed at its true rate (``speed``,
     ``loop``).
@@ -161,7 +162,8 @@ def open_source(spec: str, *, speed: float = 1.0, loop: bool = False, seed: int 
     if spec == "xsens-live" or spec.startswith("xsens-live:"):
         from teleop.inputs.xsens_live import XsensLiveSource, parse_bind
 
-        return XsensLiveSource(parse_bind(spec[len("xsens-live:"):] if ":" in spec else ""), clock=clock)
+        return XsensLiveSource(parse_bind(spec[len("xsens-live:"):] if ":" in spec else ""), clock=clock,
+                               allow_remote=allow_remote)
     if spec == "openvr":
         from teleop.inputs.openvr_input import OpenVRConfig, OpenVRSource
 

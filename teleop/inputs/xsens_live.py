@@ -8,11 +8,17 @@ a frame is ``(t, pose)`` only: retargeting a live stream uses the CoM it estimat
 the segments, not MVN's.
 
 :meth:`XsensLiveSource.poll` drains the socket without blocking, reassembles samples that
-span several datagrams, decodes them (:mod:`teleop.inputs.mvn_protocol`: cm -> m, MVN's
+span several datagrams, decodes them (:mod:`teleop.inputs.mvn_protocol`: positions to metres, MVN's
 T-pose arm frames -> N-pose frames, segment IDs 1..23 -> names) and returns the newest
 complete pose not returned yet. Anything else on the port -- foreign datagrams, truncated
 or inconsistent ones, other characters, unknown message types -- is dropped and counted in
 :attr:`XsensLiveSource.stats`; it never raises.
+
+Position unit: the protocol specification (2.5.6) says centimetres, while MVN's user manual
+and Xsens's knowledge base say the quaternion stream's positions are in metres. By default
+(``position_unit_m=None``) the first pose decides: a human body spans well over 0.5 m
+between its farthest segments in any posture, so a span under ``AUTO_UNIT_SPAN_M`` read as
+centimetres means the sender streams metres (a factor of 100 apart, never ambiguous).
 
 Timestamps: a frame's time is MVN's time code mapped onto the caller's clock,
 ``t = time_code + offset`` with ``offset`` the smallest ``arrival - time_code`` seen so far
@@ -46,6 +52,10 @@ from teleop.inputs.mvn_protocol import (
 )
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: Span [m] between a pose's farthest segments, read as centimetres, below which the stream
+#: is taken to be in metres (see the module docstring): a body read from a metre stream as
+#: centimetres spans ~0.02 m, one read from a centimetre stream ~1-2 m.
+AUTO_UNIT_SPAN_M = 0.1
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -66,7 +76,8 @@ class XsensLiveSource:
     Args:
         bind: (host, port) to listen on; port 0 picks a free port (see :attr:`address`).
         character_id: accept only this character (None: the first one heard).
-        position_unit_m: metres per position unit on the wire (spec: cm -> 0.01).
+        position_unit_m: metres per position unit on the wire (spec: cm -> 0.01; MVN's manual:
+            m -> 1.0); None: found from the first pose (module docstring).
         clock: the caller's clock [s] (time.monotonic by default).
         allow_remote: listening on a non-loopback address must be asked for explicitly.
         receive_buffer_bytes: socket receive buffer (bursts of a 240 Hz stream).
@@ -81,15 +92,17 @@ class XsensLiveSource:
         meta: character meta data (type 12) {tag: value}.
         scale: newest character scale (type 13), or None.
         time_code: newest type-25 time code string, or None.
+        position_unit_m: the unit in use [m per wire unit] (None until the first pose decides).
     """
 
     def __init__(self, bind: tuple[str, int] = ("127.0.0.1", DEFAULT_PORT), *, character_id: int | None = None,
-                 position_unit_m: float = 0.01, clock: Callable[[], float] = time.monotonic,
+                 position_unit_m: float | None = None, clock: Callable[[], float] = time.monotonic,
                  allow_remote: bool = False, receive_buffer_bytes: int = 1 << 20) -> None:
         host, port = bind
         if host not in _LOOPBACK and not allow_remote:
             raise ValueError(f"refusing to listen on {host}: pass allow_remote=True to accept a remote MVN stream")
-        self.codec = MvnCodec(position_unit_m)
+        self.position_unit_m = position_unit_m
+        self.codec = MvnCodec(0.01 if position_unit_m is None else position_unit_m)
         self.character_id = character_id
         self._clock = clock
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
@@ -163,6 +176,8 @@ class XsensLiveSource:
         if not pose:
             self.stats["dropped_bad_content"] += 1
             return
+        if self.position_unit_m is None:
+            pose = self._detect_unit(pose)
         code = header.time_code_ms
         if self._last_time_code is not None and code < self._last_time_code:
             if self._last_time_code - code < 1000:     # reordered by the network: older than what we have
@@ -176,6 +191,22 @@ class XsensLiveSource:
         self._newest_sample = header.sample_counter
         self._returned = False
         self.stats["samples"] += 1
+
+    def _detect_unit(self, pose: dict) -> dict:
+        """Decide the stream's position unit from ``pose`` (decoded as centimetres) and
+        return the pose in metres; a pose of fewer than two segments cannot tell."""
+        positions = np.array([p for p, _ in pose.values()])
+        if len(positions) < 2:
+            return pose
+        span = float(np.max(np.linalg.norm(positions[:, None] - positions[None], axis=-1)))
+        if span >= AUTO_UNIT_SPAN_M:
+            self.position_unit_m = 0.01
+            return pose
+        self.position_unit_m = self.codec.unit = 1.0
+        factor = 1.0 / 0.01
+        if self.com is not None:          # a CoM that came before the first pose
+            self.com = self.com * factor
+        return {name: (p * factor, q) for name, (p, q) in pose.items()}
 
     def receive(self, max_datagrams: int = 1024) -> int:
         """Drain the socket (non-blocking); returns the number of datagrams read."""
