@@ -126,7 +126,7 @@ def cmd_trim(args: argparse.Namespace) -> int:
     if next(iter(recording.messages(None, start_ns, end_ns)), None) is None:  # an empty copy helps nobody
         window = (f"between --start {args.start:g} s and --end {args.end:g} s" if args.end is not None and
                   args.start is not None else f"from --start {args.start:g} s on" if args.start is not None else
-                  f"up to --end {args.end:g} s")
+                  f"up to --end {args.end:g} s" if args.end is not None else "to copy")
         raise ValueError(f"{args.file}: nothing {window} (the recording lasts {recording.duration_s:.3f} s); "
                          "nothing written")
     out = write_copy(recording, args.output, start_ns=start_ns, end_ns=end_ns,

@@ -189,6 +189,8 @@ def build_index(path: str | os.PathLike) -> FileIndex:
             # A file whose summary cannot count its messages (another tool's, without
             # indexes or statistics) may still have been closed properly.
             index.complete = index.problem is None and _footer(f, size) is not None
+            if index.complete:  # the scan stops at DataEnd: the summary and footer after it are not a lost tail
+                index.valid_bytes = size
     return index
 
 
@@ -382,10 +384,15 @@ def iter_raw_messages(index: FileIndex, channel_ids: Iterable[int] | None = None
                 continue
             f.seek(block.offset + _RECORD_PREFIX)
             body = f.read(block.body_length)
-            if block.is_chunk:
-                records = breakup_chunk(Chunk.read(_stream(body)))
-            else:
-                records = [Message.read(_stream(body), len(body))]
+            try:
+                if block.is_chunk:  # CRC checked, as the scan does: damaged data must not pass as messages
+                    records = breakup_chunk(Chunk.read(_stream(body)), validate_crc=True)
+                else:
+                    records = [Message.read(_stream(body), len(body))]
+            except Exception as exc:  # a file damaged after it was closed (its summary is intact)
+                kind = "chunk" if block.is_chunk else "message"
+                raise RecordingFormatError(f"{index.path}: damaged {kind} record at byte {block.offset} "
+                                           f"({type(exc).__name__}: {exc})") from None
             for record in records:
                 if not isinstance(record, Message):
                     continue

@@ -28,7 +28,7 @@ from retarget.human import HumanMotion
 from retarget.references import FLAT_SIZE, ReferenceTrajectory
 
 from .channels import DECODERS_BY_SCHEMA, EPISODES, resolve_topic
-from .mcap_index import FileIndex, RecordingFormatError, build_index, iter_raw_messages
+from .mcap_index import ChannelCounts, FileIndex, RecordingFormatError, build_index, iter_raw_messages
 from .messages import EpisodeMarker
 
 __all__ = ["ChannelInfo", "Episode", "RecordedMessage", "Recording", "RecordingFormatError", "open_recording"]
@@ -46,6 +46,9 @@ class ChannelInfo:
         metadata: channel metadata (e.g. "rate_hz" when declared).
         count: messages recovered.
         first_ns, last_ns: log time of the first and last message [ns] (0 when empty).
+        channel_ids: every MCAP channel id on this topic. MCAP allows several channels per
+            topic (files of other tools, merged files); their messages are counted and read
+            as this one topic, whose id, schema, encoding and metadata are the first one's.
     """
 
     id: int
@@ -56,6 +59,10 @@ class ChannelInfo:
     count: int
     first_ns: int
     last_ns: int
+    channel_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.channel_ids = tuple(self.channel_ids) or (self.id,)
 
     @property
     def duration_s(self) -> float:
@@ -92,13 +99,15 @@ class Episode:
 
 @dataclass
 class RecordedMessage:
-    """A raw message: topic, times [ns], per-channel sequence number and encoded bytes."""
+    """A raw message: topic, times [ns], per-channel sequence number, encoded bytes and the
+    MCAP channel id it was written on (a topic may have several, see :class:`ChannelInfo`)."""
 
     topic: str
     log_time_ns: int
     publish_time_ns: int
     sequence: int
     data: bytes
+    channel_id: int = 0
 
 
 class Recording:
@@ -125,11 +134,17 @@ class Recording:
         self.channels: dict[str, ChannelInfo] = {}
         for channel_id, channel in sorted(index.channels.items()):
             schema = index.schemas.get(channel.schema_id)
-            counts = index.counts.get(channel_id)
+            counts = index.counts.get(channel_id) or ChannelCounts()
+            info = self.channels.get(channel.topic)
+            if info is not None:  # another channel on the same topic: one topic, all its messages
+                merged = ChannelCounts(info.count, info.first_ns, info.last_ns)
+                merged.add(counts.count, counts.first_ns, counts.last_ns)
+                info.count, info.first_ns, info.last_ns = merged.count, merged.first_ns, merged.last_ns
+                info.channel_ids += (channel_id,)
+                continue
             self.channels[channel.topic] = ChannelInfo(
                 channel_id, channel.topic, schema.name if schema else "", channel.message_encoding,
-                dict(channel.metadata), counts.count if counts else 0,
-                counts.first_ns if counts else 0, counts.last_ns if counts else 0)
+                dict(channel.metadata), counts.count, counts.first_ns, counts.last_ns)
 
     @property
     def index(self) -> FileIndex:
@@ -169,11 +184,11 @@ class Recording:
         """
         if isinstance(channels, str):
             channels = [channels]
-        ids = None if channels is None else [self.channel(c).id for c in channels]
-        topics = {c.id: c.topic for c in self.channels.values()}
+        ids = None if channels is None else [i for c in channels for i in self.channel(c).channel_ids]
+        topics = {i: c.topic for c in self.channels.values() for i in c.channel_ids}
         for message in iter_raw_messages(self._index, ids, start_ns, end_ns):
             yield RecordedMessage(topics.get(message.channel_id, f"#{message.channel_id}"), message.log_time,
-                                  message.publish_time, message.sequence, message.data)
+                                  message.publish_time, message.sequence, message.data, message.channel_id)
 
     def decoded(self, channel: str, start_ns: int | None = None,
                 end_ns: int | None = None) -> Iterator[tuple[int, Any]]:
@@ -184,12 +199,17 @@ class Recording:
         JSON channels to plain JSON values; anything else stays bytes.
         """
         info = self.channel(channel)
-        decode = DECODERS_BY_SCHEMA.get(info.schema_name)
-        if decode is None:
-            decode = json.loads if info.message_encoding == "json" else bytes
+        decoders = {}  # by channel id: the channels of one topic may differ in schema
+        for channel_id in info.channel_ids:
+            record = self._index.channels[channel_id]
+            schema = self._index.schemas.get(record.schema_id)
+            decode = DECODERS_BY_SCHEMA.get(schema.name if schema else "")
+            if decode is None:
+                decode = json.loads if record.message_encoding == "json" else bytes
+            decoders[channel_id] = decode
         for message in self.messages(info.topic, start_ns, end_ns):
             try:
-                yield message.log_time_ns, decode(message.data)
+                yield message.log_time_ns, decoders[message.channel_id](message.data)
             except Exception as exc:
                 raise RecordingFormatError(f"{self.path}: undecodable message on {info.topic} "
                                            f"at log time {message.log_time_ns} ns ({exc})") from None

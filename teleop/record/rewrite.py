@@ -104,7 +104,7 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
                                        next_marker[0], sequence)
                     sequence += 1
                     next_marker = next(pending, None)
-                writer.add_message(channel_ids[recording.channels[message.topic].id], message.log_time_ns,
+                writer.add_message(channel_ids[message.channel_id], message.log_time_ns,
                                    message.data, message.publish_time_ns, message.sequence)
             while next_marker is not None:
                 writer.add_message(episodes_id, next_marker[0], EPISODE_SPEC.encode(next_marker[1]),
