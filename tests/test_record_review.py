@@ -111,3 +111,18 @@ def test_a_chunk_damaged_after_close_gives_a_clear_error(tmp_path, compression, 
     assert dataset_cli.main(["export", str(path), "-o", str(tmp_path / "train")]) == 1
     err = capsys.readouterr().err
     assert str(path) in err and "damaged chunk record" in err
+
+
+def test_another_tools_episodes_topic_is_not_taken_for_ours(tmp_path, capsys):
+    """An /episodes topic with another schema ended list/inspect/export in an AttributeError."""
+    path = tmp_path / "foreign_episodes.mcap"
+    with open(path, "wb") as f:
+        writer = Writer(f)
+        writer.start("", "another tool")
+        schema = writer.register_schema("other.Episode", "jsonschema", b"{}")
+        channel = writer.register_channel("/episodes", "json", schema)
+        writer.add_message(channel, 0, json.dumps({"name": "walk", "begin": 0}).encode(), 0, 0)
+        writer.finish()
+    assert open_recording(path).episodes() == []
+    assert dataset_cli.main(["inspect", str(path)]) == 0
+    assert "Traceback" not in capsys.readouterr().err

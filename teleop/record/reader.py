@@ -289,7 +289,10 @@ class Recording:
         """
         if EPISODES not in self.channels:
             return []
-        markers: list[tuple[int, EpisodeMarker]] = sorted(self.decoded(EPISODES), key=lambda p: p[0])
+        # Only our own markers: another tool's /episodes topic (another schema) decodes to
+        # something else and says nothing about our episodes.
+        markers: list[tuple[int, EpisodeMarker]] = sorted(
+            ((t, m) for t, m in self.decoded(EPISODES) if isinstance(m, EpisodeMarker)), key=lambda p: p[0])
         episodes: dict[int, Episode] = {}
         for log_ns, marker in markers:
             if marker.event == "start":
