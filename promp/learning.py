@@ -72,6 +72,9 @@ class Demonstration:
             self.values = self.values[:, None]
         if self.times.ndim != 1 or self.values.shape[0] != self.times.shape[0]:
             raise ValueError(f"times (T,) and values (T, D) disagree: {self.times.shape} vs {self.values.shape}")
+        if not np.all(np.isfinite(self.times)):
+            # NaN passes the increasing-times check below (every comparison is False).
+            raise ValueError("demonstration times must be finite")
         if len(self.times) < 2 or np.any(np.diff(self.times) <= 0):
             raise ValueError("a demonstration needs >= 2 samples with strictly increasing times")
         if not np.all(np.isfinite(self.values)):

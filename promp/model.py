@@ -83,6 +83,10 @@ class ProMP:
         _check_finite(weight_mean=self.weight_mean, noise_var=self.noise_var, durations=self.durations)
         if not np.all(self.durations > 0):
             raise ValueError("durations must be > 0")
+        if not np.all(self.noise_var > 0):
+            # A zero or negative observation noise variance makes the structured posterior
+            # divide by zero (NaN predictions) or lose positive definiteness.
+            raise ValueError("noise_var must be > 0")
         if self.dense_cov is None:
             if self.low_rank is None or self.block_var is None:
                 raise ValueError("give either dense_cov or (low_rank, block_var)")
@@ -231,11 +235,18 @@ class ProMP:
             noise_var: observation noise variance Sigma*_y per signal; default the
                 model's ``noise_var``. 0 conditions on noise-free via-points.
         """
-        belief = self.belief()
         noise = self.noise_var if noise_var is None else noise_var
         zz = np.atleast_1d(np.asarray(z, dtype=float))
         yy = np.atleast_2d(np.asarray(y, dtype=float))
         mm = None if mask is None else np.atleast_2d(np.asarray(mask, dtype=bool))
+        n, D = len(zz), self.n_signals
+        # One row of y per phase, one column per signal: anything else used to be read
+        # partially (extra rows or entries ignored, a short mask cycled) without a word.
+        if zz.ndim != 1 or yy.shape != (n, D):
+            raise ValueError(f"z (n,) and y (n, {D}) disagree: z {np.shape(z)}, y {np.shape(y)}")
+        if mm is not None and mm.shape not in ((1, D), (n, D)):
+            raise ValueError(f"mask must be ({D},) or ({n}, {D}), got {np.shape(mask)}")
+        belief = self.belief()
         phis = self.basis(zz)
         for i in range(len(zz)):
             belief.update(phis[i], yy[i], None if mm is None else mm[i % len(mm)], noise)
@@ -282,6 +293,9 @@ class GaussianWeights:
             noise_var: scalar or (D,) observation noise variance.
         """
         D, k = self.mean.shape
+        if np.shape(phi) != (k,) or np.shape(y) != (D,) or (mask is not None and np.shape(mask) != (D,)):
+            raise ValueError(f"phi must be ({k},), y and mask ({D},): got {np.shape(phi)}, {np.shape(y)}, "
+                             f"{None if mask is None else np.shape(mask)}")
         sel = np.arange(D) if mask is None else np.flatnonzero(mask)
         if sel.size == 0:
             return

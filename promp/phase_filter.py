@@ -308,6 +308,9 @@ class TaskPhaseFilter:
         if task_log_prior is None:
             task_log_prior = np.full(K, -np.log(K))
         self._task_log_prior = np.asarray(task_log_prior, dtype=float)
+        if self._task_log_prior.shape != (K,) or np.any(np.isnan(self._task_log_prior)):
+            # A longer prior used to be cut to its first K entries without a word.
+            raise ValueError(f"task_log_prior must be ({K},) log-probabilities, got shape {self._task_log_prior.shape}")
         self.reset()
 
     # ----------------------------------------------------------------- tables
@@ -402,6 +405,9 @@ class TaskPhaseFilter:
         observation with the earliest time stamp. A late packet that is earlier than the
         current representative replaces it (its statistics are subtracted, the new ones
         added), so the evidence depends on the set of observations, not on their order.
+        Distinct observations with the same time stamp are ranked by :func:`_tie_key`
+        (the one with more observed signals, then a fixed order of the values), not by
+        arrival.
 
         Args:
             t: time since motion onset [s] (operator clock).
@@ -414,7 +420,7 @@ class TaskPhaseFilter:
         bucket = int(np.floor(t * self.config.evidence_rate_hz))
         current = self._buckets.get(bucket)
         if current is not None:
-            if t >= current[0]:
+            if t > current[0] or (t == current[0] and not _tie_key(y, mask) < _tie_key(current[1], current[2])):
                 return False
             self._accumulate(*current, sign=-1.0)
             self.n_evidence -= 1
@@ -620,6 +626,18 @@ class TaskPhaseFilter:
 
 
 # ----------------------------------------------------------------------------- helpers
+def _tie_key(y: np.ndarray, mask: np.ndarray | None) -> tuple:
+    """Rank of an observation among those with the same time stamp (smaller wins).
+
+    More observed signals first, then the mask and the observed values in a fixed
+    (lexicographic) order: any total order makes the bucket's representative a function
+    of the set of observations, not of which one arrived first.
+    """
+    observed = np.ones(len(y), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    values = np.where(observed, np.asarray(y, dtype=float), 0.0)
+    return (-int(observed.sum()), tuple((~observed).tolist()), tuple(values.tolist()))
+
+
 def _quad_logdet_batched(lam: np.ndarray, eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """eta^T (I + Lambda)^-1 eta and log|I + Lambda| for H small SPD systems at once.
 

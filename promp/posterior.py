@@ -62,6 +62,9 @@ class StructuredPosterior:
         self._mu_km = np.ascontiguousarray(promp.weight_mean.T)                # (k, D)
         cond_noise = promp.noise_var if conditioning_noise_var is None else \
             np.broadcast_to(np.asarray(conditioning_noise_var, dtype=float), (D,)).copy()
+        if not np.all((cond_noise > 0) & np.isfinite(cond_noise)):
+            # The information form divides by it: 0 gave NaN means and covariances.
+            raise ValueError(f"conditioning noise variances must be finite and > 0, got {cond_noise}")
         self._ratio = (promp.block_var / cond_noise)[None, :]                  # eps / sigma^2
         self._eps = promp.block_var
         self._noise = cond_noise
@@ -96,6 +99,11 @@ class StructuredPosterior:
         phi = np.atleast_2d(phi)
         values = np.atleast_2d(values)
         n = phi.shape[0]
+        # (n, 1) values used to broadcast over every signal, a (D,) mask over every row.
+        if phi.shape != (n, self._k) or values.shape != (n, self._D) or \
+                (mask is not None and np.shape(mask) not in ((n, self._D),) + (((self._D,),) if n == 1 else ())):
+            raise ValueError(f"phi ({n}, {self._k}), values and mask ({n}, {self._D}) expected, got "
+                             f"{phi.shape}, {values.shape}, {None if mask is None else np.shape(mask)}")
         if n == 0:
             return self
         full = self._full_key()
