@@ -498,8 +498,12 @@ class OnlineEstimator:
         Returns:
             mean (F, D) and cov (F, D, D) (or var (F, D) with ``full_cov=False``).
         """
+        if task is not None and (isinstance(task, bool) or not 0 <= task < self.filter.n_tasks):
+            raise ValueError(f"task must be an index in 0..{self.filter.n_tasks - 1}, got {task!r}")
         task = self.filter.best_task() if task is None else task
         times = np.atleast_1d(np.asarray(times, dtype=float))
+        if not np.all(np.isfinite(times)):   # NaN failed in a table lookup, inf was accepted
+            raise ValueError("prediction times must be finite [s since onset]")
         if self.config.phase_averaging == "unscented" and self.filter.n_evidence:
             return self._predict_unscented(times, task, full_cov)
         warp = self.filter.time_warp(task)

@@ -120,3 +120,27 @@ def test_learning_still_accepts_demonstrations_of_two_samples():
     demos = [Demonstration([0.0, 1.0 + 0.1 * i], rng.normal(size=(2, 3))) for i in range(3)]
     promp = learn_promp(demos, RBFBasis(6))
     assert np.all(np.isfinite(promp.weight_cov)) and np.all(promp.noise_var > 0)
+
+
+def test_prediction_refuses_non_finite_times_and_task_indices_out_of_range():
+    """predict_many(nan) failed in a table lookup (IndexError), inf was accepted, and task=-1
+    silently meant the last task."""
+    from promp.estimator import OnlineEstimator
+    from promp.library import TaskLibrary
+
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 1.0, 50)
+    demos = [Demonstration(t * (1 + 0.1 * i), np.stack([np.sin(2 * t) + 0.01 * rng.normal(size=50),
+                                                         np.cos(2 * t)], 1)) for i in range(4)]
+    library = TaskLibrary.learn({"a": demos, "b": [Demonstration(d.times, -d.values) for d in demos]},
+                                basis=RBFBasis(8))
+    estimator = OnlineEstimator(library)
+    estimator.update(0.1, demos[0].values[5])
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="finite"):
+            estimator.predict_many([0.2, bad])
+    for task in (-1, 2):
+        with pytest.raises(ValueError, match="task"):
+            estimator.predict_many([0.2], task=task)
+    mean, _ = estimator.predict_many([0.2], task=1, full_cov=False)
+    assert np.all(np.isfinite(mean))
