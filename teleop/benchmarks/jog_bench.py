@@ -165,7 +165,8 @@ def run_figure8(backend: str, periods: float = 1.0, seed: int = 1, pose=None, du
     Args:
         pose: the tag's trajectory t -> (R, centre) (default: the figure-eight, :func:`tag_pose`).
         duration: run length [s] (default: lead-in + ``periods`` figure-eights).
-        frame_log: if given, receives (exposure end [s], delivered to the controller [s]) per frame.
+        frame_log: if given, receives (exposure end [s], delivered to the controller [s],
+            detected tag centre (3,) in the camera frame [m] or None) per frame.
     """
     pose = pose or tag_pose
     from teleop.jog.detection import make_detector
@@ -202,9 +203,9 @@ def run_figure8(backend: str, periods: float = 1.0, seed: int = 1, pose=None, du
             detections = detector.detect(image)
             took = time.perf_counter() - started
             detect_ms.append(took * 1e3)
-            if frame_log is not None:
-                frame_log.append((next_frame, next_frame + took))
             d = detections[0] if detections else None
+            if frame_log is not None:
+                frame_log.append((next_frame, next_frame + took, None if d is None else np.array(d.t, dtype=float)))
             pending.append((next_frame + took, next_frame - EXPOSURE_S / 2, None if d is None else d.t,
                             None if d is None else d.R))
             next_frame += 1.0 / FPS
@@ -280,13 +281,15 @@ def run_step_response(backend: str, seed: int = 2) -> dict:
     """Command-to-motion latency from tag steps (the closed loop of :func:`run_figure8`).
 
     For each step of the tag: *command* = the instant the first detection that sees the
-    moved tag reaches the controller (end of exposure + detection time); *motion* = the
+    moved tag reaches the controller (end of exposure + detection time; a frame exposed
+    across the step often yields no detection, or one at the old place, and then the
+    command is the next frame's); *motion* = the
     instant the simulated hand has covered half of the commanded step (a 50 % rise is
     the usual latency mark for a step: it counts the controller's and the servos' lag, not
     only the first twitch). Also the tag-to-motion latency (from the tag's own step,
     including the camera exposure and the detection), and the time to 90 %.
     """
-    frames: list[tuple[float, float]] = []
+    frames: list[tuple[float, float, np.ndarray | None]] = []
     duration = STEP_TIMES_S[-1] + STEP_SETTLE_S
     run = run_figure8(backend, seed=seed, pose=step_pose, duration=duration, frame_log=frames)
     axis = 1  # camera x -> base y with the default axis map
@@ -299,7 +302,13 @@ def run_step_response(backend: str, seed: int = 2) -> dict:
         progress = (run.executed[:, axis] - start) * sign / abs(goal - start)
         t50 = _crossing(run.times, progress, 0.5, t_step)
         t90 = _crossing(run.times, progress, 0.9, t_step)
-        delivered = min(d for end, d in frames if end > t_step)
+        # The first frame whose detection is nearer the tag's new place than its old one;
+        # not merely the first frame exposed after the step (before: blurred across the
+        # step it detected nothing in 3 of the 4 steps, which charged a frame period, 16.7 ms,
+        # of camera to "command to motion").
+        old, new = step_pose(t_step - 1e-6)[1], step_pose(t_step + 1e-6)[1]
+        delivered = min((d for end, d, p in frames if end > t_step and p is not None
+                         and np.linalg.norm(p - new) < np.linalg.norm(p - old)), default=float("nan"))
         command_ms.append((t50 - delivered) * 1e3)
         tag_ms.append((t50 - t_step) * 1e3)
         rise90_ms.append((t90 - t_step) * 1e3)
@@ -431,6 +440,8 @@ def run(quick: bool = False, out: Path | str | None = None, progress: bool = Fal
     """All measurements (module docstring); ``progress``: a line per stage on stderr."""
     from teleop.benchmarks.progress import Stages
 
+    if out is not None:
+        check_plot_folder(Path(out))   # before the minute of work, not when the plots are written
     stage = Stages("bench jog", 4 + (out is not None), progress)
     n_frames = 60 if quick else 240
     stage(f"detection and pose: {n_frames} rendered frames per back-end")
@@ -472,6 +483,15 @@ def run(quick: bool = False, out: Path | str | None = None, progress: bool = Fal
         result["plots"] = write_plots(run8, Path(out))
     stage.done()
     return result
+
+
+def check_plot_folder(out: Path) -> None:
+    """Refuse a plot folder that is a file or lies below one (``--out notes.txt``): the
+    plots are written last, after every measurement, where that would only fail."""
+    for path in (out, *out.parents):
+        if path.exists() and not path.is_dir():
+            where = "is a file" if path == out else f"is below {path}, a file"
+            raise ValueError(f"--out {out} {where}: give a folder for the plots")
 
 
 def format_table(result: dict) -> str:
