@@ -275,6 +275,10 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
             "delayed": run_session(settings, None, with_video=False, progress=progress)}
     tau_b = settings.rtt / 2.0
     comp, delayed = logs["compensated"], logs["delayed"]
+    # The frames of an earlier run into the same folder have other names (their times): out
+    # with them, or the folder mixes two sessions' "last frames".
+    for old in (out_dir / "frames").glob("frame_*_captured_*s_shown_*s.jpg"):
+        old.unlink()
     for i, (shown, captured, jpeg) in enumerate(comp.frames[-6:]):
         (out_dir / "frames" / f"frame_{i}_captured_{captured:.2f}s_shown_{shown:.2f}s.jpg").write_bytes(jpeg)
     plot_session(logs, tau_b, out_dir / "demo.png")

@@ -37,8 +37,13 @@ def _run(args: argparse.Namespace) -> int:
     robot = summary["robot"]
     print(f"Round trip {summary['round_trip_s']} s, {summary['duration_s']} s session, "
           f"library of {len(summary['library']['tasks'])} tasks from {summary['library']['demonstrations']} demos")
-    print(f"Operator sees the robot's hands off by {seen['compensated']['moving_cm']:.1f} cm with compensation, "
-          f"{seen['delayed']['moving_cm']:.1f} cm without (while moving)")
+    if seen["compensated"]["moving_cm"] is None or seen["delayed"]["moving_cm"] is None:
+        # No tick qualified: the operator never moved within what the delayed video covers.
+        print("Operator's hand error while moving: none measured (the operator did not move in the part of the "
+              "session the delayed video covers: give a longer --duration)")
+    else:
+        print(f"Operator sees the robot's hands off by {seen['compensated']['moving_cm']:.1f} cm with compensation, "
+              f"{seen['delayed']['moving_cm']:.1f} cm without (while moving)")
     if seen["compensated"].get("predicting_cm") is not None and seen["delayed"].get("predicting_cm") is not None:
         print(f"  while the robot executes predictions: {seen['compensated']['predicting_cm']:.1f} cm with, "
               f"{seen['delayed']['predicting_cm']:.1f} cm without")

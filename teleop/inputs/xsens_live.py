@@ -100,7 +100,8 @@ class XsensLiveSource:
                  allow_remote: bool = False, receive_buffer_bytes: int = 1 << 20) -> None:
         host, port = bind
         if host not in _LOOPBACK and not allow_remote:
-            raise ValueError(f"refusing to listen on {host}: pass allow_remote=True to accept a remote MVN stream")
+            raise ValueError(f"refusing to listen on {host} (not loopback) for the MVN stream: give --allow-remote "
+                             "(allow_remote=True) to accept a stream from another PC")
         self.position_unit_m = position_unit_m
         self.codec = MvnCodec(0.01 if position_unit_m is None else position_unit_m)
         self.character_id = character_id

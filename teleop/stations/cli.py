@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 import time
 from pathlib import Path
@@ -42,7 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "true rate), retargets it, sends the references to the robot station, receives the "
                                     "robot's video through a jitter buffer and reports the backward delay.")
     op.add_argument("--robot", type=address, default="127.0.0.1:9001", help="robot station address (default: 127.0.0.1:9001)")
-    op.add_argument("--bind", type=address, default="127.0.0.1:0", help="local address for the command link")
+    op.add_argument("--bind", type=address, default="127.0.0.1:0",
+                    help="local address for the command link (default: 127.0.0.1:0; a robot on another host "
+                         "needs e.g. 0.0.0.0:0 with --allow-remote)")
+    op.add_argument("--allow-remote", action="store_true",
+                    help="allow non-loopback addresses: the command link's --bind (a robot on another host) and "
+                         "xsens-live:HOST:PORT (MVN streaming from another PC)")
     op.add_argument("--source", "--input", dest="source", default="synthetic",
                     help="'synthetic', 'xsens-live[:PORT]' (MVN network stream, default port 9763), 'openvr' (SteamVR), "
                          "or a motion file replayed at its true rate (default: synthetic)")
@@ -118,6 +124,41 @@ class _SilenceWatch:
         print(f"[operator] warning: no {self.what} {when}: {self.hint}", file=sys.stderr)
 
 
+def _bound(option: str, value, open_: Callable):
+    """``open_()``, which binds the address given by ``option``: an address in use (another
+    station, a proxy) or not available here fails naming the option and the address, as
+    "[Errno 98] Address already in use" does not (a station binds up to three ports)."""
+    try:
+        return open_()
+    except OSError as exc:
+        raise OSError(f"{option} {value}: {exc.strerror or exc}") from None
+
+
+def _check_command_link(args: argparse.Namespace) -> tuple:
+    """The robot's socket address, resolved once (not at every send: a host name would be
+    looked up 100 times a second). Refuses, before the station starts, a --bind that cannot
+    reach --robot: a socket bound to loopback cannot send to another host (EINVAL), nor an
+    IPv4 socket to an IPv6 address; every reference would fail, counted but never said, and
+    the operator would only hear that the robot is silent."""
+    from teleop.net.udp import is_loopback, parse_address, resolve
+
+    family, bind = _bound("--bind", args.bind, lambda: resolve(parse_address(args.bind)))
+    host, port = parse_address(args.robot)
+    try:   # the robot's address as this socket's family sees it ("localhost" may have both)
+        robot = socket.getaddrinfo(host, port, family=family, type=socket.SOCK_DGRAM)[0][4]
+    except socket.gaierror:
+        robot_family, _ = _bound("--robot", args.robot, lambda: resolve((host, port)))
+        raise ValueError(f"--robot {args.robot} and --bind {args.bind} are of different address families "
+                         f"(IPv4 and IPv6): bind an address of the robot's family, e.g. --bind "
+                         f"{'[::1]:0' if robot_family == socket.AF_INET6 else '127.0.0.1:0'}") from None
+    if is_loopback(bind[0]) and not is_loopback(robot[0]):
+        raise ValueError(f"--robot {args.robot} is not on this host, and the command link is bound to loopback "
+                         f"(--bind {args.bind}), which cannot reach it: pass --bind "
+                         f"{'[::]:0' if family == socket.AF_INET6 else '0.0.0.0:0'} --allow-remote "
+                         f"(or this host's address on that network)")
+    return robot
+
+
 def _check_record_target(args: argparse.Namespace) -> None:
     """Refuse to overwrite a recording (often the only copy of a session) unless --force,
     before anything starts."""
@@ -167,7 +208,8 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.video.sender import VideoSender
 
     library = TaskLibrary.load(args.library) if args.library else None
-    endpoint = UdpEndpoint(PacketCodec(_secret(args.secret_file)), args.listen, allow_remote=args.allow_remote)
+    codec = PacketCodec(_secret(args.secret_file))
+    endpoint = _bound("--listen", args.listen, lambda: UdpEndpoint(codec, args.listen, allow_remote=args.allow_remote))
     robot = RobotModel()
     sim = Simulation(robot, gui=args.gui, visual=args.gui)
     scene = add_to_simulation(sim, static=True)
@@ -228,7 +270,7 @@ def _make_source(args: argparse.Namespace):
 
     try:
         return open_source(args.source, speed=args.speed, loop=args.loop, seed=args.seed,
-                           vr_config=getattr(args, "vr_config", None))
+                           vr_config=getattr(args, "vr_config", None), allow_remote=getattr(args, "allow_remote", False))
     except (OpenVRUnavailable, OSError, ValueError) as exc:   # no SteamVR, port in use, bad file/spec
         message = str(exc)   # most name the file already: "--input F: F: no such file" says it twice
         where = "--input " if message.startswith(args.source) else f"--input {args.source}: "
@@ -255,6 +297,7 @@ def _operator_view_stats(station, video, endpoint) -> dict:
 
 def _run_operator(args: argparse.Namespace) -> int:
     _check_record_target(args)
+    robot_address = _check_command_link(args)
     from teleop.clock import WallClock
     from teleop.net.protocol import PacketCodec
     from teleop.net.udp import UdpEndpoint, parse_address
@@ -262,7 +305,9 @@ def _run_operator(args: argparse.Namespace) -> int:
     from teleop.robot.target import robot_target
     from teleop.stations.operator_station import OperatorStation, OperatorStationConfig, VideoPath
 
-    endpoint = UdpEndpoint(PacketCodec(_secret(args.secret_file)), args.bind, clock=WallClock())
+    codec = PacketCodec(_secret(args.secret_file))
+    endpoint = _bound("--bind", args.bind, lambda: UdpEndpoint(codec, args.bind, allow_remote=args.allow_remote,
+                                                               clock=WallClock()))
     viewer = None
     station = video = None  # bound below; the viewer's providers read them when a page asks
     if args.view == "web":
@@ -275,8 +320,8 @@ def _run_operator(args: argparse.Namespace) -> int:
         viewer = VideoWebViewer(port=args.port, streams=("left",), title="Teleoperation: operator view",
                                 robot_pose_provider=lambda: pose_view.from_station(station),
                                 stats_provider=lambda: _operator_view_stats(station, video, endpoint))
-        viewer.start()
-        print(f"web viewer on http://127.0.0.1:{args.port}/", file=sys.stderr)
+        _bound("--port", args.port, viewer.start)
+        print(f"web viewer on {viewer.url}", file=sys.stderr)   # the port bound (--port 0: any free one)
     headset = recording = None
     if args.view == "headset":
         from teleop.inputs.openvr_input import OpenVRUnavailable
@@ -288,11 +333,6 @@ def _run_operator(args: argparse.Namespace) -> int:
             print(f"teleop operator: error: --view headset: {exc}", file=sys.stderr)
             endpoint.close()
             return 1     # what is missing is SteamVR, not a usage error: as for --input openvr
-    if args.record:
-        from teleop.stations.recording import OperatorRecording
-
-        recording = OperatorRecording(args.record, endpoint.clock, metadata={"command": "teleop operator",
-                                                                             "input": args.source}, task=args.task)
 
     def on_display(frame, now):
         if viewer is not None:
@@ -304,15 +344,24 @@ def _run_operator(args: argparse.Namespace) -> int:
         if recording is not None:
             recording.camera_frame(frame, now)
 
-    video = VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen), on_display)
+    video = _bound("--video-listen", args.video_listen,
+                   lambda: VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen), on_display))
     from teleop.inputs.base import GatedSource
     from teleop.stations.recording import input_event_handler
 
     source = raw_source = _make_source(args)
+    if args.record:
+        # Opened once the ports and the input are there: a station that cannot start (a
+        # typo in --input, a port in use) leaves no empty recording behind to refuse the
+        # next run without --force.
+        from teleop.stations.recording import OperatorRecording
+
+        recording = OperatorRecording(args.record, endpoint.clock, metadata={"command": "teleop operator",
+                                                                             "input": args.source}, task=args.task)
     # Pause / emergency stop buttons gate what is sent; calibrate and record act on the station.
     source = GatedSource(recording.wrap_source(source) if recording else source,
                          on_event=lambda event: handle_event(event))
-    station = OperatorStation(endpoint, parse_address(args.robot), source, robot_target(RobotModel()), video,
+    station = OperatorStation(endpoint, robot_address, source, robot_target(RobotModel()), video,
                               OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
     handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
     watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,

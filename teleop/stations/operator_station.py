@@ -164,7 +164,9 @@ class OperatorStation:
             # references, as the real-time trial does): those need no retargeting.
             refs = pose if isinstance(pose, RobotReferences) else self._retarget(t, pose)
             if refs is not None:
-                refs.valid = None  # the wire carries the 20 signals; absent ones hold the robot's posture
+                # The wire carries the 20 signals (absent ones hold the robot's posture) and
+                # no mask; the references returned (and recorded) keep it, so a recording of
+                # a sparse source (VR: head and hands) says what was measured.
                 self.endpoint.send(refs, self.robot_address)
                 self.current = refs
                 self.sent += 1

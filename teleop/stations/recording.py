@@ -217,8 +217,11 @@ class _RecordedEndpoint:
 
     def poll(self, *args, **kwargs):
         received = self.endpoint.poll(*args, **kwargs)
+        station = self.recording.station
         for item in received:
-            if item.packet.packet_type == PacketType.REFERENCES:
+            # Not the references of a second operator the station refuses: the channel is
+            # one operator's commands (training data for `dataset export --channel delivered`).
+            if item.packet.packet_type == PacketType.REFERENCES and (station is None or not station.refuses(item)):
                 self.recording.delivered(item.packet.message, item.arrival_time)
         return received
 

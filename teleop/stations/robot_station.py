@@ -210,6 +210,13 @@ class RobotStation:
         self.clock_estimator = ClockOffsetEstimator(method="median")
         self.clock_sync = ClockSyncClient(self.endpoint, peer, estimator=self.clock_estimator)
 
+    def refuses(self, received) -> bool:
+        """Whether references ``received`` come from a second sender while the operator is
+        active (refused: two operators at once, keep the first). The recorder asks too, so
+        that only the commands the station takes are recorded as delivered."""
+        return (received.peer != self.operator and self.operator is not None
+                and received.arrival_time - self._last_ref_arrival <= self.config.stale_timeout)
+
     # ------------------------------------------------------------------ tick
     def _receive(self) -> None:
         for received in self.endpoint.poll():
@@ -220,8 +227,7 @@ class RobotStation:
             packet = received.packet
             if packet.packet_type == PacketType.REFERENCES:
                 if received.peer != self.operator:
-                    if (self.operator is not None
-                            and received.arrival_time - self._last_ref_arrival <= self.config.stale_timeout):
+                    if self.refuses(received):
                         self.foreign_references += 1    # two operators at once: keep the first
                         continue
                     self._attach_operator(received.peer)

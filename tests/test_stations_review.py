@@ -1,0 +1,268 @@
+"""Review of the stations and the demo: what a user hits at start-up, across hosts, in the
+recordings and at the end of a short demo."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+
+import numpy as np
+import pytest
+
+from teleop.cli import main
+
+SECRET = "stations-review-test-secret-0123456789"
+
+
+@pytest.fixture()
+def secret(monkeypatch):
+    monkeypatch.setenv("TELEOP_SECRET", SECRET)
+
+
+def _taken_udp_port():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock, sock.getsockname()[1]
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_operator_keeps_the_valid_mask_of_a_sparse_source_for_its_recording():
+    """A VR source (head, hands, waist) measures a few signals; the others are fill-ins.
+    The references the station returns (which `teleop operator --record` records) keep the
+    mask; before, the station cleared it for the wire on the same object, and every
+    recording claimed every signal measured."""
+    from teleop.clock import VirtualClock
+    from teleop.inputs.synthetic import SyntheticOperator
+    from teleop.net.delay import LinkModel
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.virtual import connect_virtual
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.stations.operator_station import OperatorStation
+    from retarget.references import SIGNAL_SLICES
+
+    vr = ("head", "left_hand", "right_hand", "pelvis")
+    clock = VirtualClock(0.0)
+    operator_ep, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=1)
+    with SyntheticOperator(seed=1, clock=clock.now) as synthetic:
+        class Trackers:
+            def poll(self, now=None):
+                frame = synthetic.poll(now)
+                return None if frame is None else (frame[0], {k: v for k, v in frame[1].items() if k in vr})
+
+        station = OperatorStation(operator_ep, robot_ep.address, Trackers(), robot_target(RobotModel()))
+        sent = []
+        for k in range(5):
+            clock.set(k * 0.01)
+            refs = station.tick()
+            if refs is not None:
+                sent.append(refs)
+    assert sent
+    for refs in sent:
+        assert refs.valid is not None and not refs.valid.all()
+        assert refs.valid[SIGNAL_SLICES["right_hand"]].all()
+    assert station.current.valid is not None
+    # The wire still carries the 20 signals (the robot tracks them all).
+    assert [r.packet.message.to_flat().shape for r in robot_ep.poll()][:1] == [(20,)]
+
+
+def test_the_demo_prints_a_session_in_which_the_operator_did_not_move(monkeypatch, tmp_path, capsys):
+    """`teleop demo --duration 1`: the synthetic operator is still at rest, so no tick gives
+    an error while moving (None in the summary); the command used to end in a TypeError
+    traceback after the whole run."""
+    import teleop.demo
+
+    summary = {"round_trip_s": 1.5, "duration_s": 1.99, "library": {"tasks": ["a", "b"], "demonstrations": 12},
+               "robot": {"fell": False, "max_foot_slip_mm": 0.1, "min_cop_margin_mm": 5.1},
+               "seen_hand_error_cm": {"compensated": {"moving_cm": None, "all_cm": 0.13, "predicting_cm": None},
+                                      "delayed": {"moving_cm": None, "all_cm": 0.13, "predicting_cm": None}},
+               "controller_timing_ms": {}, "video": {"frames_displayed": 7}}
+    monkeypatch.setattr(teleop.demo, "run_demo", lambda out, settings, progress: summary)
+    assert main(["demo", "--duration", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "none measured" in out and "Robot: fell=False" in out
+
+
+@pytest.mark.parametrize("failure", ["input", "video-port"])
+def test_an_operator_that_cannot_start_leaves_no_recording_behind(secret, tmp_path, capsys, failure):
+    """A typo in --input or a video port in use: the station does not start, and no empty
+    recording is left to refuse the corrected command ("exists: pass --force")."""
+    record = tmp_path / "session.mcap"
+    taken, port = _taken_udp_port()
+    args = ["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--record", str(record), "--duration", "0.2"]
+    try:
+        if failure == "input":
+            args += ["--input", str(tmp_path / "no_such_take.bvh"), "--video-listen", f"127.0.0.1:{_free_udp_port()}"]
+            with pytest.raises(SystemExit, match="no_such_take"):
+                main(args)
+        else:
+            assert main(args + ["--video-listen", f"127.0.0.1:{port}"]) == 1
+            assert f"--video-listen 127.0.0.1:{port}" in capsys.readouterr().err
+    finally:
+        taken.close()
+    assert not record.exists()
+
+
+@pytest.mark.parametrize("command, option", [("operator", "--bind"), ("operator", "--video-listen"),
+                                             ("robot", "--listen")])
+def test_a_port_in_use_is_named_by_its_option(secret, capsys, command, option):
+    """"[Errno 98] Address already in use" did not say which of a station's ports it was."""
+    taken, port = _taken_udp_port()
+    args = [command, option, f"127.0.0.1:{port}", "--duration", "0.1"]
+    if command == "operator":
+        free = _free_udp_port()
+        args += ["--robot", f"127.0.0.1:{free}"] + (["--video-listen", f"127.0.0.1:{_free_udp_port()}"]
+                                                    if option != "--video-listen" else [])
+    try:
+        assert main(args) == 1
+    finally:
+        taken.close()
+    assert f"{option} 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
+
+
+def test_the_web_viewer_on_port_0_prints_the_port_it_bound(secret, capsys):
+    assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
+                 f"127.0.0.1:{_free_udp_port()}", "--view", "web", "--port", "0", "--duration", "0.2"]) == 0
+    url = re.search(r"web viewer on http://127\.0\.0\.1:(\d+)/", capsys.readouterr().err)
+    assert url is not None and int(url.group(1)) != 0
+
+
+@pytest.mark.parametrize("robot, expected", [("10.1.2.3:9001", "--allow-remote"),
+                                             ("[::1]:9001", "--bind [::1]:0")])
+def test_the_operator_refuses_a_command_link_that_cannot_reach_the_robot(secret, capsys, robot, expected):
+    """The command link is bound to 127.0.0.1 by default: every reference to a robot on
+    another host failed with EINVAL (to an IPv6 address, with an address-family error),
+    counted in the statistics and never said; the operator only heard "no feedback from the
+    robot", and `--bind 0.0.0.0:0` was refused for lack of an --allow-remote it did not
+    have. Nothing is sent here: the command is refused before the station starts."""
+    assert main(["operator", "--robot", robot, "--video-listen", f"127.0.0.1:{_free_udp_port()}",
+                 "--duration", "0.3"]) == 1
+    err = capsys.readouterr().err
+    assert f"--robot {robot}" in err and expected in err
+    # The option the message asks for exists.
+    from teleop.cli import build_parser
+
+    args = build_parser().parse_args(["operator", "--robot", "10.1.2.3:9001", "--bind", "0.0.0.0:0", "--allow-remote"])
+    assert args.allow_remote
+
+
+def test_the_operator_sends_to_the_robot_resolved_once(secret, monkeypatch):
+    """--robot localhost:PORT works, and is resolved once at start, not at every send."""
+    from teleop.stations import operator_station
+
+    addresses = []
+    original = operator_station.OperatorStation.__init__
+
+    def spy(self, endpoint, robot_address, *args, **kwargs):
+        addresses.append(robot_address)
+        original(self, endpoint, robot_address, *args, **kwargs)
+
+    monkeypatch.setattr(operator_station.OperatorStation, "__init__", spy)
+    port = _free_udp_port()
+    assert main(["operator", "--robot", f"localhost:{port}", "--video-listen", f"127.0.0.1:{_free_udp_port()}",
+                 "--duration", "0.1"]) == 0
+    assert addresses and addresses[0][1] == port and addresses[0][0] != "localhost"
+
+
+def test_the_robot_recording_keeps_only_the_operator_the_station_follows(tmp_path, robot):
+    """A second operator sending while the first is active is refused by the station; its
+    references used to be recorded as delivered all the same, interleaved with the first's
+    (`dataset export --channel delivered` then exported both as one demonstration)."""
+    import time
+
+    from retarget.references import RobotReferences
+    from teleop.clock import WallClock
+    from teleop.control.tracker import references_from_configuration
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.udp import UdpEndpoint
+    from teleop.record import open_recording
+    from teleop.sim.simulator import Simulation
+    from teleop.stations.recording import RobotRecording
+    from teleop.stations.robot_station import RobotStation, RobotStationConfig
+
+    secret = os.urandom(32)
+    robot_ep = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    a = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    b = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    first = a.address
+    recording = RobotRecording(tmp_path / "robot.mcap", robot_ep.clock, robot.joint_names)
+    with Simulation(robot, visual=False) as sim:
+        station = RobotStation(recording.wrap_endpoint(robot_ep), robot, sim, None,
+                               RobotStationConfig(video_hz=0, stale_timeout=0.5))
+        home = references_from_configuration(robot, station.tracker.q).to_flat()
+        other = home.copy()
+        other[6] += 0.3                     # the second operator's right hand, 30 cm ahead
+        try:
+            for k in range(40):
+                a.send(RobotReferences.from_flat(a.clock.now(), home), robot_ep.address)
+                if k >= 10:
+                    b.send(RobotReferences.from_flat(b.clock.now(), other), robot_ep.address)
+                time.sleep(0.002)
+                recording.after_tick(station, station.tick())
+        finally:
+            recording.close()
+            for ep in (robot_ep, a, b):
+                ep.close()
+    assert station.operator == first and station.foreign_references > 0
+    delivered = [refs.to_flat() for _, refs in open_recording(tmp_path / "robot.mcap").decoded("/commands/delivered")]
+    assert len(delivered) >= 30
+    assert all(abs(flat[6] - home[6]) < 1e-9 for flat in delivered)
+
+
+def test_the_demo_folder_holds_only_the_last_runs_frames(monkeypatch, tmp_path):
+    """out/demo/frames is "the last camera frames the operator was shown"; their names carry
+    their times, so a second run (another --duration or --rtt) used to add its six to the
+    first run's six."""
+    import teleop.demo
+    from teleop.demo import SessionLog, run_demo
+
+    def fake_session(settings, library, *, with_video, progress):
+        log = SessionLog()
+        t = np.arange(200) * 0.01
+        log.times = list(t)
+        log.operator = [np.r_[np.zeros(3), 0.1 * np.sin(x), np.zeros(16)] for x in t]
+        log.hands = [np.zeros((2, 3)) for _ in t]
+        log.cop = [np.zeros(2) for _ in t]
+        log.states = ["passthrough"] * len(t)
+        log.frames = [(x + settings.rtt, x, b"jpeg") for x in t[::20]] if with_video else []
+        log.min_cop_margin_mm = 5.0
+        return log
+
+    class Library:
+        labels = ["reach"]
+
+    monkeypatch.setattr(teleop.demo, "train_library", lambda dataset: (Library(), 1))
+    monkeypatch.setattr(teleop.demo, "run_session", fake_session)
+    monkeypatch.setattr(teleop.demo, "plot_session", lambda logs, tau_b, path: path)
+    for rtt in (1.5, 3.0):
+        run_demo(tmp_path, teleop.demo.DemoSettings(rtt=rtt), progress=False)
+    frames = sorted(p.name for p in (tmp_path / "frames").iterdir())
+    assert len(frames) == 6 and all("shown_" in name for name in frames)
+    assert all(name.endswith(f"shown_{float(name.split('_')[3][:-1]) + 3.0:.2f}s.jpg") for name in frames)
+
+
+def test_the_operator_listens_for_a_remote_mvn_stream_only_with_allow_remote():
+    """MVN usually streams from another PC: `--input xsens-live:0.0.0.0:PORT` said "pass
+    allow_remote=True", which no command-line option gave; --allow-remote now does."""
+    import argparse
+
+    import pytest
+
+    from teleop.stations.cli import _make_source
+
+    args = argparse.Namespace(source="xsens-live:0.0.0.0:0", speed=1.0, loop=False, seed=0, vr_config=None,
+                              allow_remote=False)
+    with pytest.raises(SystemExit, match="--allow-remote"):
+        _make_source(args)
+    args.allow_remote = True
+    source = _make_source(args)
+    try:
+        assert source.address[0] == "0.0.0.0"
+    finally:
+        source.close()
