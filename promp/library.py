@@ -131,6 +131,8 @@ class TaskLibrary:
         """
         try:
             data = np.load(path, allow_pickle=False)
+        except (FileNotFoundError, IsADirectoryError) as exc:   # not "not a library": there is no file
+            raise LibraryFormatError(f"{path}: {exc.strerror.lower() if exc.strerror else exc}") from exc
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {_reason(exc)})") from exc
         if not isinstance(data, np.lib.npyio.NpzFile):

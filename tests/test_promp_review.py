@@ -144,3 +144,12 @@ def test_prediction_refuses_non_finite_times_and_task_indices_out_of_range():
             estimator.predict_many([0.2], task=task)
     mean, _ = estimator.predict_many([0.2], task=1, full_cov=False)
     assert np.all(np.isfinite(mean))
+
+
+def test_a_missing_library_file_is_called_missing(tmp_path):
+    """It was "not a ProMP task library (cannot read as .npz: [Errno 2] No such file ...)"."""
+    with pytest.raises(LibraryFormatError, match="no such file") as e:
+        TaskLibrary.load(tmp_path / "missing.npz")
+    assert "not a ProMP task library" not in str(e.value)
+    with pytest.raises(LibraryFormatError, match="is a directory"):
+        TaskLibrary.load(tmp_path)
