@@ -447,3 +447,29 @@ def test_a_lost_device_holds_the_robot_instead_of_making_the_hands_jump():
     assert missing == {"right_hand"} and station.missing_segments == ()
     for k in (gap[0] - 1, gap[-1] + 1, n - 1):
         np.testing.assert_allclose(sent[k], tracked[k], atol=1e-12)
+
+
+def test_a_calibration_that_fails_or_leaves_a_tracker_out_is_reported(motion):
+    """A calibrate press while the headset was not tracked did nothing, and a tracker occluded
+    at that moment was left out for the session, both without a word (only a counter)."""
+    from teleop.stations.recording import input_event_handler
+
+    touchpad = [1 << 32, 0, 1 << 32, 0]                           # calibrate at frames 0 and 2
+    devices = _devices_from(motion, 4, {"left_hand": touchpad})
+    devices[0]["lost"] = (0,)                                      # the headset, at the first press
+    devices[3]["lost"] = (2,)                                      # the pelvis tracker, at the second
+    frame = [0]
+    source = OpenVRSource(OpenVRConfig(trackers={"LHR-0002": "left_foot"}),
+                          openvr_module=make_fake_openvr(devices, frame), clock=lambda: 0.0)
+    logged = []
+    handle = input_event_handler(SimpleNamespace(recalibrate=lambda: None), log=logged.append)
+    for k in range(4):
+        frame[0] = k
+        source.poll(k / 90.0)
+        for event in source.events():
+            handle(event)
+    problems = [m for m in logged if m.startswith("calibration:")]
+    assert len(problems) == 2, logged
+    assert "head" in problems[0] and "press calibrate again" in problems[0]
+    assert "without pelvis" in problems[1]
+    assert source.calibration_failures == 1 and source.calibration_pose == "npose"

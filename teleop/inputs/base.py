@@ -57,15 +57,20 @@ class InputEvent(enum.Enum):
     RECORD_TOGGLE = "record_toggle"       # start / stop an episode in the session recording
     PAUSE_TOGGLE = "pause_toggle"         # clutch: stop / resume sending references
     EMERGENCY_STOP = "emergency_stop"     # stop sending for good; the robot's watchdog holds a safe pose
+    #: Not a button: the input could not do what a calibrate button asked, or left devices
+    #: out (not tracked at that moment); ``StationEvent.detail`` says what.
+    CALIBRATION_PROBLEM = "calibration_problem"
 
 
 @dataclass(frozen=True)
 class StationEvent:
-    """One button event: what, when (caller's clock [s]) and which device sent it."""
+    """One button event: what, when (caller's clock [s]), which device sent it, and for a
+    problem what it is (one line for the operator)."""
 
     kind: InputEvent
     t: float
     device: str = ""
+    detail: str = ""
 
 
 def drain_events(source) -> list[StationEvent]:

@@ -289,10 +289,22 @@ class OpenVRSource:
             return None
         poses = self._read_poses()
         if self._calibrate_pending is not None:
+            # Whatever goes wrong is said (a calibrate press that silently did nothing, or a
+            # tracker left out for the session because it was occluded at that moment,
+            # would only show later as a drifting or missing limb).
             try:
                 self.calibrate(self._calibrate_pending, poses)
-            except RuntimeError:
+            except RuntimeError as exc:
                 self.calibration_failures += 1       # devices not tracked: the operator presses again
+                self._events.append(StationEvent(InputEvent.CALIBRATION_PROBLEM, now, "openvr",
+                                                 f"{exc}; the previous calibration stays: press calibrate again"))
+            else:
+                untracked = sorted(set(self.devices) - set(poses))
+                if untracked:
+                    self._events.append(StationEvent(
+                        InputEvent.CALIBRATION_PROBLEM, now, "openvr",
+                        f"calibrated without {', '.join(untracked)} (not tracked now): left out until the next "
+                        "calibration"))
             self._calibrate_pending = None
         if self._turn is None:
             return None

@@ -254,4 +254,6 @@ def input_event_handler(station, recording: OperatorRecording | None = None,
             log("pause (clutch) toggled")
         elif event.kind is InputEvent.EMERGENCY_STOP:
             log("EMERGENCY STOP: references are no longer sent; the robot holds its pose")
+        elif event.kind is InputEvent.CALIBRATION_PROBLEM:
+            log(f"calibration: {event.detail}")
     return handle
