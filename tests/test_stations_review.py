@@ -266,3 +266,26 @@ def test_the_operator_listens_for_a_remote_mvn_stream_only_with_allow_remote():
         assert source.address[0] == "0.0.0.0"
     finally:
         source.close()
+
+
+def test_the_eye_camera_keeps_its_rate_when_ticks_land_late(robot):
+    """Frames are scheduled on a fixed grid: counted from each (late) tick instead, a 10 Hz
+    camera ran at 9.5 Hz on a loaded machine whose ticks came ~10.5 ms apart."""
+    from teleop.clock import VirtualClock
+    from teleop.net.delay import LinkModel
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.secret import session_secret
+    from teleop.net.virtual import connect_virtual
+    from teleop.sim.simulator import Simulation
+    from teleop.stations.robot_station import RobotStation, RobotStationConfig
+
+    clock = VirtualClock(0.0)
+    robot_ep, _ = connect_virtual(PacketCodec(session_secret()), LinkModel(), clock)
+    frames = []
+    with Simulation(robot, visual=False) as sim:
+        station = RobotStation(robot_ep, robot, sim, None, RobotStationConfig(video_hz=10.0),
+                               video_out=lambda image, t: frames.append(t), render=lambda q: None)
+        for _ in range(400):                      # 4.2 s of ticks 10.5 ms apart
+            station.tick()
+            clock.advance(0.0105)
+    assert len(frames) == pytest.approx(42, abs=1)

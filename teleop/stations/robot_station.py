@@ -286,7 +286,11 @@ class RobotStation:
 
         measured = self.sim.state()
         if self.video_out is not None and self.render is not None and self.config.video_hz > 0 and now >= self._next_video:
-            self._next_video = now + 1.0 / self.config.video_hz
+            # On a fixed grid, not "now + period": a tick lands up to a control period after
+            # the frame was due, and counting from it lost that much every frame (9.5 Hz for
+            # 10). A station that fell far behind restarts the grid instead of bursting.
+            period = 1.0 / self.config.video_hz
+            self._next_video = self._next_video + period if now - self._next_video < period else now + period
             self.video_out(self.render(measured.q), now)
         # Measure with the station's own pinocchio data: the controller owns robot.data.
         pin.framesForwardKinematics(self.robot.model, self._data, measured.q)
