@@ -72,13 +72,33 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError as exc:
+        if not _stdout_closed():
+            return _user_error(args, exc)      # a socket's peer went away: a real error
+        # The reader of our output went away (`teleop info | head`): not an error. Python
+        # would report the pipe again when it flushes stdout at exit: stdout goes to devnull.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except USER_ERRORS as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise
-        print(f"teleop {args.command}: error: {describe(exc)}", file=sys.stderr)
-        print("(TELEOP_DEBUG=1 shows where it happened)", file=sys.stderr)
-        return 1
+        return _user_error(args, exc)
     return int(result or 0)
+
+
+def _user_error(args: argparse.Namespace, exc: BaseException) -> int:
+    print(f"teleop {args.command}: error: {describe(exc)}", file=sys.stderr)
+    print("(TELEOP_DEBUG=1 shows where it happened)", file=sys.stderr)
+    return 1
+
+
+def _stdout_closed() -> bool:
+    """Whether our standard output's reader has gone (writing to it breaks the pipe)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    return False
 
 
 #: A second stop signal this soon after the first is the same stop delivered twice [s]:

@@ -204,3 +204,35 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
     dataset(tmp_path / "one", {"squat": 1})
     rc, _, err = run(capsys, "trial", "--train", "one", "--test", tmp_path / "one", "--leave-one-out", "--rtt", "1.5")
     assert rc == 1 and "is the only training take" in error_line(err)
+
+
+def test_output_into_a_pipe_closed_early_is_not_an_error():
+    """`teleop info | head -1` printed "error: [Errno 32] Broken pipe"."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(f"{sys.executable} -m teleop info | head -1", shell=True, capture_output=True,
+                            text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert result.stdout.startswith("iCub")
+    assert "Broken pipe" not in result.stderr and "error" not in result.stderr, result.stderr
+
+
+def test_a_broken_socket_is_still_an_error(monkeypatch, capsys):
+    """Only a closed standard output is quiet: a peer that went away is reported."""
+    from teleop import cli
+
+    def broken(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "build_parser", lambda: _parser_running(broken))
+    assert cli.main(["x"]) == 1
+    assert "Broken pipe" in capsys.readouterr().err
+
+
+def _parser_running(func):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command")
+    parser.set_defaults(func=func)
+    return parser
