@@ -62,15 +62,20 @@ def unit_fraction(text: str) -> float:
     return _in_unit_interval(text, low_open=True, high_open=False)
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (counts)."""
+def int_at_least(text: str, minimum: int) -> int:
+    """``text`` as an integer >= ``minimum`` (for argparse types built on it)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (counts)."""
+    return int_at_least(text, 1)
 
 
 def port(text: str) -> int:

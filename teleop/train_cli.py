@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from teleop.cli_types import int_at_least
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_output_location,
                                read_take_files, robot_target_of, take_files)
 from teleop.takes import list_take_files, same_file
@@ -19,13 +20,7 @@ DEFAULT_LIBRARY = Path("out") / "library.npz"
 def basis_count(text: str) -> int:
     """Basis functions per signal: an integer >= 2 (promp.basis.RBFBasis needs two), refused
     by argparse instead of after every take was read."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be >= 2, got {text}")
-    return value
+    return int_at_least(text, 2)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
