@@ -93,7 +93,19 @@ def _user_error(args: argparse.Namespace, exc: BaseException) -> int:
 
 
 def _stdout_closed() -> bool:
-    """Whether our standard output's reader has gone (writing to it breaks the pipe)."""
+    """Whether our standard output's reader has gone (writing to it breaks the pipe).
+
+    Asked of the pipe itself (POLLERR on its write end once the read end is closed): the
+    failed write may have emptied the buffer, so a flush alone can succeed."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+            return True
+    except (AttributeError, OSError, ValueError):   # no poll here, or stdout is no file
+        pass
     try:
         sys.stdout.flush()
     except BrokenPipeError:
