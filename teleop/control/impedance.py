@@ -44,6 +44,9 @@ import pinocchio as pin
 from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
 
 LOCAL_WORLD_ALIGNED = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+#: How far R^T R of a desired rotation may be from the identity (entry-wise): room for
+#: rotations built from rounded (e.g. float32) quaternions, none for a scaled or sheared matrix.
+ROTATION_TOLERANCE = 1e-5
 
 
 def _check_state(robot: RobotModel, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -288,6 +291,10 @@ class CartesianImpedance:
             R_desired = np.asarray(R_desired, dtype=float)
             if R_desired.shape != (3, 3) or not np.all(np.isfinite(R_desired)):
                 raise ValueError("R_desired must be a finite (3, 3) rotation matrix")
+            # log3 of anything else is silently meaningless (a zero matrix gives NaN torques).
+            if (not np.allclose(R_desired.T @ R_desired, np.eye(3), atol=ROTATION_TOLERANCE)
+                    or np.linalg.det(R_desired) <= 0):
+                raise ValueError("R_desired must be a rotation matrix (orthonormal, determinant +1)")
         q_posture = np.asarray(q_posture, dtype=float)
         if q_posture.shape == (self.robot.n_joints,):
             q_posture = q_posture[self.joints]

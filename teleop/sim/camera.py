@@ -32,6 +32,17 @@ class CameraIntrinsics:
     near: float = 0.02
     far: float = 6.0
 
+    def __post_init__(self) -> None:
+        # Checked here, so that a bad size is named instead of surfacing as a singular
+        # matrix or a division by zero deep in a renderer.
+        if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1
+                   for n in (self.width, self.height)):
+            raise ValueError(f"camera image size must be whole pixels >= 1, got {self.width}x{self.height}")
+        if not 0.0 < self.fov_deg < 180.0:
+            raise ValueError(f"camera field of view must be in (0, 180) degrees, got {self.fov_deg}")
+        if not 0.0 < self.near < self.far < np.inf:
+            raise ValueError(f"camera clipping needs 0 < near < far (finite), got near {self.near}, far {self.far}")
+
     def projection_matrix(self) -> list[float]:
         return pb.computeProjectionMatrixFOV(self.fov_deg, self.width / self.height, self.near, self.far)
 

@@ -130,9 +130,16 @@ class WeldedTool:
         for c in points:
             # c[7]: contact normal on B (panel) pointing towards A (tool); c[9] normal force;
             # c[10]/c[11] and c[12]/c[13]: the two lateral friction forces and directions.
+            # pybullet reports the friction as the force on whichever body Bullet keeps
+            # first in the pair (the one created first), not on A: asked with A and B the
+            # other way round it flips the normal but not the friction directions. Bullet
+            # builds (dir1, dir2, normal towards its first body) right-handed, so the
+            # handedness against the reported normal says which body the friction acts on.
             n = np.array(c[7])
+            d1, d2 = np.array(c[11]), np.array(c[13])
+            on_tool = 1.0 if np.dot(np.cross(d1, d2), n) >= 0 else -1.0
             normal += c[9]
-            total += c[9] * n + c[10] * np.array(c[11]) + c[12] * np.array(c[13])
+            total += c[9] * n + on_tool * (c[10] * d1 + c[12] * d2)
         return float(normal), total, len(points)
 
     def remove(self) -> None:
