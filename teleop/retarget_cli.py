@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from teleop.cli_types import positive_float
+from teleop.data_args import check_output_location
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,6 +85,7 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / "retarget" / args.file.stem
     if out.exists() and not out.is_dir():   # found before the work, not after it
         raise ValueError(f"--out {out} is a file: give a folder for the references and the plot")
+    check_output_location(out, "--out")     # below a file: failed with 'Not a directory' after the work
     motion = read_motion_file(args.file, args.rate_hz)
     robot = RobotModel(args.robot)
     traj = retarget_motion(motion, robot_target(robot))

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from teleop.control.closed_loop import run_closed_loop
 from teleop.robot.model import RobotModel
 from teleop.robot.target import robot_target
-from teleop.takes import load_takes, split_csv
+from teleop.takes import list_take_files, load_take_files, select_take_files, split_csv
 
 METRICS = ("fell", "min_cop_margin_mm", "min_cop_margin_initial_mm", "max_foot_slip_mm", "hand_rms_cm")
 #: A CoP this close to the polygon's edge [mm] means the foot was rolling on that edge.
@@ -38,7 +38,7 @@ def summarise(rows: list[dict], key: str) -> str:
     rows = [r for r in rows if key in r]
     if not rows:
         return "no takes"
-    fell = sum(r[key]["fell"] for r in rows)
+    fell = sum(bool(r[key]["fell"]) for r in rows)   # a count ("fell 2", not "fell 2.0": rows hold floats)
     outside = sum(r[key]["min_cop_margin_mm"] < 0 for r in rows)
     edge = sum(r[key]["min_cop_margin_mm"] < EDGE_MM for r in rows)
     worst_margin = min(r[key]["min_cop_margin_mm"] for r in rows)
@@ -61,8 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     modes = split_csv(args.modes)
     if not modes or set(modes) - {"zmp", "raw"}:
         parser.error("--modes takes zmp and/or raw")
+    # Checked before any take is read and played: a --json that cannot be written used to
+    # fail after the first take's simulation, and filters that select nothing printed
+    # "no takes" and exited 0.
+    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
+        parser.error(f"--json {args.json}: " + ("is a folder: give the file to write" if args.json.is_dir()
+                                                else f"{args.json.parent} is not a folder"))
+    try:
+        every = list_take_files(args.data)
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
+    files = select_take_files(every, tasks=split_csv(args.tasks), performers=split_csv(args.performers))
+    if not files:
+        tasks = ", ".join(sorted({label for _, label in every}))
+        parser.error(f"no takes under {args.data} match --tasks {args.tasks or '(any)'} --performers "
+                     f"{args.performers or '(any)'} (tasks there: {tasks})")
     robot = RobotModel()
-    takes = load_takes(args.data, robot_target(robot), tasks=split_csv(args.tasks), performers=split_csv(args.performers))
+    takes = load_take_files(files, robot_target(robot), desc=f"reading {args.data.name}")
     rows = []
     for take in tqdm(takes, desc="takes"):
         row = {"take": take.path.name, "task": take.label, "performer": take.performer}

@@ -18,6 +18,9 @@ from retarget.human import HumanMotion
 from retarget.readers import read_motion
 from teleop.inputs.base import Frame
 
+#: Motion time [s] by which a frame may be early and still count as due (rounding only).
+_DUE_TOLERANCE_S = 1e-9
+
 
 class FileReplay:
     """Plays a :class:`HumanMotion` (or a motion file) as a live source.
@@ -46,7 +49,9 @@ class FileReplay:
         if self._t0 is None:
             self._t0 = now
         times = self.motion.times - self.motion.times[0]
-        elapsed = (now - self._t0) * self.speed
+        # A frame is due at its own time, rounding aside: a clock that reaches it exactly
+        # (t0 + 0.02 - t0 = 0.01999...) must not see the frame before (one period late).
+        elapsed = (now - self._t0) * self.speed + _DUE_TOLERANCE_S
         laps = 0
         if self.loop:
             period = times[-1] + (times[1] - times[0])
