@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -289,3 +290,17 @@ def test_the_eye_camera_keeps_its_rate_when_ticks_land_late(robot):
             station.tick()
             clock.advance(0.0105)
     assert len(frames) == pytest.approx(42, abs=1)
+
+
+def test_the_operator_says_when_a_replayed_file_has_ended(secret, tmp_path, capsys):
+    """Without --loop a replayed take ended in silence: the station kept running, sending
+    nothing, and the operator was never told why the robot stood still."""
+    from retarget.human import HumanMotion
+
+    take = tmp_path / "short.npz"
+    motion = HumanMotion.load_npz(Path(__file__).resolve().parents[1] / "datasets" / "synthetic" / "squat" / "squat_0.npz")
+    motion.slice(0, 10).save_npz(take)                          # 0.2 s at 50 Hz
+    assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
+                 f"127.0.0.1:{_free_udp_port()}", "--input", str(take), "--duration", "0.6"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("has ended: nothing more is sent") == 1, err

@@ -374,12 +374,17 @@ def _run_operator(args: argparse.Namespace) -> int:
                                      "is MVN's network streamer (or `teleop stream-mvn`) sending to this port?"))
 
     lost: list[tuple[str, ...]] = [()]
+    ended = [False]
 
     def tick():
         video.poll_socket()
         refs = station.tick()
         for watch in watches:
             watch.check()
+        if not ended[0] and getattr(raw_source, "finished", False):   # a file replayed without --loop
+            ended[0] = True
+            print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
+                  "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
         if station.missing_segments != lost[0]:   # a VR device lost or back: say so once
             lost[0] = station.missing_segments
             print(f"[operator] {', '.join(lost[0])} not tracked: nothing sent, the robot holds its pose"
