@@ -294,3 +294,34 @@ def test_when_the_delay_vanishes_mid_motion_the_output_blends_out(held_out):
     step = np.abs(np.diff(executed[: first_pass + 1], axis=0))
     cfg = CompensatorConfig()
     assert step[:, hands].max() <= cfg.max_speed_cartesian * 0.01 + 1e-9
+
+
+def test_a_rejection_during_the_blend_in_blends_out_from_where_the_robot_is(held_out):
+    """The Δσ test fires while the prediction is still being blended in: the robot must go
+    back from where the blend-in brought it, not first rush to the prediction just rejected
+    (before: 19.6 cm towards it, from 0.1 cm off the delayed reference)."""
+    take, library = held_out
+    comp = PrescientCompensator(library)
+    k = 0
+    for t in np.arange(take.times[0], take.times[-1], 0.01):
+        while k < len(take.times) and take.times[k] + 0.75 <= t + 1e-9:
+            comp.observe(take.times[k], take.values[k], arrival_op=t)
+            k += 1
+        out = comp.step(t, 0.75)
+        if out.state is CompensationState.BLEND_IN:
+            break
+    hands = list(HAND_INDICES)
+    y_d = comp.latest_delayed.copy()
+    assert np.linalg.norm(out.references[hands] - y_d[hands]) < 0.01, "precondition: blend-in just began"
+    # Late packets (older than the newest one) far off the demonstrations: the Δσ test fails
+    # on them while the delayed reference stays where it is.
+    for j in range(CompensatorConfig().ood_consecutive + 2):
+        y = take.values[k - 5].copy()
+        y[hands] += 0.5
+        comp.observe(take.times[k - 1] - 0.001 * (j + 1), y, arrival_op=t)
+    outs = [comp.step(t + 0.01 * i, 0.75) for i in range(1, 150)]
+    states = [o.state for o in outs]
+    assert CompensationState.BLEND_OUT in states and states[-1] is CompensationState.PASSTHROUGH
+    assert CompensationState.PREDICTING not in states
+    distance = [np.linalg.norm(o.references[hands] - y_d[hands]) for o in outs]
+    assert max(distance) < 0.02

@@ -366,7 +366,9 @@ class PrescientCompensator:
             y_p = self._predict(motion_time)
             out = self._blend.step(y_d, y_p)
             if self._ood_run >= self.config.ood_consecutive:
-                state, out = self._start_blend_out(y_p, rejected=True), y_p
+                # Back from where the blend-in has brought the robot, not from the rejected
+                # prediction (the robot would first rush towards it, then come back).
+                state = self._start_blend_out(out, rejected=True)
             elif self._blend.done:
                 state = CompensationState.PREDICTING
         elif state is CompensationState.PREDICTING:

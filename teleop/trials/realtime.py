@@ -43,6 +43,8 @@ from teleop.trials.delay_trial import TakeResult, pad_take, score_pair
 ENGAGED = "predicting"
 #: The state of the first tick out of pass-through: its task is the one compensation began with.
 BLENDING_IN = "blend_in"
+#: The watchdog state of the robot station before any reference arrived (it holds its home pose).
+WAITING = "WAITING"
 
 
 @dataclass
@@ -223,6 +225,7 @@ def read_robot_record(path: str | Path) -> dict:
     file closed here, so the caller may delete its folder right after."""
     with np.load(path) as rec:
         return {"t": rec["t"], "executed": rec["executed"], "states": [str(s) for s in rec["states"]],
+                "watchdog": [str(s) for s in rec["watchdog"]],
                 "tasks": [str(s) for s in rec["tasks"]], "tau_b": float(rec["tau_b"]),
                 "ticks": int(rec["ticks"]), "wall": float(rec["wall"])}
 
@@ -239,8 +242,12 @@ def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: b
     truth = take.interpolate(np.clip(times + one_way, 0.0, take.duration) + t0)
     engaged = [t for t, s in zip(times, states) if s == ENGAGED and t >= 0]
     began = [task for t, s, task in zip(times, states, rec["tasks"]) if s == BLENDING_IN and t >= 0]
+    # Until the first reference arrives the station holds its home pose: nothing of the
+    # operator's is executed yet, which the virtual trial scores as no output (NaN) too.
+    executed = np.array(rec["executed"], dtype=float)
+    executed[[w == WAITING for w in rec["watchdog"]]] = np.nan
     result = TakeResult(rtt, compensated, engaged[0] if engaged else None, times=times,
-                        executed=rec["executed"], truth=truth, states=states, take_duration=take.duration,
+                        executed=executed, truth=truth, states=states, take_duration=take.duration,
                         engaged_task=(began[0] or None) if began else None, label=take.label)
     result.whole = result.errors_after(0.0)
     result.window = result.errors_after(result.engaged_at)

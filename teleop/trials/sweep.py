@@ -68,9 +68,10 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
         entry["takes"] = len(pairs)
         entry["engage_after_s"] = _mean([c.engaged_at for c, _ in engaged])
         # Takes on which compensation began with another task than the take's own (the
-        # robot started the wrong motion), and by how much it was ever worse than no
-        # compensation at all.
-        entry["wrong_task_engagements"] = sum(1 for c, _ in engaged if _wrong_start(c))
+        # robot started the wrong motion), whether or not its blend-in then finished (a
+        # blend-in cut short by the fallback began the wrong motion too), and by how much it
+        # was ever worse than no compensation at all.
+        entry["wrong_task_engagements"] = sum(1 for c, _ in pairs if _wrong_start(c))
         excess = [c.worst_excess_cm for c, _ in pairs]
         entry["worst_excess_cm"] = {"mean": _mean(excess), "max": _max(excess)}
         entry["per_task"] = _per_task(pairs)
@@ -105,15 +106,17 @@ def _check_labels(results: dict, labels: Sequence[str]) -> None:
 def _per_task(pairs: list[tuple[TakeResult, TakeResult]]) -> dict:
     """Where the error is: per task label (takes without one: ""), the engaged takes' hands
     error in the window with and without compensation [cm] (means) and the wrong starts
-    (never for the takes without a label, see :func:`_wrong_start`)."""
+    (of all its takes, as in the summary; never for the takes without a label, see
+    :func:`_wrong_start`)."""
     tasks: dict[str, dict] = {}
     for label in sorted({c.label or "" for c, _ in pairs}):
-        engaged = [(c, n) for c, n in pairs if (c.label or "") == label and c.engaged_at is not None]
-        tasks[label] = {"takes": sum(1 for c, _ in pairs if (c.label or "") == label),
+        takes = [(c, n) for c, n in pairs if (c.label or "") == label]
+        engaged = [(c, n) for c, n in takes if c.engaged_at is not None]
+        tasks[label] = {"takes": len(takes),
                         "engaged_takes": len(engaged),
                         "hand_cm_comp": _mean([c.window["hand_cm"] for c, _ in engaged]),
                         "hand_cm_nocomp": _mean([n.window["hand_cm"] for _, n in engaged]),
-                        "wrong_task_engagements": sum(1 for c, _ in engaged if _wrong_start(c))}
+                        "wrong_task_engagements": sum(1 for c, _ in takes if _wrong_start(c))}
     return tasks
 
 

@@ -1,0 +1,66 @@
+"""Trial bookkeeping found wrong in review: what the table counts against what takes.csv says."""
+
+from __future__ import annotations
+
+from teleop.trials.delay_trial import TakeResult
+from teleop.trials.sweep import summarise, take_rows
+
+
+def _run(compensated: bool, label: str, engaged_at: float | None, engaged_task: str | None) -> TakeResult:
+    nan = float("nan")
+    errors = {"hand_cm": 2.0 if engaged_at is not None else nan, "com_cm": 1.0, "posture_rad": 0.1}
+    result = TakeResult(1.5, compensated, engaged_at, window=dict(errors), whole=dict(errors),
+                        engaged_task=engaged_task if compensated else None, label=label)
+    result.worst_excess_cm = 0.0
+    return result
+
+
+def test_a_wrong_start_whose_blend_in_was_cut_short_still_counts():
+    """Compensation began blending in the wrong task, then fell back before the blend-in
+    finished (the Δσ test, or a round trip near min_round_trip): the robot began the wrong
+    motion. takes.csv names the task it began with; the table counted it nowhere (before:
+    `teleop trial --train <squat_0 only> --test <2 reach_forward takes> --rtt 0.04` showed
+    engaged_task squat for both takes in takes.csv and "wrong task 0" in the table)."""
+    cut_short = (_run(True, "reach", None, "squat"), _run(False, "reach", None, None))
+    engaged_wrong = (_run(True, "reach", 2.0, "squat"), _run(False, "reach", 2.0, None))
+    right = (_run(True, "squat", 2.0, "squat"), _run(False, "squat", 2.0, None))
+    never = (_run(True, "squat", None, None), _run(False, "squat", None, None))
+    results = {1.5: [cut_short, engaged_wrong, right, never]}
+    entry = summarise(results, ["1.5"])["rtt"]["1.5"]
+    rows = take_rows(results, ["1.5"], ["a", "b", "c", "d"])
+    in_csv = sum(1 for r in rows if r["engaged_task"] and r["engaged_task"] != r["task"])
+    assert in_csv == 2
+    assert entry["wrong_task_engagements"] == in_csv
+    assert entry["per_task"]["reach"]["wrong_task_engagements"] == 2
+    assert entry["per_task"]["squat"]["wrong_task_engagements"] == 0
+    # The error figures stay those of the takes whose blend-in finished.
+    assert entry["engaged_takes"] == 2 and entry["per_task"]["reach"]["engaged_takes"] == 1
+
+
+def test_a_realtime_run_does_not_score_the_home_pose_held_before_the_first_reference(tmp_path):
+    """The robot station holds its home pose until the first reference arrives (watchdog
+    WAITING, about one forward delay into the replay): nothing of the operator's is executed
+    yet, which the virtual trial scores as no output. Before, the real-time trial scored
+    the home pose against the operator (43 ticks of a synthetic squat at 1 s round trip:
+    whole-take hands 4.14 instead of 4.28 cm, and far off where the home pose is)."""
+    import numpy as np
+
+    from retarget.references import FLAT_SIZE, ReferenceTrajectory
+    from teleop.stations.robot_station import TickRecord
+    from teleop.trials.realtime import read_robot_record, take_result, write_robot_record
+
+    start_wall = 50.0
+    take = ReferenceTrajectory(np.linspace(0.0, 3.0, 301), np.zeros((301, FLAT_SIZE)), label="squat")
+    t = start_wall + np.arange(-10, 300) * 0.01
+    waiting = t - start_wall < 0.5 - 1e-9
+    home = np.zeros(FLAT_SIZE)
+    home[3:9] = 0.2                                 # hands 20 cm off the operator's pose
+    records = [TickRecord(ti, home if w else np.zeros(FLAT_SIZE), None, np.zeros((2, 3)), np.zeros(3),
+                          np.zeros(2), "passthrough", "WAITING" if w else "ACTIVE", "ok")
+               for ti, w in zip(t, waiting)]
+    path = tmp_path / "robot.npz"
+    write_robot_record(path, records, [""] * len(records), 0.5, len(records), 3.1)
+    result = take_result(read_robot_record(path), take, 1.0, False, start_wall)
+    assert result.whole["hand_cm"] == 0.0
+    assert np.isnan(result.executed[waiting]).all()
+    assert result.valid_mask(0.0).sum() == np.sum((t - start_wall >= 0.5 - 1e-9) & (t - start_wall + 0.5 <= 3.0))
