@@ -325,3 +325,26 @@ def test_a_rejection_during_the_blend_in_blends_out_from_where_the_robot_is(held
     assert CompensationState.PREDICTING not in states
     distance = [np.linalg.norm(o.references[hands] - y_d[hands]) for o in outs]
     assert max(distance) < 0.02
+
+
+def test_the_end_of_a_blend_out_does_not_jump_into_pass_through(takes):
+    """Pass-through is exact: entering it while the rate limit still lagged behind the
+    delayed stream closed the rest of the gap in one tick (4-8 cm on the squats with a
+    0.02 m/s limit; seen with the default limit after a cut-short blend-in on HDM05). The
+    blend-out now lasts until the limited output has arrived."""
+    from dataclasses import replace
+
+    from retarget.references import HAND_INDICES
+
+    i = next(j for j, t in enumerate(takes) if t.trajectory.label == "squat")
+    library = learn_library([t.trajectory for j, t in enumerate(takes) if j != i])
+    comp = PrescientCompensator(library, replace(CompensatorConfig(), max_speed_cartesian=0.02))
+    outs = play(comp, takes[i].trajectory, tau=0.75, tau_b=0.75)
+    t_end = takes[i].trajectory.times[-1] + 0.75 + 1.0
+    outs += [comp.step(t_end + 0.01 * n, 0.75) for n in range(1, 400)]   # the operator rests
+    hands = list(HAND_INDICES)
+    ends = [k for k in range(1, len(outs) - 1) if outs[k - 1].state is CompensationState.BLEND_OUT
+            and outs[k].state is CompensationState.PASSTHROUGH]
+    assert ends, "precondition: a blend-out happened"
+    for k in ends:
+        assert np.abs(outs[k + 1].references[hands] - outs[k].references[hands]).max() < 0.002

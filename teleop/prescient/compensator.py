@@ -384,6 +384,12 @@ class PrescientCompensator:
         out = self._limit_rate(np.array(out, dtype=float), t_op_now,
                                passthrough=state is CompensationState.PASSTHROUGH
                                and self.state is CompensationState.PASSTHROUGH)
+        if (state is CompensationState.PASSTHROUGH and self.state is CompensationState.BLEND_OUT
+                and not np.allclose(out, y_d, rtol=0.0, atol=1e-9)):
+            # The blend is over but the rate limit has not caught up with the delayed stream:
+            # pass-through is exact, so entering it now would close the rest in one tick
+            # (5 cm at a 0.1 m/s limit). Stay until the limited output has arrived.
+            state = CompensationState.BLEND_OUT
         self.state = state
         est = self._estimate
         prob = float(est.task_probabilities[est.task_index]) if est is not None else 0.0
