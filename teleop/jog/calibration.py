@@ -183,17 +183,17 @@ def calibrate_chessboard(images: Iterable[np.ndarray], cols: int, rows: int, squ
     pattern = (cols, rows)
     objp = np.zeros((cols * rows, 3), np.float32)
     objp[:, :2] = np.mgrid[0:cols, 0:rows].T.reshape(-1, 2) * square_m
-    object_points, image_points, size = [], [], None
+    object_points, image_points, sizes = [], [], []
     criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 30, 1e-3)
     for grey in images:
-        size = grey.shape[::-1]
         found, corners = cv2.findChessboardCorners(grey, pattern, flags=cv2.CALIB_CB_ADAPTIVE_THRESH)
         if not found:
             continue
         corners = cv2.cornerSubPix(grey, corners, (5, 5), (-1, -1), criteria)
         object_points.append(objp)
         image_points.append(corners)
-    return _calibrate(object_points, image_points, size, min_views, f"chessboard {cols}x{rows}", "chessboard")
+        sizes.append(grey.shape[::-1])
+    return _calibrate(object_points, image_points, sizes, min_views, f"chessboard {cols}x{rows}", "chessboard")
 
 
 def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: int, square_m: float,
@@ -203,23 +203,32 @@ def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: i
     board = cv2.aruco.CharucoBoard((squares_x, squares_y), square_m, marker_m,
                                    cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, dictionary)))
     detector = cv2.aruco.CharucoDetector(board)
-    object_points, image_points, size = [], [], None
+    object_points, image_points, sizes = [], [], []
     for grey in images:
-        size = grey.shape[::-1]
         corners, ids, _, _ = detector.detectBoard(grey)
         if ids is None or len(ids) < 6:  # fewer corners constrain the pose poorly
             continue
         obj, img = board.matchImagePoints(corners, ids)
         object_points.append(obj)
         image_points.append(img)
-    return _calibrate(object_points, image_points, size, min_views, "ChArUco board", "charuco")
+        sizes.append(grey.shape[::-1])
+    return _calibrate(object_points, image_points, sizes, min_views, "ChArUco board", "charuco")
 
 
-def _calibrate(object_points: list, image_points: list, size, min_views: int, board: str,
+def _calibrate(object_points: list, image_points: list, sizes: list, min_views: int, board: str,
                method: str) -> tuple[CameraCalibration, int]:
-    """cv2.calibrateCamera on the views where the board was found (at least ``min_views``)."""
+    """cv2.calibrateCamera on the views where the board was found (at least ``min_views``;
+    ``sizes``: their (width, height) [px], which must agree)."""
     if len(image_points) < min_views:
         raise CalibrationError(f"{board} found in {len(image_points)} images; need {min_views}")
+    # The image size is that of the boards' images (not of the last image given, which may
+    # be another camera's or resolution's: the file would then claim a size its intrinsics
+    # are not for, and teleop jog would rescale them wrongly).
+    distinct = sorted(set(map(tuple, sizes)))
+    if len(distinct) > 1:
+        raise CalibrationError(f"{board} found in images of different sizes ({', '.join(f'{w}x{h}' for w, h in distinct)}): "
+                               "calibrate one camera at one resolution at a time")
+    size = distinct[0]
     rms, K, dist, rvecs, tvecs = cv2.calibrateCamera(object_points, image_points, size, None, None)
     calibration = CameraCalibration(K, dist.ravel(), tuple(size), float(rms), method)
     tilts, radii = [], []

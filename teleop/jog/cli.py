@@ -227,6 +227,8 @@ def _run_jog(args: argparse.Namespace) -> int:
         return 2
     if not 0.1 <= args.damping <= 1.0:
         raise SystemExit(f"teleop jog: error: --damping must be in [0.1, 1], got {args.damping}")
+    if args.tag_id is not None and not 0 <= args.tag_id <= 586:   # else: a whole session of "no tag yet"
+        raise SystemExit(f"teleop jog: error: --tag-id {args.tag_id}: AprilTag 36h11 ids are 0-586")
     try:
         mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
     except ValueError as exc:
@@ -252,13 +254,15 @@ def _run_jog(args: argparse.Namespace) -> int:
     if calibration is None:
         calibration = CameraCalibration.pinhole(width, height, args.hfov)
     elif tuple(calibration.image_size) != (width, height):
-        print(f"note: calibration is for {calibration.image_size[0]}x{calibration.image_size[1]}, frames are "
-              f"{width}x{height}: intrinsics scaled", file=sys.stderr)
         try:
-            calibration = calibration.scaled_to(width, height)
+            scaled = calibration.scaled_to(width, height)
         except CalibrationError as exc:
             camera.close()
             raise SystemExit(f"teleop jog: error: --calibration {args.calibration}: {exc}") from None
+        # (Said once it is true: before a refusal it contradicted the error that followed.)
+        print(f"note: calibration is for {calibration.image_size[0]}x{calibration.image_size[1]}, frames are "
+              f"{width}x{height}: intrinsics scaled", file=sys.stderr)
+        calibration = scaled
     try:
         detector = make_detector(args.detector, calibration, args.tag_size,
                                  None if args.tag_id is None else {args.tag_id})

@@ -63,7 +63,8 @@ class JogSettings:
         max_hand_speed: Cartesian speed limit of the hand target [m/s].
         max_hand_acceleration: limit of the change of the hand's feed-forward velocity [m/s^2]
             (a hand-held tag's figure-eight needs ~0.2 m/s^2).
-        reach_fraction: goals are kept within this fraction of the arm's reach from the shoulder.
+        reach_fraction: goals are kept within this fraction of the arm's reach from the shoulder
+            (or within the hand's starting distance from it, if that is further).
         predict_s: the filtered position is extrapolated by its velocity over the
             measurement's age, at most this long [s] (hides the camera's frame period).
         collision_checks: check interpolated states for collisions.
@@ -203,6 +204,11 @@ class JogController:
         shoulder = self._data.oMf[self._shoulder].translation
         elbow = self._data.oMf[self.robot.frame_id(f"{s.hand[0]}_elbow")].translation
         self.reach = float(np.linalg.norm(elbow - shoulder) + np.linalg.norm(home.position - elbow))
+        #: Radius of the sphere around the shoulder goals are kept in [m]: reach_fraction of
+        #: the reach, but never less than where the hand starts (the iCub's home hand is at
+        #: 97 % of this reach: 0.95 pulled a goal at the start 7 mm in, so the hand moved
+        #: when the tag was first seen standing still, and could never come back there).
+        self.reach_limit = max(s.reach_fraction * self.reach, float(np.linalg.norm(home.position - shoulder)))
         self.goal: HandPose | None = None
         self.target: HandPose | None = None
         #: (3,) feed-forward velocity of the hand task [m/s], base frame.
@@ -307,6 +313,19 @@ class JogController:
         s = self.settings
         if filtered is None:
             return
+        if s.mode == "relative" and self.relative.engaged and filtered.age_s > self.filter.reset_after_s:
+            # Lost long enough for the filter to restart: where the tag reappears says
+            # nothing about how it moved meanwhile, so (like lifting a mouse) the clutch
+            # re-anchors on reacquisition instead of jumping the hand by the difference.
+            self.relative.release()
+        if not filtered.fresh and filtered.age_s > s.predict_s and self.goal is not None:
+            # No new measurement and the last one is older than the extrapolation horizon (a
+            # frame missed or late, or the tag lost): hold the goal where the extrapolation
+            # left it. Recomputing it from the unextrapolated position would pull it back by
+            # velocity x predict_s (a sawtooth at every frame of a camera slower than 20 Hz).
+            if s.mode == "relative" and not clutch:
+                self.relative.release()
+            return
         # Extrapolate the filtered position over the measurement's age (up to predict_s;
         # older = the tag is lost and the target is held): a 60 Hz camera otherwise adds
         # a 17 ms zero-order hold, plus the exposure and the detection time.
@@ -323,7 +342,13 @@ class JogController:
             return
         # Relative: the clutch anchors tag and hand; released, the goal stays where it is.
         if clutch and not self.relative.engaged:
-            anchor_hand = self.goal if self.goal is not None else self.hand_pose(self.q)
+            if self.goal is not None:
+                # Anchored on the goal as far as the hand can follow it: a goal left beyond
+                # reach would make the next tag motion back towards the body do nothing
+                # until it had made up the unreachable part.
+                anchor_hand = HandPose(self._within_reach(self.goal.position)[1], self.goal.rotation)
+            else:
+                anchor_hand = self.hand_pose(self.q)
             self.relative.engage(position, rotation, anchor_hand)
         elif not clutch and self.relative.engaged:
             self.relative.release()
@@ -338,7 +363,7 @@ class JogController:
         shoulder = self._data.oMf[self._shoulder].translation
         offset = position - shoulder
         distance = float(np.linalg.norm(offset))
-        limit = self.settings.reach_fraction * self.reach
+        limit = self.reach_limit
         if distance <= limit:
             return True, position
         return False, shoulder + offset * (limit / distance)
