@@ -30,7 +30,7 @@ from usual foot anthropometry).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -183,10 +183,16 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
         ball = None
     corners = foot_corners_local(dims["stature"], ankle, ball)
 
+    at_frame = measure(motion.slice(frame, frame + 1), stance, corners)
     if reference == "frame":
-        ref = measure(motion.slice(frame, frame + 1), stance, corners)
+        ref = at_frame
     else:
-        ref = _npose_measures(motion, dims["npose"], stance, corners)
+        # The CoM offsets (Eqs. 2.2-2.10) locate the CoM against the feet the person stands
+        # on, which stay where they were at the calibration frame, not under the virtual
+        # N-pose (hip-width apart, parallel): against those, a CoM above the left foot of a
+        # wide stance mapped 11 cm beyond the robot's left sole.
+        ref = replace(_npose_measures(motion, dims["npose"], stance, corners),
+                      foot_centers=at_frame.foot_centers, foot_corners=at_frame.foot_corners)
 
     return HumanCalibration(
         source=motion.source, frame=frame, reference=reference, stature=float(dims["stature"]),

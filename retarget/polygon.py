@@ -47,8 +47,10 @@ def halfplanes(poly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def shrink(poly: np.ndarray, margin: float) -> np.ndarray:
     """The polygon moved inwards by ``margin`` [m] on every edge (CCW, convex).
 
-    Vertices are the intersections of consecutive offset edges. If the margin eats the
-    polygon (an edge would flip), the polygon collapses to its vertex centroid.
+    Vertices are the intersections of consecutive offset edges. A short edge can vanish
+    while the rest of the polygon remains (the corner edges of the hull of two rotated
+    feet): the result is then the exact intersection of the offset half-planes. If the
+    margin eats the whole polygon, it collapses to its vertex centroid.
     """
     poly = np.asarray(poly, dtype=float)
     if margin <= 0 or len(poly) < 3:
@@ -64,11 +66,16 @@ def shrink(poly: np.ndarray, margin: float) -> np.ndarray:
         if abs(det) < 1e-12:
             return np.mean(poly, axis=0, keepdims=True)
         out[i] = np.linalg.solve(a_mat, np.array([b[i - 1], b[i]]))
-    # An edge that reversed direction means the margin is larger than the polygon allows.
+    # An edge that reversed direction vanished under the margin: consecutive offset edges
+    # no longer meet at the vertices, so intersect the half-planes exactly; only an empty
+    # (or degenerate) intersection means the margin is larger than the polygon allows.
     e_old = np.roll(poly, -1, axis=0) - poly
     e_new = np.roll(out, -1, axis=0) - out
     if np.any(np.sum(e_old * e_new, axis=1) <= 0):
-        return np.mean(poly, axis=0, keepdims=True)
+        out = clip(poly, n, b)
+        out = convex_hull(out) if len(out) else out
+        if len(out) < 3:
+            return np.mean(poly, axis=0, keepdims=True)
     return out
 
 
