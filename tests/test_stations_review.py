@@ -304,3 +304,43 @@ def test_the_operator_says_when_a_replayed_file_has_ended(secret, tmp_path, caps
                  f"127.0.0.1:{_free_udp_port()}", "--input", str(take), "--duration", "0.6"]) == 0
     err = capsys.readouterr().err
     assert err.count("has ended: nothing more is sent") == 1, err
+
+
+def test_a_pose_with_a_nan_segment_is_held_like_a_lost_device():
+    """A device glitch (NaN in one segment) ran through the retargeting into the references
+    sent; it is now a segment not tracked: nothing is sent and it is named."""
+    from teleop.clock import VirtualClock
+    from teleop.inputs.synthetic import generate
+    from teleop.net.delay import LinkModel
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.virtual import connect_virtual
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.stations.operator_station import OperatorStation
+
+    motion = generate("reach_forward", seed=3, rate_hz=50.0)
+    glitch = range(40, 45)
+
+    class Source:
+        k = 0
+
+        def poll(self, now):
+            k, self.k = self.k, self.k + 1
+            pose = {name: (motion.positions[k, i].copy(), motion.orientations[k, i].copy())
+                    for i, name in enumerate(motion.segment_names)}
+            if k in glitch:
+                pose["right_hand"][0][1] = np.nan
+            return float(motion.times[k]), pose
+
+    clock = VirtualClock(0.0)
+    operator_ep, robot_ep = connect_virtual(PacketCodec(b"k" * 32), LinkModel.thesis(0.0), clock, seed=1)
+    station = OperatorStation(operator_ep, robot_ep.address, Source(), robot_target(RobotModel()))
+    sent, missing = [], set()
+    for k in range(60):
+        clock.set(k / 50.0)
+        refs = station.tick()
+        sent.append(refs)
+        missing.update(station.missing_segments)
+    assert all(sent[k] is None for k in glitch) and station.nonfinite_poses == len(glitch)
+    assert missing == {"right_hand"}
+    assert all(np.all(np.isfinite(r.to_flat())) for r in sent if r is not None)

@@ -128,6 +128,7 @@ class OperatorStation:
         self._calibrated_segments: frozenset[str] = frozenset()
         self.missing_segments: tuple[str, ...] = ()   # of the newest pose (see the module docstring)
         self.incomplete_poses = 0
+        self.nonfinite_poses = 0        # poses with a NaN or inf segment (held like a lost one)
         self._next_report = -np.inf     # any clock origin
         self.sent = 0
         self.feedback_received = 0  # FEEDBACK packets from the robot: 0 means nobody is there
@@ -138,6 +139,14 @@ class OperatorStation:
 
     def _retarget(self, t: float, pose: dict) -> RobotReferences | None:
         """The references of one pose, or None if it lacks a calibrated segment."""
+        finite = {n: v for n, v in pose.items() if np.all(np.isfinite(v[0])) and np.all(np.isfinite(v[1]))}
+        if len(finite) < len(pose):
+            # A segment with NaN or inf (a device's glitch) is a segment not tracked: it would
+            # otherwise run through the retargeting into the hands, CoM and postures sent.
+            self.nonfinite_poses += 1
+            if not self._calibrated:
+                return None                       # calibrate on a whole pose, not on this one
+            pose = finite
         names = tuple(pose)
         if self._calibrated:
             self.missing_segments = tuple(sorted(self._calibrated_segments.difference(names)))
