@@ -344,3 +344,40 @@ def test_a_pose_with_a_nan_segment_is_held_like_a_lost_device():
     assert all(sent[k] is None for k in glitch) and station.nonfinite_poses == len(glitch)
     assert missing == {"right_hand"}
     assert all(np.all(np.isfinite(r.to_flat())) for r in sent if r is not None)
+
+
+def test_video_from_a_robot_with_another_secret_is_refused_and_the_operator_told(monkeypatch, capsys):
+    """The video link was not authenticated: anyone reaching the operator's video port could
+    show a robot that is not there, and two stations with different secrets looked fine on
+    the operator's side (video shown, no warning) while the robot dropped every command."""
+    import threading
+
+    from teleop.net.protocol import video_mac
+    from teleop.video.sender import VideoSender
+
+    video_port = _free_udp_port()
+    stop = threading.Event()
+
+    def robot_with_another_secret():
+        auth = video_mac(b"another-secret-0123456789abcdef!")[0]
+        with VideoSender(("127.0.0.1", video_port), authenticate=auth) as sender:
+            image = np.zeros((120, 160, 3), np.uint8)
+            t = 0.0
+            while not stop.wait(0.02):
+                sender.send_image(image, t)
+                t += 0.02
+
+    monkeypatch.setenv("TELEOP_SECRET", SECRET)
+    thread = threading.Thread(target=robot_with_another_secret, daemon=True)
+    thread.start()
+    try:
+        assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
+                     f"127.0.0.1:{video_port}", "--duration", "1.5", "--json"]) == 0
+    finally:
+        stop.set()
+        thread.join()
+    captured = capsys.readouterr()
+    import json
+
+    assert json.loads(captured.out)["video_frames_displayed"] == 0
+    assert "fails authentication" in captured.err

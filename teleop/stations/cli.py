@@ -197,7 +197,7 @@ def _loop(period: float, duration: float | None, body) -> None:
 def _run_robot(args: argparse.Namespace) -> int:
     _check_record_target(args)
     from promp.library import TaskLibrary
-    from teleop.net.protocol import PacketCodec
+    from teleop.net.protocol import PacketCodec, video_mac
     from teleop.net.udp import UdpEndpoint, parse_address
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
@@ -208,13 +208,14 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.video.sender import VideoSender
 
     library = TaskLibrary.load(args.library) if args.library else None
-    codec = PacketCodec(_secret(args.secret_file))
+    secret = _secret(args.secret_file)
+    codec = PacketCodec(secret)
     endpoint = _bound("--listen", args.listen, lambda: UdpEndpoint(codec, args.listen, allow_remote=args.allow_remote))
     robot = RobotModel()
     sim = Simulation(robot, gui=args.gui, visual=args.gui)
     scene = add_to_simulation(sim, static=True)
     camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(320, 240), scene=scene)
-    sender = VideoSender(parse_address(args.video_to))
+    sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0])
     config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout)
     recording = None
     if args.record:
@@ -299,13 +300,14 @@ def _run_operator(args: argparse.Namespace) -> int:
     _check_record_target(args)
     robot_address = _check_command_link(args)
     from teleop.clock import WallClock
-    from teleop.net.protocol import PacketCodec
+    from teleop.net.protocol import PacketCodec, video_mac
     from teleop.net.udp import UdpEndpoint, parse_address
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
     from teleop.stations.operator_station import OperatorStation, OperatorStationConfig, VideoPath
 
-    codec = PacketCodec(_secret(args.secret_file))
+    secret = _secret(args.secret_file)
+    codec = PacketCodec(secret)
     endpoint = _bound("--bind", args.bind, lambda: UdpEndpoint(codec, args.bind, allow_remote=args.allow_remote,
                                                                clock=WallClock()))
     viewer = None
@@ -345,7 +347,8 @@ def _run_operator(args: argparse.Namespace) -> int:
             recording.camera_frame(frame, now)
 
     video = _bound("--video-listen", args.video_listen,
-                   lambda: VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen), on_display))
+                   lambda: VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen), on_display,
+                                     verify=video_mac(secret)[1]))
     from teleop.inputs.base import GatedSource
     from teleop.stations.recording import input_event_handler
 
@@ -375,12 +378,20 @@ def _run_operator(args: argparse.Namespace) -> int:
 
     lost: list[tuple[str, ...]] = [()]
     ended = [False]
+    warned_auth = [False]
 
     def tick():
         video.poll_socket()
         refs = station.tick()
         for watch in watches:
             watch.check()
+        rejected = video.receiver.stats.malformed
+        if not warned_auth[0] and rejected["auth"] + rejected["unauthenticated"] >= 20:
+            # The robot's video arrives but is not signed with our secret: the usual cause of
+            # a robot that seems to be there and never answers (it drops our packets too).
+            warned_auth[0] = True
+            print("[operator] warning: the video arriving fails authentication: do both stations use the same "
+                  "secret (TELEOP_SECRET or --secret-file)?", file=sys.stderr)
         if not ended[0] and getattr(raw_source, "finished", False):   # a file replayed without --loop
             ended[0] = True
             print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "

@@ -56,9 +56,12 @@ class VideoPath:
     """
 
     def __init__(self, clock, buffer_s: float = 0.0, bind: tuple[str, int] = ("127.0.0.1", 0),
-                 on_display: Callable[[ReceivedFrame, float], None] | None = None) -> None:
+                 on_display: Callable[[ReceivedFrame, float], None] | None = None,
+                 verify: Callable[[bytes, bytes], bool] | None = None) -> None:
+        """``verify``: the video datagrams' MAC check (:func:`teleop.net.protocol.video_mac`),
+        None to take them unchecked (a virtual link)."""
         self.clock = clock
-        self.receiver = VideoReceiver(bind=bind)
+        self.receiver = VideoReceiver(bind=bind, verify=verify)
         self.codec = JpegCodec()
         self.buffer = JitterBuffer(buffer_length_s=buffer_s, clock_offset_s=0.0)
         self.on_display = on_display

@@ -73,7 +73,7 @@ def _robot_process(secret: bytes, listen_port: mp.Value, video_to: tuple[str, in
                    ready: mp.Event, stop: mp.Event, out_path: str, video_hz: float) -> None:
     """Child process: one robot station on loopback until ``stop``; records to ``out_path``."""
     from promp.library import TaskLibrary
-    from teleop.net.protocol import PacketCodec
+    from teleop.net.protocol import PacketCodec, video_mac
     from teleop.net.udp import UdpEndpoint
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
@@ -89,7 +89,7 @@ def _robot_process(secret: bytes, listen_port: mp.Value, video_to: tuple[str, in
     with Simulation(robot, visual=False) as sim:
         scene = add_to_simulation(sim, static=True)
         camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(160, 120), scene=scene)
-        sender = VideoSender(video_to)
+        sender = VideoSender(video_to, authenticate=video_mac(secret)[0])   # as `teleop robot` sends it
         station = RobotStation(endpoint, robot, sim, library,
                                RobotStationConfig(video_hz=video_hz, compensation=library is not None),
                                video_out=lambda image, t: sender.send_image(image[:, :, ::-1], t),
@@ -135,7 +135,7 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
                       settings: RealtimeSettings = RealtimeSettings()) -> TakeResult:
     """Play one take through the real stations and proxies on loopback (see module doc)."""
     from teleop.net.netem import NetemProxy
-    from teleop.net.protocol import PacketCodec
+    from teleop.net.protocol import PacketCodec, video_mac
     from teleop.net.secret import session_secret
     from teleop.net.udp import UdpEndpoint
     from teleop.robot.model import RobotModel
@@ -149,7 +149,7 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
     ready, stop = ctx.Event(), ctx.Event()
     port = ctx.Value("i", 0)
     with tempfile.TemporaryDirectory() as tmp:
-        video = VideoPath(_wall_clock(), 0.0, ("127.0.0.1", 0))
+        video = VideoPath(_wall_clock(), 0.0, ("127.0.0.1", 0), verify=video_mac(secret)[1])
         video_proxy = NetemProxy(("127.0.0.1", 0), video.receiver.address,
                                  forward=DirectionModel.constant(one_way), backward=DirectionModel.constant(one_way),
                                  seed=seed)
