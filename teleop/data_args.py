@@ -66,6 +66,15 @@ def check_filter_names(args: argparse.Namespace, files: list[tuple[Path, str]], 
                              f"{', '.join(unknown)} not under {where} ({kind} there: {there})")
 
 
+def check_out_folder(out: Path, option: str = "--out") -> None:
+    """An output folder must be a folder (or not exist yet), and not lie below a file:
+    found before the work, not when the results are written after it."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {out} is a file: give a folder for the outputs")
+    check_output_location(out, option)
+
+
 def check_output_location(path: Path, option: str) -> None:
     """Refuse an output below a file (``-o notes.txt/library.npz``) before any work: it
     would otherwise fail only when written, after the reading and learning."""

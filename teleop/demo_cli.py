@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from teleop.cli_types import non_negative_float, positive_float
+from teleop.data_args import check_out_folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +30,7 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.demo import DemoSettings, run_demo
 
     settings = DemoSettings(duration=args.duration, rtt=args.rtt, seed=args.seed)
+    check_out_folder(args.out)   # before the sessions, not when the frames are written after them
     summary = run_demo(args.out, settings, progress=not args.headless)
     if args.headless:
         print(json.dumps(summary))

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from teleop.cli_types import delay_list, probability
-from teleop.data_args import add_common, add_take_filters, read_take_files, robot_target_of, take_files
+from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
+                               take_files)
 from teleop.takes import same_file
 
 
@@ -32,12 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_take_filters(p, "test")
     add_common(p)
     p.set_defaults(func=_run)
-
-
-def check_out_folder(out: Path) -> None:
-    """--out must be a folder (or not exist yet): found before the sweep, not after it."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file: give a folder for the table and plots")
 
 
 def check_leave_one_out(train: list[tuple[Path, str]], test: list[tuple[Path, str]]) -> None:

@@ -236,3 +236,20 @@ def _parser_running(func):
     parser.add_argument("command")
     parser.set_defaults(func=func)
     return parser
+
+
+@pytest.mark.parametrize("argv", [["demo", "--duration", "1"], ["tune", "--quick", "--setups", "2"],
+                                  ["calibrate-sim", "--data", "RECORDING"]])
+def test_an_out_that_is_a_file_is_refused_naming_the_option(argv, tmp_path, capsys):
+    """demo said "README.md/frames: Not a directory" and tune "File exists" (no option named);
+    calibrate-sim did its whole fit first."""
+    from teleop.cli import main
+
+    if "RECORDING" in argv:
+        recording = tmp_path / "rec.npz"
+        assert main(["calibrate-sim", "--make-test-recording", str(recording), "--duration", "1"]) == 0
+        argv = [a if a != "RECORDING" else str(recording) for a in argv]
+    out = tmp_path / "notes.txt"
+    out.write_text("not a folder")
+    assert main([*argv, "--out", str(out)]) != 0
+    assert f"--out {out} is a file" in capsys.readouterr().err

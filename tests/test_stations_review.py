@@ -381,3 +381,11 @@ def test_video_from_a_robot_with_another_secret_is_refused_and_the_operator_told
 
     assert json.loads(captured.out)["video_frames_displayed"] == 0
     assert "fails authentication" in captured.err
+
+
+def test_the_operator_video_port_is_off_loopback_only_with_allow_remote(secret, capsys):
+    assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen", "0.0.0.0:0",
+                 "--duration", "0.2"]) == 1
+    assert "--video-listen 0.0.0.0:0: refusing to listen on non-loopback" in capsys.readouterr().err
+    assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen", "0.0.0.0:0",
+                 "--allow-remote", "--duration", "0.2"]) == 0

@@ -91,7 +91,7 @@ def test_an_out_that_is_a_file_fails_before_the_run(tmp_path, monkeypatch, capsy
     out = tmp_path / "results.txt"
     out.write_text("not a folder")
     assert main(["tune", "--quick", "--setups", "2", "--jobs", "1", "--out", str(out)]) == 1
-    assert "File exists" in capsys.readouterr().err
+    assert f"--out {out} is a file" in capsys.readouterr().err
 
 
 def test_report_says_above_when_the_optimiser_is_worse():

@@ -54,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.sim.actuator import ActuatorFileError, description_actuator_params, load_actuator_params, \
         write_actuator_params
     from teleop.sim.calibration import DEFAULT_FIT, calibrate, check_recording, make_test_recording
+    from teleop.data_args import check_out_folder
     from teleop.sim.recording_io import RecordingError, load_recording, save_recording
 
     if (args.data is None) == (args.make_test_recording is None):
@@ -73,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"written: {args.make_test_recording} ({len(rec.time)} samples x {len(rec.joint_names)} joints; "
                   f"hidden parameters in its meta['truth'])")
             return 0
+        check_out_folder(args.out)   # before the minutes of replays, not when the results are written
         rec = load_recording(args.data)
         check_recording(robot, rec, str(args.data))
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,

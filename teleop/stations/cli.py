@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="local address for the command link (default: 127.0.0.1:0; a robot on another host "
                          "needs e.g. 0.0.0.0:0 with --allow-remote)")
     op.add_argument("--allow-remote", action="store_true",
-                    help="allow non-loopback addresses: the command link's --bind (a robot on another host) and "
+                    help="allow non-loopback addresses: --bind and --video-listen (a robot on another host) and "
                          "xsens-live:HOST:PORT (MVN streaming from another PC)")
     op.add_argument("--source", "--input", dest="source", default="synthetic",
                     help="'synthetic', 'xsens-live[:PORT]' (MVN network stream, default port 9763), 'openvr' (SteamVR), "
@@ -301,7 +301,14 @@ def _run_operator(args: argparse.Namespace) -> int:
     robot_address = _check_command_link(args)
     from teleop.clock import WallClock
     from teleop.net.protocol import PacketCodec, video_mac
-    from teleop.net.udp import UdpEndpoint, parse_address
+    from teleop.net.udp import UdpEndpoint, is_loopback, parse_address, resolve
+
+    video_host = parse_address(args.video_listen)[0]
+    if not args.allow_remote and not is_loopback(_bound("--video-listen", args.video_listen,
+                                                        lambda: resolve(parse_address(args.video_listen)))[1][0]):
+        # As every other port the stations open: off loopback only when asked for.
+        raise PermissionError(f"--video-listen {args.video_listen}: refusing to listen on non-loopback address "
+                              f"{video_host}; give --allow-remote to receive the robot's video from another host")
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
     from teleop.stations.operator_station import OperatorStation, OperatorStationConfig, VideoPath

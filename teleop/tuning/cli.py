@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from teleop.cli_types import non_negative_float, positive_float, positive_int, unit_fraction
+from teleop.data_args import check_out_folder
 
 #: The setups of teleop.tuning.setups.SETUPS (not imported here: `teleop --help` stays fast).
 SETUP_NUMBERS = (1, 2, 3, 4)
@@ -122,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_save:
         # Now, not after minutes of simulation: an --out that is a file (or not writable)
         # would otherwise fail only when the results are saved, and they would be lost.
+        check_out_folder(args.out)
         args.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     results = run_experiment(numbers, settings, jobs=args.jobs)
