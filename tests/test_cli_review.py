@@ -13,21 +13,11 @@ import pytest
 from teleop.cli import main
 from teleop.robot.description import DescriptionError, load_description
 from teleop.robot.model import RobotModel
+from tests.test_cli_bad_input_data import error_line, run
 
 REPO = Path(__file__).resolve().parents[1]
 SYNTHETIC = REPO / "datasets" / "synthetic"
 
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def error_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ": error: " in ln]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0].split(": error: ", 1)[1]
 
 
 def dataset(root: Path, tasks: dict[str, int]) -> Path:

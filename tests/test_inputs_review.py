@@ -12,11 +12,11 @@ import socket
 import numpy as np
 import pytest
 
-from retarget.human import SEGMENTS, HumanMotion
 from teleop.cli import main
 from teleop.inputs import mvn_cli
 from teleop.inputs.openvr_input import OpenVRConfig, OpenVRSource
 from teleop.inputs.synthetic import generate
+from tests.test_cli_bad_input_live import motion_file  # noqa: F401 (a fixture)
 from tests.test_inputs_openvr import _devices_from, make_fake_openvr
 
 
@@ -55,16 +55,6 @@ def test_openvr_config_rate_is_used_when_the_headset_does_not_report_one():
 
 
 # ------------------------------------------------------------------------ stream-mvn
-@pytest.fixture
-def motion_file(tmp_path):
-    times = np.arange(10) * 0.01
-    quaternions = np.tile([1.0, 0.0, 0.0, 0.0], (10, 1, 1))
-    motion = HumanMotion(times, SEGMENTS[:1], np.zeros((10, 1, 3)), quaternions, rate_hz=100.0)
-    path = tmp_path / "m.npz"
-    motion.save_npz(path)
-    return path
-
-
 def test_stream_mvn_refuses_port_0_as_a_destination(capsys, motion_file):
     # Port 0 ("any free port") only means something when listening: every datagram sent
     # to it fails, and with --loop the stream went on failing silently.
