@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,9 @@ import pytest
 from teleop.cli import main
 from teleop.robot.description import DescriptionError, load_description
 from teleop.robot.model import RobotModel
-from tests.test_cli_bad_input_data import error_line, run
+from tests.test_cli_bad_input_data import SYNTHETIC, dataset, error_line, run
 
 REPO = Path(__file__).resolve().parents[1]
-SYNTHETIC = REPO / "datasets" / "synthetic"
-
-
-
-def dataset(root: Path, tasks: dict[str, int]) -> Path:
-    for task, n in tasks.items():
-        (root / task).mkdir(parents=True)
-        for k in range(n):
-            shutil.copy(SYNTHETIC / task / f"{task}_{k}.npz", root / task)
-    return root
 
 
 # ------------------------------------------------------------ robot description typos
