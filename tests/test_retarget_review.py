@@ -10,16 +10,13 @@ import pytest
 from retarget import skeleton
 from retarget.human import MotionFormatError
 from retarget.readers import read_motion, sniff_format, write_mvnx, write_vr_csv
+from tests.conftest import shared_data
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BOM = b"\xef\xbb\xbf"
 
 
 def data(*parts) -> Path:
-    path = DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip("../shared/data not found: real-data test skipped")
-    return path
+    return shared_data(*parts)
 
 
 def standard(frames: int = 5):
