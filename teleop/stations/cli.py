@@ -226,7 +226,8 @@ def _run_robot(args: argparse.Namespace) -> int:
     station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint, robot, sim, library, config,
                            video_out=recording.video_out(sender) if recording else
                            (lambda image, t: sender.send_image(image[:, :, ::-1], t)), render=camera.render)
-    print(f"robot station listening on {endpoint.address}, video to {args.video_to}, "
+    host, port = endpoint.address[:2]
+    print(f"robot station listening on {host}:{port}, video to {args.video_to}, "
           f"compensation {'on: ' + str(args.library) if library else 'off'}", file=sys.stderr)
     last_print = [time.monotonic()]
 
