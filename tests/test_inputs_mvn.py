@@ -213,8 +213,9 @@ def test_timestamps_follow_the_time_code_on_the_callers_clock():
         for k, arrival in enumerate(arrivals):
             source.handle_datagram(codec.encode_pose(k, 5000 + 10 * k, {"pelvis": identity})[0], arrival)
             times.append(source.poll(arrival)[0])
-        # offset = min(arrival - code) = 100.025 - 5.02 (sample 2 was the least delayed).
-        assert np.allclose(np.diff(times[2:]), 0.01)
+        # offset = min(arrival - code) = 100.025 - 5.02 (sample 2 was the least delayed),
+        # aged by the drift allowance (200 ppm of 10 ms: 2 us) when no sample is less delayed.
+        assert np.allclose(np.diff(times[2:]), 0.01, rtol=0, atol=1e-5)
         assert np.allclose(times[2], 100.025)
         # A reordered (older) sample is dropped; a big backwards jump (MVN restarted) is taken.
         source.handle_datagram(codec.encode_pose(9, 5010, {"pelvis": identity})[0], 100.1)
@@ -333,3 +334,27 @@ def test_the_receiver_finds_the_position_unit_from_the_first_pose(wire_unit):
             source.handle_datagram(datagram, 1.0)
         _, pose = source.poll()
         assert np.allclose(pose["head"][0], motion.position("head")[10] * 0.01, atol=1e-4)
+
+
+@pytest.mark.parametrize("rate_ppm", [-50.0, 50.0])
+def test_timestamps_follow_an_mvn_clock_that_drifts(rate_ppm):
+    """An hour of a 5 Hz stream whose time code runs ``rate_ppm`` slow or fast against the
+    caller's clock, arrivals delayed 1-30 ms: the timestamps stay within a few ms of the
+    least-delayed arrival instead of falling behind by the accumulated drift (a plain
+    minimum of arrival - time code lags 0.18 s after an hour of a 50 ppm slow clock)."""
+    codec = MvnCodec()
+    source = XsensLiveSource(("127.0.0.1", 0), clock=lambda: 0.0)
+    identity = {"pelvis": (np.zeros(3), np.array([1.0, 0, 0, 0]))}
+    rng = np.random.default_rng(3)
+    errors = []
+    try:
+        for k in range(5 * 3600):
+            true_time = 10.0 + 0.2 * k                       # the caller's clock when MVN sampled
+            code_ms = int(round(1000 * 0.2 * k * (1 - rate_ppm * 1e-6)))
+            arrival = true_time + 0.001 + rng.exponential(0.005)
+            source.handle_datagram(codec.encode_pose(k, code_ms, identity)[0], arrival)
+            errors.append(source.poll(arrival)[0] - true_time)
+    finally:
+        source.close()
+    late = np.abs(np.array(errors[-5 * 600:]))                # the last ten minutes
+    assert late.max() < 0.004, f"timestamps drift off the caller's clock by {late.max() * 1000:.1f} ms"

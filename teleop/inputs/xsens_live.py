@@ -22,8 +22,15 @@ centimetres means the sender streams metres (a factor of 100 apart, never ambigu
 
 Timestamps: a frame's time is MVN's time code mapped onto the caller's clock,
 ``t = time_code + offset`` with ``offset`` the smallest ``arrival - time_code`` seen so far
-(the least-delayed sample), so network jitter does not enter the timestamps. The offset
-is re-estimated when the time code jumps back (MVN restarted its clock).
+(the least-delayed sample), so network jitter does not enter the timestamps. Two clocks
+never run at exactly the same rate: if MVN's runs slow, ``arrival - time_code`` grows and a
+plain minimum would stay at its first value, so the timestamps would fall behind arrival by
+the accumulated drift (0.18 s after an hour at 50 ppm). The minimum therefore ages: between
+samples it may rise by ``DRIFT_ALLOWANCE_PPM`` of the elapsed time code (a quartz clock
+drifts 10-100 ppm), i.e. ``offset = min(offset + allowance x elapsed, arrival - time_code)``,
+which follows either drift and adds at most allowance x (time since the least-delayed
+sample) of jitter (0.2 ms per second). The offset is re-estimated when the time code jumps
+back (MVN restarted its clock).
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: is taken to be in metres (see the module docstring): a body read from a metre stream as
 #: centimetres spans ~0.02 m, one read from a centimetre stream ~1-2 m.
 AUTO_UNIT_SPAN_M = 0.1
+#: Rate [ppm] at which the clock-offset minimum may rise between samples (module docstring):
+#: above the drift of two quartz clocks, far below any network jitter.
+DRIFT_ALLOWANCE_PPM = 200.0
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -185,9 +195,13 @@ class XsensLiveSource:
                 self.stats["dropped_stale_sample"] += 1
                 return
             self._offset = None                         # MVN's clock restarted
-        self._last_time_code = code
         sample_offset = arrival - code / 1000.0
-        self._offset = sample_offset if self._offset is None else min(self._offset, sample_offset)
+        if self._offset is None:
+            self._offset = sample_offset
+        else:
+            aged = self._offset + DRIFT_ALLOWANCE_PPM * 1e-6 * (code - self._last_time_code) / 1000.0
+            self._offset = min(aged, sample_offset)
+        self._last_time_code = code
         self._newest = (code / 1000.0 + self._offset, pose)
         self._newest_sample = header.sample_counter
         self._returned = False
