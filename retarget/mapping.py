@@ -80,6 +80,11 @@ class Retargeter:
         self.human_feet = human_feet
         self._robot_feet = feet_frame(target.left_foot_center, target.right_foot_center,
                                       target.support_polygon)
+        # Streaming: each posture signal's last finite value, so that step() unwraps the
+        # twist angles across frames as retarget_motion() does across a take; kept per
+        # calibration object (a new calibration starts afresh).
+        self._posture_previous: dict[str, np.ndarray] = {}
+        self._previous_calibration: HumanCalibration | None = None
 
     # ---------------------------------------------------------------- calibration
     def calibrate(self, motion: HumanMotion, frame: int = 0, reference: str = "frame") -> HumanCalibration:
@@ -134,14 +139,21 @@ class Retargeter:
                             np.asarray(orientations)[None], None if com is None else np.asarray(com)[None],
                             source="stream")
         c = self._need_calibration()
-        values, valid, head = self._map(measure(frame, c.stance, c.foot_corners_local))
+        if c is not self._previous_calibration:
+            self._posture_previous, self._previous_calibration = {}, c
+        values, valid, head = self._map(measure(frame, c.stance, c.foot_corners_local), self._posture_previous)
         refs = RobotReferences.from_flat(t, values[0], valid=valid)
         if head is not None:
             refs.head_orientation = head[0]
         return refs
 
-    def _map(self, m: BodyMeasures) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """(T, 20) values, (20,) valid mask, (T, 4) head orientation or None."""
+    def _map(self, m: BodyMeasures, posture_previous: dict[str, np.ndarray] | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(T, 20) values, (20,) valid mask, (T, 4) head orientation or None.
+
+        ``posture_previous`` (streaming): each posture signal's last finite offset before
+        these frames, updated in place, so the offsets stay continuous from call to call.
+        """
         c, tgt = self._need_calibration(), self.target
         ref = c.reference_measures
         r = self.ratios
@@ -206,7 +218,14 @@ class Retargeter:
         for name in POSTURE_SIGNALS:
             q_h, q_h0 = m.posture(name), c.reference_posture(name)
             if q_h is not None and q_h0 is not None:
-                delta = quat.wrap(q_h - q_h0)   # angles near +-pi must not jump by 2 pi
+                # A twist carried past +-pi (HDM05 throwBasketball: the upper arm overhead,
+                # where the swing-twist split of the shoulder is near singular) must not
+                # jump by 2 pi: wrapped against the calibration, then continuous in time.
+                previous = None if posture_previous is None else posture_previous.get(name)
+                delta = quat.unwrap_angles(quat.wrap(q_h - q_h0), previous)
+                if posture_previous is not None:
+                    last = delta[-1] if previous is None else np.where(np.isfinite(delta[-1]), delta[-1], previous)
+                    posture_previous[name] = last
                 put(name, getattr(tgt, name) + delta, np.isfinite(q_h0) & np.all(np.isfinite(q_h), axis=0))
 
         head = None

@@ -200,6 +200,30 @@ def wrap(angle: np.ndarray) -> np.ndarray:
     return -((-np.asarray(angle, dtype=float) + np.pi) % (2 * np.pi) - np.pi)
 
 
+def unwrap_angles(angles: np.ndarray, previous: np.ndarray | None = None) -> np.ndarray:
+    """Angles (T, K) [rad] made continuous along time, NaN samples skipped.
+
+    Each column's consecutive finite samples never differ by more than pi: a step past
+    +-pi is taken as the angle carrying on past it (a twist measured across the wrap of
+    ``atan2``), not as a jump of 2 pi. ``previous`` (K,) is the value the column had just
+    before the first row (streaming, one frame at a time); without it, or where it is NaN,
+    the column starts at its first finite sample as given.
+    """
+    angles = np.array(angles, dtype=float, copy=True)
+    flat = angles.reshape(len(angles), -1)
+    before = np.full(flat.shape[1], np.nan) if previous is None else np.asarray(previous, float).ravel()
+    for k in range(flat.shape[1]):
+        rows = np.flatnonzero(np.isfinite(flat[:, k]))
+        if not len(rows):
+            continue
+        series = flat[rows, k]
+        if np.isfinite(before[k]):
+            flat[rows, k] = np.unwrap(np.concatenate([[before[k]], series]))[1:]
+        else:
+            flat[rows, k] = np.unwrap(series)
+    return flat.reshape(angles.shape)
+
+
 def make_continuous(q: np.ndarray, axis: int = 0) -> np.ndarray:
     """Flip signs along ``axis`` so consecutive quaternions are in the same hemisphere."""
     q = np.array(q, dtype=float, copy=True)
