@@ -96,10 +96,14 @@ def _run(args: argparse.Namespace) -> int:
                     "plot": str(out / "retargeting.png")}
     if args.execute:
         from teleop.control.closed_loop import run_closed_loop
+        from teleop.stations.robot_station import RobotStationConfig
 
-        metrics = run_closed_loop(traj, robot=robot, zmp_correction=not args.no_zmp_correction, gui=args.view)
+        # The robot station's ZMP margin, so that --execute shows what a session would do.
+        zmp = {"margin": RobotStationConfig.zmp_margin} if not args.no_zmp_correction else False
+        metrics = run_closed_loop(traj, robot=robot, zmp_correction=zmp, gui=args.view)
         result.update({key: metrics[key] for key in ("fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm")})
         result["zmp_correction"] = not args.no_zmp_correction
+        result["zmp_margin_m"] = zmp["margin"] if zmp else None
     if args.json:
         print(json.dumps(_jsonable(result)))
     else:

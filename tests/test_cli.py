@@ -136,6 +136,9 @@ def test_retarget_execute_json(tmp_path):
     result = json.loads(run_teleop("retarget", str(take), "--execute", "--json", "--out", str(tmp_path)).stdout)
     assert set(result) >= {"fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm", "zmp_correction"}
     assert result["fell"] is False
+    # The ZMP correction keeps the robot station's margin: --execute shows what a session does.
+    from teleop.stations.robot_station import RobotStationConfig
+    assert result["zmp_correction"] is True and result["zmp_margin_m"] == RobotStationConfig.zmp_margin
     assert (tmp_path / "retargeting.png").is_file()
 
 
