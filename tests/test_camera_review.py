@@ -34,6 +34,21 @@ def test_a_one_pixel_camera_is_still_fine():
     assert intrinsics.matrix()[0, 2] == 0.5 and len(intrinsics.projection_matrix()) == 16
 
 
+@pytest.mark.parametrize("camera_kind", ["pybullet", "lowpoly"])
+def test_a_configuration_with_nan_is_refused_instead_of_rendering_a_blank_image(camera_kind, robot, sim):
+    from teleop.sim.camera import EyeCamera
+    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+
+    camera = (EyeCamera(sim, robot, intrinsics=CameraIntrinsics(32, 24)) if camera_kind == "pybullet"
+              else LowPolyEyeCamera(None, robot, intrinsics=CameraIntrinsics(32, 24)))
+    q = sim.state().q                                  # the standing robot
+    assert camera.render(q).std() > 0                  # the robot's view at a finite pose is not blank
+    q_bad = np.array(q, dtype=float)
+    q_bad[NQ_BASE + 1] = np.nan
+    with pytest.raises(ValueError, match=f"non-finite values \\(indices \\[{NQ_BASE + 1}\\]\\)"):
+        camera.render(q_bad)
+
+
 # ------------------------------------------------------------------- impedance
 @pytest.mark.parametrize("make", [lambda R: np.zeros((3, 3)), lambda R: 2.0 * R,
                                   lambda R: R @ np.diag([1.0, 1.0, -1.0]),

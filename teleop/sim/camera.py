@@ -52,6 +52,16 @@ class CameraIntrinsics:
         return np.array([[fy, 0, self.width / 2], [0, fy, self.height / 2], [0, 0, 1.0]])
 
 
+def finite_configuration(q: np.ndarray) -> np.ndarray:
+    """``q`` (nq,) as floats; ValueError if any value is NaN or infinite (a render at such
+    a pose would be a blank image, passed on as if it were the robot's view)."""
+    q = np.asarray(q, dtype=float)
+    if not np.all(np.isfinite(q)):
+        raise ValueError(f"cannot render the eye camera at a configuration with non-finite values "
+                         f"(indices {np.flatnonzero(~np.isfinite(q)).tolist()})")
+    return q
+
+
 class EyeCamera:
     """Renders one eye of the simulated robot.
 
@@ -73,7 +83,7 @@ class EyeCamera:
 
     def view_matrix(self, q: np.ndarray) -> list[float]:
         """pybullet view matrix of the eye at configuration ``q``."""
-        self.model.update(q)
+        self.model.update(finite_configuration(q))
         placement = self.model.placement(self.eye)
         eye = placement.translation
         forward, up = placement.rotation[:, 0], placement.rotation[:, 2]

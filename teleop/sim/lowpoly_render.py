@@ -44,7 +44,7 @@ import pinocchio as pin
 from scipy.spatial import ConvexHull
 
 from teleop.robot.model import RobotModel
-from teleop.sim.camera import STANDARD_SIZES, CameraIntrinsics, EyeCamera
+from teleop.sim.camera import STANDARD_SIZES, CameraIntrinsics, EyeCamera, finite_configuration
 from teleop.sim.scene import Box, Cylinder, SceneObject, Shape, SimulatedScene, Sphere, add_to_simulation
 from teleop.sim.simulator import Simulation
 # The same package:// resolution as the pybullet URDF, so both renderers load one mesh set.
@@ -1034,7 +1034,7 @@ class LowPolyEyeCamera:
             if self.sim is None:
                 raise ValueError("no simulation to read the configuration from: pass q")
             q = self.sim.state().q
-        pin.framesForwardKinematics(self.model.model, self._data, np.asarray(q, dtype=float))
+        pin.framesForwardKinematics(self.model.model, self._data, finite_configuration(q))
         return self.renderer.part_poses(self._data)
 
     def eye_placement(self, eye: str | None = None) -> pin.SE3:
