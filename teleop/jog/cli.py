@@ -109,7 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--dictionary", default="DICT_4X4_50", choices=ARUCO_DICTIONARIES, metavar="NAME",
                    help="ChArUco marker dictionary, an OpenCV DICT_* name (default DICT_4X4_50)")
     c.add_argument("--min-views", type=positive_int, default=5, help="boards needed (default 5)")
-    c.add_argument("--out", type=Path, default=Path("camera.json"), help="calibration file to write")
+    c.add_argument("--out", type=Path, default=Path("out/calibrate-camera/camera.json"),
+                   help="calibration file to write (default: out/calibrate-camera/camera.json)")
     c.add_argument("--force", action="store_true",
                    help="write the calibration even if it looks wrong (RMS error above 1 px, fx/fy far from 1, "
                         "principal point far off-centre, folded distortion, or only face-on boards)")

@@ -436,6 +436,7 @@ def _run_operator(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats, default=float))
     else:
-        print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, "
-              f"displayed {video.displayed} video frames")
+        shown = (f"displayed {video.displayed} video frames" if args.view != "none" else
+                 f"received {video.displayed} video frames on time for display (not shown: --view none)")
+        print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, {shown}")
     return 0
