@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
+
+from teleop.progress import progress_bar
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "synthetic"
 
@@ -147,7 +148,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
         last_moving = 0.0    # operator time of the last tick the operator was in a motion
         prev_command = None
         desc = "session" + (" (compensated)" if library else " (delayed)")
-        bar = tqdm(total=n_ticks, desc=desc, disable=not progress, leave=False)
+        bar = progress_bar(total=n_ticks, desc=desc, enabled=progress)
         for k in range(max_ticks):
             clock.set(k * station.dt)
             operator.tick()     # starts the operator's stream at the first tick

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from retarget.human import HumanMotion
 from retarget.mapping import retarget_motion
 from retarget.readers import read_motion, sniff_format
 from retarget.references import ReferenceTrajectory
 from retarget.robot_target import RobotTarget
+from teleop.progress import progress_bar
 
 MOTION_SUFFIXES = {".amc", ".bvh", ".mvnx", ".npz", ".csv", ".json"}
 _HDM05_PERFORMER = re.compile(r"HDM_([a-z]{2})_")
@@ -147,7 +147,7 @@ def load_take_files(files: Sequence[tuple[Path, str]], target: RobotTarget, rate
                     progress: bool = True, desc: str = "reading") -> list[Take]:
     """Read and retarget (file, label) pairs; an unreadable file's error starts with its path."""
     takes = []
-    for path, label in tqdm(files, desc=desc, disable=not progress, leave=False):
+    for path, label in progress_bar(files, desc=desc, enabled=progress):
         try:
             takes.append(load_take(path, label, target, rate_hz))
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:

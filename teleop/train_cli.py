@@ -108,7 +108,7 @@ def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]]
 
 def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: bool = False) -> dict:
     """The ``teleop eval promp`` figures (see the issue's JSON layout)."""
-    from tqdm import tqdm
+    from teleop.progress import progress_bar
 
     from promp.evaluation import evaluate_library
     from retarget.references import HAND_INDICES, POSTURE_INDICES
@@ -125,7 +125,7 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: boo
     # (the estimator restarts for every take, so the split changes no figure).
     groups: list[tuple[list, dict]] = []
     if leave_one_out:
-        for take in tqdm(test_takes, desc="leave-one-out", disable=not progress, leave=False):
+        for take in progress_bar(test_takes, desc="leave-one-out", enabled=progress):
             library = _learn([t for t in train_takes if not same_file(t.path, take.path)])
             groups.append(([take], evaluate_library(library, [to_demonstration(take.trajectory)], [take.label],
                                                     config=config)))

@@ -21,9 +21,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from tqdm import tqdm
-
 from teleop.control.closed_loop import run_closed_loop
+from teleop.progress import progress_bar
 from teleop.robot.model import RobotModel
 from teleop.robot.target import robot_target
 from teleop.takes import list_take_files, load_take_files, select_take_files, split_csv
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     robot = RobotModel()
     takes = load_take_files(files, robot_target(robot), desc=f"reading {args.data.name}")
     rows = []
-    for take in tqdm(takes, desc="takes"):
+    for take in progress_bar(takes, desc="takes", leave=True):
         row = {"take": take.path.name, "task": take.label, "performer": take.performer}
         for key in modes:
             m = run_closed_loop(take.trajectory, robot=robot, zmp_correction=key == "zmp")

@@ -23,8 +23,8 @@ import sys
 import time
 
 import numpy as np
-from tqdm import tqdm
 
+from teleop.progress import progress_bar
 from teleop.robot.model import RobotModel
 from teleop.sim.camera import STANDARD_SIZES, CameraIntrinsics, EyeCamera
 from teleop.sim.simulator import Simulation
@@ -91,7 +91,7 @@ def fk_max_error_mm(sim: Simulation, robot: RobotModel, n_configs: int, seed: in
     """Worst hand/sole position disagreement [mm] between pinocchio and pybullet."""
     rng = np.random.default_rng(seed)
     worst = 0.0
-    for _ in tqdm(range(n_configs), desc="fk agreement", disable=not progress, leave=False):
+    for _ in progress_bar(range(n_configs), desc="fk agreement", enabled=progress):
         q = robot.random_configuration(rng)
         sim.reset(q)
         robot.update(q)

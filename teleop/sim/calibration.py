@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pinocchio as pin
-from tqdm import tqdm
 
+from teleop.progress import progress_bar
 from teleop.robot.model import NQ_BASE, RobotModel
 from teleop.sim.actuator import ActuatorParams, link_scale_for
 from teleop.sim.recording_io import Recording, RecordingError
@@ -336,7 +336,7 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
     # Start from the nominal itself (rmse_before is the nominal's): without a nominal
     # latency, 10 ms is only the unit of the latency's parameter and the fit starts at 0.
     start = CalibrationParameters.nominal(nominal.latency, groups)
-    bar = tqdm(total=max_evaluations, desc="calibrating (replays)", disable=not progress, leave=False)
+    bar = progress_bar(total=max_evaluations, desc="calibrating (replays)", enabled=progress)
     evaluations = [0]
 
     def simulate(x: np.ndarray) -> np.ndarray:

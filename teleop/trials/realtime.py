@@ -268,7 +268,7 @@ def run_realtime_trial(args: argparse.Namespace):
     Returns (results {rtt: [(comp, nocomp)]}, summary, labels, test takes), as the virtual
     trial has them: ``teleop trial`` writes the same files from either.
     """
-    from tqdm import tqdm
+    from teleop.progress import progress_bar
 
     from teleop.takes import same_file
     from teleop.train_cli import _learn
@@ -290,7 +290,7 @@ def run_realtime_trial(args: argparse.Namespace):
         results: dict[float, list] = {rtt: [] for rtt in rtts}
         rates = []
         jobs = [(rtt, i) for rtt in rtts for i in range(len(test))]
-        for rtt, i in tqdm(jobs, desc="real-time trials", disable=args.json):
+        for rtt, i in progress_bar(jobs, desc="real-time trials", enabled=not args.json, leave=True):
             comp = run_take_realtime(test[i].trajectory, rtt, libraries[i], seed=args.seed * 100_003 + i,
                                      settings=settings)
             nocomp = run_take_realtime(test[i].trajectory, rtt, None, seed=args.seed * 100_003 + i,

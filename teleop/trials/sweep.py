@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from promp.library import TaskLibrary
 from retarget.references import ReferenceTrajectory
+from teleop.progress import progress_bar
 from teleop.trials.delay_trial import TakeResult, TrialSettings, run_take, score_pair
 
 METRICS = ("hand_cm", "com_cm", "posture_rad")
@@ -40,7 +40,7 @@ def run_sweep(cases: Sequence[SweepCase], rtts: Sequence[float], *, seed: int = 
     check_distinct_rtts(rtts)
     out: dict[float, list] = {rtt: [] for rtt in rtts}
     jobs = [(rtt, i, case) for rtt in rtts for i, case in enumerate(cases)]
-    for rtt, i, case in tqdm(jobs, desc="trials", disable=not progress):
+    for rtt, i, case in progress_bar(jobs, desc="trials", enabled=progress, leave=True):
         take_seed = seed * 100_003 + i
         comp = run_take(case.take, rtt, case.library, compensate=True, seed=take_seed, settings=settings)
         nocomp = run_take(case.take, rtt, case.library, compensate=False, seed=take_seed, settings=settings)

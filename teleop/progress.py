@@ -1,0 +1,31 @@
+"""Progress bars for long work: tqdm redrawn live on a terminal, sparse in a log.
+
+On a terminal tqdm redraws its bar up to ten times a second. Written to a file or a CI log
+those redraws are carriage returns within one ever-growing line (a 30 s demo left ~300 of
+them), so when stderr is not a terminal the bar updates every ``LOG_INTERVAL_S`` seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterable
+
+from tqdm import tqdm
+
+#: Seconds between a bar's updates when stderr is not a terminal.
+LOG_INTERVAL_S = 10.0
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):        # replaced or closed stderr
+        return False
+
+
+def progress_bar(iterable: Iterable | None = None, *, desc: str, total: int | None = None,
+                 enabled: bool = True, leave: bool = False) -> tqdm:
+    """A tqdm bar over ``iterable`` (or of ``total`` steps, updated by the caller) on stderr;
+    ``enabled`` False gives a silent one (e.g. with --json)."""
+    return tqdm(iterable, total=total, desc=desc, disable=not enabled, leave=leave,
+                mininterval=0.1 if _interactive() else LOG_INTERVAL_S)
