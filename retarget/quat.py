@@ -209,18 +209,26 @@ def unwrap_angles(angles: np.ndarray, previous: np.ndarray | None = None) -> np.
     before the first row (streaming, one frame at a time); without it, or where it is NaN,
     the column starts at its first finite sample as given.
     """
-    angles = np.array(angles, dtype=float, copy=True)
+    angles = np.asarray(angles, dtype=float)
     flat = angles.reshape(len(angles), -1)
     before = np.full(flat.shape[1], np.nan) if previous is None else np.asarray(previous, float).ravel()
+    if len(flat) == 1:
+        # One streamed frame (the hot path): the step from the previous value, wrapped.
+        step = flat[0] - before
+        return np.where(np.isfinite(step), before + wrap(step), flat[0]).reshape(angles.shape)
+    if len(flat) and np.isfinite(flat).all():
+        # The common case, vectorised: a missing previous value is the first row itself.
+        start = np.where(np.isfinite(before), before, flat[0])
+        return np.unwrap(np.vstack([start, flat]), axis=0)[1:].reshape(angles.shape)
+    flat = flat.copy()
     for k in range(flat.shape[1]):
         rows = np.flatnonzero(np.isfinite(flat[:, k]))
         if not len(rows):
             continue
         series = flat[rows, k]
         if np.isfinite(before[k]):
-            flat[rows, k] = np.unwrap(np.concatenate([[before[k]], series]))[1:]
-        else:
-            flat[rows, k] = np.unwrap(series)
+            series = np.concatenate([[before[k]], series])
+        flat[rows, k] = np.unwrap(series)[-len(rows):]
     return flat.reshape(angles.shape)
 
 
