@@ -159,6 +159,7 @@ def test_acceleration_bound_keeps_the_bounds_ordered_and_yields_to_the_position_
     legs = robot.group_indices("left_leg")
     assert np.all(limit.maximum[legs] == 10.0) and limit.maximum[robot.joint_index("neck_yaw")] == 20.0
     rng = np.random.default_rng(0)
+    cases = np.zeros(2, dtype=int)
     for _ in range(200):
         limit.commanded(rng.uniform(-3, 3, robot.n_joints))
         lower = rng.uniform(-4, 1, robot.n_joints)
@@ -169,6 +170,17 @@ def test_acceleration_bound_keeps_the_bounds_ordered_and_yields_to_the_position_
         # where the windows overlap, the result is their intersection
         overlap = (limit.previous - limit.maximum * DT <= upper) & (limit.previous + limit.maximum * DT >= lower)
         assert np.all(bounds[1][overlap] - bounds[0][overlap] <= 2 * limit.maximum[overlap] * DT + 1e-12)
+        # Exactly: the window [v_prev - a dt, v_prev + a dt] with its ends clipped into the
+        # position/velocity bounds. That is the intersection where they overlap, and where
+        # they do not, the single bound nearest to the window (the velocity pinned there).
+        window = limit.previous + np.outer([-1.0, 1.0], limit.maximum * DT)
+        expected = np.clip(window, lower, upper)
+        np.testing.assert_allclose(bounds, expected, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(bounds[0][overlap], np.maximum(window[0], lower)[overlap], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(bounds[1][overlap], np.minimum(window[1], upper)[overlap], rtol=0, atol=1e-12)
+        assert np.all(bounds[0][~overlap] == bounds[1][~overlap])
+        cases += overlap.sum(), (~overlap).sum()
+    assert np.all(cases > 100)                       # both cases occur in the random draws
 
 
 def test_controller_velocity_changes_stay_within_the_acceleration_bound(robot):

@@ -66,11 +66,20 @@ def test_joint_impedance_deflects_by_torque_over_stiffness(arm_sim, robot):
 
 
 def test_contact_force_grows_with_depth_and_matches_stiffness_times_depth(robot):
-    result = fb.press_test(robot, depths=(0.01, 0.03), stiffness=600.0, settle_s=0.6, measure_s=0.2)
+    # A stiffness other than the rig's default (600 N/m), so that the one asked for is the
+    # one applied; the expected force K x depth is computed here, not taken from the result.
+    stiffness, depths = 400.0, (0.01, 0.03)
+    result = fb.press_test(robot, depths=depths, stiffness=stiffness, settle_s=0.6, measure_s=0.2)
     forces = [row["force_n"] for row in result["rows"]]
     assert forces[1] > forces[0] > 0.5
     for row in result["rows"]:
         assert abs(row["rel_error"]) < 0.2, row
+    # Measured within 2.1 % (3.92 N and 11.96 N for 4 N and 12 N).
+    assert result["stiffness"] == stiffness
+    for row, depth in zip(result["rows"], depths):
+        assert row["depth_m"] == depth and row["expected_n"] == pytest.approx(stiffness * depth)
+        assert row["force_n"] == pytest.approx(stiffness * depth, rel=0.05), row
+        assert row["rel_error"] == pytest.approx(row["force_n"] / (stiffness * depth) - 1.0)
 
 
 def test_wiping_stroke_keeps_contact_and_reports_joint_torques(robot):
@@ -133,3 +142,20 @@ def test_rmse_metric_matches_the_reference_definition():
     out = fb.compare(a, b, [("w", 0, 100)], np.degrees(1.0))
     assert out["per_window"]["w"]["mean"] == pytest.approx(0.5, abs=0.01)
     assert out["max_error"] == pytest.approx(2.0)
+    # Exactly: the RMSE over the 14 joints of each sample (Eq. 4.1), then its mean over the
+    # window. Sample 50 has RMSE sqrt((13 * 0.5^2 + 2^2) / 14) = 0.7196 deg, the others 0.5;
+    # a mean absolute error (0.6071 at sample 50) or one RMSE over the whole window
+    # (0.5027) is within 0.01 of 0.5 too, but not of this.
+    odd = np.sqrt((13 * 0.25 + 4.0) / 14)
+    per_sample = np.r_[np.full(99, 0.5), odd]
+    w = out["per_window"]["w"]
+    assert w["mean"] == pytest.approx(per_sample.mean(), rel=1e-12)
+    assert w["std"] == pytest.approx(per_sample.std(), rel=1e-9)
+    assert w["max"] == pytest.approx(odd, rel=1e-12) and w["max_error"] == pytest.approx(2.0, rel=1e-12)
+    assert out["max_rmse"] == pytest.approx(odd, rel=1e-12)
+    # Several windows: the overall figure is the mean of the window means (Eq. 4.2).
+    two = fb.compare(a, b, [("first", 0, 50), ("second", 50, 100)], np.degrees(1.0))
+    second = (49 * 0.5 + odd) / 50
+    assert two["per_window"]["first"]["mean"] == pytest.approx(0.5, rel=1e-12)
+    assert two["per_window"]["second"]["mean"] == pytest.approx(second, rel=1e-12)
+    assert two["mean_rmse"] == pytest.approx((0.5 + second) / 2, rel=1e-12)

@@ -1,6 +1,7 @@
 """Clock offset estimation: exchange math, documented bias, loopback accuracy."""
 
 import random
+import statistics
 import time
 
 import pytest
@@ -31,11 +32,25 @@ def test_exchange_math_and_asymmetry_bias():
 def test_min_rtt_filter_rejects_queueing_outliers():
     rng = random.Random(0)
     estimator = ClockOffsetEstimator(window=16)
+    delays = []
     for k in range(16):  # one-sided queueing noise, as on a LAN
-        estimator.add(*exchange(-2.5, 0.005 + rng.expovariate(1 / 0.02), 0.005 + rng.expovariate(1 / 0.02), t1=k))
+        delays.append((0.005 + rng.expovariate(1 / 0.02), 0.005 + rng.expovariate(1 / 0.02)))
+        estimator.add(*exchange(-2.5, *delays[-1], t1=k))
     assert abs(estimator.offset + 2.5) <= estimator.max_error
     assert estimator.rtt == min(s.rtt for s in estimator.samples)
     assert estimator.add(1.0, 5.0, 5.0, 0.5) is None and estimator.rejected == 1  # negative RTT
+    # Exactly: the exchange of the smallest d_f + d_b, whose offset is off by (d_f - d_b) / 2,
+    # and the bound is half its RTT (not the RTT).
+    d_f, d_b = min(delays, key=sum)
+    assert estimator.rtt == pytest.approx(d_f + d_b, abs=1e-9)
+    assert estimator.offset == pytest.approx(-2.5 + (d_f - d_b) / 2, abs=1e-9)
+    assert estimator.max_error == pytest.approx((d_f + d_b) / 2, abs=1e-9)
+    assert estimator.median_offset == pytest.approx(-2.5 + statistics.median((f - b) / 2 for f, b in delays), abs=1e-9)
+    # The bound is tight: all of the delay on one side is an error of exactly rtt / 2.
+    one_sided = ClockOffsetEstimator(window=4)
+    one_sided.add(*exchange(-2.5, 0.02, 0.0))
+    assert abs(one_sided.offset + 2.5) == pytest.approx(one_sided.max_error, abs=1e-9)
+    assert one_sided.max_error == pytest.approx(0.01, abs=1e-9)
 
 
 def thesis_estimates(method, window, seed):

@@ -30,6 +30,15 @@ def test_thesis_delay_statistics():
     assert link.model.sigma == pytest.approx(0.1)  # (2/15) · 750 ms, Eq. 5.17
     assert statistics.fmean(delays) == pytest.approx(0.75, rel=0.05)
     assert statistics.stdev(delays) == pytest.approx(0.1, rel=0.05)
+    # Tighter, at 5 standard errors of N = 10,000 samples (sigma / sqrt(N) = 1 ms for the
+    # mean, sigma / sqrt(2 N) = 0.7 ms for the std), and Gaussian as Eq. 5.17 says: the
+    # fractions within 1 and 2 sigma are 0.6827 and 0.9545 (4 binomial standard errors);
+    # a uniform jitter of the same std would give 0.577 and 1.0.
+    assert statistics.fmean(delays) == pytest.approx(0.75, abs=5 * 0.1 / math.sqrt(N))
+    assert statistics.stdev(delays) == pytest.approx(0.1, abs=5 * 0.1 / math.sqrt(2 * N))
+    for k, p in ((1, 0.6827), (2, 0.9545)):
+        within = sum(abs(d - 0.75) <= k * 0.1 for d in delays) / N
+        assert within == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / N)), (k, within)
 
 
 def test_reordering_happens_unless_order_is_kept():

@@ -23,6 +23,15 @@ def test_minimum_jerk_profile():
     assert all(b >= a for a, b in zip(values, values[1:]))
     h = 1e-4  # zero slope at both ends: no velocity jump when blending starts or ends
     assert minimum_jerk(h) / h < 1e-3 and (1 - minimum_jerk(1 - h)) / h < 1e-3
+    # The profile itself is 10u^3 - 15u^4 + 6u^5 (a cubic smoothstep 3u^2 - 2u^3 has the
+    # same end points, midpoint, monotonicity and zero end slopes: 0.15625 at u = 1/4).
+    for u, exact in ((0.25, 53 / 512), (0.1, 0.00856), (0.75, 459 / 512), (0.9, 0.99144)):
+        assert minimum_jerk(u) == pytest.approx(exact, rel=1e-12, abs=1e-15)
+    # Zero acceleration at both ends as well: the second difference over h^2 is ~60 h
+    # (the smoothstep's is 6: it starts with a jump in acceleration).
+    h = 1e-3
+    assert abs(minimum_jerk(2 * h) - 2 * minimum_jerk(h) + minimum_jerk(0.0)) / h**2 < 100 * h
+    assert abs(minimum_jerk(1.0) - 2 * minimum_jerk(1 - h) + minimum_jerk(1 - 2 * h)) / h**2 < 100 * h
 
 
 def test_full_cycle_waiting_resuming_active_stale_resuming_active():

@@ -198,3 +198,17 @@ def test_onset_detection_finds_the_start_of_the_motion():
     det = OnsetDetector([0, 1, 2])
     assert all(det.push(ti, yi) is None for ti, yi in zip(t[:100], y[:100]))
     assert detect_onset(t[:100], y[:100], [0, 1, 2]) is None
+    # The onset is the first sample of the moving run, t = 1.0 exactly (samples are 10 ms
+    # apart: within half a sample, a one-sample lag fails), and the online detector reports
+    # it once the run has lasted min_duration (at t = 1.1, sample 110), then ever after.
+    assert onset == pytest.approx(1.0, abs=0.005)
+    det = OnsetDetector([0, 1, 2], speed_threshold=0.1, min_duration=0.1)
+    reports = [det.push(ti, yi) for ti, yi in zip(t, y)]
+    first = next(i for i, r in enumerate(reports) if r is not None)
+    assert first == 110 and all(r == onset for r in reports[first:])
+    det.reset()
+    assert det.onset is None and det.push(t[0], y[0]) is None
+    # A longer min_duration reports later, the same onset.
+    slow = OnsetDetector([0, 1, 2], speed_threshold=0.1, min_duration=0.3)
+    reports = [slow.push(ti, yi) for ti, yi in zip(t, y)]
+    assert next(i for i, r in enumerate(reports) if r is not None) == 130 and reports[-1] == onset

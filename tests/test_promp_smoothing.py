@@ -96,6 +96,41 @@ def test_unscented_phase_averaging_brackets_the_point_prediction(tasks, library)
     assert np.sqrt(np.mean((m_a - m_p) ** 2)) < 0.3 * np.sqrt(np.mean(v_p))
     with pytest.raises(ValueError):
         OnlineEstimator(library, EstimatorConfig(phase_averaging="spline"))
+    # The five sigma points match the first two moments of the warp posterior.
+    cfg = avg.config
+    task = avg.filter.best_task()
+    w_mean, w_cov = avg.filter.warp_distribution(task)
+    warps, weights = avg._sigma_warps(task)
+    points = np.array([[np.log(w.speed), w.offset] for w in warps])
+    assert len(warps) == 5 and weights.sum() == pytest.approx(1.0, rel=1e-12)
+    np.testing.assert_allclose(weights @ points, w_mean, rtol=1e-9, atol=1e-12)
+    centred = points - w_mean
+    np.testing.assert_allclose((weights[:, None] * centred).T @ centred, w_cov, rtol=1e-8,
+                               atol=1e-12 * np.abs(w_cov).max())
+    assert np.abs(w_cov).max() > 0                      # (the spread is not degenerate)
+    # Independent reference for the mixture: one posterior per sigma point, conditioned
+    # from scratch on every observation at that warp's phases, mixed with the weights:
+    # m = sum_j w_j m_j, C = s (sum_j w_j (C_j + (m_j - m)(m_j - m)^T)), s the variance scale.
+    promp = library.promps[task]
+    prior = augment_promp(promp, cfg.offset_fraction, cfg.ramp_fraction, cfg.amplitude_fraction,
+                          cfg.group_offset_scale, cfg.group_amplitude_fraction)
+    t_obs, y_obs, _ = avg.observations
+    means, covs = [], []
+    for warp in warps:
+        post = StructuredPosterior(prior, promp.noise_var * cfg.conditioning_noise_scale)
+        post.condition(promp.basis.lookup(warp.phase(t_obs)), y_obs)
+        m, c = post.predict(promp.basis.lookup(warp.phase(future)), include_noise=cfg.include_noise)
+        means.append(m)
+        covs.append(c)
+    means, covs = np.array(means), np.array(covs)
+    mix = np.einsum("j,jfd->fd", weights, means)
+    dev = means - mix[None]
+    spread = np.einsum("j,jfd,jfe->fde", weights, dev, dev)
+    expected = cfg.variance_scale * (np.einsum("j,jfde->fde", weights, covs) + spread)
+    np.testing.assert_allclose(m_a, mix, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(c_a, expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max())
+    # ...and the spread of the sigma-point means is a visible part of that covariance.
+    assert np.abs(spread).max() > 1e-3 * np.abs(expected).max()
 
 
 def test_offset_direction_makes_an_early_deviation_persist(tasks, library):
@@ -126,6 +161,45 @@ def test_augment_promp_adds_structured_columns(library):
     np.testing.assert_array_equal(aug.weight_mean, promp.weight_mean)
     assert np.all(aug.var(np.linspace(0, 1, 11)) >= promp.var(np.linspace(0, 1, 11)) - 1e-15)
     assert augment_promp(promp) is promp
+
+
+def test_augment_promp_directions_have_the_documented_size_and_shape(tasks):
+    """Each added direction, checked against the demonstrations themselves: s_d is the RMS
+    over the phase of signal d's std across the fitted demos; the offset adds a constant
+    variance (offset s_d)^2 at every phase, the ramp one column per signal whose weights are
+    ramp s_d (2 clip(c, 0, 1) - 1) at the centres c, the amplitude the variance of a scaling
+    of the mean's displacement from its first weight."""
+    from promp.learning import fit_weights, learn_promp
+
+    demos = tasks[0].demonstrations(np.random.default_rng(21), 7)
+    basis = RBFBasis(20)
+    promp = learn_promp(demos, basis)
+    z = np.linspace(0.0, 1.0, 101)
+    weights = np.array([fit_weights(basis, d.times, d.values)[0] for d in demos])      # (N, D, k)
+    trajectories = np.einsum("zk,ndk->nzd", basis(z), weights)
+    spread = np.sqrt(np.mean(np.var(trajectories, axis=0, ddof=1), axis=0))             # (D,)
+    assert np.all(spread > 1e-3)
+    base = promp.var(z)
+    offset = augment_promp(promp, offset=0.5)
+    np.testing.assert_allclose(offset.var(z) - base, np.broadcast_to((0.5 * spread) ** 2, base.shape),
+                               rtol=1e-9, atol=1e-12 * base.max())
+    r, D = promp.low_rank.shape[2], N_SIGNALS
+    ramp = augment_promp(promp, ramp=0.5)
+    assert ramp.low_rank.shape[2] == r + D
+    expected = np.zeros((D, basis.n_basis, D))
+    expected[np.arange(D), :, np.arange(D)] = (0.5 * spread)[:, None] * (2.0 * np.clip(basis.centres, 0.0, 1.0) - 1.0)
+    np.testing.assert_allclose(ramp.low_rank[:, :, r:], expected, rtol=1e-9, atol=1e-12)
+    # (its shift runs from about -s_d at the start to +s_d at the end of the motion)
+    shift = basis(np.array([0.0, 1.0])) @ expected[0, :, 0] / (0.5 * spread[0])
+    np.testing.assert_allclose(shift, [-1.0, 1.0], atol=0.1)
+    amplitude = augment_promp(promp, amplitude=0.2)
+    displacement = promp.mean(z) - promp.weight_mean[:, 0]
+    np.testing.assert_allclose(amplitude.var(z) - base, (0.2 * displacement) ** 2, rtol=1e-9, atol=1e-12 * base.max())
+    # Together: independent directions, their variances add up.
+    both = augment_promp(promp, offset=0.5, ramp=0.5, amplitude=0.2)
+    np.testing.assert_allclose(both.var(z) - base,
+                               (offset.var(z) - base) + (ramp.var(z) - base) + (amplitude.var(z) - base),
+                               rtol=1e-9, atol=1e-12 * base.max())
 
 
 def test_conditioning_noise_matches_dense_conditioning(library):
