@@ -91,16 +91,25 @@ def test_station_recording_is_labelled_and_exported_for_training(tmp_path, targe
 
 def test_a_window_becomes_a_second_episode(tmp_path, target, capsys):
     session = tmp_path / "operator.mcap"
-    operator_session(session, target, ticks=100, task="squat")
+    sent = operator_session(session, target, ticks=100, task="squat")
+    recording = open_recording(session)
+    # The first message is the task's start marker at log time 0; the references of tick k
+    # (k = 1..100) are logged at k * 10 ms.
+    assert recording.start_ns == 0 and recording.channel("references").first_ns == 10_000_000
     assert main(["dataset", "label", str(session), "--task", "wave", "--start", "0.2", "--end", "0.5"]) == 0
     episodes = open_recording(session).episodes()
     assert [(e.number, e.task) for e in episodes] == [(0, "squat"), (1, "wave")]
     assert episodes[1].duration_s == pytest.approx(0.3)
+    # Seconds from the first message (not from the first reference, 10 ms later).
+    assert (episodes[1].start_ns, episodes[1].stop_ns) == (200_000_000, 500_000_000)
 
     out = tmp_path / "train"
     assert main(["dataset", "export", str(session), "-o", str(out)]) == 0
     wave = ReferenceTrajectory.load_npz(out / "wave" / "operator_1.npz")
     assert wave.label == "wave" and len(wave) == 31        # 0.2 .. 0.5 s at 100 Hz, the end included
+    # ... and they are the references sent at ticks 20..50 (0.2 s .. 0.5 s), in order.
+    np.testing.assert_array_equal(wave.values, np.stack([r.to_flat() for r in sent[19:50]]))
+    np.testing.assert_allclose(wave.times, np.arange(31) * PERIOD_S, atol=1e-9)
     assert len(ReferenceTrajectory.load_npz(out / "squat" / "operator_0.npz")) == 100
 
 

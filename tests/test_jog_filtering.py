@@ -41,11 +41,17 @@ def test_one_euro_lag_shrinks_with_speed_coefficient():
 
 
 def test_one_euro_ignores_out_of_order_samples():
-    f = OneEuroFilter()
-    f(0.0, np.zeros(3))
-    f(0.1, np.ones(3))
+    f, reference = OneEuroFilter(), OneEuroFilter()   # the reference never sees the late sample
+    for filt in (f, reference):
+        filt(0.0, np.zeros(3))
+        last = filt(0.1, np.ones(3))
     held = f(0.05, 10 * np.ones(3))
     assert np.all(held < 1.0)
+    np.testing.assert_array_equal(held, last)          # the estimate is held as it was
+    np.testing.assert_array_equal(f(0.1, 5 * np.ones(3)), last)   # a repeated time is no newer
+    # ... and the late sample left no trace: the next samples filter as if it never came.
+    for t, x in ((0.2, 2 * np.ones(3)), (0.25, np.full(3, 3.0))):
+        np.testing.assert_array_equal(f(t, x), reference(t, x))
 
 
 def test_orientation_filter_converges_to_a_rotation():

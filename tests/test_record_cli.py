@@ -70,10 +70,20 @@ def test_record_from_source_stops_after_the_duration(tmp_path):
 
 
 def test_test_pattern_is_smooth_and_valid():
-    refs = [pattern_references(t) for t in np.arange(0, 2, 0.01)]
+    times = np.arange(0, 2, 0.01)
+    refs = [pattern_references(t) for t in times]
     flat = np.stack([r.validate().to_flat() for r in refs])
     assert np.abs(np.diff(flat, axis=0)).max() < 0.05  # no jumps at 100 Hz
+    assert [r.t for r in refs] == times.tolist()
+    # It moves (a still pattern is smooth too): each hand circles once in 2 s (0.5 Hz) on a
+    # 5 cm radius, so over one period it spans the circle's 10 cm diameter in the x-y plane
+    # and comes back to where it started.
+    for hand in ("left_hand", "right_hand"):
+        path = np.stack([getattr(r, hand) for r in refs])
+        assert np.ptp(path[:, :2], axis=0) == pytest.approx([0.1, 0.1], abs=1e-3), hand
+        np.testing.assert_allclose(getattr(pattern_references(2.0), hand), path[0], atol=1e-12)
     assert pattern_image(1.0).shape == (240, 320, 3)
+    assert np.abs(pattern_image(1.0).astype(int) - pattern_image(2.0).astype(int)).mean() > 5  # moving picture
 
 
 def test_dataset_recover_writes_a_complete_copy(tmp_path, capsys):

@@ -1,5 +1,6 @@
 """Every channel type survives a write/read round trip; the recorder's clock, drops and copies."""
 
+import base64
 import json
 
 import numpy as np
@@ -105,12 +106,18 @@ def test_every_channel_round_trips(tmp_path, threaded):
 
 def test_camera_message_is_foxglove_compressed_image(tmp_path):
     path = tmp_path / "cam.mcap"
+    # Bytes whose standard base64 holds '+' and '/' (URL-safe base64 would write '-' and '_').
+    data = b"\xff\xd8\xff\xe0jpeg\xfb\xff\xbf"
     with Recorder(path, threaded=False) as rec:
-        rec.log_camera_frame(CameraFrame(12.25, b"\xff\xd8\xff\xe0jpeg", "jpeg", "cam"))
+        rec.log_camera_frame(CameraFrame(12.25, data, "jpeg", "cam"))
     [message] = open_recording(path).messages("camera")
     obj = json.loads(message.data)
     assert obj["timestamp"] == {"sec": 12, "nsec": 250_000_000}
     assert obj["format"] == "jpeg" and obj["frame_id"] == "cam" and isinstance(obj["data"], str)
+    # Foxglove reads `data` as standard base64 (RFC 4648 section 4, the schema's contentEncoding):
+    # a reader other than ours must get the image bytes back.
+    assert obj["data"] == "/9j/4GpwZWf7/78="
+    assert base64.b64decode(obj["data"], validate=True) == data
 
 
 def test_recorded_values_are_copies(tmp_path):

@@ -45,12 +45,16 @@ def test_parameter_file_patterns_then_exact_names(tmp_path, robot):
 
 def test_json_and_toml_round_trip(tmp_path, robot):
     p = _load(tmp_path, robot, TOML)
+    p.feedforward = "none"                                 # not the default: it must be written
+    p.noise_std[robot.joint_index("l_elbow")] = 0.0007     # a per-joint value off the defaults
     for name in ("out.toml", "out.json"):
         write_actuator_params(p, tmp_path / name)
         q = load_actuator_params(tmp_path / name, robot.joint_names, robot.limits.effort)
         for key in ("kp", "kd", "viscous", "coulomb", "torque_limit", "noise_std"):
             assert np.array_equal(getattr(p, key), getattr(q, key))
         assert q.latency == p.latency and q.link_scales == p.link_scales
+        # Every field, the noise seed and the feed-forward too (seed 3 is not the default 0).
+        assert (q.seed, q.feedforward, q.joint_names) == (3, "none", p.joint_names), name
 
 
 @pytest.mark.parametrize("text, fragment", [

@@ -79,7 +79,22 @@ def test_torque_mode_api_on_the_explicit_servo(robot, explicit):
     before = sim.joint_positions()[elbow[0]]
     sim.apply_joint_torques(np.array([3.0]), elbow)  # held until changed
     sim.step(100)
-    assert abs(sim.joint_positions()[elbow[0]] - before) > 0.05
+    assert sim.applied_joint_torques()[elbow[0]] == 3.0  # the caller's torque, as given
+    # The elbow alone, against gravity and the URDF's joint damping b (the other joints are
+    # held): I qdd = tau - g - b qd from rest, so after t the angle moved
+    # (tau - g) / b * (t - T (1 - exp(-t / T))), T = I / b; I and g from pinocchio at the
+    # start (3 N m against ~0.7 N m of gravity: the forearm flexes, +0.13 rad in 0.1 s).
+    import pinocchio as pin
+
+    e = 6 + elbow[0]
+    q0 = robot.home_configuration()
+    data = robot.model.createData()
+    inertia = pin.crba(robot.model, data, q0)[e, e]
+    gravity = pin.computeGeneralizedGravity(robot.model, data, q0)[e]
+    b, t = robot.model.damping[e], 100 * sim.dt
+    expected = (3.0 - gravity) / b * (t - inertia / b * (1 - np.exp(-t * b / inertia)))
+    # Measured 0.5 % off; 10 %: gravity changes as the forearm turns, the held shoulder is not rigid.
+    assert sim.joint_positions()[elbow[0]] - before == pytest.approx(expected, rel=0.10)
     # Re-arming holds the current angle: nothing jumps.
     sim.set_torque_mode(False, elbow)
     held = sim.joint_positions()[elbow[0]]

@@ -50,6 +50,32 @@ def test_relay_finds_an_oscillation(rig):
     r = relay_test(rig, "l_elbow", baseline_gains(rig), duration_s=0.6)
     assert r.n_peaks >= 6
     assert 0.005 < r.tu < 1.0 and r.ku > 0
+    # The relay torque defaults to the joint's torque limit in this setup.
+    j = rig.joints.index("l_elbow")
+    d = rig.torque_limit[j]
+    assert r.amplitude_torque == d
+    # An independent reading of the same oscillation (the rig is deterministic): the relay
+    # run again by hand, measured after the 0.3 s warm-up; T_u from the interpolated upward
+    # crossings of the target (home), a from each half-cycle's extreme, K_u = 4d / (pi a).
+    from teleop.tuning.rig import Relay
+
+    setpoint = np.tile(rig.home[rig.idx], (int(round(0.9 / rig.dt)), 1))
+    trace = rig.run(setpoint, list(baseline_gains(rig)), motion="check", record_every=1,
+                    relay=Relay(j, d, np.radians(10.0))).traces["l_elbow"]
+    keep = trace.t >= 0.3
+    t, e = trace.t[keep], np.radians(trace.measured[keep]) - rig.home[rig.idx][j]
+    up = np.flatnonzero((e[:-1] < 0) & (e[1:] >= 0))
+    crossings = t[up] + e[up] / (e[up] - e[up + 1]) * (t[up + 1] - t[up])
+    sign_changes = np.flatnonzero(np.sign(e[:-1]) != np.sign(e[1:])) + 1
+    halves = [e[a:b] for a, b in zip(sign_changes[:-1], sign_changes[1:])]
+    amplitude = 0.5 * (np.mean([h.max() for h in halves if h.mean() > 0]) -
+                       np.mean([h.min() for h in halves if h.mean() < 0]))
+    # Measured within 0.3 %; 5 %: the peaks are 1 ms samples of a ~60 ms cycle.
+    assert r.tu == pytest.approx(np.mean(np.diff(crossings)), rel=0.05)
+    assert r.amplitude_angle == pytest.approx(amplitude, rel=0.05)
+    assert r.ku == pytest.approx(4 * d / (np.pi * amplitude), rel=0.05)
+    # The peaks are those of the 0.6 s measured after the warm-up: two per period (+-2 at the ends).
+    assert abs(r.n_peaks - 2 * 0.6 / r.tu) <= 2, (r.n_peaks, r.tu)
     with pytest.raises(ValueError, match="unknown joint"):
         relay_test(rig, "r_elbow", baseline_gains(rig))
 

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from teleop.video.codec import JpegCodec
+from teleop.video.codec import JpegCodec, psnr_db
 from teleop.video.sources import SyntheticSceneSource
 from teleop.video.web import MJPEG_BOUNDARY, VideoWebViewer
 
@@ -47,8 +47,14 @@ def test_page_stats_frame_and_mjpeg():
         with urllib.request.urlopen(base + "stream/left.mjpg", timeout=5) as response:
             assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace")
             assert read_mjpeg_part(response) == jpeg  # the latest frame comes first
-            viewer.publish_image("left", image)  # a new frame is pushed to the open stream
-            assert JpegCodec.decode(read_mjpeg_part(response)).shape == image.shape
+            newer = SyntheticSceneSource(160, 120).render(5)
+            viewer.publish_image("left", newer)  # a new frame is pushed to the open stream
+            pushed = read_mjpeg_part(response)
+            assert pushed != jpeg
+            # It is the new image, BGR as given: the default codec keeps > 30 dB
+            # (test_video_codec); the first frame or a red/blue swap is far below.
+            assert psnr_db(newer, JpegCodec.decode(pushed)) > 30.0
+            assert psnr_db(image, JpegCodec.decode(pushed)) < 25.0
 
         with urllib.request.urlopen(base + "stats", timeout=5) as response:
             stats = json.loads(response.read())

@@ -53,7 +53,7 @@ def test_feedback_carries_measured_and_commanded_configurations():
     assert packet.message == full and packet.size <= codec.max_datagram
 
 
-def test_robot_station_feedback_reaches_the_operator_view(robot, view):
+def test_robot_station_feedback_reaches_the_operator_view(robot, view, monkeypatch):
     """Robot and operator stations on the virtual link: the operator's FEEDBACK holds the
     measured and commanded configurations and the view draws all three poses."""
     from teleop.clock import VirtualClock
@@ -65,20 +65,34 @@ def test_robot_station_feedback_reaches_the_operator_view(robot, view):
     from teleop.stations.operator_station import OperatorStation
     from teleop.stations.robot_station import RobotStation, RobotStationConfig
 
+    from teleop.sim.simulator import ACTUATOR_ENV
+
+    monkeypatch.delenv(ACTUATOR_ENV, raising=False)   # no sensor noise: states compare exactly
     clock = VirtualClock()
     operator_ep, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=3)
     sim = Simulation(robot, visual=False)
     try:
         station = RobotStation(robot_ep, robot, sim, None, RobotStationConfig(video_hz=0))
         operator = OperatorStation(operator_ep, robot_ep.address, SyntheticOperator(seed=0), robot_target(robot))
+        states = []
         for k in range(60):
             clock.set(k * 0.01)
             operator.tick()
             station.tick()
+            states.append(sim.state().q.copy())
     finally:
         sim.close()
     feedback = operator.feedback
     assert feedback is not None and feedback.measured_q.shape == (robot.nq,) == feedback.commanded_q.shape
+    # The measured configuration is one the simulation was in (bit for bit: float64 on the
+    # wire), not the command; the command differs from it by the tracking error.
+    assert any(np.array_equal(feedback.measured_q, q) for q in states)
+    assert not any(np.array_equal(feedback.commanded_q, q) for q in states)
+    # ... and the measured CoM sent with it is that configuration's (pinocchio).
+    import pinocchio as pin
+
+    com = pin.centerOfMass(robot.model, robot.model.createData(), feedback.measured_q)
+    np.testing.assert_allclose(feedback.measured_com_xy, com[:2], atol=1e-12)
     view.min_interval_s = 1e6  # any number of pages: one document per interval
     try:
         document = view.from_station(operator)
