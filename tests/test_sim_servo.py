@@ -123,3 +123,38 @@ def test_applied_torques_are_the_servos_whichever_servo(robot):
             applied[servo] = sim.applied_joint_torques()[arm]
     assert np.abs(applied["pybullet"]).max() > 0.5
     np.testing.assert_allclose(applied["explicit"], applied["pybullet"], atol=0.05 * np.abs(applied["pybullet"]).max())
+
+
+@pytest.mark.parametrize("servo", ["pybullet", "explicit"])
+def test_a_joint_torque_is_held_over_a_multi_step_call_whichever_servo(robot, servo):
+    """apply_joint_torques once, then step(100): the torque acts for all 100 physics steps
+    (pybullet clears a TORQUE_CONTROL force after each step; with its motors it used to act
+    for the first step only, and the forearm fell, -0.04 rad, instead of rising +0.13)."""
+    import pinocchio as pin
+
+    elbow = robot.joint_index("r_elbow")
+    with Simulation(robot, visual=False, fixed_base=True, servo=servo) as sim:
+        sim.step(100)
+        sim.set_torque_mode(True, np.array([elbow]))
+        before = sim.joint_positions()[elbow]
+        sim.apply_joint_torques(np.array([3.0]), np.array([elbow]))
+        sim.step(100)
+        moved = sim.joint_positions()[elbow] - before
+        # The one-joint model of test_torque_mode_api_on_the_explicit_servo (the fixed base
+        # at home: the same elbow inertia and gravity).
+        e = 6 + elbow
+        q0 = robot.home_configuration()
+        data = robot.model.createData()
+        inertia = pin.crba(robot.model, data, q0)[e, e]
+        gravity = pin.computeGeneralizedGravity(robot.model, data, q0)[e]
+        b, t = robot.model.damping[e], 100 * sim.dt
+        expected = (3.0 - gravity) / b * (t - inertia / b * (1 - np.exp(-t * b / inertia)))
+        assert moved == pytest.approx(expected, rel=0.10)
+        # Switching torque mode off and on again starts from zero torque, not the old 3 N m:
+        # the forearm falls under gravity.
+        sim.set_torque_mode(False, np.array([elbow]))
+        sim.step(50)
+        sim.set_torque_mode(True, np.array([elbow]))
+        before = sim.joint_positions()[elbow]
+        sim.step(100)
+        assert sim.joint_positions()[elbow] - before < -0.01

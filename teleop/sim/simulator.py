@@ -218,6 +218,7 @@ class Simulation:
         self.velocity_gain = float(robot.description.sim.get("velocity_gain", 1.0))
         self.t = 0.0
         self.torque_joints = np.zeros(0, dtype=int)
+        self._user_torques = np.zeros(robot.n_joints)   # torque-mode joints' torques [N m], held
         self._joint_id_list = self.joint_ids.tolist()
         n = robot.n_joints
         self._motor_arguments = {"forces": robot.limits.effort.tolist(), "positionGains": [self.position_gain] * n,
@@ -282,7 +283,6 @@ class Simulation:
         self._feedforward = GravityFeedForward(robot, self.fixed_base) if params.feedforward == "gravity" else None
         self._ff_every = max(1, int(round(FEEDFORWARD_PERIOD / self.dt)))
         self._ff_countdown = 0
-        self._user_torques = np.zeros(robot.n_joints)
         self._explicit_torques: np.ndarray | None = None   # the explicit servo's last torques [N m]
         if self.actuator is not None and np.any(self.actuator.noise_std > 0):
             self._noise_rng = np.random.default_rng(self.actuator.seed)
@@ -416,6 +416,7 @@ class Simulation:
                                          targetVelocities=[0.0] * len(idx), forces=[0.0] * len(idx),
                                          **self._pb_kwargs)
             self.torque_joints = np.union1d(self.torque_joints, idx).astype(int)
+            self._user_torques[idx] = 0.0
         else:
             self.torque_joints = np.setdiff1d(self.torque_joints, idx).astype(int)
             q = self.joint_positions()
@@ -445,11 +446,7 @@ class Simulation:
         torques = np.asarray(torques, dtype=float)
         if torques.shape != (len(idx),) or not np.all(np.isfinite(torques)):
             raise ValueError(f"joint torques must be {len(idx)} finite values")
-        if self._servo is not None:
-            self._user_torques[idx] = torques  # applied (held) by step()
-            return
-        pb.setJointMotorControlArray(self.body, self.joint_ids[idx].tolist(), pb.TORQUE_CONTROL,
-                                     forces=torques.tolist(), **self._pb_kwargs)
+        self._user_torques[idx] = torques  # applied (held) by every physics step of step()
 
     def joint_positions(self) -> np.ndarray:
         """(n_joints,) measured joint angles [rad], model order (with the actuator model's
@@ -504,7 +501,16 @@ class Simulation:
         if self._servo is not None:
             self._step_explicit(n)
         else:
+            # pybullet clears a TORQUE_CONTROL force after each stepSimulation: the torques
+            # the caller gave are re-applied every physics step, so they are held until
+            # changed, as under the explicit servo (once per step(n) they acted for one
+            # physics step only, and gravity had the joint for the other n - 1).
+            torque_ids = self.joint_ids[self.torque_joints].tolist() if len(self.torque_joints) else None
+            torques = self._user_torques[self.torque_joints].tolist() if torque_ids else None
             for _ in range(n):
+                if torque_ids:
+                    pb.setJointMotorControlArray(self.body, torque_ids, pb.TORQUE_CONTROL, forces=torques,
+                                                 **self._pb_kwargs)
                 pb.stepSimulation(**self._pb_kwargs)
                 self.t += self.dt
         self._stepped_since_reset = self._stepped_since_reset or n > 0
