@@ -82,7 +82,37 @@ def test_operator_warns_when_neither_robot_nor_mvn_stream_is_there(capsys, secre
     assert "received 0 feedback packets" in out
     assert re.search(rf"no feedback or video from the robot at 127.0.0.1:{robot} in 1\.\d s: "
                      r"is `teleop robot` running there\?", err)
-    assert re.search(rf"no MVN datagrams received on port {mvn} in 1\.\d s", err)
+    assert re.search(rf"no MVN poses received on port {mvn} in 1\.\d s: is MVN's network streamer", err)
+
+
+def test_operator_says_which_mvn_stream_arrives_when_it_is_not_quaternion_poses(capsys, secret):
+    """MVN's streamer set to Euler angles (type 01): datagrams arrive, no pose is ever made,
+    and the warning says what to tick instead of asking whether MVN is running."""
+    import threading
+
+    from teleop.inputs.mvn_protocol import MvnCodec
+
+    robot, mvn = free_udp_port(), free_udp_port()
+    datagram = MvnCodec().encode_pose_euler(0, 0, {1: (np.zeros(3), np.zeros(3))})[0]
+    stop = threading.Event()
+
+    def stream():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            while not stop.wait(0.01):
+                sender.sendto(datagram, ("127.0.0.1", mvn))
+
+    thread = threading.Thread(target=stream, daemon=True)
+    thread.start()
+    try:
+        assert main(["operator", "--duration", "1.5", "--robot", f"127.0.0.1:{robot}", "--video-listen",
+                     "127.0.0.1:0", "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 0
+    finally:
+        stop.set()
+        thread.join()
+    err = capsys.readouterr().err
+    assert re.search(rf"no MVN poses received on port {mvn} in 1\.\d s: MVN sends message types "
+                     r"01 \(pose, Euler angles\) but no 02 \(pose, quaternions\): tick "
+                     r'"Position \+ Orientation \(Quaternion\)"', err), err
 
 
 def test_silence_after_the_robot_answered_is_reported_once_per_silence(capsys):

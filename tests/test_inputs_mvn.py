@@ -358,3 +358,19 @@ def test_timestamps_follow_an_mvn_clock_that_drifts(rate_ppm):
         source.close()
     late = np.abs(np.array(errors[-5 * 600:]))                # the last ten minutes
     assert late.max() < 0.004, f"timestamps drift off the caller's clock by {late.max() * 1000:.1f} ms"
+
+
+def test_the_receiver_says_why_no_pose_came_from_what_arrived():
+    codec = MvnCodec()
+    source = XsensLiveSource(("127.0.0.1", 0))
+    try:
+        assert "is MVN's network streamer" in source.pose_stream_hint()           # nothing at all
+        source.handle_datagram(b"GET / HTTP/1.1\r\n\r\n" + bytes(20), 0.0)
+        assert source.pose_stream_hint() == ("datagrams arrive on this port but are not an MVN stream "
+                                             "(dropped: foreign 1)")
+        source.handle_datagram(codec.encode_center_of_mass(0, 0, np.zeros(3))[0], 0.0)
+        source.handle_datagram(codec.encode_points(0, 0, {1: np.zeros(3)})[0], 0.0)
+        assert source.pose_stream_hint().startswith(
+            "MVN sends message types 03 (points), 24 (centre of mass) but no 02 (pose, quaternions)")
+    finally:
+        source.close()

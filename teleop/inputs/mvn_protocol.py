@@ -81,6 +81,12 @@ TIME_CODE = "25"
 #: Fixed item sizes [bytes] of the message types with fixed-size items.
 ITEM_SIZE = {POSE_EULER: 28, POSE_QUATERNION: 32, POINTS: 16, "05": 32, "21": 40, "22": 44, "23": 44,
              JOINT_ANGLES: 20, CENTER_OF_MASS: 12}
+#: What the message types carry (the Network Streamer's names, spec 2.5-2.6).
+MESSAGE_NAMES = {POSE_EULER: "pose, Euler angles", POSE_QUATERNION: "pose, quaternions", POINTS: "points",
+                 "05": "tag positions", CHARACTER_META: "meta data", CHARACTER_SCALE: "scale information",
+                 JOINT_ANGLES: "joint angles", "21": "linear segment kinematics",
+                 "22": "angular segment kinematics", "23": "motion tracker kinematics",
+                 CENTER_OF_MASS: "centre of mass", TIME_CODE: "time code"}
 #: Every message type of the specification (others are counted as unknown).
 KNOWN_TYPES = frozenset(ITEM_SIZE) | {CHARACTER_META, CHARACTER_SCALE, TIME_CODE}
 

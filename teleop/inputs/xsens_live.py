@@ -12,7 +12,9 @@ span several datagrams, decodes them (:mod:`teleop.inputs.mvn_protocol`: positio
 T-pose arm frames -> N-pose frames, segment IDs 1..23 -> names) and returns the newest
 complete pose not returned yet. Anything else on the port -- foreign datagrams, truncated
 or inconsistent ones, other characters, unknown message types -- is dropped and counted in
-:attr:`XsensLiveSource.stats`; it never raises.
+:attr:`XsensLiveSource.stats`; it never raises. When no pose comes,
+:meth:`XsensLiveSource.pose_stream_hint` says why from what did (the operator station
+prints it: e.g. a streamer set to Euler angles instead of quaternions).
 
 Position unit: the protocol specification (2.5.6) says centimetres, while MVN's user manual
 and Xsens's knowledge base say the quaternion stream's positions are in metres. By default
@@ -50,6 +52,7 @@ from teleop.inputs.mvn_protocol import (
     DEFAULT_PORT,
     JOINT_ANGLES,
     KNOWN_TYPES,
+    MESSAGE_NAMES,
     POSE_QUATERNION,
     TIME_CODE,
     MvnCodec,
@@ -237,6 +240,23 @@ class XsensLiveSource:
             self.handle_datagram(datagram, self._clock())
             n += 1
         return n
+
+    def pose_stream_hint(self) -> str:
+        """Why no pose has come yet, from what did arrive (for a user-facing warning): nothing
+        on the port, datagrams that are not MVN's, or MVN messages of other types only (the
+        streamer set to Euler angles or points instead of quaternions)."""
+        if not self.stats["datagrams"]:
+            return "is MVN's network streamer (or `teleop stream-mvn`) sending to this port?"
+        seen = sorted(key[len("messages_"):] for key, n in self.stats.items() if key.startswith("messages_") and n)
+        if POSE_QUATERNION in seen:
+            return "MVN's poses arrive but none could be used (see the receiver's counts)"
+        if seen:
+            names = ", ".join(f"{t} ({MESSAGE_NAMES.get(t, 'type ' + t)})" for t in seen)
+            return (f"MVN sends message types {names} but no {POSE_QUATERNION} ({MESSAGE_NAMES[POSE_QUATERNION]}): "
+                    f"tick \"Position + Orientation (Quaternion)\" in MVN's Network Streamer")
+        dropped = ", ".join(f"{k[len('dropped_'):]} {n}" for k, n in sorted(self.stats.items())
+                            if k.startswith("dropped_") and n)
+        return f"datagrams arrive on this port but are not an MVN stream (dropped: {dropped or 'none'})"
 
     # --------------------------------------------------------------- interface
     def poll(self, now: float | None = None) -> Frame | None:

@@ -92,11 +92,12 @@ class _SilenceWatch:
     Args:
         heard: returns a counter of what arrived so far (packets, datagrams).
         what: what is missing, e.g. "feedback or video from the robot at 127.0.0.1:9001".
-        hint: the likely cause, as a question.
+        hint: the likely cause, as a question (or a function saying it from what arrived).
         after: seconds of silence before warning during the session.
     """
 
-    def __init__(self, heard: Callable[[], int], what: str, hint: str, after: float = 3.0) -> None:
+    def __init__(self, heard: Callable[[], int], what: str, hint: str | Callable[[], str],
+                 after: float = 3.0) -> None:
         self.heard, self.what, self.hint, self.after = heard, what, hint, after
         self.began = self.last_change = time.monotonic()
         self.count = heard()
@@ -121,7 +122,8 @@ class _SilenceWatch:
 
     def _warn(self, now: float) -> None:
         when = f"in {now - self.began:.1f} s" if not self.ever else f"for the last {now - self.last_change:.1f} s"
-        print(f"[operator] warning: no {self.what} {when}: {self.hint}", file=sys.stderr)
+        hint = self.hint() if callable(self.hint) else self.hint     # said from what arrived by now
+        print(f"[operator] warning: no {self.what} {when}: {hint}", file=sys.stderr)
 
 
 def _bound(option: str, value, open_: Callable):
@@ -380,9 +382,9 @@ def _run_operator(args: argparse.Namespace) -> int:
     from teleop.inputs.xsens_live import XsensLiveSource
 
     if isinstance(raw_source, XsensLiveSource):
-        watches.append(_SilenceWatch(lambda: raw_source.stats["datagrams"],
-                                     f"MVN datagrams received on port {raw_source.address[1]}",
-                                     "is MVN's network streamer (or `teleop stream-mvn`) sending to this port?"))
+        watches.append(_SilenceWatch(lambda: raw_source.stats["samples"],
+                                     f"MVN poses received on port {raw_source.address[1]}",
+                                     raw_source.pose_stream_hint))
 
     lost: list[tuple[str, ...]] = [()]
     ended = [False]
