@@ -496,7 +496,9 @@ class OnlineEstimator:
         """Vectorised prediction at F times [s since onset].
 
         Returns:
-            mean (F, D) and cov (F, D, D) (or var (F, D) with ``full_cov=False``).
+            mean (F, D) [signal units] and cov (F, D, D) (or var (F, D) with
+            ``full_cov=False``) [signal units^2]; the posterior's covariance is multiplied
+            by ``variance_scale`` (the future-speed spread is added unscaled).
         """
         if task is not None and (isinstance(task, bool) or not 0 <= task < self.filter.n_tasks):
             raise ValueError(f"task must be an index in 0..{self.filter.n_tasks - 1}, got {task!r}")

@@ -21,7 +21,7 @@ Steps:
    leave-one-out measurement (:func:`promp.selection.leave_one_out_scores`), see
    :data:`DEFAULT_REGULARISATION`.
 5. Observation noise Sigma_y per signal from the ridge-fit residuals:
-   sigma_d^2 = sum residual^2 / sum_i (T_i - k), floored at ``min_noise_std^2``.
+   sigma_d^2 = sum residual^2 / sum_i max(T_i - k, 1), floored at ``min_noise_std^2``.
 6. Between-group variance (when the demonstrations name who performed them, ``group``,
    and there are at least two groups): per signal, the variance across the groups' mean
    trajectories, averaged over the phase (:func:`between_group_variance`). It measures how

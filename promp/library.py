@@ -52,6 +52,8 @@ class TaskLibrary:
 
     # ------------------------------------------------------------- container
     def add(self, label: str, promp: ProMP) -> None:
+        """Add (or replace) task ``label``; sets ``promp.label`` to it. ValueError if its
+        number of signals differs from the library's."""
         if self._promps:
             first = next(iter(self._promps.values()))
             if promp.n_signals != first.n_signals:
@@ -124,10 +126,10 @@ class TaskLibrary:
 
         Raises:
             LibraryFormatError: (one line naming ``path`` and what is wrong) for anything
-                else: not a readable .npz (empty, truncated, a corrupt member, a single
-                .npy array), not a task library, a missing or malformed field, another
-                format version, or a model that fails :class:`ProMP`'s checks (shapes,
-                NaN / inf values, variances <= 0).
+                else: no such file, not a readable .npz (empty, truncated, a corrupt
+                member, a single .npy array), not a task library, a missing or malformed
+                field, another format version, or a model that fails :class:`ProMP`'s
+                checks (shapes, NaN / inf values, variances <= 0).
         """
         try:
             data = np.load(path, allow_pickle=False)

@@ -28,9 +28,10 @@ the posterior absurdly over-confident. The filter therefore takes at most one ob
 per 1 / ``evidence_rate_hz`` time bucket of the operator clock (the one with the earliest
 time stamp, whatever the arrival order); the weight posterior still uses every observation.
 
-Continuous estimate: inside the most probable task, the log-posterior over the grid is
-refined by a parabola through the maximum and its neighbours along log(alpha) and delta,
-so the speed estimate is continuous, not one of the grid values.
+Continuous estimate: inside the most probable task, the grid log-posterior is interpolated
+by local parabolas along log(alpha) and delta and (default ``speed_estimate="smooth"``) its
+posterior mean is taken, or (``"map"``) the parabola-refined maximum, so the speed
+estimate is continuous, not one of the grid values.
 """
 
 from __future__ import annotations
@@ -195,8 +196,9 @@ class PhaseGridConfig:
         down_weighted_signals: names (``ProMP.signal_names``) of signals whose residual
             variance in the likelihood is multiplied by ``down_weight_factor``: signals
             that say more about who performs the motion than about which task it is (the
-            CoM, the neck: sixth round in :mod:`promp.estimator`). Default () (none); the
-            robot station names the CoM and the neck (teleop.prescient.compensator).
+            CoM, the neck: sixth round in :mod:`promp.estimator`). Default () (none), also
+            on the robot station: it raised recognition but not the compensated error
+            (``teleop.prescient.compensator.CompensatorConfig.estimator``).
         down_weight_factor: the factor (> 0) on those signals' residual variance.
     """
 
@@ -518,7 +520,9 @@ class TaskPhaseFilter:
         return int(np.argmax(self.task_probabilities()))
 
     def time_warp(self, task: int | None = None) -> TimeWarp:
-        """Continuous MAP estimate of (speed, offset) of a task (default: most probable)."""
+        """Continuous (speed, offset) estimate of a task (default: the most probable one), as
+        :attr:`PhaseGridConfig.speed_estimate` says (default "smooth": interpolated posterior
+        mean, not the MAP)."""
         task = self.best_task() if task is None else task
         lp = self.log_posterior()[task]
         cached = self._warps.get(task)

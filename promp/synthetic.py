@@ -67,7 +67,8 @@ class SyntheticTask:
         """One execution at ``speed`` x the nominal speed, sampled at ``rate_hz``.
 
         Args:
-            warp: amplitude of a non-linear time warp z' = z + warp * sin(pi z) * u, u ~ U(-1, 1).
+            warp: amplitude of a non-linear time warp z' = z + warp * u * sin(pi z) / pi,
+                u ~ U(-1, 1) (z' stays monotone for warp < 1).
             coeffs: latent coefficients (default drawn from N(0, I)).
 
         Returns:

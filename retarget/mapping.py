@@ -62,6 +62,14 @@ from .robot_target import RobotTarget
 class Retargeter:
     """Maps one calibrated person onto one robot.
 
+    Args:
+        target: the robot.
+        calibration: an existing calibration (else call :meth:`calibrate`).
+        clamp_reach: pull hand references back within ``target.arm_length`` of the
+            robot shoulder (module docstring).
+        human_feet: "calibration" (default: the human feet frame of the CoM offsets is
+            the calibration frame's, the robot's feet being fixed) or "per_frame".
+
     Usage::
 
         r = Retargeter(RobotTarget(...))          # filled from the robot model

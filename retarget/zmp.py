@@ -18,7 +18,9 @@ min |v_des - v|^2 s.t. z in P is the Euclidean projection of the unconstrained Z
 shrunk by a safety margin (``bounds="polygon"``, default; correct for rotated feet and for
 single support). ``bounds="box"`` is the thesis' per-axis form: independent intervals from
 the axis-aligned bounding box of the shrunk polygon (express the polygon in a frame
-aligned with the feet before calling, or the box may admit ZMPs outside the polygon).
+aligned with the feet before calling, or the box may admit ZMPs outside the polygon);
+with the capture-point safeguard the intervals are the bounding box of box and capture
+region intersected, so the safeguard only holds approximately there.
 
 Capture-point safeguard (``capture_point=True``, default; an addition to the thesis). The
 per-step problem is greedy: chasing a fast reference, it can accelerate the CoM so much
@@ -57,6 +59,9 @@ GRAVITY = 9.81
 def zmp_axis_closed_form(x_meas, v_des, v_meas, height: float, dt: float, z_min, z_max,
                          gravity: float = GRAVITY):
     """Eq. 2.15 closed form on one axis (vectorised over any arrays).
+
+    Args: x_meas [m], v_des and v_meas [m/s], height h^m [m], dt delta [s], z_min and
+    z_max the ZMP bounds [m], gravity [m/s^2].
 
     Returns:
         (z*, v*): the chosen ZMP [m] and the resulting CoM velocity [m/s].
@@ -106,8 +111,8 @@ class ZmpCorrector:
         capture_margin: the capture point is kept inside the polygon shrunk by this [m]
             (default: ``margin``); a larger value keeps the CoM itself further inside.
 
-    Attributes (after a step): ``zmp`` (2,) the chosen ZMP, ``saturated`` whether the
-    constraint was active, ``com_velocity`` (2,) the corrected velocity v*.
+    Attributes (after a step): ``zmp`` (2,) the chosen ZMP [m], ``saturated`` whether the
+    constraint was active, ``com_velocity`` (2,) the corrected velocity v* [m/s].
     """
 
     def __init__(self, dt: float = 0.01, margin: float = 0.01, recovery_time: float = 0.2,
@@ -341,7 +346,8 @@ class ZmpPrefilter:
         return self._com_region(support_polygon)
 
     def step(self, com_ref_xy: np.ndarray, com_height: float, support_polygon: np.ndarray) -> np.ndarray:
-        """(2,) corrected CoM reference for the (2,) retargeted one [m]."""
+        """(2,) corrected CoM reference for the (2,) retargeted one [m], at CoM height
+        ``com_height`` [m] above the (K, 2) or (K, 3) ``support_polygon`` points [m]."""
         ref = np.asarray(com_ref_xy, dtype=float)[:2]
         if self.com_margin > 0:
             ref = project(self.com_region(support_polygon), ref)

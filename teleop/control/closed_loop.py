@@ -100,18 +100,19 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
             "spline" (True, default), "linear", or False (stepped once per tick); see
             the module docstring.
         zmp_correction: pre-filter the CoM reference with :class:`retarget.zmp.ZmpPrefilter`
-            (Eq. 2.15); a dict gives its keyword arguments (margins, ZMP speed).
+            (Eq. 2.15); a dict gives its keyword arguments (margins, smoothing filter bounds).
         trace: if a list, one dict per tick (settling ones flagged) is appended to it (time, status, the
-            reference / commanded / measured CoM (2,) [m], measured CoP (2,) [m] and its
-            margin [m], foot slip [m]) - for diagnosing a fall.
+            reference and commanded CoM (2,) [m], measured CoM (3,) [m], measured CoP (2,) [m]
+            and its margins [m], foot slip [m], commanded and measured q) - for diagnosing a fall.
 
     Returns:
         ``{"fell", "max_foot_slip_mm", "min_cop_margin_mm", "min_cop_margin_initial_mm",
         "hand_rms_cm", "hand_max_cm",
         "com_rms_cm", "waist_rms_cm", "max_joint_tracking_error_rad", "statuses",
-        "timing", "ticks", "duration_s", "wall_time_s"}``. ``fell`` is true if any link
-        other than the feet touched the ground or the base dropped below half its initial
-        height; the CoP margin is the signed distance of the measured centre of pressure to
+        "timing", "ticks", "duration_s", "wall_time_s", "all_ok"}``. ``fell`` is true if
+        any link other than the feet touched the ground or the base dropped below half its
+        initial height (the run stops there); ``all_ok`` if every tick's status was OK;
+        the CoP margin is the signed distance of the measured centre of pressure to
         the support polygon of the simulated feet at that tick (> 0 inside; the ``_initial``
         one to the polygon of the feet where they started); it and the RMS errors are over the played
         ticks (after settling), measured in the simulation against the references; the

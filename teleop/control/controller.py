@@ -50,8 +50,9 @@ class SolveStatus(str, enum.Enum):
 
     #: Every level was solved under every constraint.
     OK = "ok"
-    #: Something was relaxed: a lower level kept the higher levels' solution, or the
-    #: support-polygon constraint was dropped because the hard constraints conflicted.
+    #: Something was relaxed: a lower level kept the higher levels' solution, or the joint
+    #: acceleration bound, the ZMP rows and/or the support-polygon constraint were dropped
+    #: because the hard constraints conflicted.
     #: The command is still within joint limits and keeps the feet fixed.
     RELAXED = "relaxed"
     #: No solve succeeded (or the input was unusable): the last command is held, v = 0.
@@ -65,8 +66,10 @@ class ControlOutput(NamedTuple):
     """Result of one tick: unpacks as ``q, v, status, timings``.
 
     Attributes:
-        q: (nq,) commanded configuration (send ``q[7:]`` as joint position targets).
-        v: (nv,) commanded velocity (base twist in the base frame, joint velocities).
+        q: (nq,) commanded configuration: base position [m], base quaternion (x, y, z, w),
+            joint angles [rad] (send ``q[7:]`` as joint position targets).
+        v: (nv,) commanded velocity: base twist in the base frame [m/s, rad/s], joint
+            velocities [rad/s].
         status: see :class:`SolveStatus`.
         timings: cost of this tick.
     """

@@ -17,7 +17,9 @@ gives no control law; these are the standard forms the reference's [Note] in §A
   ``(J^T)^+`` is the Moore-Penrose pseudo-inverse (damped near singularities). With it,
   the posture torque produces no static force at the hand point (the projector removes
   the range of J^T), so at rest against a surface the contact force equals
-  ``K_x (x_d - x)`` exactly: "commanding the hand behind the surface" sets the force
+  ``K_x (x_d - x)`` (exactly for an undamped pseudo-inverse; the damping lets a small
+  part of the posture torque through, e.g. ~0.03 N per N m at the iCub's home arm
+  posture): "commanding the hand behind the surface" sets the force
   (§A.6, "Setting contact force"). The task is the hand point (3-D) or the hand pose
   (6-D: point + orientation, x_d - x then stacks the rotation error log3(R_d R^T)). The
   7-DoF arm keeps a 1-DoF null space for the 6-D task, as Justin's arms (§A.6), or 4 DoF
@@ -201,8 +203,9 @@ class CartesianImpedance:
         orientation_stiffness: K_r, scalar or (3,) diagonal [N m/rad], or None (point only).
         damping_ratio: zeta; D = zeta (A K1 + K1 A) with A = Lambda^(1/2), K1 = K^(1/2)
             (the "double diagonalisation"-free factorisation design; for isotropic K and
-            zeta = 1 it is the critical damping 2 sqrt(Lambda K)). Lambda = (J M_aa^-1 J^T)^-1
-            is the arm's operational-space inertia.
+            zeta = 1 it is the critical damping 2 sqrt(Lambda K)). Lambda =
+            (J M_aa^-1 J^T + pinv_damping^2 I)^-1 is the arm's (regularised)
+            operational-space inertia.
         posture_stiffness: K_n, scalar or (k,) [N m/rad]; ``posture_damping_ratio`` as
             :class:`JointImpedance`'s damping ratio.
         point_offset: (3,) controlled point in the hand frame [m].

@@ -214,7 +214,8 @@ class ReferenceTracker:
         limits = self.workspace
         out = {}
         # The kinematics of the last tick: one tick older than the internal state, which
-        # is irrelevant for a check with a 35 cm margin and saves a kinematics pass.
+        # is irrelevant for a check with a margin of tens of cm (``hand_reach_margin``,
+        # default 0.5 m) and saves a kinematics pass.
         kin = self.controller.kin
         for side in ("left", "right"):
             target = np.asarray(getattr(references, f"{side}_hand"), dtype=float)
@@ -249,7 +250,8 @@ class ReferenceTracker:
         return min(max(height, low), high)
 
     def set_references(self, references: RobotReferences) -> None:
-        """Check ``references`` and make them the task targets (all or none).
+        """Check ``references`` and make them the task targets (all or none). A sample
+        with the same ``t`` as the last accepted one is ignored (not even checked).
 
         Raises:
             InvalidReferences: NaN / infinite values.
@@ -281,7 +283,10 @@ class ReferenceTracker:
                 velocity = None if velocity is None else velocity[indices] * signs
                 updates.append((task.set_target, (value, velocity, joints)))
             elif isinstance(task, FrameOrientationTask):
-                # head_orientation is the head's rotation from its home orientation.
+                # head_orientation is the head's rotation from its home orientation, in world
+                # axes (Eq. 2.13's R_H (R_H^0)^-1): applied on the left of the home rotation.
+                # The literal R_R^0 R_H (R_H^0)^-1 would apply it in the head frame's axes,
+                # which on the iCub are not the world's (a human yaw would become a roll).
                 updates.append((task.set_target, (rotation_matrix(value) @ self._head_home_rotation,)))
             elif isinstance(task, WaistHeightTask):
                 updates.append((task.set_target, (float(value), None if velocity is None else float(velocity))))

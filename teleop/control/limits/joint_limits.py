@@ -70,7 +70,8 @@ def joint_velocity_bounds(position: JointPositionLimit, velocity: JointVelocityL
     """Intersection of both limits: (2, n) lower (row 0) and upper (row 1) bounds.
 
     Both bounds are clipped into the velocity range, so they stay ordered even when ``q``
-    starts outside its position range (the joint is then driven back at full speed).
+    starts outside its position range (the joint must then move back at least at
+    min(gain * excursion / dt, its velocity limit)).
     """
     bounds = position.velocity_bounds(q, dt)
     np.maximum(bounds, velocity.minimum, out=bounds)

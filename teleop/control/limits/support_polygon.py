@@ -55,9 +55,10 @@ class SupportPolygonConstraint:
     feasible when the state is already beyond them.
 
     ``zmp_model="lip"`` keeps only the linear-momentum part (the linear inverted pendulum,
-    Eq. 2.14): :math:`S A_g v` becomes :math:`-\frac{c_z}{g\,\Delta t} J_{c,xy} v` and
-    :math:`S h^-` becomes :math:`-\frac{c_z}{g\,\Delta t}\dot c^-_{xy}`, so the rows are scaled
-    CoM rows: no centroidal map (which, with the rows it adds, cost ~0.1 ms per tick).
+    Eq. 2.14): :math:`S A_g v/\Delta t` becomes
+    :math:`-\frac{c_z}{g\,\Delta t} J_{c,xy} v` and :math:`S h^-/\Delta t` becomes
+    :math:`-\frac{c_z}{g\,\Delta t}\dot c^-_{xy}`, so the rows are scaled CoM rows: no
+    centroidal map (which, with the rows it adds, cost ~0.1 ms per tick).
 
     History: with linear command ramps and no acceleration bound, the centroidal rows
     (margin 3 cm) made the closed loop worse on HDM05 depositFloorR bd 003 (CoP margin
@@ -193,8 +194,9 @@ class SupportPolygonConstraint:
     def fill(self, kin: Kinematics, dt: float, rows_out: np.ndarray, bound_out: np.ndarray) -> np.ndarray:
         r"""Write the (n_rows, nv) rows of :math:`G v \le h` into ``rows_out`` and their
         (n_rows,) bounds into ``bound_out``: one CoM row per edge, then (with ``zmp_margin``)
-        one ZMP row per edge. Returns the (n_rows,) slacks [m] (> 0: inside the margin with
-        the previous tick's velocity kept), for optional filtering."""
+        one ZMP row per edge. Returns the (n_rows,) slacks [m] (> 0: inside the margin; the
+        CoM rows' at v = 0, the ZMP rows' with the previous tick's velocity kept), for
+        optional filtering."""
         if dt != self._dt:
             self._prepare(dt)
         com_jacobian = kin.com_jacobian()
@@ -234,7 +236,8 @@ class SupportPolygonConstraint:
         return slack
 
     def rows(self, kin: Kinematics, dt: float) -> tuple[np.ndarray, np.ndarray]:
-        """(k, nv) rows G and (k,) bounds h of :math:`G v \\le h` for the near edges."""
+        """(k, nv) rows G and (k,) bounds h of :math:`G v \\le h` for the near edges (CoM
+        rows only, no ZMP rows)."""
         if dt != self._dt:
             self._prepare(dt)
         slack = self._shrunk_offsets - self.normals @ kin.com()[:2]
