@@ -3,7 +3,8 @@
 Stands in for MVN Analyze/Animate's network streamer: every frame of a motion file (any
 format the retarget readers take; an Xsens CSV pair gives the real suit data) is sent at
 its true rate as MVN datagrams over UDP -- type 02 (segment positions + quaternions), type
-24 (centre of mass) when the motion has one, and type 12 (character name) once a second.
+24 (centre of mass) when the motion has one, and type 12 (character name) once per second
+of motion time.
 A ``teleop operator --input xsens-live:PORT`` on the other end receives it.
 
 ::

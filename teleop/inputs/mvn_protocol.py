@@ -154,7 +154,8 @@ class MvnMessage:
             (3,) [deg])} (Y up, raw); 03 -> {point ID: position (3,) [m]} (Y up);
             12 -> {tag: value}; 13 -> :class:`CharacterScale`; 20 -> list of
             :class:`JointAngle`; 24 -> CoM (3,) [m]; 25 -> "HH:MM:SS.mmm"; others -> bytes.
-        ignored_items: items skipped (props, finger segments, unknown segment IDs).
+        ignored_items: type-02 items skipped (props, finger segments, unknown segment IDs,
+            non-finite positions, quaternion norms outside (0.5, 2)).
     """
 
     header: MvnHeader

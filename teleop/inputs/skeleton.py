@@ -49,7 +49,8 @@ Fig. 4.1: shoulder (acromion) 0.818 H, elbow 0.632 H (upper arm 0.186 H), wrist 
 (forearm 0.146 H), hand 0.108 H, hip 0.530 H, knee 0.285 H (thigh 0.245 H), ankle 0.039 H
 (shank 0.246 H), foot length 0.152 H, foot breadth 0.055 H, chin 0.870 H, biacromial width
 0.259 H. The spine between the hip-centre level and C7 (0.825 H, between the shoulder and
-chin levels) is split into the four MVN lumbar/thoracic segments in equal steps; the
+chin levels) is split over the MVN lumbar/thoracic joints in steps of 0.05 H (hip centres
+to L5/S1), 0.06 H (to L4/L3, L1/T12, T9/T8) and 0.065 H (to T1/C7); the
 inter-hip-centre distance is 0.10 H (feet hip-width apart under the hips).
 
 Segment masses and centre-of-mass locations are from P. de Leva, "Adjustments to

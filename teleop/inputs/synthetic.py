@@ -11,7 +11,7 @@ How a motion is made
 1. A *performer* (:class:`Performer`) fixes the body (height 1.55-1.95 m, sex for the mass
    table) and a movement style (tempo, amplitude, knee-vs-trunk strategy when bending,
    elbow posture, path curvature, gaze, sway and tremor levels).
-2. A *task* lays out phases on a timeline (0.5 s still N-pose, the motion, 0.5 s still)
+2. A *task* lays out phases on a timeline (0.5-0.6 s still N-pose, the motion, 0.5-0.6 s still)
    and describes the motion as minimum-jerk (Flash & Hogan 1985) profiles of a few
    whole-body variables: pelvis lowering, pelvis/trunk flexion, lateral bend and
    rotation, clavicle elevation/protraction, hand targets in the world with a blend
@@ -80,7 +80,8 @@ TASK_DESCRIPTIONS: dict[str, str] = {
 HEIGHT_RANGE_M: tuple[float, float] = (1.55, 1.95)
 #: Range of the per-trial duration factor (motion duration / nominal duration).
 DURATION_FACTOR_RANGE: tuple[float, float] = (0.75, 1.35)
-#: Still N-pose at the start and at the end of every trial [s] (calibration window).
+#: Range [s] of the still N-pose at the start and at the end of every trial, each drawn
+#: uniformly per trial (calibration window).
 STILL_S: tuple[float, float] = (0.5, 0.6)
 
 _RIGHT, _LEFT = 0, 1

@@ -32,7 +32,8 @@ samples it may rise by ``DRIFT_ALLOWANCE_PPM`` of the elapsed time code (a quart
 drifts 10-100 ppm), i.e. ``offset = min(offset + allowance x elapsed, arrival - time_code)``,
 which follows either drift and adds at most allowance x (time since the least-delayed
 sample) of jitter (0.2 ms per second). The offset is re-estimated when the time code jumps
-back (MVN restarted its clock).
+back by 1 s or more (MVN restarted its clock); a sample less than 1 s older than the newest
+one is taken as reordered by the network and dropped (``dropped_stale_sample``).
 """
 
 from __future__ import annotations
@@ -93,12 +94,13 @@ class XsensLiveSource:
             m -> 1.0); None: found from the first pose (module docstring).
         clock: the caller's clock [s] (time.monotonic by default).
         allow_remote: listening on a non-loopback address must be asked for explicitly.
-        receive_buffer_bytes: socket receive buffer (bursts of a 240 Hz stream).
+        receive_buffer_bytes: socket receive buffer [bytes] (bursts of a 240 Hz stream).
 
     Attributes:
-        stats: Counter of datagrams, samples and drops by reason ("foreign", "truncated",
-            "bad_size", "bad_type", "unknown_type", "other_character", "stale_sample",
-            "incomplete", "bad_content").
+        stats: Counter of "datagrams", "samples", "messages_<type>", "ignored_items",
+            "receive_errors" and drops by reason, keyed "dropped_<reason>" ("foreign",
+            "truncated", "bad_size", "bad_type", "unknown_type", "other_character",
+            "stale_sample", "incomplete", "bad_content").
         com: newest centre of mass (3,) [m] (type 24), or None. Exposed for the caller;
             not part of the frames :meth:`poll` returns (see the module docstring).
         joint_angles: newest joint angles (list of JointAngle, type 20), or None; likewise.

@@ -103,7 +103,8 @@ class LinkModel:
 
     @classmethod
     def thesis(cls, one_way_delay: float) -> "LinkModel":
-        """The thesis experiments: τ_f ~ N(τ_D, (2/15)τ_D), τ_b = τ_D constant (Eq. 5.18)."""
+        """The thesis experiments (Eqs. 5.16-5.18): τ_f ~ N(τ_D, σ = (2/15)τ_D), τ_b = τ_D
+        constant, with τ_D = ``one_way_delay`` [s]."""
         return cls(DirectionModel(delay=one_way_delay), DirectionModel.constant(one_way_delay))
 
 

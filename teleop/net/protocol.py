@@ -161,7 +161,8 @@ class Feedback:
     Attributes:
         last_ref_seq: sequence number of the newest REFERENCES packet applied (0 = none).
         last_ref_time: sample time ``t`` of those references (operator clock) [s].
-        forward_delay: mean measured forward delay τ_f (Eq. 5.19) [s].
+        forward_delay: mean measured forward delay τ_f (Eq. 5.19) over the robot's recent
+            REFERENCES (the robot station keeps the last 100) [s].
         forward_delay_std: standard deviation of τ_f over the same window [s].
         clock_offset: robot clock − operator clock, as estimated by the robot [s].
         watchdog_state: :class:`teleop.net.watchdog.WatchdogState` value.
@@ -440,8 +441,8 @@ def register_payload(packet_type: int, message_class: type,
                      encode: Callable[[Any], bytes], decode: Callable[[bytes], Any]) -> None:
     """Add a packet type (the way to extend the protocol without touching the codec).
 
-    ``decode`` may raise :class:`ProtocolError`, ``ValueError`` or ``struct.error`` on bad
-    input; the codec turns the latter two into :class:`MalformedPacket`.
+    ``decode`` may raise :class:`ProtocolError`, ``ValueError``, ``struct.error`` or
+    ``TypeError`` on bad input; the codec turns the latter three into :class:`MalformedPacket`.
     """
     if not 0 < packet_type < 256:
         raise ValueError("packet type must fit in one byte and not be 0")
@@ -569,7 +570,8 @@ class PacketCodec:
         return body + self._mac_of(body)
 
     def decode(self, data: bytes) -> Packet:
-        """Decode one datagram. Raises a :class:`ProtocolError` subclass, nothing else."""
+        """Decode one datagram. Raises a :class:`ProtocolError` subclass, nothing else (unless a
+        registered payload decoder has a bug: see :class:`PacketFilter`'s ``internal_error``)."""
         size = len(data)
         if size > self.max_datagram:
             raise OversizedPacket(f"{size}-byte datagram exceeds the {self.max_datagram}-byte limit")
@@ -663,8 +665,9 @@ class PacketFilter:
     Drops (and counts in :attr:`stats`) everything :meth:`PacketCodec.decode` rejects, plus:
     ``replayed`` (already seen), ``too_old`` (behind the replay window, or of a retired
     stream), ``reflected`` (carries our own source id: one of our packets sent back to us),
-    ``unexpected_type`` (not in ``accept_types``) and ``too_many_streams`` (window table and
-    retired set both full).
+    ``unexpected_type`` (not in ``accept_types``), ``too_many_streams`` (window table and
+    retired set both full) and ``internal_error`` (a payload decoder raised something other
+    than a :class:`ProtocolError`, ``ValueError``, ``struct.error`` or ``TypeError``).
 
     Args:
         codec: the packet codec (holds the secret).

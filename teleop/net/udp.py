@@ -130,7 +130,8 @@ class Received:
     Attributes:
         packet: the decoded, authenticated, fresh packet.
         peer: sender's socket address (reply here).
-        arrival_time: when it reached this host, on the endpoint's clock [s].
+        arrival_time: when it reached this host, on the endpoint's clock [s] (the kernel's
+            receive stamp where available, else the time of the poll that read it).
     """
 
     packet: Packet

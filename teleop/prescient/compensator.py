@@ -122,13 +122,16 @@ class CompensatorConfig:
             which is detected only ``onset_min_duration`` after it happened.
         blend_step_scale: units of one blend step (Eq. 5.26) in multiples of the thesis's
             1 mm / 0.1 degree, one step per control tick. The thesis gives no step rate; at
-            100 Hz and scale 1 a 30 degree posture gap takes 3 s to blend, longer than
-            the motions it compensates. Scale 3 (first round), then, with recognition_time
-            0.2 (same protocol and folds as above, whole-take hands [cm] at 1.5 / 3 s):
+            100 Hz and scale 1 a 30 degree posture gap would take 3 s to blend (300 steps;
+            ``blend_max_steps`` now clips it to 1 s), longer than the motions it compensates.
+            Scale 3 (first round), then, with recognition_time 0.2 (same protocol and
+            folds as above, whole-take hands [cm] at 1.5 / 3 s):
             scale 3: syn 4.18 / 4.57, ->bk 9.37 / 6.39, ->dg 9.20 / 6.65; scale 6: 4.12 /
             4.51, 9.43 / 6.11, 9.21 / 6.28; scale 10: 4.09 / 4.48, 9.50 / 5.99, 9.25 / 6.13.
             6: 6 mm per tick on average, a sigmoid peak of ~1.8 m/s for the hands, inside
             max_speed_cartesian; 10 gains little more for a faster transient.
+        blend_max_steps: longest blend [ticks]: 100 = 1 s at the 100 Hz control rate
+            (:func:`teleop.prescient.blending.blend_steps`).
         smoothing_time: time constant [s] with which a change of the prediction (the
             estimator's belief moved: new observations, a new speed or offset estimate) is
             passed to the output. The output follows the *new* predicted trajectory with its
@@ -184,13 +187,17 @@ class CompensatorOutput:
     """What the compensator decided at one tick.
 
     Attributes:
-        references: (20,) flat references to execute, or None before any sample arrived.
+        references: (20,) flat references to execute [m for the 9 Cartesian signals, rad
+            for the postures], or None before any sample arrived.
         state: the compensation state.
         task: recognised task label (None before recognition).
         task_probability: its posterior probability.
-        speed: estimated execution speed relative to the demonstrations.
-        tau_f: age of the newest received sample [s] (the measured forward delay).
-        motion_time: operator motion time the output corresponds to [s] (None if idle).
+        speed: estimated execution speed relative to the demonstrations (1 = as demonstrated).
+        tau_f: measured forward delay τ_f [s] (Eq. 5.19): exponential average (weight 0.05
+            per packet) of arrival − time stamp; the newest sample's age at this tick only
+            if no arrival time was ever given to :meth:`PrescientCompensator.observe`.
+        motion_time: motion time since the onset t_0 that the output corresponds to,
+            t + τ̂_b − t_0 [s] (None before an onset).
         phase: phase of the newest observation in the recognised task (None before recognition).
     """
 
@@ -210,7 +217,9 @@ class PrescientCompensator:
     Args:
         library: the task library; None disables compensation (pass-through only).
         config: compensator settings.
-        estimator_config: settings of the ProMP online estimator.
+        estimator_config: settings of the ProMP online estimator, used as given (the
+            hand Δσ test settings of ``config`` are then not applied); default:
+            ``config.estimator`` with ``ood_n_std``/``ood_margin`` on the hands.
     """
 
     def __init__(self, library: TaskLibrary | None, config: CompensatorConfig = CompensatorConfig(),
@@ -266,14 +275,19 @@ class PrescientCompensator:
     def observe(self, t_op: float, flat: np.ndarray, arrival_op: float | None = None) -> None:
         """A delayed sample produced at operator time ``t_op`` [s] has arrived.
 
-        Samples may arrive out of order; every one feeds the estimator, only the newest
-        one is the "delayed reference" y(t − τ_f).
+        Samples may arrive out of order; every one at or after the detected onset t_0 feeds
+        the estimator (those of the last ``history`` s are replayed into it when the onset is
+        detected, none before), only the newest by time stamp is the "delayed reference"
+        y(t − τ_f).
 
         Args:
             t_op: the sample's time stamp (operator clock) [s].
-            flat: (20,) flat references.
+            flat: (20,) flat references [m, rad].
             arrival_op: arrival time converted to the operator clock [s]; the forward delay
-                τ_f = arrival − t_op is measured from it (Eq. 5.19).
+                τ_f = arrival − t_op (Eq. 5.19) is exponentially averaged over ~20 packets.
+
+        Raises:
+            ValueError: ``flat`` is not 20 finite values or ``t_op`` is not finite.
         """
         flat = np.asarray(flat, dtype=float)
         if flat.shape != (FLAT_SIZE,) or not np.all(np.isfinite(flat)) or not np.isfinite(t_op):
@@ -326,7 +340,7 @@ class PrescientCompensator:
 
     # --------------------------------------------------------------- output
     def step(self, t_op_now: float, tau_b: float) -> CompensatorOutput:
-        """The references to execute now.
+        """The references to execute now: ŷ(t + τ̂_b) once compensation engaged (Eq. 5.24).
 
         Args:
             t_op_now: the current time converted to the operator's clock [s].

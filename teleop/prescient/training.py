@@ -25,7 +25,7 @@ def motion_span(traj: ReferenceTrajectory, config: CompensatorConfig = Compensat
 
     The onset is what the live detector would report; the end is the onset of the
     time-reversed take (the last moment the hands move faster than the threshold).
-    Falls back to the whole take when the hands never move.
+    Falls back to the whole take when the hands never move, or move for less than 0.2 s.
     """
     idx = list(config.onset_indices)
     onset = detect_onset(traj.times, traj.values, idx, config.onset_speed, config.onset_min_duration)

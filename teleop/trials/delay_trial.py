@@ -1,9 +1,11 @@
-"""One delayed-network trial on the virtual clock (thesis §5.4, Tables 5.3 and Fig. 5.18).
+"""One delayed-network trial on the virtual clock (thesis §5.4, Table 5.3 and Fig. 5.18).
 
 The operator's references of a test take are sent at their own rate through the real
 packet codec (MAC, replay window) over a :class:`teleop.net.delay.VirtualLink` with the
-thesis's delay model (τ_f ~ N(τ/2, (2/15)·τ/2), τ_b = τ/2 constant). The robot station's
-compensator runs at the control rate on the virtual clock, exactly as it does live.
+thesis's delay model (Eqs. 5.16-5.18: τ_f ~ N(τ/2, σ = (2/15)·τ/2), τ_b = τ/2 constant,
+τ the round trip). The robot station's compensator runs at the control rate on the
+virtual clock, exactly as it does live; both stations share that clock (no offset), and
+the compensator is given the exact τ̂_b = τ/2.
 
 Error measured (what the thesis calls the compensation error): what the operator *sees*
 the robot do at time t is what the robot executed at t − τ_b; it is compared with what the
@@ -13,7 +15,8 @@ error is the motion over a whole round trip.
 
 Reported per take, as the thesis does, over the window after compensation has engaged and
 blended in (the same window for the uncompensated run of that take), and also over the whole
-take. Cartesian errors are per-axis RMS averaged over axes (and hands) [m]; postures [rad].
+take. Cartesian errors are per-axis RMS averaged over axes (and hands), reported in [cm]
+(hands: 6 axes, CoM: x, y; the waist height is not scored); postures [rad].
 
 Rest before and after the motion (:func:`pad_take`). A live operator stands still before a
 motion and holds its final pose afterwards; cut clips (HDM05, the Xsens demos) start and end
@@ -56,7 +59,8 @@ class TrialSettings:
         jitter_ratio: σ of τ_f over its mean (thesis: 2/15).
         loss: forward packet loss probability.
         duplicate: forward duplication probability.
-        tail: seconds simulated after the take ends (the last commands still arrive).
+        tail: seconds simulated after the take ends plus τ_f's mean + 4σ (so that the last
+            commands still arrive).
         lead_in: minimum rest [s] at the first pose before the motion onset (see module doc).
         hold: minimum rest [s] at the last pose after the motion end; None = the round trip.
     """
@@ -76,14 +80,22 @@ class TakeResult:
     """Errors of one take at one round-trip delay, with or without compensation.
 
     Attributes:
-        engaged_at: robot time [s since take start] when blend-in finished (None: never).
+        rtt: round-trip delay [s].
+        compensated: whether the compensator had a library.
+        engaged_at: robot time [s since the start of the padded take, lead-in included]
+            of the first tick in PREDICTING, i.e. blend-in finished (None: never).
         engaged_task: the task recognised when compensation began to blend in (None: never).
         label: the take's own task label, if known.
         worst_excess_cm: of a compensated run, :func:`worst_excess_cm` against its
             uncompensated twin (set by :func:`score_pair`).
         window: errors after engagement (dict of "hand_cm", "com_cm", "posture_rad").
         whole: the same over the whole take.
-        times, executed, truth: (K,), (K, 20), (K, 20) series for plots.
+        times, executed, truth: (K,) tick times [s since the padded take's start], (K, 20)
+            executed references (NaN before the first output), (K, 20) operator references
+            at tick time + τ_b [m, rad].
+        states: (K,) compensation states.
+        take_duration: duration of the padded take [s].
+        packets_lost: references sent but never observed by the compensator.
     """
 
     rtt: float
@@ -200,7 +212,9 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
              compensator_config: CompensatorConfig = CompensatorConfig()) -> TakeResult:
     """Play one take through the delayed link and the compensator (virtual clock).
 
-    The take is first padded with rest (:func:`pad_take`, settings ``lead_in`` and ``hold``).
+    ``rtt`` is the round trip [s]: mean τ_f = τ_b = rtt / 2. ``seed`` draws the link's
+    jitter, loss and duplication. The take is first padded with rest (:func:`pad_take`,
+    settings ``lead_in`` and ``hold``).
     """
     hold = rtt if settings.hold is None else settings.hold
     take = pad_take(take, settings.lead_in, hold)

@@ -18,7 +18,9 @@ modelled link. This one runs what a user runs, on loopback:
 
 Scoring is the virtual trial's (:class:`teleop.trials.delay_trial.TakeResult`): the
 references the robot station executed at each tick, against what the operator does when
-that tick's video reaches them (the take τ_b later). Both processes read
+that tick's video reaches them, taken as RTT/2 later (the proxies' τ_b; the video's own
+render/encode/decode time is not added, while the compensator uses the τ̂_b the operator
+reports, which includes it). Both processes read
 ``time.monotonic``, one clock on one machine, so no offset enters the score.
 """
 
@@ -54,7 +56,7 @@ class RealtimeSettings:
     Attributes:
         lead_in: rest at the first pose before the motion [s] (see delay_trial.pad_take).
         tail: time the robot keeps running after the last reference was sent [s], on top
-            of one round trip.
+            of the forward delay's mean + 4σ (RTT/2 · (1 + 4 jitter_ratio)).
         video_hz: eye-camera rate [Hz] (the video carries τ̂_b back to the robot).
         jitter_ratio: forward jitter std as a fraction of the one-way delay.
         loss: forward packet loss probability.

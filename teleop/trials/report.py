@@ -18,7 +18,8 @@ def _fmt(value, std=None, digits=2) -> str:
 
 
 def format_table(summary: dict) -> str:
-    """Errors vs round trip, with and without compensation (mean±std over engaged takes)."""
+    """Errors vs round trip, with and without compensation: window errors as mean±std over
+    the engaged takes, whole-take errors as means over all takes."""
     header = (f"{'RTT [s]':>7s} {'takes':>6s} {'hands comp [cm]':>16s} {'no comp':>11s} {'ratio':>6s} "
               f"{'CoM comp':>10s} {'no comp':>8s} {'posture comp':>13s} {'no comp':>8s} "
               f"{'whole: comp':>12s} {'no comp':>8s} {'wrong task':>10s} {'worst excess':>12s}")

@@ -3,8 +3,9 @@
 Aggregation follows the thesis (Table 5.3, Fig. 5.18): per take, the RMS errors over the
 window after compensation engaged and blended in (the uncompensated run of the take is
 scored over the same window), then mean and standard deviation over the takes that
-engaged. The same figures over the whole take and the time until engagement are reported
-too, since a late engagement hides error outside the window.
+engaged. The same figures over the whole take (mean over all takes) and the time until
+engagement (from the start of the padded take, lead-in rest included) are reported too,
+since a late engagement hides error outside the window.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ Clocks and terms (all seconds):
   a callable re-read at each frame; 0 when both ends run on one host).
 * **backward delay** of a frame = ``arrival_s - (capture_s + clock_offset_s)``: its age
   when it enters this buffer, i.e. capture/render + encode + network + reassembly +
-  decode, in the common clock. ``arrival_s`` defaults to the time of :meth:`push`, which
-  the playback loop calls right after decoding.
+  decode, in the common clock. ``arrival_s`` defaults to the time of :meth:`push`; the
+  playback loop (:class:`teleop.video.playback.VideoPlayback`) passes the frame's
+  ``decode_end_s``.
 * **delay anchor**: the backward delay the playout is aligned on. By default the mean of
   the measured backward delays over the last ``stats_window`` frames; can be fixed (a
   float, e.g. a known link delay) or supplied by a callable.
@@ -28,9 +29,9 @@ Playout rule:
 * ``buffer_length_s == 0``: no scheduling (a zero-length buffer holds nothing): a frame
   is released at the next :meth:`pop_due` after it arrives, and the displayed age is
   its own backward delay.
-* In both modes frames are released in capture order; a frame older than one already
-  released is late (it cannot be shown in order) and dropped -- unless it is older by
-  more than ``restart_gap_s``: that means the sender restarted with a reset clock
+* In both modes frames are released in capture order; a frame not newer than one already
+  released cannot be shown in order and is dropped (``frames_out_of_order``) -- unless it
+  is older by more than ``restart_gap_s``: that means the sender restarted with a reset clock
   (e.g. robot host reboot), so the buffer starts over (ordering, delay statistics and
   held frames are discarded; ``sender_restarts`` counts it).
 

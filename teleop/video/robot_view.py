@@ -53,7 +53,8 @@ POSE_LABELS = {
     "predicted": "predicted command",
 }
 
-#: Radius of the head circle drawn around the midpoint of the head frame and the eyes [m].
+#: Radius of the head circle [m], drawn around a point 4 cm behind the eyes' midpoint along
+#: the head's forward axis (see :meth:`Skeleton.points`).
 HEAD_RADIUS_M = 0.065
 
 
@@ -93,7 +94,7 @@ def skeleton_chains(robot: RobotModel) -> tuple[Chain, ...]:
 
 
 def _rounded(points: np.ndarray) -> list:
-    """Millimetre resolution is plenty on screen and keeps the JSON small."""
+    """Round to 0.1 mm (4 decimals of a metre): plenty on screen, and keeps the JSON small."""
     return np.round(np.asarray(points, dtype=float), 4).tolist()
 
 
