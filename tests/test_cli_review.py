@@ -7,6 +7,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from teleop.cli import main
@@ -157,6 +158,20 @@ def test_eval_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp_
         assert rc == 0, err
         results.append(json.loads(out)["hand_rms_cm"])
     assert results[1] == pytest.approx(results[0])
+    # Both are the leave-one-out figures (not two equal in-sample ones): each take scored by
+    # a library learnt from the five others, evaluated without --leave-one-out, then
+    # averaged over the takes (one take each: the pooled figure is their mean).
+    from teleop.robot.target import robot_target
+    from teleop.takes import list_take_files, load_take_files
+    from teleop.train_cli import evaluate
+
+    takes = load_take_files(list_take_files(tmp_path / "data"), robot_target(RobotModel()), progress=False)
+    assert len(takes) == 6
+    held_out = [evaluate([o for o in takes if o is not t], [t])["hand_rms_cm"] for t in takes]
+    for level in ("none", "recog", "quarter", "half"):
+        assert results[0][level] == pytest.approx(np.mean([h[level] for h in held_out]), rel=1e-9), level
+    in_sample = evaluate(takes, takes)["hand_rms_cm"]
+    assert in_sample["half"] < results[0]["half"]      # a take in its own library is predicted better
 
 
 def test_eval_leave_one_out_single_take_check_sees_through_the_spelling(tmp_path, capsys, monkeypatch):
@@ -171,8 +186,26 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
     """The same for `teleop trial --leave-one-out` (its library and its single-take check)."""
     import json
 
+    import teleop.train_cli
+    import teleop.trials.sweep
+
     dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
     monkeypatch.chdir(tmp_path)
+    # Which takes each library is learnt from, and which library predicts which take.
+    learnt_from, swept = {}, []
+    learn, sweep = teleop.train_cli._learn, teleop.trials.sweep.run_sweep
+
+    def learn_spy(takes, *args, **kwargs):
+        library = learn(takes, *args, **kwargs)
+        learnt_from[id(library)] = [t.trajectory.values for t in takes]
+        return library
+
+    def sweep_spy(cases, *args, **kwargs):
+        swept.append(list(cases))
+        return sweep(cases, *args, **kwargs)
+
+    monkeypatch.setattr(teleop.train_cli, "_learn", learn_spy)
+    monkeypatch.setattr(teleop.trials.sweep, "run_sweep", sweep_spy)
     results = []
     for test in ("data", tmp_path / "data"):
         rc, out, err = run(capsys, "trial", "--train", "data", "--test", test, "--leave-one-out", "--rtt", "1.5",
@@ -180,6 +213,15 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
         assert rc == 0, err
         results.append(json.loads(out)["rtt"]["1.5"]["comp"]["hand_cm"])
     assert results[1] == pytest.approx(results[0])
+    # However the folder is spelt, each of the 6 takes is predicted by a library of its own,
+    # learnt from the 5 other training takes (the same file read as a training take is
+    # another object with equal values: compared by value).
+    assert len(swept) == 2
+    for cases in swept:
+        assert len(cases) == 6 and len({id(c.library) for c in cases}) == 6
+        for case in cases:
+            used = learnt_from[id(case.library)]
+            assert len(used) == 5 and not any(np.array_equal(case.take.values, values) for values in used)
     dataset(tmp_path / "one", {"squat": 1})
     rc, _, err = run(capsys, "trial", "--train", "one", "--test", tmp_path / "one", "--leave-one-out", "--rtt", "1.5")
     assert rc == 1 and "is the only training take" in error_line(err)

@@ -26,15 +26,41 @@ def _log(offset_when_predicting: float) -> tuple[SessionLog, np.ndarray]:
     return log, predicting
 
 
+def _expected_masks(log: SessionLog, tau_b: float) -> tuple[np.ndarray, np.ndarray]:
+    """Written out from the log's construction, not from the code under test: the ticks
+    whose seen time is inside the log, and the ticks where the operator's hands move faster
+    than 5 cm/s (speed of the six coordinates 0.1 sin t: sqrt(6) 0.1 |cos t|)."""
+    t = np.asarray(log.times)
+    kept = t + tau_b <= t[-1]
+    moving = np.sqrt(6.0) * 0.1 * np.abs(np.cos(t)) > 0.05
+    # No tick lies near the 5 cm/s threshold (|cos t| = 0.204 at t = 1.365 and 1.777 s):
+    # the nearest is 0.9 mm/s off it, while np.gradient's central difference is off the
+    # analytic speed by at most 0.245 dt^2 / 6 ~ 4e-6 m/s, so it cannot cross it.
+    assert np.min(np.abs(np.sqrt(6.0) * 0.1 * np.abs(np.cos(t)) - 0.05)) > 1e-4
+    return kept, moving
+
+
 def test_predicting_error_counts_only_the_predicting_ticks():
     log, predicting = _log(0.02)
     seen = seen_error_cm(log, tau_b=0.5, predicting=predicting)
-    assert seen["predicting_cm"] == pytest.approx(2.0, abs=0.05)        # 2 cm on every axis
-    assert seen["all_cm"] < seen["predicting_cm"]
+    assert seen["predicting_cm"] == pytest.approx(2.0, abs=1e-9)        # 2 cm on every axis
+    # The error is 2 cm on the predicting ticks and 0 elsewhere (the measured hands are the
+    # operator's, sampled exactly τ_b later): a per-axis RMS over n ticks of which m are
+    # predicting is 2 sqrt(m / n) cm, over the ticks seen within the log only.
+    kept, moving = _expected_masks(log, 0.5)
+    assert kept.sum() < len(kept) and (predicting & ~kept).sum() == 0
+    assert seen["all_cm"] == pytest.approx(2.0 * np.sqrt(predicting[kept].sum() / kept.sum()), rel=1e-9)
+    rows = kept & moving
+    assert 0 < (rows & predicting).sum() < predicting.sum()              # the window holds still ticks too
+    assert seen["moving_cm"] == pytest.approx(2.0 * np.sqrt((rows & predicting).sum() / rows.sum()), rel=1e-9)
     assert "predicting_cm" not in seen_error_cm(log, tau_b=0.5)
 
 
 def test_no_predicting_ticks_give_none():
     log, predicting = _log(0.0)
     assert seen_error_cm(log, tau_b=0.5, predicting=np.zeros_like(predicting))["predicting_cm"] is None
-    assert seen_error_cm(log, tau_b=0.5, predicting=predicting)["predicting_cm"] == pytest.approx(0.0, abs=0.05)
+    exact = seen_error_cm(log, tau_b=0.5, predicting=predicting)
+    # Measured hands are exactly the operator's τ_b later: every figure is 0 (to rounding;
+    # a one-tick misalignment would give ~0.07 cm, a wrong τ_b centimetres).
+    for key in ("predicting_cm", "all_cm", "moving_cm"):
+        assert exact[key] == pytest.approx(0.0, abs=1e-9), key

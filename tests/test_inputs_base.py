@@ -128,15 +128,28 @@ def test_operator_station_retargets_an_xsens_live_stream_over_loopback():
     secret = os.urandom(32)
     robot_side = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
     operator_side = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
-    motion = HumanMotion.load_npz(SYNTHETIC).slice(0, 150)
+    motion = HumanMotion.load_npz(SYNTHETIC).slice(20, 170)       # from just before the squat begins
     source = XsensLiveSource(("127.0.0.1", 0))
+    polled: list = []                                            # the poses the station was given
+
+    class Spy:
+        def poll(self, now=None):
+            frame = source.poll(now)
+            if frame is not None:
+                polled.append(frame)
+            return frame
+
     streamer = threading.Thread(target=stream_motion, args=(motion, source.address), kwargs={"speed": 1.0})
-    station = OperatorStation(operator_side, robot_side.address, source, robot_target(RobotModel()))
+    target = robot_target(RobotModel())
+    station = OperatorStation(operator_side, robot_side.address, Spy(), target)
     received: list[RobotReferences] = []
+    sent: list[RobotReferences] = []
     try:
         streamer.start()
         for _ in range(3000):                                    # bounded; time is not asserted
-            station.tick()
+            refs = station.tick()
+            if refs is not None:
+                sent.append(refs)
             received += [r.packet.message for r in robot_side.poll()
                          if r.packet.packet_type == PacketType.REFERENCES]
             if len(received) >= 20:
@@ -151,3 +164,23 @@ def test_operator_station_retargets_an_xsens_live_stream_over_loopback():
     times = np.array([r.t for r in received])
     assert np.all(np.diff(times) > 0)                            # MVN time codes on the operator clock
     assert all(np.all(np.isfinite(r.to_flat())) for r in received)
+    # Every pose was retargeted, by a retargeting calibrated once, on the first pose, and
+    # sent as it is (float64 on the wire): the same poses through a Retargeter of our own
+    # give the same references.
+    from retarget.mapping import Retargeter
+
+    assert len(sent) == len(polled) and len(received) <= len(sent)
+    names = tuple(polled[0][1])
+    stack = lambda pose, i: np.array([pose[n][i] for n in names])  # noqa: E731
+    offline = Retargeter(target)
+    offline.calibrate(HumanMotion(np.array([polled[0][0]]), names, stack(polled[0][1], 0)[None],
+                                  stack(polled[0][1], 1)[None], source="first pose"))
+    for (t, pose), refs in zip(polled, sent):
+        assert refs.t == t
+        np.testing.assert_allclose(refs.to_flat(), offline.step(t, stack(pose, 0), stack(pose, 1), names).to_flat(),
+                                   rtol=0, atol=1e-12)
+    for refs in received:
+        np.testing.assert_array_equal(refs.to_flat(), next(r for r in sent if r.t == refs.t).to_flat())
+    # ...and they follow the operator: the squat begins within these poses (the first 20
+    # frames of it move a reference by 3 cm), so the references move.
+    assert np.ptp(np.array([r.to_flat() for r in sent]), axis=0).max() > 1e-3

@@ -235,6 +235,34 @@ def test_stream_motion_tool_feeds_the_receiver_over_loopback():
         last = _receive_until(source, lambda f: np.allclose(f[1]["pelvis"][0], motion.position("pelvis")[-1], atol=1e-5))
         assert source.meta == {"name": "teleop"}
         assert source.stats["samples"] >= 1 and last is not None
+    # The byte count is what went on the wire: the same stream (on a virtual clock) to a
+    # plain socket, whose datagrams are counted and measured here. Each pose carries 23
+    # segments of 32 bytes and each CoM 3 floats, after the 24-byte header.
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    now, sizes = [0.0], {}
+
+    def drain(block: bool) -> None:
+        receiver.settimeout(2.0 if block else 0.0)
+        while sum(map(len, sizes.values())) < 81:
+            try:
+                datagram = receiver.recv(65536)
+            except (BlockingIOError, socket.timeout):
+                return
+            sizes.setdefault(parse_header(datagram).message_type, []).append(len(datagram))
+
+    def sleep(seconds: float) -> None:       # virtual time; empties the socket between samples
+        now[0] += seconds
+        drain(block=False)
+
+    try:
+        counted = stream_motion(motion, receiver.getsockname(), speed=20.0, clock=lambda: now[0], sleep=sleep)
+        drain(block=True)
+    finally:
+        receiver.close()
+    assert HEADER.size == 24
+    assert sizes["02"] == [24 + 23 * 32] * 40 and sizes["24"] == [24 + 3 * 4] * 40 and len(sizes["12"]) == 1
+    assert counted["bytes"] == sum(sum(v) for v in sizes.values()) == stats["bytes"]
 
 
 def test_stream_mvn_command(tmp_path):

@@ -75,6 +75,11 @@ def test_side_by_side_feet_have_no_singularity(robot):
     pts = np.random.default_rng(0).uniform([-0.2, -0.3], [0.2, 0.3], size=(100, 2))
     out = retarget_com(pts, human, rframe)
     assert np.all(np.isfinite(out))
+    # Written out for this stance: left foot at y = 0.12, right at -0.12 (o = (0.12 - y) / 0.24),
+    # polygon from x = -0.13 to 0.13 (o' = (x + 0.13) / 0.26), replayed on the robot's
+    # (feet at y = +-0.07, polygon from x = -0.04 to 0.08, see the test above).
+    o, o_perp = (0.12 - pts[:, 1]) / 0.24, (pts[:, 0] + 0.13) / 0.26
+    np.testing.assert_allclose(out, np.c_[-0.04 + 0.12 * o_perp, 0.07 - 0.14 * o], atol=1e-12)
 
 
 def test_turned_and_moved_human_stance_gives_the_same_robot_com(robot):
@@ -128,6 +133,15 @@ def test_offsets_are_not_clamped(robot):
     human = human_feet()
     com = retarget_com(np.array([[0.5, 0.0]]), human, rframe)[0]
     assert not contains(convex_hull(target.support_polygon), com)
+    # Beyond every edge (in front, behind, left of the left foot, right of the right foot,
+    # and a corner): the offsets carry on linearly, o = (0.12 - y) / 0.24 and
+    # o' = (x + 0.13) / 0.26 outside [0, 1] as inside it.
+    outside = np.array([[0.5, 0.0], [-0.4, 0.0], [0.0, 0.36], [0.0, -0.6], [0.39, -0.36]])
+    o, o_perp = normalized_offsets(outside, human)
+    np.testing.assert_allclose(o, [0.5, 0.5, -1.0, 3.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(o_perp, [0.63 / 0.26, -0.27 / 0.26, 0.5, 0.5, 2.0], atol=1e-12)
+    np.testing.assert_allclose(retarget_com(outside, human, rframe),
+                               np.c_[-0.04 + 0.12 * o_perp, 0.07 - 0.14 * o], atol=1e-12)
 
 
 def test_rotation_helper_is_consistent():

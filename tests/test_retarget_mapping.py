@@ -1,6 +1,5 @@
 """Mapping invariants, sign conventions and sparse input of the Retargeter."""
 
-import time
 
 import numpy as np
 import pytest
@@ -159,6 +158,16 @@ def test_hands_stay_within_the_robot_reach():
     unclamped.calibrate(pose([{}]))
     far = unclamped.retarget_motion(pose([{}, up]))
     assert np.linalg.norm(sig(far, "right_hand", 1) - TARGET.right_shoulder) > TARGET.arm_length
+    # The clamp pulls a hand out of reach back along its shoulder->hand line onto the reach
+    # sphere (the nearest reachable point), and leaves a hand within reach where it is.
+    # (The trunk does not move here, so the shoulders are the robot's.)
+    for side, shoulder in (("left", TARGET.left_shoulder), ("right", TARGET.right_shoulder)):
+        free = sig(far, f"{side}_hand", 1) - shoulder
+        expected = shoulder + free * min(1.0, TARGET.arm_length / np.linalg.norm(free))
+        np.testing.assert_allclose(sig(traj, f"{side}_hand", 1), expected, atol=1e-12)
+        np.testing.assert_allclose(sig(traj, f"{side}_hand", 0), sig(far, f"{side}_hand", 0), atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(sig(traj, "right_hand", 1) - TARGET.right_shoulder),
+                               TARGET.arm_length, rtol=1e-12)
 
 
 def test_references_do_not_depend_on_where_the_person_stands_or_faces():
@@ -303,17 +312,3 @@ def test_a_pelvis_tracker_gives_waist_height_and_torso_pitch_and_roll():
     assert not retarget_motion(head_only, TARGET).valid[SIGNAL_SLICES["waist_height"]].any()
     with pytest.raises(ValueError):
         calibrate(vr, reference="npose")
-
-
-def test_retargeting_is_fast_enough():
-    """Vectorised over frames: the target is >= 2000 frames/s (measured ~40000 on 2 cores)."""
-    rng = np.random.default_rng(9)
-    n = 4000
-    local = {"right_upper_arm": quat.normalize(rng.normal(size=(n, 4))),
-             "t8": quat.from_euler_yxz(rng.uniform(-0.3, 0.3, (n, 3)))}
-    m = skeleton.standard_body_motion(np.arange(n) * 0.01, local)
-    r = Retargeter(TARGET)
-    r.calibrate(m)
-    t0 = time.perf_counter()
-    r.retarget_motion(m)
-    assert n / (time.perf_counter() - t0) >= 2000

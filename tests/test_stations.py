@@ -79,20 +79,39 @@ def test_robot_station_holds_a_safe_pose_when_commands_go_stale(robot, station_s
     home = references_from_configuration(robot, station.tracker.q).to_flat()
     moved = home.copy()
     moved[6:9] += [0.05, 0.0, 0.05]  # right hand forward and up
-    states = []
+    back = moved.copy()
+    back[6:9] += [0.04, -0.03, 0.02]  # the commands that come back ask for the hand elsewhere
+    states, executed = [], []
     for k in range(250):
         clock.set(k * 0.01)
         if k < 100 or k >= 160:  # commands stop for 0.6 s
-            operator.send(RobotReferences.from_flat(k * 0.01, moved), robot_ep.address)
+            operator.send(RobotReferences.from_flat(k * 0.01, moved if k < 100 else back), robot_ep.address)
         record = station.tick()
         states.append(record.watchdog)
+        executed.append(np.array(record.executed))
         if record.watchdog == "STALE":
             held = record.executed
     assert "STALE" in states and states[-1] == "ACTIVE"
     # While stale, the last executed references are held, not dropped to anything else.
     np.testing.assert_allclose(held[6:9], moved[6:9], atol=1e-6)
-    # Resuming blends: no jump between consecutive executed references.
-    assert "RESUMING" in states
+    for k, state in enumerate(states):
+        if state == "STALE":
+            np.testing.assert_array_equal(executed[k], held)
+    # Resuming blends from the held pose to the commands along a minimum-jerk profile
+    # 10u^3 - 15u^4 + 6u^5 over resume_duration (0.5 s: 50 ticks), from the first
+    # RESUMING tick: no jump, where executing the commands at once jumps by 5.4 cm.
+    last_stale = max(k for k, state in enumerate(states) if state == "STALE")
+    resuming = [k for k, state in enumerate(states) if state == "RESUMING" and k > last_stale]
+    assert len(resuming) in (49, 50) and resuming == list(range(resuming[0], resuming[0] + len(resuming)))
+    assert states[resuming[-1] + 1] == "ACTIVE"
+    for k in resuming:
+        u = (k - resuming[0]) * 0.01 / 0.5
+        blend = 10 * u ** 3 - 15 * u ** 4 + 6 * u ** 5
+        np.testing.assert_allclose(executed[k], (1 - blend) * held + blend * back, rtol=0, atol=1e-9)
+    steps = np.linalg.norm(np.diff([e[6:9] for e in executed[resuming[0] - 1:resuming[-1] + 2]], axis=0), axis=1)
+    # The profile's steepest slope is 1.875 / resume_duration: 1.875 * 0.01 / 0.5 of the way per tick.
+    assert steps.max() <= 1.875 * 0.01 / 0.5 * np.linalg.norm(back[6:9] - held[6:9]) + 1e-9
+    np.testing.assert_array_equal(executed[-1], back)
 
 
 @pytest.mark.slow

@@ -76,6 +76,9 @@ def test_an_unlabelled_take_is_a_wrong_start_nowhere_a_labelled_one_everywhere()
 def test_the_error_vs_delay_plot_draws_the_points_in_increasing_round_trip(tmp_path, monkeypatch):
     given = {3.0: 4.0, 0.0: 0.5, 1.5: 2.0}                # --rtt 3,0,1.5
     results = {rtt: [_pair(rtt, "squat", "squat", comp_cm=cm, nocomp_cm=2 * cm)] for rtt, cm in given.items()}
+    for (comp, nocomp), in results.values():              # whole-take errors unlike the windowed ones
+        comp.whole["hand_cm"] += 0.25
+        nocomp.whole["hand_cm"] += 0.75
     summary = summarise(results, ["3", "0", "1.5"])
     assert list(summary["rtt"]) == ["3", "0", "1.5"]      # the JSON keeps the order given
     # Keep the figure open to read its lines (the plot closes it when done).
@@ -88,4 +91,11 @@ def test_the_error_vs_delay_plot_draws_the_points_in_increasing_round_trip(tmp_p
     for line in lines:
         # Before: x = 3, 0, 1.5, a zig-zag.
         np.testing.assert_array_equal(line.get_xdata(), [0.0, 1.5, 3.0])
-    np.testing.assert_array_equal(lines[0].get_ydata(), [0.5, 2.0, 4.0])
+    # Each series with its own figures: with compensation after engagement, its whole take,
+    # then the same two without compensation (twice the error).
+    assert [line.get_label() for line in lines] == [
+        "with compensation (after engagement)", "with compensation (whole take)",
+        "without (after engagement)", "without (whole take)"]
+    expected = ([0.5, 2.0, 4.0], [0.75, 2.25, 4.25], [1.0, 4.0, 8.0], [1.75, 4.75, 8.75])
+    for line, y in zip(lines, expected):
+        np.testing.assert_allclose(line.get_ydata(), y, rtol=1e-12, err_msg=line.get_label())
