@@ -18,6 +18,7 @@ Human motion is retargeted (calibrated on its first frame, Eq. 2.1) with the rob
 
 from __future__ import annotations
 
+import filecmp
 import re
 import zipfile
 from dataclasses import dataclass
@@ -99,11 +100,30 @@ def performer_of(path: Path) -> str:
     return match.group(1) if match else ""
 
 
-def same_file(a: Path, b: Path) -> bool:
-    """Whether two take paths name one file: --train and --test may spell the same folder
-    differently (relative / absolute, through a symlink), and --leave-one-out must still
-    leave the test take out of its library."""
-    return a == b or Path(a).resolve() == Path(b).resolve()
+def same_take(a: Path, b: Path) -> bool:
+    """Whether two take files hold the same take: one file (--train and --test may spell a
+    folder differently: relative / absolute, through a symlink) or a byte-identical copy
+    (a test folder of copies of training takes). --leave-one-out must leave the test take
+    out of its library either way."""
+    a, b = Path(a), Path(b)
+    if a == b or a.resolve() == b.resolve():
+        return True
+    try:
+        # Sizes first: the content is compared only for files of equal size.
+        return a.stat().st_size == b.stat().st_size and filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
+
+
+def check_left_out(train: Sequence[tuple[Path, str]], test: Sequence[tuple[Path, str]]) -> None:
+    """With --leave-one-out every test take must be one of the training takes (by
+    :func:`same_take`), else nothing is left out for it and its figures are in-sample or
+    plainly held out without saying so. Takes are (file, label) pairs: runs before reading."""
+    for path, _ in test:
+        if not any(same_take(f, path) for f, _ in train):
+            raise ValueError(f"--leave-one-out: test take {path} is not one of the --train takes (by path or "
+                             "content), so there is nothing to leave out for it: test on takes of the training "
+                             "set, or drop --leave-one-out")
 
 
 def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:

@@ -12,7 +12,7 @@ import numpy as np
 from teleop.cli_types import int_at_least
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_output_location,
                                read_take_files, robot_target_of, take_files)
-from teleop.takes import list_take_files, same_file
+from teleop.takes import check_left_out, list_take_files, same_take
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
 
@@ -95,7 +95,7 @@ def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]]
     from the training takes other than itself), else it cannot be scored. Takes are
     (file, label) pairs, so this runs before anything is read."""
     for path, label in test:
-        learned_from = [f for f, lab in train if lab == label and not (leave_one_out and same_file(f, path))]
+        learned_from = [f for f, lab in train if lab == label and not (leave_one_out and same_take(f, path))]
         if learned_from:
             continue
         tasks = ", ".join(sorted({lab for _, lab in train}))
@@ -104,6 +104,8 @@ def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]]
                              "so no library is left that knows it; give at least two takes of each test task")
         raise ValueError(f"test take {path} is of task {label!r}, which the training takes do not have "
                          f"(tasks: {tasks})")
+    if leave_one_out:
+        check_left_out(train, test)
 
 
 def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: bool = False) -> dict:
@@ -126,7 +128,7 @@ def evaluate(train_takes, test_takes, leave_one_out: bool = False, progress: boo
     groups: list[tuple[list, dict]] = []
     if leave_one_out:
         for take in progress_bar(test_takes, desc="leave-one-out", enabled=progress):
-            library = _learn([t for t in train_takes if not same_file(t.path, take.path)])
+            library = _learn([t for t in train_takes if not same_take(t.path, take.path)])
             groups.append(([take], evaluate_library(library, [to_demonstration(take.trajectory)], [take.label],
                                                     config=config)))
     else:
@@ -232,7 +234,7 @@ def _plot_examples(train_takes, test_takes, leave_one_out: bool, path: Path) -> 
     shared = None if leave_one_out else _learn(train_takes)
 
     def library_for(i: int):
-        return shared or _learn([t for t in train_takes if not same_file(t.path, firsts[i].path)])
+        return shared or _learn([t for t in train_takes if not same_take(t.path, firsts[i].path)])
 
     return plot_predictions([(to_demonstration(t.trajectory), t.label) for t in firsts], library_for, path,
                             EstimatorConfig())

@@ -9,7 +9,7 @@ from pathlib import Path
 from teleop.cli_types import delay_list, probability
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
                                take_files)
-from teleop.takes import same_file
+from teleop.takes import check_left_out, same_take
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def check_leave_one_out(train: list[tuple[Path, str]], test: list[tuple[Path, str]]) -> None:
     """Each test take must leave some training take to learn from. (Unlike ``eval promp``, a
     test task the library lacks is a valid trial: it measures wrong-task engagement.)"""
+    check_left_out(train, test)
     for path, _ in test:
-        if all(same_file(f, path) for f, _ in train):
+        if all(same_take(f, path) for f, _ in train):
             raise ValueError(f"--leave-one-out: {path} is the only training take, so nothing is left to learn from")
 
 
@@ -71,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         labels, rtts, train, test = read_trial_takes(args)
         if args.leave_one_out:
-            cases = [SweepCase(t.trajectory, _learn([o for o in train if not same_file(o.path, t.path)])) for t in test]
+            cases = [SweepCase(t.trajectory, _learn([o for o in train if not same_take(o.path, t.path)])) for t in test]
         else:
             library = _learn(train)
             cases = [SweepCase(t.trajectory, library) for t in test]

@@ -174,6 +174,52 @@ def test_eval_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp_
     assert in_sample["half"] < results[0]["half"]      # a take in its own library is predicted better
 
 
+def test_leave_one_out_leaves_out_a_copy_of_the_take_too(tmp_path, capsys):
+    """A test folder holding a copy of a training take: --leave-one-out used to compare paths
+    only, kept the take in its own library and reported in-sample figures as leave-one-out.
+    Now the copy is scored exactly as by a library learnt without it."""
+    import json
+    import shutil
+
+    data = dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    rest = dataset(tmp_path / "rest", {"reach_forward": 3})
+    (rest / "squat").mkdir()
+    for k in (1, 2):
+        shutil.copy(data / "squat" / f"squat_{k}.npz", rest / "squat")
+    copies = tmp_path / "copies" / "squat"
+    copies.mkdir(parents=True)
+    shutil.copy(data / "squat" / "squat_0.npz", copies)
+
+    def figures(*argv) -> dict:
+        rc, out, err = run(capsys, *argv, "--test", tmp_path / "copies", "--json", "--out", tmp_path / "out")
+        assert rc == 0, err
+        return json.loads(out)
+
+    loo = figures("eval", "promp", "--train", data, "--leave-one-out")
+    assert loo["hand_rms_cm"] == pytest.approx(figures("eval", "promp", "--train", rest)["hand_rms_cm"], rel=1e-9)
+    assert loo["hand_rms_cm"]["half"] != pytest.approx(figures("eval", "promp", "--train", data)["hand_rms_cm"]["half"])
+    trial = figures("trial", "--rtt", "1.5", "--train", data, "--leave-one-out")["rtt"]["1.5"]["comp"]
+    rest_trial = figures("trial", "--rtt", "1.5", "--train", rest)["rtt"]["1.5"]["comp"]
+    assert trial["hand_cm"] == pytest.approx(rest_trial["hand_cm"], rel=1e-9)
+    assert trial["whole"] == pytest.approx(rest_trial["whole"], rel=1e-9)
+
+
+@pytest.mark.parametrize("command", [["eval", "promp"], ["trial", "--rtt", "1.5"]])
+def test_leave_one_out_refuses_a_test_take_that_is_not_a_training_take(tmp_path, capsys, command):
+    data = dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    other = tmp_path / "other" / "squat"
+    other.mkdir(parents=True)
+    import shutil
+
+    shutil.copy(SYNTHETIC / "squat" / "squat_5.npz", other)
+    rc, _, err = run(capsys, *command, "--train", data, "--test", tmp_path / "other", "--leave-one-out",
+                     "--out", tmp_path / "out")
+    assert rc == 1
+    assert error_line(err).endswith(f"--leave-one-out: test take {other / 'squat_5.npz'} is not one of the "
+                                    "--train takes (by path or content), so there is nothing to leave out for "
+                                    "it: test on takes of the training set, or drop --leave-one-out")
+
+
 def test_eval_leave_one_out_single_take_check_sees_through_the_spelling(tmp_path, capsys, monkeypatch):
     dataset(tmp_path / "data", {"squat": 1})
     monkeypatch.chdir(tmp_path)

@@ -272,7 +272,7 @@ def run_realtime_trial(args: argparse.Namespace):
     """
     from teleop.progress import progress_bar
 
-    from teleop.takes import same_file
+    from teleop.takes import same_take
     from teleop.train_cli import _learn
     from teleop.trial_cli import read_trial_takes
     from teleop.trials.sweep import summarise
@@ -285,7 +285,7 @@ def run_realtime_trial(args: argparse.Namespace):
         for i, t in enumerate(test):
             if args.leave_one_out or i == 0:
                 path = Path(tmp) / f"library_{i}.npz"
-                _learn([o for o in train if not args.leave_one_out or not same_file(o.path, t.path)]).save(path)
+                _learn([o for o in train if not args.leave_one_out or not same_take(o.path, t.path)]).save(path)
                 libraries.append(path)
             else:
                 libraries.append(libraries[0])
