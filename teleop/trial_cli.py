@@ -99,15 +99,18 @@ def _run(args: argparse.Namespace) -> int:
 
 def _plot_takes(results, names: list[str], rtt: float, out: Path) -> list[str]:
     """At the round trip nearest 1.5 s: the first take, and the take where compensation did
-    the most harm (largest worst excess over no compensation), if another one."""
+    the most harm (largest worst excess over no compensation; the first take again if it is
+    that one). Such plots left in ``out`` by an earlier run (another round trip) are removed,
+    so that every take plot there is of this run."""
     from teleop.trials.report import plot_take
 
     pairs = results[rtt]
     excess = [c.worst_excess_cm for c, _ in pairs]
     worst = max(range(len(pairs)), key=lambda i: excess[i] if excess[i] == excess[i] else -1.0)
-    chosen = {f"take0_rtt{rtt:g}.png": 0}
-    if worst != 0:
-        chosen[f"worst_rtt{rtt:g}.png"] = worst
+    chosen = {f"take0_rtt{rtt:g}.png": 0, f"worst_rtt{rtt:g}.png": worst}
+    for stale in [*out.glob("take0_rtt*.png"), *out.glob("worst_rtt*.png")]:
+        if stale.name not in chosen:
+            stale.unlink()
     for file, i in chosen.items():
         comp, nocomp = pairs[i]
         began = f", began as {comp.engaged_task}" if comp.engaged_task and comp.engaged_task != comp.label else ""

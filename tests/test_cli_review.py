@@ -320,3 +320,15 @@ def test_an_out_that_is_a_file_is_refused_naming_the_option(argv, tmp_path, caps
     out.write_text("not a folder")
     assert main([*argv, "--out", str(out)]) != 0
     assert f"--out {out} is a file" in capsys.readouterr().err
+
+
+def test_a_trial_leaves_only_its_own_take_plots_in_the_output_folder(tmp_path, capsys):
+    """The worst take's plot was written only when it was not take 0, and plots of an earlier
+    run at another round trip stayed next to the new results."""
+    data = dataset(tmp_path / "data", {"squat": 3})
+    out = tmp_path / "trial"
+    for rtt in ("1.5", "3"):
+        rc, _, err = run(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", rtt,
+                         "--out", out)
+        assert rc == 0, err
+        assert {p.name for p in out.glob("*_rtt*.png")} == {f"take0_rtt{rtt}.png", f"worst_rtt{rtt}.png"}
