@@ -97,16 +97,35 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
     return forward, backward
 
 
+def _same_address(a: str, b: str) -> bool:
+    """Whether two ``host:port`` texts name one socket address (``localhost:9000`` is
+    ``127.0.0.1:9000``); an address that does not resolve is left for the proxy to refuse."""
+    from teleop.net.udp import parse_address, resolve
+
+    try:
+        return resolve(parse_address(a))[1] == resolve(parse_address(b))[1]
+    except (OSError, ValueError):
+        return False
+
+
 def run_netem(args: argparse.Namespace) -> int:
     """Run the proxy until SIGINT/SIGTERM or ``--duration``; returns the exit code."""
     from teleop.net.netem import NetemProxy  # here, not at the top: keeps `teleop --help` fast
 
     try:
         forward, backward = models_from_args(args)
-        proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
-                           allow_remote=args.allow_remote)
+        if _same_address(args.listen, args.target):
+            raise ValueError(f"--listen {args.listen} and --target {args.target} are one address: the proxy "
+                             "would forward to itself; --target is the robot station's address")
+        try:
+            proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
+                               allow_remote=args.allow_remote)
+        except PermissionError:
+            raise
+        except OSError as exc:   # binding --listen: in use, or not an address of this machine
+            raise OSError(f"--listen {args.listen}: {exc.strerror or exc}") from None
     except (ValueError, PermissionError, OSError) as exc:
-        print(f"netem: {exc}", file=sys.stderr)
+        print(f"teleop netem: error: {exc}", file=sys.stderr)
         return 2
     with proxy:
         print(f"netem: {proxy.listen_address[0]}:{proxy.listen_address[1]} → "
