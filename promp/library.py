@@ -132,9 +132,17 @@ class TaskLibrary:
                 checks (shapes, NaN / inf values, variances <= 0).
         """
         try:
+            with open(path, "rb") as file:
+                magic = file.read(6)
             data = np.load(path, allow_pickle=False)
         except (FileNotFoundError, IsADirectoryError) as exc:   # not "not a library": there is no file
             raise LibraryFormatError(f"{path}: {exc.strerror.lower() if exc.strerror else exc}") from exc
+        except ValueError as exc:
+            if magic.startswith((b"PK", b"\x93NUMPY")):
+                raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {_reason(exc)})") from exc
+            # Neither a zip nor a .npy file: np.load then tries it as a pickle and says so
+            # ("contains pickled (object) data ... allow_pickle"), which misleads.
+            raise LibraryFormatError(f"{path}: not a ProMP task library (not an .npz archive)") from exc
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {_reason(exc)})") from exc
         if not isinstance(data, np.lib.npyio.NpzFile):

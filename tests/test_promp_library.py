@@ -49,8 +49,11 @@ def test_loading_another_npz_gives_a_clear_error(tmp_path):
 def test_loading_a_non_npz_file_gives_a_clear_error(tmp_path):
     path = tmp_path / "junk.npz"
     path.write_text(json.dumps({"hello": 1}))
-    with pytest.raises(LibraryFormatError, match="not a ProMP task library"):
+    with pytest.raises(LibraryFormatError) as error:
         TaskLibrary.load(path)
+    # Not numpy's fallback reason for a file that is neither .npz nor .npy ("contains
+    # pickled (object) data ... allow_pickle=", which suggested loading it unsafely).
+    assert str(error.value) == f"{path}: not a ProMP task library (not an .npz archive)"
 
 
 def test_loading_another_version_gives_a_clear_error(tmp_path, library):
