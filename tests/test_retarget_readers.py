@@ -289,6 +289,13 @@ def test_unsupported_and_missing_files(tmp_path):
     asf = write(tmp_path, "skel.asf", ":version 1.10\n:bonedata\n")
     with pytest.raises(MotionFormatError, match="skeleton without motion"):
         read_motion(asf)
+    # An AMC take without a skeleton: where to put it, in the terms of a command-line user.
+    lone = tmp_path / "alone"
+    lone.mkdir()
+    amc = write(lone, "take.amc", ":FULLY-SPECIFIED\n:DEGREES\n1\nroot 0 0 0 0 0 0\n")
+    with pytest.raises(MotionFormatError, match="cannot find its ASF skeleton: put it next to the take as "
+                                                "take.asf"):
+        read_motion(amc)
 
 
 @pytest.mark.parametrize("path", ["xsens_putaside_box/p5.csv", "cmu_bvh/115_06.bvh",

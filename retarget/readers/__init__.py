@@ -105,8 +105,9 @@ def read_motion(path, **opts) -> HumanMotion:
             opts["asf_path"] = opts.pop("skeleton")
         return read_asf_amc(path, **opts)
     if fmt == "asf":
-        raise MotionFormatError(f"{path}: an ASF file is a skeleton without motion: read its .amc take "
-                                "(read_motion(take.amc, skeleton=this.asf))")
+        raise MotionFormatError(f"{path}: an ASF file is a skeleton without motion: give one of its .amc takes "
+                                "(the skeleton is found next to the take, or in Python read_motion(take.amc, "
+                                "skeleton=this.asf))")
     if fmt == "bvh":
         return read_bvh(path, **opts)
     if fmt in ("vr-json", "vr-csv"):

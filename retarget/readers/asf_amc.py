@@ -327,4 +327,6 @@ def find_asf(amc_path) -> Path:
     local = sorted(amc_path.parent.glob("*.asf"))
     if len(local) == 1:
         return local[0]
-    raise error(amc_path, None, "cannot find its ASF skeleton: pass asf_path= (or skeleton=) explicitly")
+    raise error(amc_path, None, f"cannot find its ASF skeleton: put it next to the take as {amc_path.stem}.asf "
+                "(or as the folder's only .asf, or HDM05's ../skeletons/HDM_<performer>.asf); in Python, pass "
+                "asf_path=")
