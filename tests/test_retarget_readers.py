@@ -281,6 +281,8 @@ def test_unsupported_and_missing_files(tmp_path):
     assert_located(e, p, 1)
     with pytest.raises(MotionFormatError, match="no such file"):
         read_motion(tmp_path / "absent.bvh")
+    with pytest.raises(MotionFormatError, match=f"^{re.escape(str(tmp_path))}: a folder, not a motion file$"):
+        read_motion(tmp_path)                      # it said "no such file" of a folder that exists
     z = tmp_path / "fake.npz"
     z.write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(MotionFormatError) as e:

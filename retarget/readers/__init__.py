@@ -36,6 +36,8 @@ def sniff_format(path) -> str:
     """The format of a motion file: "npz", "mvnx", "amc", "asf", "bvh", "vr-json",
     "vr-csv" or "xsens-csv"; raises :class:`MotionFormatError` if none fits."""
     path = Path(path)
+    if path.is_dir():
+        raise MotionFormatError(f"{path}: a folder, not a motion file")
     if not path.is_file():
         raise MotionFormatError(f"{path}: no such file")
     ext = path.suffix.lower()
