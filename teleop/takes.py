@@ -148,6 +148,11 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
     bad = ~np.isfinite(traj.values).all(axis=1) | ~np.isfinite(traj.times)
     if bad.any():
         raise ValueError(f"non-finite values (NaN or inf) at frame {int(np.argmax(bad))} of {len(bad)}")
+    # Else these surface while learning, as "a demonstration needs >= 2 samples ...".
+    if len(traj.times) < 2:
+        raise ValueError(f"{len(traj.times)} frame: a take needs at least 2")
+    if not np.all(np.diff(traj.times) > 0):
+        raise ValueError(f"time does not increase at frame {int(np.argmax(np.diff(traj.times) <= 0)) + 1}")
     traj.label = label
     traj.source = str(path)
     return Take(path, label, performer_of(path), traj)

@@ -157,6 +157,19 @@ def test_retarget_a_motion_npz_with_nan_names_file_and_frame(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_train_on_a_one_frame_take_names_the_file(tmp_path, capsys):
+    """It said "a demonstration needs >= 2 samples with strictly increasing times", from the
+    learning, without saying which take."""
+    with np.load(SYNTHETIC / "squat" / "squat_0.npz") as data:
+        arrays = {key: data[key][:1] if data[key].ndim and len(data[key]) == 347 else data[key] for key in data.files}
+    (tmp_path / "data" / "squat").mkdir(parents=True)
+    take = tmp_path / "data" / "squat" / "one.npz"
+    np.savez(take, **arrays)
+    rc, _, err = run(capsys, "train", tmp_path / "data", "-o", tmp_path / "lib.npz")
+    assert rc == 1
+    assert error_line(err) == f"{take}: 1 frame: a take needs at least 2"
+
+
 # ---------------------------------------------------------------- 5./6. option values
 @pytest.mark.parametrize("value", ["-1", "0", "nan"])
 @pytest.mark.parametrize("command", [["train", "data"], ["eval", "promp", "--train", "d", "--test", "d"],
