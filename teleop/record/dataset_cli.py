@@ -17,8 +17,9 @@ writes as training data.
 
 Editing and MCAP: the format is append-only, so ``trim`` and ``label`` write a new complete
 file (``label`` without ``-o`` replaces FILE through a temporary file and an atomic rename,
-keeping every message; FILE cut short by a crash needs ``-o`` or ``--force``, as the damaged
-tail would be dropped). An existing ``-o`` file is never overwritten without ``--force``.
+keeping every message; a FILE without its footer, still being written or cut short by a
+crash, needs ``-o`` or ``--force``, as what is not readable yet would be lost). An existing
+``-o`` file is never overwritten without ``--force``.
 Crashed recordings are read as far as they are intact, by every subcommand.
 
 ``export`` writes ``OUTDIR/<task>/<recording>_<episode>.npz`` ReferenceTrajectory files, one
@@ -28,11 +29,14 @@ folder per task: the layout ``teleop train`` reads.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from teleop.cli import _stdout_closed, describe
 from teleop.cli_types import non_negative_float
+from teleop.data_args import check_out_folder
 
 from .export import NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in
 from .labels import add_episode, relabel_episode
@@ -138,18 +142,29 @@ def cmd_trim(args: argparse.Namespace) -> int:
 def _label_output(args: argparse.Namespace, recording: Recording) -> Path:
     """Where ``label`` writes: -o OUT (not over another file without --force), or FILE itself.
 
-    Replacing FILE keeps every readable message, so it is the default; but a FILE cut short
-    by a crash would lose its damaged tail, which a better repair might still read.
+    Replacing FILE keeps every readable message, so it is the default; but not for a FILE
+    without its footer (see :func:`_check_complete`).
     """
     output = Path(args.output or args.file)
     if output.exists() and output.resolve() == recording.path.resolve():
-        if recording.discarded_bytes and not args.force:
-            raise ValueError(f"{args.file} was cut short ({recording.discarded_bytes} bytes of damaged tail, "
-                             "which rewriting it would drop): write the labelled copy with -o OUT, "
-                             "or pass --force to replace FILE")
+        if not args.force:
+            _check_complete(args.file, recording)
         return output
     _check_output(output, args.force)
     return output
+
+
+def _check_complete(file: str, recording: Recording) -> None:
+    """Refuse to replace a FILE without its footer: a recorder still writing it would go on
+    writing to the replaced file, its data lost, and a crashed one would lose its damaged
+    tail, which a better repair might still read."""
+    if recording.complete:
+        return
+    tail = f", {recording.discarded_bytes} bytes of damaged tail" if recording.discarded_bytes else ""
+    raise ValueError(f"{file} is incomplete (no MCAP footer{tail}: still being written, or cut short by a "
+                     "crash): replacing it would lose what is not readable yet; label it once it is closed, "
+                     f"a crashed one after `teleop dataset recover {file} -o OUT`, or write the labelled copy "
+                     "with -o OUT (--force: replace it anyway)")
 
 
 def cmd_label(args: argparse.Namespace) -> int:
@@ -186,6 +201,7 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Labelled episodes -> OUTDIR/<task>/<recording>_<episode>.npz."""
+    check_out_folder(args.output, "-o")  # before the work, not when the first file is written
     result = export_episodes(args.paths, args.output, args.channel, use_message_time=args.message_time)
     for path in result.written:
         print(path)
@@ -228,13 +244,24 @@ def task_label(text: str) -> str:
     return text
 
 
+def _end_quietly() -> int:
+    """The reader of our output went away (`teleop dataset inspect FILE | head`): not an
+    error, as for `teleop info | head`. Python would report the pipe again when it flushes
+    stdout at exit: stdout goes to devnull."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Turn expected failures (bad file, unknown channel...) into a message and exit code 1."""
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
         except (RecordingFormatError, OSError, KeyError, ValueError, TypeError) as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            if isinstance(exc, BrokenPipeError) and _stdout_closed():
+                return _end_quietly()
+            # describe(): "FILE: No such file or directory", not "[Errno 2] ...: 'FILE'"
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else describe(exc)
             print(f"teleop dataset {args.dataset_command}: error: {message}", file=sys.stderr)
             return 1
     run.__doc__ = handler.__doc__
@@ -294,7 +321,8 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, metavar="OUT",
                    help="write a labelled copy here (default: replace FILE atomically, every message kept)")
     p.add_argument("--force", action="store_true",
-                   help="overwrite an existing OUT, or replace a FILE cut short by a crash (drops its damaged tail)")
+                   help="overwrite an existing OUT, or replace a FILE without its footer (still being written "
+                        "or cut short by a crash: what is not readable yet is lost)")
 
     p = _subcommand(sub, "export", cmd_export)
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or folders searched for .mcap files")

@@ -38,10 +38,16 @@ def window_ns(recording: Recording, start_s: float | None = None, end_s: float |
     if start_s is not None and end_s is not None and end_s < start_s:
         raise ValueError(f"{recording.path}: the end ({end_s:g} s) comes before the start ({start_s:g} s)")
     if stop_ns < start_ns or next(iter(recording.messages(None, start_ns, stop_ns + 1)), None) is None:
-        window = f"{(start_ns - origin) * 1e-9:g} s .. {(stop_ns - origin) * 1e-9:g} s"
-        raise ValueError(f"{recording.path}: no messages from {window} "
-                         f"(the recording lasts {recording.duration_s:.3f} s)")
+        raise ValueError(f"{recording.path}: no messages from {_requested_window(start_s, end_s)} "
+                         f"(the recording spans 0 s .. {recording.duration_s:.3f} s)")
     return start_ns, stop_ns
+
+
+def _requested_window(start_s: float | None, end_s: float | None) -> str:
+    """The window as asked for: the end before clipping, which would hide what was wrong."""
+    start = "the first message" if start_s is None else f"{start_s:g} s"
+    end = "the last message" if end_s is None else f"{end_s:g} s"
+    return f"{start} to {end}"
 
 
 def add_episode(recording: Recording, task: str, start_s: float | None = None,

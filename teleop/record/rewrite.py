@@ -5,7 +5,8 @@ a complete copy: same schemas, channels, metadata and messages (bytes, times and
 numbers untouched) within a log-time window, with the ``/episodes`` markers regenerated
 from a list of episodes clipped to the window, and a ``teleop.rewrite`` metadata record
 saying what was done. Writing over the source file goes through a temporary file and an
-atomic rename, so an interrupted edit leaves the original intact.
+atomic rename (onto the file a symlink points to, which stays a link), so an interrupted
+edit leaves the original intact.
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     in_place = output.exists() and output.resolve() == recording.path.resolve()
-    target = output.with_name(output.name + ".tmp") if in_place else output
+    # In place, the rename must land on the file itself: renamed onto a symlink naming it,
+    # the new file would replace the link and leave the recording it points to unchanged.
+    replaced = output.resolve() if in_place else output
+    target = replaced.with_name(replaced.name + ".tmp") if in_place else output
     markers = episode_markers(recording.episodes() if episodes is None else episodes, start_ns, end_ns)
     index = recording.index
     try:
@@ -113,7 +117,7 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
                 next_marker = next(pending, None)
             writer.finish()
         if in_place:
-            os.replace(target, output)
+            os.replace(target, replaced)
     except BaseException:
         if in_place and target.exists():
             target.unlink()
