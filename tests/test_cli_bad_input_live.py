@@ -74,6 +74,14 @@ def test_station_recordings_are_not_overwritten_without_force(capsys, tmp_path, 
 
 
 # ------------------------------------------------------------------ 2. silent robot / MVN stream
+@pytest.mark.parametrize("command", ["robot", "operator"])
+def test_a_missing_secret_file_is_the_station_commands_error(capsys, tmp_path, command):
+    """It said "teleop: error: ...", not which command failed."""
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--secret-file", str(tmp_path / "absent"), "--duration", "0.1"])
+    assert str(exit_.value.code).startswith(f"teleop {command}: error: secret file {tmp_path / 'absent'} does not exist")
+
+
 def test_operator_warns_when_neither_robot_nor_mvn_stream_is_there(capsys, secret):
     robot, mvn = free_udp_port(), free_udp_port()
     assert main(["operator", "--duration", "1.5", "--robot", f"127.0.0.1:{robot}", "--video-listen", "127.0.0.1:0",

@@ -170,13 +170,18 @@ def _check_record_target(args: argparse.Namespace) -> None:
         raise ValueError("--task NAME labels the recording: give --record FILE too")
 
 
-def _secret(path):
+def _secret(path, command: str):
     from teleop.net.secret import SecretError, load_secret
 
     try:
         return load_secret(path, create_default=True)
     except SecretError as exc:  # a user error: say what is wrong, no traceback
-        raise SystemExit(f"teleop: error: {exc}") from None
+        raise SystemExit(f"teleop {command}: error: {exc}") from None
+
+
+def _seconds(value: float) -> str:
+    """A delay for the status lines: "0.750 s", or "-" before any packet measured it (not "nan s")."""
+    return f"{value:.3f} s" if value == value else "-"
 
 
 def _loop(period: float, duration: float | None, body) -> None:
@@ -210,7 +215,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.video.sender import VideoSender
 
     library = TaskLibrary.load(args.library) if args.library else None
-    secret = _secret(args.secret_file)
+    secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
     endpoint = _bound("--listen", args.listen, lambda: UdpEndpoint(codec, args.listen, allow_remote=args.allow_remote))
     robot = RobotModel()
@@ -240,7 +245,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         if time.monotonic() - last_print[0] > 2.0:
             last_print[0] = time.monotonic()
             tel = station.telemetry()
-            print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {tel['tau_f_mean_s']:.3f} s "
+            print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {_seconds(tel['tau_f_mean_s'])} "
                   f"tau_b {tel['tau_b_s']:.3f} s  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms",
                   file=sys.stderr)
 
@@ -263,7 +268,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         timing = telemetry["controller_timing_ms"]
         print(f"accepted {network.get('accepted', 0)} packets ({dropped} dropped), whole-body control "
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
-              f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {telemetry['tau_f_mean_s']:.3f} s, "
+              f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
               f"tau_b {telemetry['tau_b_s']:.3f} s")
     return 0
 
@@ -316,7 +321,7 @@ def _run_operator(args: argparse.Namespace) -> int:
     from teleop.robot.target import robot_target
     from teleop.stations.operator_station import OperatorStation, OperatorStationConfig, VideoPath
 
-    secret = _secret(args.secret_file)
+    secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
     endpoint = _bound("--bind", args.bind, lambda: UdpEndpoint(codec, args.bind, allow_remote=args.allow_remote,
                                                                clock=WallClock()))
