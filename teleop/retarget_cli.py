@@ -79,6 +79,9 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.robot.target import robot_target
     from teleop.takes import read_motion_file
 
+    for option, given in (("--view", args.view), ("--no-zmp-correction", args.no_zmp_correction)):
+        if given and not args.execute:   # else silently ignored: the user expects a window or a raw CoM
+            raise ValueError(f"{option} is about playing the references on the robot: give --execute too")
     if args.file.is_dir():
         raise ValueError(f"{args.file} is a folder: teleop retarget takes one motion file "
                          "(teleop train, eval and trial read folders of takes)")

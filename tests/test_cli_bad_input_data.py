@@ -123,6 +123,14 @@ def test_hdm05_performer_filter_that_selects_nothing_lists_the_performers(capsys
 
 
 # ---------------------------------------------------------------- 3./4. retarget's input file
+@pytest.mark.parametrize("option", ["--view", "--no-zmp-correction"])
+def test_retarget_execute_options_without_execute_are_refused(tmp_path, capsys, option):
+    rc, _, err = run(capsys, "retarget", SYNTHETIC / "squat" / "squat_0.npz", option, "--out", tmp_path / "out")
+    assert rc == 1
+    assert error_line(err) == f"{option} is about playing the references on the robot: give --execute too"
+    assert not (tmp_path / "out").exists()
+
+
 def test_retarget_a_folder_says_it_takes_one_file(tmp_path, capsys):
     rc, _, err = run(capsys, "retarget", tmp_path, "--out", tmp_path / "out")
     assert rc == 1
