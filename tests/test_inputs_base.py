@@ -184,3 +184,18 @@ def test_operator_station_retargets_an_xsens_live_stream_over_loopback():
     # ...and they follow the operator: the squat begins within these poses (the first 20
     # frames of it move a reference by 3 cm), so the references move.
     assert np.ptp(np.array([r.to_flat() for r in sent]), axis=0).max() > 1e-3
+
+
+def test_an_xsens_csv_replay_plays_at_the_rate_it_is_given():
+    """An Xsens CSV export does not state its rate: the operator's file source read it at
+    100 Hz whatever it was, with no option to say otherwise (`teleop operator --rate-hz`)."""
+    from teleop.cli import build_parser
+    from teleop.stations.cli import _make_source
+    from tests.conftest import shared_data
+
+    take = shared_data("xsens_putaside_box", "p1.csv")
+    default = open_source(str(take))
+    args = build_parser().parse_args(["operator", "--input", str(take), "--rate-hz", "50"])
+    at_50 = _make_source(args)
+    assert np.allclose(np.diff(default.motion.times), 0.01) and np.allclose(np.diff(at_50.motion.times), 0.02)
+    assert at_50.motion.duration == pytest.approx(2 * default.motion.duration)

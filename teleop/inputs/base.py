@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
@@ -147,7 +148,8 @@ class GatedSource:
 
 
 def open_source(spec: str, *, speed: float = 1.0, loop: bool = False, seed: int = 0,
-                clock: Callable[[], float] | None = None, vr_config=None, allow_remote: bool = False) -> PoseSource:
+                clock: Callable[[], float] | None = None, vr_config=None, allow_remote: bool = False,
+                rate_hz: float | None = None) -> PoseSource:
     """Build a source from a command-line spec.
 
     ``synthetic`` (the synthetic operator, ``seed``), ``xsens-live[:PORT]`` or
@@ -155,7 +157,7 @@ def open_source(spec: str, *, speed: float = 1.0, loop: bool = False, seed: int 
     HOST than loopback needs ``allow_remote``: MVN usually runs on another PC),
     ``openvr`` (SteamVR; ``vr_config`` a :class:`~teleop.inputs.openvr_input.OpenVRConfig`
     or a JSON file), anything else: a motion file replayed at its true rate (``speed``,
-    ``loop``).
+    ``loop``; ``rate_hz`` [Hz] is the rate of an Xsens CSV export, which does not state it).
     """
     import time
 
@@ -175,5 +177,6 @@ def open_source(spec: str, *, speed: float = 1.0, loop: bool = False, seed: int 
         config = vr_config if isinstance(vr_config, OpenVRConfig) or vr_config is None else OpenVRConfig.load(vr_config)
         return OpenVRSource(config, clock=clock)
     from teleop.inputs.replay import FileReplay
+    from teleop.takes import read_motion_file
 
-    return FileReplay(spec, speed=speed, loop=loop, clock=clock)
+    return FileReplay(read_motion_file(Path(spec), rate_hz), speed=speed, loop=loop, clock=clock)

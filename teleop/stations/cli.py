@@ -61,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     op.add_argument("--speed", type=positive_float, default=1.0, help="replay speed factor for a file source")
     op.add_argument("--loop", action="store_true", help="loop a file source")
+    op.add_argument("--rate-hz", type=positive_float, default=None,
+                    help="rate of an Xsens CSV file source [Hz] (default 100: the export does not state it)")
     op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator")
     op.add_argument("--video-listen", type=address, default="127.0.0.1:9003", help="where to receive the robot's video")
     op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0, help="video jitter buffer length [s]")
@@ -279,7 +281,8 @@ def _make_source(args: argparse.Namespace):
 
     try:
         return open_source(args.source, speed=args.speed, loop=args.loop, seed=args.seed,
-                           vr_config=getattr(args, "vr_config", None), allow_remote=getattr(args, "allow_remote", False))
+                           vr_config=getattr(args, "vr_config", None), allow_remote=getattr(args, "allow_remote", False),
+                           rate_hz=getattr(args, "rate_hz", None))
     except (OpenVRUnavailable, OSError, ValueError) as exc:   # no SteamVR, port in use, bad file/spec
         message = str(exc)   # most name the file already: "--input F: F: no such file" says it twice
         where = "--input " if message.startswith(args.source) else f"--input {args.source}: "
