@@ -148,7 +148,16 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     def fail(message: str) -> SystemExit:
         return SystemExit(f"teleop calibrate-camera: error: {message}")
 
+    from teleop.data_args import check_output_location
+
     cols, rows = _board(args.board)
+    # The output is checked before the calibration, not when it is saved after it.
+    if args.out.is_dir():
+        raise fail(f"--out {args.out} is a folder: give the calibration file to write, e.g. {args.out / 'camera.json'}")
+    try:
+        check_output_location(args.out, "--out")
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     marker = args.marker_size or 0.75 * args.square_size
     if args.pattern == "charuco" and marker >= args.square_size:  # OpenCV would fail with a SystemError
         raise fail(f"--marker-size ({marker:g} m) must be smaller than --square-size ({args.square_size:g} m): "
@@ -284,6 +293,14 @@ def _run_jog(args: argparse.Namespace) -> int:
     return 0 if not summary["fell"] else 1
 
 
+def partial_path(out: Path) -> Path:
+    """The temporary file a video for ``out`` is written to before it is renamed to ``out``:
+    hidden, in the same folder (so the rename is atomic), with ``out``'s extension."""
+    import os
+
+    return out.parent / f".{out.name}.{os.getpid()}.partial{out.suffix}"
+
+
 def _make_test_video(args: argparse.Namespace) -> int:
     """``teleop jog --make-test-video OUT``: the tag of :func:`teleop.jog.render.demo_tag_trajectory`,
     filmed by a distortion-free 640x480 camera with ``--hfov`` (what ``teleop jog`` assumes
@@ -302,11 +319,21 @@ def _make_test_video(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if not args.json:
         print(f"rendering {int(round(duration * fps))} frames to {out}", file=sys.stderr, flush=True)
+    # Written to a temporary file beside OUT (same extension: OpenCV picks the container by
+    # it) and renamed into place when complete: an interrupted or failed run leaves the
+    # previous OUT (or none), not a truncated video.
+    partial = partial_path(out)
     try:
-        frames = write_tag_video(out, demo_tag_trajectory, duration, fps, tag_size_m=args.tag_size,
+        frames = write_tag_video(partial, demo_tag_trajectory, duration, fps, tag_size_m=args.tag_size,
                                  K=default_camera_matrix(640, 480, args.hfov), tag_id=tag_id)
+        partial.replace(out)
     except RuntimeError as exc:   # OpenCV has no writer for this container
-        raise SystemExit(f"teleop jog: error: {exc} (try .avi: MJPG, which every OpenCV build writes)") from None
+        partial.unlink(missing_ok=True)
+        message = str(exc).replace(str(partial), str(out))   # name the file the user gave
+        raise SystemExit(f"teleop jog: error: {message} (try .avi: MJPG, which every OpenCV build writes)") from None
+    except BaseException:         # Ctrl-C, SIGTERM, a full disk
+        partial.unlink(missing_ok=True)
+        raise
     command = f"teleop jog --camera {out}" + (f" --tag-size {args.tag_size:g}" if args.tag_size != 0.08 else "") \
         + (f" --hfov {args.hfov:g}" if args.hfov != 60.0 else "")
     if args.json:

@@ -26,8 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, help="recording to fit (.npz or .json)")
     p.add_argument("--make-test-recording", type=Path, metavar="OUT",
                    help="write a recording made with hidden perturbed parameters to OUT (.npz or .json)")
+    p.add_argument("--force", action="store_true",
+                   help="with --make-test-recording: overwrite OUT if it exists")
     p.add_argument("--perturb", type=non_negative_float, default=0.2,
-                   help="with --make-test-recording: hidden scales drawn in [1-P, 1+P] (default 0.2)")
+                   help="with --make-test-recording: hidden scales drawn in [1-P, 1+P], P < 0.7 (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="with --make-test-recording: seed (default 0)")
     p.add_argument("--duration", type=positive_float, default=3.0, help="with --make-test-recording: length [s] (default 3)")
     p.add_argument("--noise", type=non_negative_float, default=2e-4,
@@ -53,16 +55,42 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.robot.model import RobotModel
     from teleop.sim.actuator import ActuatorFileError, description_actuator_params, load_actuator_params, \
         write_actuator_params
-    from teleop.sim.calibration import DEFAULT_FIT, calibrate, check_recording, make_test_recording
-    from teleop.data_args import check_out_folder
+    from teleop.sim.calibration import DEFAULT_FIT, calibrate, check_recording, group_joints, make_test_recording
+    from teleop.data_args import check_out_folder, check_output_location
     from teleop.sim.recording_io import RecordingError, load_recording, save_recording
 
     if (args.data is None) == (args.make_test_recording is None):
         print("teleop calibrate-sim: error: give exactly one of --data RECORDING or --make-test-recording OUT",
               file=sys.stderr)
         return 2
+    out = args.make_test_recording
+    # Checked before any work: the recording is not made only to be refused when written.
+    problem = None
+    if out is not None:
+        if not 0.0 <= args.perturb < 0.7:
+            problem = f"--perturb must be in [0, 0.7), got {args.perturb:g}"
+        elif out.is_dir():
+            problem = f"--make-test-recording {out} is a folder: give a .npz or .json file"
+        elif out.suffix.lower() not in (".npz", ".json"):
+            problem = f"--make-test-recording {out}: unknown recording format (expected .npz or .json)"
+        elif out.exists() and not args.force:
+            problem = f"--make-test-recording {out} exists: pass --force to overwrite it, or choose another file"
+        else:
+            try:
+                check_output_location(out, "--make-test-recording")
+            except ValueError as exc:
+                problem = str(exc)
+    if problem:
+        print(f"teleop calibrate-sim: error: {problem}", file=sys.stderr)
+        return 2
     robot = RobotModel(args.robot)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
+    for group in groups or ():
+        try:
+            group_joints(robot, group)
+        except KeyError as exc:
+            print(f"teleop calibrate-sim: error: --groups {args.groups}: {exc.args[0]}", file=sys.stderr)
+            return 2
     fit = (("kp",) if args.fit_kp else ()) + DEFAULT_FIT
     try:
         nominal = load_actuator_params(args.params, robot.joint_names, robot.limits.effort) if args.params \
@@ -80,7 +108,9 @@ def _run(args: argparse.Namespace) -> int:
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
                            progress=not args.json, fit=fit)
     except (ActuatorFileError, RecordingError, KeyError, ValueError) as exc:
-        print(f"teleop calibrate-sim: error: {exc}", file=sys.stderr)
+        # A KeyError's str() is its message's repr (quoted): print the message itself.
+        print(f"teleop calibrate-sim: error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}",
+              file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     params_path = args.out / "fitted_actuator.toml"

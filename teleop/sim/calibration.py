@@ -59,7 +59,8 @@ def group_joints(robot: RobotModel, group: str) -> list[str]:
         return list(robot.description.groups[group])
     if group in robot.joint_names:
         return [group]
-    raise KeyError(f"{group!r} is neither a joint group {sorted(robot.description.groups)} nor a joint")
+    raise KeyError(f"{group} is neither a joint group ({', '.join(sorted(robot.description.groups))}) "
+                   f"nor a joint of {robot.description.name}")
 
 
 def group_links(robot: RobotModel, group: str) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="let the robot stand on its feet (default: base bolted to the world)")
     serve.add_argument("--no-clip", action="store_true", help="do not clip torques to the effort limits")
     serve.add_argument("--robot", default="icub", help="robot description (default: icub)")
-    serve.add_argument("--json", action="store_true", help="print each session report as JSON")
+    serve.add_argument("--json", action="store_true",
+                       help="print each session report as one JSON line (the listening banner goes to stderr)")
     serve.set_defaults(func=_serve)
 
     demo = lsub.add_parser("demo-client", help="run the demo joint-impedance controller against a server",
@@ -61,8 +63,10 @@ def _serve(args: argparse.Namespace) -> int:
         with LockstepServer(sim, joints, host=args.host, port=args.port, max_steps=args.max_steps,
                             command_timeout=args.timeout, clip_torques=not args.no_clip) as server:
             host, port = server.address
+            # With --json, stdout carries only the JSON session reports: the banner goes to stderr.
             print(f"lock-step server on {host}:{port}: {len(joints)} joints ({', '.join(names)}), "
-                  f"dt {sim.dt * 1000:g} ms; waiting for a controller", flush=True)
+                  f"dt {sim.dt * 1000:g} ms; waiting for a controller", flush=True,
+                  file=sys.stderr if args.json else sys.stdout)
             log = (lambda _msg: print(json.dumps(server.reports[-1].as_dict()), flush=True)) if args.json \
                 else (lambda msg: print(msg, flush=True))
             server.serve_forever(max_sessions=args.sessions, log=log)

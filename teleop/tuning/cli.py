@@ -59,6 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+def _fail(message: str) -> SystemExit:
+    """A one-line refusal with the prefix of the errors teleop.cli reports."""
+    return SystemExit(f"teleop tune: error: {message}")
+
+
 def _settings(args: argparse.Namespace):
     from teleop.tuning.experiment import ExperimentSettings
     from teleop.tuning.motions import read_human_motion
@@ -69,8 +74,8 @@ def _settings(args: argparse.Namespace):
     # Each override changes one setup only: without that setup it would silently do nothing.
     for option, value, number in (("--payload-kg", args.payload_kg, 4), ("--limited-torque", args.limited_torque, 3)):
         if value is not None and number not in args.setups:
-            raise SystemExit(f"{option} changes setup {number} only, which --setups {','.join(map(str, args.setups))} "
-                             f"does not run (add {number} to --setups)")
+            raise _fail(f"{option} changes setup {number} only, which --setups {','.join(map(str, args.setups))} "
+                        f"does not run (add {number} to --setups)")
     if args.payload_kg is not None:
         settings.payload_kg = args.payload_kg
     if args.limited_torque is not None:
@@ -87,14 +92,18 @@ def _settings(args: argparse.Namespace):
             # replace that method's row (and the optimiser's warm start) with the file's gains.
             label = path.stem if path.stem not in (*HEURISTICS, OPTIMISER) else f"{path.stem} (file)"
             if label in settings.extra_gains:
-                raise SystemExit(f"--gains: two files would both be the row {label!r}: rename one")
+                raise _fail(f"--gains: two files would both be the row {label!r}: rename one")
+            if path.is_dir():
+                raise _fail(f"--gains {path} is a folder: give a gains JSON file")
+            if not path.exists():
+                raise _fail(f"--gains {path}: no such file")
             try:
                 settings.extra_gains[label] = load_gains(path, LEFT_ARM)
             except (OSError, GainsFormatError) as exc:
-                raise SystemExit(f"--gains: {exc}") from None
+                raise _fail(f"--gains: {exc}") from None
             except UnicodeDecodeError:  # a binary file (an .npz, say): load_gains expects text
-                raise SystemExit(f"--gains: {path}: not a JSON gains file (binary content; expected a "
-                                 "PidConfiguration JSON file, see teleop/tuning/gains_io.py)") from None
+                raise _fail(f"--gains: {path}: not a JSON gains file (binary content; expected a "
+                            "PidConfiguration JSON file, see teleop/tuning/gains_io.py)") from None
     if args.evaluations is not None:
         settings.optimiser.max_evaluations = args.evaluations
     if args.speed is not None:
@@ -104,10 +113,10 @@ def _settings(args: argparse.Namespace):
         if text is not None:
             paths = tuple(Path(x.strip()) for x in text.split(",") if x.strip())
             if not paths:   # "" or ",": no motion to play (the setups would fail on an empty list)
-                raise SystemExit(f"{option}: expected comma-separated motion files, got {text!r}")
+                raise _fail(f"{option}: expected comma-separated motion files, got {text!r}")
             missing = [str(x) for x in paths if not x.exists()]
             if missing:
-                raise SystemExit(f"motion file(s) not found: {', '.join(missing)}")
+                raise _fail(f"{option} {', '.join(missing)}: no such file{'s' if len(missing) > 1 else ''}")
             for path in paths:   # read now, not minutes later when a setup starts
                 read_human_motion(path)
             setattr(settings, attr, paths)
@@ -116,7 +125,7 @@ def _settings(args: argparse.Namespace):
 
 def _run(args: argparse.Namespace) -> int:
     from teleop.tuning.experiment import run_experiment
-    from teleop.tuning.report import format_report, json_summary, plot_errors, save_outputs
+    from teleop.tuning.report import format_report, json_summary, plot_errors, remove_stale_outputs, save_outputs
 
     numbers = args.setups
     settings = _settings(args)
@@ -132,6 +141,11 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_save:
         files = save_outputs(results, args.out)
         files += [plot_errors(r, args.out / f"setup{n}_errors.png") for n, r in results.items()]
+        # After the new outputs are written (an interrupted run leaves the old ones whole).
+        removed = remove_stale_outputs(args.out, results)
+        if removed and not args.json:
+            print(f"removed {len(removed)} file(s) an earlier run wrote in {args.out}/ for setups or methods "
+                  "this run did not redo (summary.json lists what is current)", file=sys.stderr)
     if args.json:
         print(json.dumps(json_summary(results)))
     else:

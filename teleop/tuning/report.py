@@ -119,6 +119,49 @@ def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
     return written
 
 
+#: The files :func:`save_outputs` writes in each ``setup<N>/<method>/``: the gains, the
+#: evaluation and one recording per motion of run_setup's evaluation ("dance", "step").
+METHOD_FILES = ("gains.json", "evaluation.json", "dance.json", "step.json")
+
+
+def remove_stale_outputs(out: Path, results: dict[int, dict]) -> list[Path]:
+    """Remove the outputs an earlier run left in ``out`` that this run (``results``) did not
+    rewrite, so that no setup or method missing from the new summary.json is left beside
+    it: ``setup<N>_errors.png`` of the setups not run, and in each ``setup<N>/<method>/``
+    not written now, the files of :data:`METHOD_FILES`; then the folders this emptied.
+    Only those names are removed: any other file (and so its folder) stays. Returns the
+    files removed."""
+    from teleop.tuning.setups import SETUPS
+
+    def is_folder(path: Path) -> bool:
+        return path.is_dir() and not path.is_symlink()
+
+    removed: list[Path] = []
+    for n in SETUPS:
+        plot = out / f"setup{n}_errors.png"
+        if n not in results and plot.is_file():
+            plot.unlink()
+            removed.append(plot)
+        folder = out / f"setup{n}"
+        if not is_folder(folder):
+            continue
+        current = set(results[n]["recordings"]) if n in results else set()
+        emptied = False
+        for method in sorted(folder.iterdir()):
+            if method.name in current or not is_folder(method):
+                continue
+            ours = [method / name for name in METHOD_FILES if (method / name).is_file()]
+            for path in ours:
+                path.unlink()
+            removed += ours
+            if ours and not any(method.iterdir()):
+                method.rmdir()
+                emptied = True
+        if emptied and not any(folder.iterdir()):
+            folder.rmdir()
+    return removed
+
+
 def plot_errors(result: dict, path: Path) -> Path:
     """Error SP − PV [deg] over time, per joint (rows) for the motion and the step animation
     (columns), one line per method. Written as PNG."""
