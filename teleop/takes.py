@@ -90,8 +90,11 @@ def list_take_files(root: Path) -> list[tuple[Path, str]]:
         out = [(f, root.name) for f in _motion_files(root)]
     if not out:
         suffixes = ", ".join(sorted(MOTION_SUFFIXES))
+        recordings = [*root.glob("*.mcap"), *root.glob("*/*.mcap")]
+        hint = (f"; its {len(recordings)} .mcap recording(s) need `teleop dataset export {root} -o DIR` first"
+                if recordings else "")
         raise FileNotFoundError(f"{root}: no motion files ({suffixes}) in it or in its task folders, "
-                                "and no Xsens pN.csv files")
+                                f"and no Xsens pN.csv files{hint}")
     return out
 
 
@@ -130,6 +133,9 @@ def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
     """:func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens CSV files (which do
     not state their rate)."""
     path = Path(path)
+    if path.suffix.lower() == ".mcap":
+        raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
+                         f"(teleop dataset export {path} -o DIR) and give DIR")
     # By content, not by suffix: an Xsens export saved as .txt needs the rate too, and an
     # AMC file (which the readers also give a rate) keeps its own 120 Hz default.
     opts = {"rate_hz": rate_hz} if rate_hz and sniff_format(path) == "xsens-csv" else {}

@@ -24,7 +24,7 @@ def basis_count(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    train = sub.add_parser("train", help="learn a ProMP task library from folders of motion files or recordings",
+    train = sub.add_parser("train", help="learn a ProMP task library from folders of motion files (recordings: teleop dataset export first)",
                            description="Retarget every take (one folder per task, or Xsens pN.csv files) to robot "
                                        "references, cut each to its moving part and learn one ProMP per task.")
     train.add_argument("data", nargs="+", type=Path, help="folders of takes: one folder per task (the hdm05 layout), Xsens "

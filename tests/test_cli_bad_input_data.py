@@ -165,6 +165,21 @@ def test_retarget_a_motion_npz_with_nan_names_file_and_frame(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_train_on_recordings_says_to_export_them_first(tmp_path, capsys):
+    """`teleop --help` says train learns from recordings: from what `dataset export` makes of
+    them. A .mcap given directly, or a folder of them, said "unsupported motion format" /
+    "no motion files" without the way forward."""
+    recording = tmp_path / "rec" / "session.mcap"
+    assert main(["record", "-o", str(recording), "--duration", "0.2"]) == 0
+    capsys.readouterr()
+    rc, _, err = run(capsys, "train", recording, "-o", tmp_path / "lib.npz")
+    assert rc == 1 and error_line(err) == (f"{recording}: a recording, not a motion file: export its labelled "
+                                           f"episodes first (teleop dataset export {recording} -o DIR) and give DIR")
+    rc, _, err = run(capsys, "train", tmp_path / "rec", "-o", tmp_path / "lib.npz")
+    assert rc == 1 and error_line(err).endswith(f"; its 1 .mcap recording(s) need `teleop dataset export "
+                                                f"{tmp_path / 'rec'} -o DIR` first")
+
+
 def test_train_on_a_one_frame_take_names_the_file(tmp_path, capsys):
     """It said "a demonstration needs >= 2 samples with strictly increasing times", from the
     learning, without saying which take."""
