@@ -8,6 +8,22 @@ import pytest
 from teleop.sim.simulator import GRAVITY, Simulation
 
 
+def one_joint_displacement(robot, joint: int, torque: float, t: float) -> float:
+    """Angle [rad] a joint moves in ``t`` [s] from rest under ``torque`` [N m], alone (the
+    others held) against gravity and the URDF's joint damping b: I qdd = tau - g - b qd, so
+    (tau - g) / b * (t - T (1 - exp(-t / T))), T = I / b, with I and g from pinocchio at the
+    home configuration (the elbow: 3 N m against ~0.7 N m of gravity, +0.13 rad in 0.1 s)."""
+    import pinocchio as pin
+
+    e = 6 + joint
+    q0 = robot.home_configuration()
+    data = robot.model.createData()
+    inertia = pin.crba(robot.model, data, q0)[e, e]
+    gravity = pin.computeGeneralizedGravity(robot.model, data, q0)[e]
+    b = robot.model.damping[e]
+    return (torque - gravity) / b * (t - inertia / b * (1 - np.exp(-t * b / inertia)))
+
+
 @pytest.fixture(scope="module")
 def explicit(robot):
     with Simulation(robot, visual=False, servo="explicit") as sim:
@@ -80,20 +96,8 @@ def test_torque_mode_api_on_the_explicit_servo(robot, explicit):
     sim.apply_joint_torques(np.array([3.0]), elbow)  # held until changed
     sim.step(100)
     assert sim.applied_joint_torques()[elbow[0]] == 3.0  # the caller's torque, as given
-    # The elbow alone, against gravity and the URDF's joint damping b (the other joints are
-    # held): I qdd = tau - g - b qd from rest, so after t the angle moved
-    # (tau - g) / b * (t - T (1 - exp(-t / T))), T = I / b; I and g from pinocchio at the
-    # start (3 N m against ~0.7 N m of gravity: the forearm flexes, +0.13 rad in 0.1 s).
-    import pinocchio as pin
-
-    e = 6 + elbow[0]
-    q0 = robot.home_configuration()
-    data = robot.model.createData()
-    inertia = pin.crba(robot.model, data, q0)[e, e]
-    gravity = pin.computeGeneralizedGravity(robot.model, data, q0)[e]
-    b, t = robot.model.damping[e], 100 * sim.dt
-    expected = (3.0 - gravity) / b * (t - inertia / b * (1 - np.exp(-t * b / inertia)))
     # Measured 0.5 % off; 10 %: gravity changes as the forearm turns, the held shoulder is not rigid.
+    expected = one_joint_displacement(robot, elbow[0], 3.0, 100 * sim.dt)
     assert sim.joint_positions()[elbow[0]] - before == pytest.approx(expected, rel=0.10)
     # Re-arming holds the current angle: nothing jumps.
     sim.set_torque_mode(False, elbow)
@@ -130,8 +134,6 @@ def test_a_joint_torque_is_held_over_a_multi_step_call_whichever_servo(robot, se
     """apply_joint_torques once, then step(100): the torque acts for all 100 physics steps
     (pybullet clears a TORQUE_CONTROL force after each step; with its motors it used to act
     for the first step only, and the forearm fell, -0.04 rad, instead of rising +0.13)."""
-    import pinocchio as pin
-
     elbow = robot.joint_index("r_elbow")
     with Simulation(robot, visual=False, fixed_base=True, servo=servo) as sim:
         sim.step(100)
@@ -140,16 +142,7 @@ def test_a_joint_torque_is_held_over_a_multi_step_call_whichever_servo(robot, se
         sim.apply_joint_torques(np.array([3.0]), np.array([elbow]))
         sim.step(100)
         moved = sim.joint_positions()[elbow] - before
-        # The one-joint model of test_torque_mode_api_on_the_explicit_servo (the fixed base
-        # at home: the same elbow inertia and gravity).
-        e = 6 + elbow
-        q0 = robot.home_configuration()
-        data = robot.model.createData()
-        inertia = pin.crba(robot.model, data, q0)[e, e]
-        gravity = pin.computeGeneralizedGravity(robot.model, data, q0)[e]
-        b, t = robot.model.damping[e], 100 * sim.dt
-        expected = (3.0 - gravity) / b * (t - inertia / b * (1 - np.exp(-t * b / inertia)))
-        assert moved == pytest.approx(expected, rel=0.10)
+        assert moved == pytest.approx(one_joint_displacement(robot, elbow, 3.0, 100 * sim.dt), rel=0.10)
         # Switching torque mode off and on again starts from zero torque, not the old 3 N m:
         # the forearm falls under gravity.
         sim.set_torque_mode(False, np.array([elbow]))
