@@ -210,6 +210,16 @@ station's compensator does not use it (``CompensatorConfig.estimator``): the exe
 prediction is a command, and its windowed error in `teleop trial` was mixed on the inner
 folds (learn bk -> test dg 4.72 -> 4.64 cm at 1.5 s, 4.48 -> 4.41 at 3 s; dg -> bk 4.34 ->
 4.80, 4.01 -> 4.01; synthetic 1.87 -> 1.82, 1.52 -> 1.60).
+
+After the eighth round, no setting changed, the data did: retargeting made the posture
+offsets continuous in time (:func:`retarget.quat.unwrap_angles`), where a shoulder twist
+carried past +-pi on two HDM05 throwBasketball takes (bk 006, dg 008: the arm overhead) had
+jumped by 2 pi in the training data. Held out bd / bk / dg, recognition after 1/4 0.914 /
+0.892 / 0.943 -> 0.943 / 0.919 / 0.943 (after 1/2 0.971 / 0.946 / 1.0), remainder after 1/2
+5.33 / 5.55 / 4.68 -> 5.28 / 5.54 / 4.74 cm, coverage unchanged; the `teleop trial` figures
+moved by at most 0.01 cm. The CoM and neck down-weighting (sixth round) then leaves bk at
+0.919 after 1/4. Bridging the remaining one-frame flips of the hand (HDM05's rhand channel
+turning by ~180 degrees within a frame on four throwBasketball takes) changed nothing.
 """
 
 from __future__ import annotations
