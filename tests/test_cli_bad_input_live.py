@@ -74,6 +74,25 @@ def test_station_recordings_are_not_overwritten_without_force(capsys, tmp_path, 
 
 
 # ------------------------------------------------------------------ 2. silent robot / MVN stream
+def test_an_operator_that_fails_to_start_leaves_no_web_viewer_or_socket_open(capsys, secret):
+    """A bad --input after the web viewer had started: the viewer thread and its port, and the
+    UDP sockets, stayed open in the process (a second attempt found the port in use)."""
+    import threading
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        web_port = probe.getsockname()[1]
+    before = {t.name for t in threading.enumerate()}
+    for _ in range(2):
+        with pytest.raises(SystemExit, match="no such file"):
+            main(["operator", "--view", "web", "--port", str(web_port), "--input", "/nonexistent/take.npz",
+                  "--robot", f"127.0.0.1:{free_udp_port()}", "--video-listen", "127.0.0.1:0",
+                  "--secret-file", str(secret), "--duration", "0.1"])
+    assert {t.name for t in threading.enumerate()} <= before
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as again:
+        again.bind(("127.0.0.1", web_port))                    # free again
+
+
 @pytest.mark.parametrize("command", ["robot", "operator"])
 def test_a_missing_secret_file_is_the_station_commands_error(capsys, tmp_path, command):
     """It said "teleop: error: ...", not which command failed."""

@@ -155,3 +155,55 @@ def test_recorder_closed_without_close_leaves_a_readable_file(tmp_path):
     assert not recording.complete and recording.message_count == 51
     rec.close()
     assert open_recording(path).complete
+
+
+def test_an_interrupt_while_closing_still_finishes_the_file(tmp_path):
+    """A second Ctrl-C / SIGTERM arriving while close() waited for the writer thread used to
+    abandon it: the interpreter killed the daemon thread mid-summary, no footer."""
+    path = tmp_path / "interrupted.mcap"
+    rec = Recorder(path)
+    for i in range(200):
+        rec.log("references", RobotReferences.from_flat(i * 0.01, np.zeros(FLAT_SIZE)), log_time_ns=i * 10_000_000)
+    writer = rec._thread
+
+    class InterruptedOnce:                      # the signal lands in the first join()
+        calls = 0
+
+        def is_alive(self):
+            return writer.is_alive()
+
+        def join(self):
+            InterruptedOnce.calls += 1
+            if InterruptedOnce.calls == 1:
+                raise KeyboardInterrupt
+            writer.join()
+
+    rec._thread = InterruptedOnce()
+    with pytest.raises(KeyboardInterrupt):
+        rec.close()
+    recording = open_recording(path)
+    assert recording.complete and len(list(recording.messages("references"))) == 200
+
+
+def test_record_command_survives_a_duplicate_sigterm(tmp_path):
+    """`timeout` and service managers send SIGTERM twice; `teleop record` had its own handler,
+    so the second one interrupted close(): a traceback and (mostly) a file without footer."""
+    path = tmp_path / "twice.mcap"
+    proc = subprocess.Popen([sys.executable, "-m", "teleop", "record", "-o", str(path), "--task", "wave"],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        for _ in range(600):                     # bounded wait for the first flush (polls, not time)
+            if path.exists() and path.stat().st_size > 2000:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.001)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "(interrupted)" in out
+    assert open_recording(path).complete

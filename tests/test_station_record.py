@@ -187,3 +187,30 @@ def test_sigterm_stops_both_stations_cleanly(tmp_path):
     recording = open_recording(robot_file)
     assert recording.complete
     assert recording.channel("/commands/delivered").count > 50
+
+
+def test_a_recording_that_fails_mid_session_is_reported_then_and_the_statistics_still_come():
+    """A full disk (here the file-size limit) stopped the recording after 1.5 s; the station
+    ran on for the rest of the session without a word, then ended in a traceback with no
+    statistics."""
+    import resource
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "session.mcap"
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TELEOP_SECRET": "ab" * 32}
+
+        def limit_file_size():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+
+        proc = subprocess.run([sys.executable, "-m", "teleop", "operator", "--robot", f"127.0.0.1:{_free_port()}",
+                               "--video-listen", "127.0.0.1:0", "--record", str(path), "--duration", "4"],
+                              cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
+                              preexec_fn=limit_file_size)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    failed = [k for k, line in enumerate(lines) if line.startswith(f"[operator] error: recording to {path} stopped")]
+    assert len(failed) == 1 and "the session goes on unrecorded" in lines[failed[0]]
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("sent ")                          # the statistics, then the error
+    assert lines[-2].startswith(f"teleop operator: error: {path}: recording failed")

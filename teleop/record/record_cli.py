@@ -12,9 +12,7 @@ closed with its summary. A SIGKILL leaves a file that ``teleop dataset recover``
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterable
 from datetime import datetime
@@ -48,6 +46,8 @@ def record_from_source(items: Iterable[SourceItem], recorder: Recorder, *, durat
         else:
             recorder.log(channel, message, log_time_ns=log_ns)
         handled += 1
+        if recorder.error is not None:   # a full disk: stop now, not at the end of the session
+            break
         if deadline is not None and clock_ns() >= deadline:
             break
     return handled
@@ -81,10 +81,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-class _Stop(Exception):
-    pass
-
-
 def run(args: argparse.Namespace) -> int:
     """Record according to parsed options; returns the exit code."""
     if args.source not in SOURCES:
@@ -100,26 +96,21 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     items = SOURCES[args.source](args)
-    previous_handler = None
-    if threading.current_thread() is threading.main_thread():
-        def _on_sigterm(signum, frame):
-            raise _Stop()
-        previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     recorder = Recorder(output, flush_interval_s=args.flush_interval,
                         metadata={"source": args.source, "command": "teleop record"})
     interrupted = False
+    # Ctrl-C and SIGTERM arrive as KeyboardInterrupt (teleop.cli.sigterm_as_interrupt, which
+    # also ignores the duplicate signal `timeout` sends): the file is finished either way.
     try:
         if args.task:
             recorder.start_episode(args.task)
         record_from_source(items, recorder, duration_s=args.duration)
-    except (KeyboardInterrupt, _Stop):
+    except KeyboardInterrupt:
         interrupted = True
     finally:
         if hasattr(items, "close"):
             items.close()
         stats = recorder.close()
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
     drops = f", {stats.dropped_total} dropped" if stats.dropped_total else ""
     print(f"{output}: {stats.written} messages{drops}{' (interrupted)' if interrupted else ''}")
     return 0
@@ -129,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point for ``teleop record`` on its own (tests, ``python -m``)."""
     parser = argparse.ArgumentParser(prog="teleop record", description=__doc__.split("\n\n")[0].replace("``", ""))
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    from teleop.cli import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return run(args)
 
 
 if __name__ == "__main__":

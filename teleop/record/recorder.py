@@ -112,8 +112,9 @@ _TIME_LIMIT_NS = 1 << 64
 _SEQUENCE_MASK = (1 << 32) - 1
 
 
-class RecordingWriteError(RuntimeError):
-    """The writer thread failed (disk full, file removed...); raised by :meth:`Recorder.close`."""
+class RecordingWriteError(OSError):
+    """The writer thread failed (disk full, file removed...); raised by :meth:`Recorder.close`.
+    An OSError: what the commands report as a user-facing error, not a traceback."""
 
 
 @dataclass
@@ -345,13 +346,27 @@ class Recorder:
         if self._thread is not None:
             self._queue.put((_STOP,))
             self._wake.set()
-            self._thread.join()
+            self._join_writer()
         else:
             with self._lock:
                 self._finish()
         if self._error is not None:
             raise RecordingWriteError(f"{self.path}: recording failed: {self._error!r}") from self._error
         return self.stats()
+
+    def _join_writer(self) -> None:
+        """Wait for the writer thread to finish the file, even through Ctrl-C / SIGTERM: the
+        interpreter kills a daemon thread at exit, and one stopped in the middle of writing
+        the summary leaves a file without its footer. An interruption is raised again once
+        the file is complete."""
+        interrupted: KeyboardInterrupt | None = None
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
 
     def __enter__(self) -> "Recorder":
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import socket
 import sys
@@ -181,6 +182,18 @@ def _secret(path, command: str):
         raise SystemExit(f"teleop {command}: error: {exc}") from None
 
 
+def _close_recording(recording) -> OSError | None:
+    """Close a station's recording (None: none); its failure (a full disk) is returned, to be
+    reported after the session's statistics, not instead of them."""
+    if recording is None:
+        return None
+    try:
+        recording.close()
+    except OSError as exc:
+        return exc
+    return None
+
+
 def _seconds(value: float) -> str:
     """A delay for the status lines: "0.750 s", or "-" before any packet measured it (not "nan s")."""
     return f"{value:.3f} s" if value == value else "-"
@@ -220,48 +233,49 @@ def _run_robot(args: argparse.Namespace) -> int:
     secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
     endpoint = _bound("--listen", args.listen, lambda: UdpEndpoint(codec, args.listen, allow_remote=args.allow_remote))
-    robot = RobotModel()
-    sim = Simulation(robot, gui=args.gui, visual=args.gui)
-    scene = add_to_simulation(sim, static=True)
-    camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(320, 240), scene=scene)
-    sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0])
-    config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout)
-    recording = None
-    if args.record:
-        from teleop.stations.recording import RobotRecording
+    # Every resource is closed however the station ends, a failed start included.
+    with contextlib.ExitStack() as resources:
+        resources.callback(endpoint.close)
+        robot = RobotModel()
+        sim = Simulation(robot, gui=args.gui, visual=args.gui)
+        resources.callback(sim.close)
+        scene = add_to_simulation(sim, static=True)
+        camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(320, 240), scene=scene)
+        sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0])
+        resources.callback(sender.close)
+        config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout)
+        recording = None
+        if args.record:
+            from teleop.stations.recording import RobotRecording
 
-        recording = RobotRecording(args.record, endpoint.clock, robot.joint_names, metadata={"command": "teleop robot"},
-                                   task=args.task)
-    station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint, robot, sim, library, config,
-                           video_out=recording.video_out(sender) if recording else
-                           (lambda image, t: sender.send_image(image[:, :, ::-1], t)), render=camera.render)
-    host, port = endpoint.address[:2]
-    print(f"robot station listening on {host}:{port}, video to {args.video_to}, "
-          f"compensation {'on: ' + str(args.library) if library else 'off'}", file=sys.stderr)
-    last_print = [time.monotonic()]
+            recording = RobotRecording(args.record, endpoint.clock, robot.joint_names, metadata={"command": "teleop robot"},
+                                       task=args.task)
+            resources.callback(recording.close)     # if the session fails: closed below otherwise
+        station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint, robot, sim, library, config,
+                               video_out=recording.video_out(sender) if recording else
+                               (lambda image, t: sender.send_image(image[:, :, ::-1], t)), render=camera.render)
+        host, port = endpoint.address[:2]
+        print(f"robot station listening on {host}:{port}, video to {args.video_to}, "
+              f"compensation {'on: ' + str(args.library) if library else 'off'}", file=sys.stderr)
+        last_print = [time.monotonic()]
 
-    def tick():
-        record = station.tick()
-        if recording is not None:
-            recording.after_tick(station, record)
-        if time.monotonic() - last_print[0] > 2.0:
-            last_print[0] = time.monotonic()
-            tel = station.telemetry()
-            print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {_seconds(tel['tau_f_mean_s'])} "
-                  f"tau_b {tel['tau_b_s']:.3f} s  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms",
-                  file=sys.stderr)
+        def tick():
+            record = station.tick()
+            if recording is not None:
+                recording.after_tick(station, record)
+            if time.monotonic() - last_print[0] > 2.0:
+                last_print[0] = time.monotonic()
+                tel = station.telemetry()
+                print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {_seconds(tel['tau_f_mean_s'])} "
+                      f"tau_b {tel['tau_b_s']:.3f} s  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms",
+                      file=sys.stderr)
 
-    try:
-        _loop(station.dt, args.duration, tick)
-    except KeyboardInterrupt:
-        pass
-    finally:
+        try:
+            _loop(station.dt, args.duration, tick)
+        except KeyboardInterrupt:
+            pass
         telemetry = station.telemetry()
-        if recording is not None:
-            recording.close()
-        sender.close()
-        endpoint.close()
-        sim.close()
+        recording_error = _close_recording(recording)
     if args.json:
         print(json.dumps(telemetry, default=float))
     else:
@@ -272,6 +286,8 @@ def _run_robot(args: argparse.Namespace) -> int:
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
               f"tau_b {telemetry['tau_b_s']:.3f} s")
+    if recording_error is not None:
+        raise recording_error
     return 0
 
 
@@ -328,118 +344,117 @@ def _run_operator(args: argparse.Namespace) -> int:
     codec = PacketCodec(secret)
     endpoint = _bound("--bind", args.bind, lambda: UdpEndpoint(codec, args.bind, allow_remote=args.allow_remote,
                                                                clock=WallClock()))
-    viewer = None
-    station = video = None  # bound below; the viewer's providers read them when a page asks
-    if args.view == "web":
-        from teleop.video.robot_view import RobotPoseView
-        from teleop.video.web import VideoWebViewer
+    # Every resource is closed however the station ends, including a failed start (a bad
+    # --input, a port in use), which used to leave the web viewer and the sockets open.
+    with contextlib.ExitStack() as resources:
+        resources.callback(endpoint.close)
+        viewer = None
+        station = video = None  # bound below; the viewer's providers read them when a page asks
+        if args.view == "web":
+            from teleop.video.robot_view import RobotPoseView
+            from teleop.video.web import VideoWebViewer
 
-        # 3D view: ghost (operator's current references), actual and predicted robot pose
-        # (measured / commanded q of the FEEDBACK packets).
-        pose_view = RobotPoseView()
-        viewer = VideoWebViewer(port=args.port, streams=("left",), title="Teleoperation: operator view",
-                                robot_pose_provider=lambda: pose_view.from_station(station),
-                                stats_provider=lambda: _operator_view_stats(station, video, endpoint))
-        _bound("--port", args.port, viewer.start)
-        print(f"web viewer on {viewer.url}", file=sys.stderr)   # the port bound (--port 0: any free one)
-    headset = recording = None
-    if args.view == "headset":
-        from teleop.inputs.openvr_input import OpenVRUnavailable
-        from teleop.video.openvr_display import HeadsetDisplay
+            # 3D view: ghost (operator's current references), actual and predicted robot pose
+            # (measured / commanded q of the FEEDBACK packets).
+            pose_view = RobotPoseView()
+            viewer = VideoWebViewer(port=args.port, streams=("left",), title="Teleoperation: operator view",
+                                    robot_pose_provider=lambda: pose_view.from_station(station),
+                                    stats_provider=lambda: _operator_view_stats(station, video, endpoint))
+            _bound("--port", args.port, viewer.start)
+            resources.callback(viewer.stop)
+            print(f"web viewer on {viewer.url}", file=sys.stderr)   # the port bound (--port 0: any free one)
+        headset = recording = None
+        if args.view == "headset":
+            from teleop.inputs.openvr_input import OpenVRUnavailable
+            from teleop.video.openvr_display import HeadsetDisplay
+
+            try:
+                headset = HeadsetDisplay()
+            except OpenVRUnavailable as exc:
+                print(f"teleop operator: error: --view headset: {exc}", file=sys.stderr)
+                return 1     # what is missing is SteamVR, not a usage error: as for --input openvr
+            resources.callback(headset.close)
+
+        def on_display(frame, now):
+            if viewer is not None:
+                viewer.publish_jpeg("left", frame.payload)
+            if headset is not None:
+                from teleop.stations.recording import camera_name
+
+                headset.show_jpeg(camera_name(frame.timing.stream_id), frame.payload)
+            if recording is not None:
+                recording.camera_frame(frame, now)
+
+        video = _bound("--video-listen", args.video_listen,
+                       lambda: VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen), on_display,
+                                         verify=video_mac(secret)[1]))
+        resources.callback(video.close)
+        from teleop.inputs.base import GatedSource
+        from teleop.stations.recording import input_event_handler
+
+        source = raw_source = _make_source(args)
+        if hasattr(source, "close"):
+            resources.callback(source.close)
+        if args.record:
+            # Opened once the ports and the input are there: a station that cannot start (a
+            # typo in --input, a port in use) leaves no empty recording behind to refuse the
+            # next run without --force.
+            from teleop.stations.recording import OperatorRecording
+
+            recording = OperatorRecording(args.record, endpoint.clock, metadata={"command": "teleop operator",
+                                                                                 "input": args.source}, task=args.task)
+            resources.callback(recording.close)     # if the session fails: closed below otherwise
+        # Pause / emergency stop buttons gate what is sent; calibrate and record act on the station.
+        source = GatedSource(recording.wrap_source(source) if recording else source,
+                             on_event=lambda event: handle_event(event))
+        station = OperatorStation(endpoint, robot_address, source, robot_target(RobotModel()), video,
+                                  OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
+        handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
+        watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
+                                 f"feedback or video from the robot at {args.robot}", "is `teleop robot` running there?")]
+        from teleop.inputs.xsens_live import XsensLiveSource
+
+        if isinstance(raw_source, XsensLiveSource):
+            watches.append(_SilenceWatch(lambda: raw_source.stats["samples"],
+                                         f"MVN poses received on port {raw_source.address[1]}",
+                                         raw_source.pose_stream_hint))
+
+        lost: list[tuple[str, ...]] = [()]
+        ended = [False]
+        warned_auth = [False]
+
+        def tick():
+            video.poll_socket()
+            refs = station.tick()
+            for watch in watches:
+                watch.check()
+            rejected = video.receiver.stats.malformed
+            if not warned_auth[0] and rejected["auth"] + rejected["unauthenticated"] >= 20:
+                # The robot's video arrives but is not signed with our secret: the usual cause of
+                # a robot that seems to be there and never answers (it drops our packets too).
+                warned_auth[0] = True
+                print("[operator] warning: the video arriving fails authentication: do both stations use the same "
+                      "secret (TELEOP_SECRET or --secret-file)?", file=sys.stderr)
+            if not ended[0] and getattr(raw_source, "finished", False):   # a file replayed without --loop
+                ended[0] = True
+                print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
+                      "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
+            if station.missing_segments != lost[0]:   # a VR device lost or back: say so once
+                lost[0] = station.missing_segments
+                print(f"[operator] {', '.join(lost[0])} not tracked: nothing sent, the robot holds its pose"
+                      if lost[0] else "[operator] all tracked again: sending", file=sys.stderr)
+            if recording is not None:
+                if refs is not None:
+                    recording.references(refs)
+                recording.after_tick(endpoint, video)
 
         try:
-            headset = HeadsetDisplay()
-        except OpenVRUnavailable as exc:
-            print(f"teleop operator: error: --view headset: {exc}", file=sys.stderr)
-            endpoint.close()
-            return 1     # what is missing is SteamVR, not a usage error: as for --input openvr
-
-    def on_display(frame, now):
-        if viewer is not None:
-            viewer.publish_jpeg("left", frame.payload)
-        if headset is not None:
-            from teleop.stations.recording import camera_name
-
-            headset.show_jpeg(camera_name(frame.timing.stream_id), frame.payload)
-        if recording is not None:
-            recording.camera_frame(frame, now)
-
-    video = _bound("--video-listen", args.video_listen,
-                   lambda: VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen), on_display,
-                                     verify=video_mac(secret)[1]))
-    from teleop.inputs.base import GatedSource
-    from teleop.stations.recording import input_event_handler
-
-    source = raw_source = _make_source(args)
-    if args.record:
-        # Opened once the ports and the input are there: a station that cannot start (a
-        # typo in --input, a port in use) leaves no empty recording behind to refuse the
-        # next run without --force.
-        from teleop.stations.recording import OperatorRecording
-
-        recording = OperatorRecording(args.record, endpoint.clock, metadata={"command": "teleop operator",
-                                                                             "input": args.source}, task=args.task)
-    # Pause / emergency stop buttons gate what is sent; calibrate and record act on the station.
-    source = GatedSource(recording.wrap_source(source) if recording else source,
-                         on_event=lambda event: handle_event(event))
-    station = OperatorStation(endpoint, robot_address, source, robot_target(RobotModel()), video,
-                              OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
-    handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
-    watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
-                             f"feedback or video from the robot at {args.robot}", "is `teleop robot` running there?")]
-    from teleop.inputs.xsens_live import XsensLiveSource
-
-    if isinstance(raw_source, XsensLiveSource):
-        watches.append(_SilenceWatch(lambda: raw_source.stats["samples"],
-                                     f"MVN poses received on port {raw_source.address[1]}",
-                                     raw_source.pose_stream_hint))
-
-    lost: list[tuple[str, ...]] = [()]
-    ended = [False]
-    warned_auth = [False]
-
-    def tick():
-        video.poll_socket()
-        refs = station.tick()
-        for watch in watches:
-            watch.check()
-        rejected = video.receiver.stats.malformed
-        if not warned_auth[0] and rejected["auth"] + rejected["unauthenticated"] >= 20:
-            # The robot's video arrives but is not signed with our secret: the usual cause of
-            # a robot that seems to be there and never answers (it drops our packets too).
-            warned_auth[0] = True
-            print("[operator] warning: the video arriving fails authentication: do both stations use the same "
-                  "secret (TELEOP_SECRET or --secret-file)?", file=sys.stderr)
-        if not ended[0] and getattr(raw_source, "finished", False):   # a file replayed without --loop
-            ended[0] = True
-            print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
-                  "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
-        if station.missing_segments != lost[0]:   # a VR device lost or back: say so once
-            lost[0] = station.missing_segments
-            print(f"[operator] {', '.join(lost[0])} not tracked: nothing sent, the robot holds its pose"
-                  if lost[0] else "[operator] all tracked again: sending", file=sys.stderr)
-        if recording is not None:
-            if refs is not None:
-                recording.references(refs)
-            recording.after_tick(endpoint, video)
-
-    try:
-        _loop(0.01, args.duration, tick)
-    except KeyboardInterrupt:
-        pass
-    finally:
+            _loop(0.01, args.duration, tick)
+        except KeyboardInterrupt:
+            pass
         for watch in watches:
             watch.finish()
-        video.close()
-        endpoint.close()
-        if viewer is not None:
-            viewer.stop()
-        if hasattr(source, "close"):
-            source.close()
-        if headset is not None:
-            headset.close()
-        if recording is not None:
-            recording.close()
+        recording_error = _close_recording(recording)
     stats = {"references_sent": station.sent, "feedback_received": station.feedback_received,
              "video_frames_displayed": video.displayed,
              "video": video.buffer.report(), "network": endpoint.stats.summary()}
@@ -449,4 +464,6 @@ def _run_operator(args: argparse.Namespace) -> int:
         shown = (f"displayed {video.displayed} video frames" if args.view != "none" else
                  f"received {video.displayed} video frames on time for display (not shown: --view none)")
         print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, {shown}")
+    if recording_error is not None:
+        raise recording_error
     return 0

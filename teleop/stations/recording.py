@@ -28,6 +28,7 @@ Crash tolerance is the recorder's: data reaches the operating system at least ev
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -55,6 +56,8 @@ class _StationRecording:
                                                                  **(metadata or {})})
         self._stats_period = 1.0 / stats_hz
         self._next_stats = -np.inf
+        self._station = station
+        self._failure_reported = False
         if self.task:
             self.recorder.start_episode(self.task)   # now on the station clock: before any sample
 
@@ -79,6 +82,17 @@ class _StationRecording:
 
     def close(self):
         return self.recorder.close()
+
+    def report_failure(self) -> bool:
+        """Say once, on stderr, that the recording stopped (a full disk, the file removed):
+        the session goes on, and without this nobody would know until it ends. True once
+        the recording has failed."""
+        error = self.recorder.error
+        if error is not None and not self._failure_reported:
+            self._failure_reported = True
+            print(f"[{self._station}] error: recording to {self.recorder.path} stopped "
+                  f"({type(error).__name__}: {error}): the session goes on unrecorded", file=sys.stderr)
+        return error is not None
 
 
 class OperatorRecording(_StationRecording):
@@ -118,7 +132,7 @@ class OperatorRecording(_StationRecording):
 
     def after_tick(self, endpoint, video=None) -> None:
         """Network statistics at ``stats_hz``."""
-        if not self._stats_due():
+        if self.report_failure() or not self._stats_due():
             return
         stats: dict[str, Any] = {"link": "operator", **endpoint.stats.summary()}
         if video is not None:
@@ -192,6 +206,8 @@ class RobotRecording(_StationRecording):
     def after_tick(self, station, record) -> None:
         """Compensated command, robot state (every tick) and statistics (at ``stats_hz``)."""
         self.station = station
+        if self.report_failure():
+            return
         t = float(record.t)
         out = getattr(station, "last_compensator_output", None)
         if out is not None and out.references is not None:
