@@ -76,3 +76,51 @@ def test_a_realtime_run_reports_the_task_compensation_began_with_and_the_take_la
     rec["tasks"] = [""] * len(t)
     plain = take_result(rec, take, 1.0, False, start_wall)
     assert plain.label == "squat" and plain.engaged_task is None and plain.engaged_at is None
+
+
+@pytest.mark.slow
+def test_an_interrupted_realtime_take_leaves_no_proxy_thread_or_socket(monkeypatch):
+    """Ctrl-C in the middle of a take used to leave a proxy thread running with its ports
+    bound, and the other proxy thread crashed on its closed selector."""
+    import os
+    import socket
+    import threading
+
+    import teleop.stations.operator_station as operator_station
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.takes import load_take
+    from teleop.trials.realtime import run_take_realtime
+
+    def udp_sockets() -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                sock = socket.socket(fileno=int(fd))
+            except OSError:
+                continue
+            try:
+                count += sock.type == socket.SOCK_DGRAM
+            finally:
+                sock.detach()
+        return count
+
+    ticks = [0]
+    tick = operator_station.OperatorStation.tick
+
+    def interrupted_tick(self):
+        ticks[0] += 1
+        if ticks[0] == 50:
+            raise KeyboardInterrupt      # what Ctrl-C or SIGTERM raise in the main loop
+        return tick(self)
+
+    monkeypatch.setattr(operator_station.OperatorStation, "tick", interrupted_tick)
+    crashed = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: crashed.append(args.exc_value))
+    threads, sockets = set(threading.enumerate()), udp_sockets()
+    dataset = Path(__file__).resolve().parents[1] / "datasets" / "synthetic"
+    take = load_take(dataset / "squat" / "squat_0.npz", "squat", robot_target(RobotModel())).trajectory
+    with pytest.raises(KeyboardInterrupt):
+        run_take_realtime(take, 1.0, None)
+    assert set(threading.enumerate()) <= threads and udp_sockets() == sockets
+    assert not crashed

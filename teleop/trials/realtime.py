@@ -27,6 +27,7 @@ reports, which includes it). Both processes read
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import tempfile
@@ -150,64 +151,80 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Event(), ctx.Event()
     port = ctx.Value("i", 0)
-    with tempfile.TemporaryDirectory() as tmp:
+    # Every proxy, thread, socket and the child process are undone however the take ends
+    # (Ctrl-C, a child that dies): an interrupted take used to leave a proxy thread running,
+    # its ports bound, and the other thread crashing on its closed selector.
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as resources:
         video = VideoPath(_wall_clock(), 0.0, ("127.0.0.1", 0), verify=video_mac(secret)[1])
+        resources.callback(video.close)
+        proxies: list = []
+        threads: list[threading.Thread] = []
+
+        def stop_proxies() -> None:
+            """Stop the proxies' loops, wait for their threads, then close them."""
+            for proxy in proxies:
+                proxy.stop()
+            for thread in threads:
+                if thread.ident is not None:   # started
+                    thread.join(2.0)
+            for proxy in proxies:
+                proxy.close()
+
+        resources.callback(stop_proxies)
         video_proxy = NetemProxy(("127.0.0.1", 0), video.receiver.address,
                                  forward=DirectionModel.constant(one_way), backward=DirectionModel.constant(one_way),
                                  seed=seed)
+        proxies.append(video_proxy)
         out_path = str(Path(tmp) / "robot.npz")
         child = ctx.Process(target=_robot_process, daemon=True,
                             args=(secret, port, video_proxy.listen_address, str(library_path) if library_path else None,
                                   ready, stop, out_path, settings.video_hz))
         child.start()
-        try:
-            deadline = time.monotonic() + settings.startup_timeout
-            while not ready.wait(0.2):
-                if not child.is_alive():
-                    raise RuntimeError(f"the robot station process died on start-up (exit code {child.exitcode})")
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the robot station process did not start in time")
-            command_proxy = NetemProxy(("127.0.0.1", 0), ("127.0.0.1", port.value),
-                                       forward=DirectionModel(delay=one_way, jitter=settings.jitter_ratio * one_way,
-                                                              loss=settings.loss),
-                                       backward=DirectionModel.constant(one_way), seed=seed)
-            threads = [threading.Thread(target=p.run, daemon=True) for p in (command_proxy, video_proxy)]
-            for th in threads:
-                th.start()
-            endpoint = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
-            start_wall = time.monotonic()
-            source = _ReferenceReplay(take, start_wall)
-            operator = OperatorStation(endpoint, command_proxy.listen_address, source,
-                                       robot_target(RobotModel()), video)
-            end = take.duration + one_way * (1 + 4 * settings.jitter_ratio) + settings.tail
-            k = 0
-            while time.monotonic() - start_wall < end:
-                video.poll_socket()
-                if not source.finished:
-                    operator.tick()
-                else:
-                    video.play()
-                k += 1
-                delay = start_wall + k * 0.01 - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-            stop.set()
-            child.join(30.0)
-            for p in (command_proxy, video_proxy):
-                p.stop()
-            for th in threads:
-                th.join(2.0)
-            command_proxy.close()
-            endpoint.close()
-            if child.exitcode != 0:
-                raise RuntimeError(f"the robot station process failed (exit code {child.exitcode})")
-            rec = read_robot_record(out_path)
-        finally:
+
+        def stop_child() -> None:
             stop.set()
             if child.is_alive():
                 child.terminate()
-            video_proxy.close()
-            video.close()
+                child.join(5.0)
+
+        resources.callback(stop_child)
+        deadline = time.monotonic() + settings.startup_timeout
+        while not ready.wait(0.2):
+            if not child.is_alive():
+                raise RuntimeError(f"the robot station process died on start-up (exit code {child.exitcode})")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the robot station process did not start in time")
+        command_proxy = NetemProxy(("127.0.0.1", 0), ("127.0.0.1", port.value),
+                                   forward=DirectionModel(delay=one_way, jitter=settings.jitter_ratio * one_way,
+                                                          loss=settings.loss),
+                                   backward=DirectionModel.constant(one_way), seed=seed)
+        proxies.append(command_proxy)
+        threads += [threading.Thread(target=p.run, daemon=True) for p in proxies]
+        for th in threads:
+            th.start()
+        endpoint = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
+        resources.callback(endpoint.close)
+        start_wall = time.monotonic()
+        source = _ReferenceReplay(take, start_wall)
+        operator = OperatorStation(endpoint, command_proxy.listen_address, source,
+                                   robot_target(RobotModel()), video)
+        end = take.duration + one_way * (1 + 4 * settings.jitter_ratio) + settings.tail
+        k = 0
+        while time.monotonic() - start_wall < end:
+            video.poll_socket()
+            if not source.finished:
+                operator.tick()
+            else:
+                video.play()
+            k += 1
+            delay = start_wall + k * 0.01 - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        stop.set()
+        child.join(30.0)
+        if child.exitcode != 0:
+            raise RuntimeError(f"the robot station process failed (exit code {child.exitcode})")
+        rec = read_robot_record(out_path)
     return take_result(rec, take, rtt, library_path is not None, start_wall)
 
 
