@@ -384,7 +384,10 @@ class JogRun:
         if args.view == "web":
             from teleop.jog.web import JogWebView
 
-            self.view = JogWebView(self.robot, port=args.port).start()
+            try:
+                self.view = JogWebView(self.robot, port=args.port).start()
+            except OSError as exc:   # name the option, as `teleop operator` does
+                raise OSError(f"--port {args.port}: {exc.strerror or exc}") from None
             print(f"jog viewer: {self.view.url}", file=sys.stderr)
         self.frames = 0
         self.detected = 0

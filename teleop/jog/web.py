@@ -18,6 +18,9 @@ import numpy as np
 
 from teleop.robot.model import RobotModel
 
+#: Legend of the jog page's robot view: no ghost (no operator pose) and no delay.
+JOG_POSE_LABELS = {"predicted": "jog command", "actual": "robot measured"}
+
 
 class JogWebView:
     """The jog session's web page.
@@ -36,9 +39,14 @@ class JogWebView:
         self._stats: dict[str, Any] = {}
         self._measured_q: np.ndarray | None = None
         self._commanded_q: np.ndarray | None = None
-        self._view = RobotPoseView(robot)
+        self._view = RobotPoseView(robot, labels=JOG_POSE_LABELS)
+        # (publish count, document): the document changes only when publish() runs, so
+        # the polls of every open page share one forward kinematics per control tick.
+        self._published = 0
+        self._pose_cache: tuple[int, dict[str, Any]] | None = None
         self.viewer = VideoWebViewer(host=host, port=port, streams=("camera",), stats_provider=self._stats_copy,
-                                     title="AprilTag jogging", robot_pose_provider=self._pose_document)
+                                     title="AprilTag jogging", robot_pose_provider=self._pose_document,
+                                     captions={"camera": "camera, tag detection drawn"})
         self.min_period_s = 1.0 / max_fps
         self._last_publish = -np.inf
 
@@ -56,8 +64,14 @@ class JogWebView:
 
     def _pose_document(self) -> dict[str, Any]:
         with self._lock:
+            published, cache = self._published, self._pose_cache
             measured, commanded, info = self._measured_q, self._commanded_q, dict(self._stats)
-        return self._view.document(measured_q=measured, commanded_q=commanded, info=info)
+        if cache is not None and cache[0] == published:
+            return cache[1]
+        document = self._view.document(measured_q=measured, commanded_q=commanded, info=info)
+        with self._lock:
+            self._pose_cache = (published, document)
+        return document
 
     def publish(self, image: np.ndarray | None, measured_q: np.ndarray | None, commanded_q: np.ndarray,
                 stats: dict[str, Any]) -> None:
@@ -67,6 +81,7 @@ class JogWebView:
             self._measured_q = None if measured_q is None else measured_q.copy()
             self._commanded_q = commanded_q.copy()
             self._stats = dict(stats)
+            self._published += 1
         now = time.monotonic()
         if image is not None and now - self._last_publish >= self.min_period_s:
             self._last_publish = now

@@ -9,6 +9,11 @@
 
 (function () {
   const POLL_MS = Number(document.currentScript?.dataset.pollMs || 100);
+  // A poll gives up after this; without a good poll for STALE_MS the poses are dropped
+  // (drawing the last ones would show a robot that may have moved since).
+  const REQUEST_TIMEOUT_MS = 2000;
+  const STALE_MS = 1000;
+  const LEGEND_ORDER = ["ghost", "predicted", "actual"];
   // Canvas background: one exact colour, so tests can find the view in a screenshot.
   const BACKGROUND = "rgb(10, 14, 30)";
   // Drawing order = order here: the translucent ghost last, on top of the robot.
@@ -24,6 +29,8 @@
   const view = {...HOME_VIEW, target: HOME_VIEW.target.slice()};
   let documentData = null;   // last /robot-pose document
   let statusText = "";       // message drawn when there is nothing to draw
+  let labels = null;         // legend text per pose of the last document (a view may omit a pose)
+  let lastGoodPollMs = performance.now();
 
   // ------------------------------------------------------------------ camera
   function sub(a, b) { return [a[0] - b[0], a[1] - b[1], a[2] - b[2]]; }
@@ -130,12 +137,13 @@
   // The canvas keeps its CSS size (the width/height attributes of the page) and gets
   // devicePixelRatio times more pixels, so lines stay sharp on high-density screens.
   const cssSize = {width: 0, height: 0};
+  // Only the width is set: the page's CSS caps it to the window (max-width) and the height
+  // follows the canvas's aspect ratio.
   function fitCanvas(canvas) {
     if (cssSize.width === 0) {
       cssSize.width = canvas.width;
       cssSize.height = canvas.height;
       canvas.style.width = cssSize.width + "px";
-      canvas.style.height = cssSize.height + "px";
     }
     const dpr = window.devicePixelRatio || 1;
     const width = Math.round(cssSize.width * dpr), height = Math.round(cssSize.height * dpr);
@@ -167,13 +175,19 @@
     updateLegend(poses);
   }
 
+  // The poses the view labels (all three until a document says otherwise).
+  function legendNames() {
+    return labels ? LEGEND_ORDER.filter((name) => name in labels) : LEGEND_ORDER;
+  }
+
   function updateLegend(poses) {
     const legend = document.getElementById("robot-view-legend");
     if (!legend) return;
-    const labels = (documentData && documentData.labels) || {};
-    if (!legend.dataset.built) {
-      legend.dataset.built = "1";
-      for (const name of ["ghost", "predicted", "actual"]) {
+    const names = legendNames();
+    if (legend.dataset.built !== names.join(",")) {
+      legend.dataset.built = names.join(",");
+      legend.replaceChildren();
+      for (const name of names) {
         const item = document.createElement("span");
         item.className = "legend-item";
         item.id = "legend-" + name;
@@ -188,10 +202,10 @@
         legend.append(item);
       }
     }
-    for (const name of ["ghost", "predicted", "actual"]) {
+    for (const name of names) {
       const item = document.getElementById("legend-" + name);
       item.querySelector(".legend-text").textContent =
-        (labels[name] || name) + (poses[name] ? "" : " (no data yet)");
+        ((labels && labels[name]) || name) + (poses[name] ? "" : " (no data yet)");
       item.classList.toggle("missing", !poses[name]);
     }
     const info = document.getElementById("robot-view-info");
@@ -237,20 +251,34 @@
   }
 
   // ---------------------------------------------------------------- polling
+  // One poll; the next is armed only when this one settled (see fetchJson in the page).
   async function poll(canvas) {
     try {
-      const response = await fetch("/robot-pose", {cache: "no-store"});
-      if (response.ok) {
-        documentData = await response.json();
-        statusText = "";
-      } else {
-        documentData = null;
-        statusText = "no robot pose source (/robot-pose: HTTP " + response.status + ")";
-      }
+      const answer = await window.teleopRobotView.fetchJson("/robot-pose", REQUEST_TIMEOUT_MS);
+      if (!answer.ok) throw new Error("/robot-pose: HTTP " + answer.status);
+      acceptDocument(answer.data);
     } catch (error) {
-      statusText = "robot pose unavailable: " + error;
+      pollFailed(error);
+    } finally {
+      draw(canvas);
+      setTimeout(() => poll(canvas), POLL_MS);
     }
-    draw(canvas);
+  }
+
+  function acceptDocument(data) {
+    documentData = data;
+    labels = data.labels || labels;
+    statusText = "";
+    lastGoodPollMs = performance.now();
+  }
+
+  // An error status and an unreachable server alike: keep the poses through a short
+  // hiccup, then say the data is gone rather than show old poses as current.
+  function pollFailed(error) {
+    const silentS = (performance.now() - lastGoodPollMs) / 1000;
+    if (silentS * 1000 < STALE_MS) return;
+    documentData = null;
+    statusText = "connection lost: no robot pose for " + silentS.toFixed(0) + " s (" + (error.message || error) + ")";
   }
 
   const canvas = document.getElementById("robot-view");
@@ -265,5 +293,4 @@
   window.teleopRobotView.lastDocument = () => documentData;
   draw(canvas);
   poll(canvas);
-  setInterval(() => poll(canvas), POLL_MS);
 })();

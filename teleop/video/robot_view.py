@@ -226,14 +226,17 @@ class RobotPoseView:
         robot: robot model (default: the iCub); the view keeps its own copies.
         ghost_iterations: see :class:`GhostSolver`.
         min_interval_s: :meth:`from_station` builds at most one document per this period [s].
+        labels: legend text per pose (default :data:`POSE_LABELS`); the page's legend
+            lists only the poses named here, so a view without a ghost leaves it out.
     """
 
     def __init__(self, robot: RobotModel | None = None, ghost_iterations: int = 2,
-                 min_interval_s: float = 0.1) -> None:
+                 min_interval_s: float = 0.1, labels: dict[str, str] | None = None) -> None:
         self.robot = RobotModel(robot.description) if robot is not None else RobotModel()
         self.skeleton = Skeleton(self.robot)
         self.ghost = GhostSolver(self.robot, iterations=ghost_iterations)
         self.min_interval_s = float(min_interval_s)
+        self.labels = dict(POSE_LABELS if labels is None else labels)
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, Any]] | None = None  # (monotonic time, document)
         # (feedback, {pose: skeleton}, {error key: message}) of the last FEEDBACK drawn.
@@ -286,7 +289,7 @@ class RobotPoseView:
 
     def _assemble(self, poses: dict[str, Any], details: dict[str, Any]) -> dict[str, Any]:
         return {"frame": "stance: x forward, y left, z up [m]", "poses": poses,
-                "labels": dict(POSE_LABELS), "info": _finite_or_none(details)}
+                "labels": dict(self.labels), "info": _finite_or_none(details)}
 
     def _document_from_station(self, station: Any) -> dict[str, Any]:
         feedback = getattr(station, "feedback", None)

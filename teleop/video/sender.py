@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from teleop.net.udp import is_loopback
 from teleop.video import wire
 from teleop.video.clock import Clock, monotonic_s
 from teleop.video.codec import JpegCodec
@@ -77,7 +78,9 @@ class VideoSender:
         authenticate: optional MAC hook ``authenticate(message) -> tag``; its tag length
             is probed once at construction and must stay constant.
         sock: an existing UDP socket to use (set non-blocking here); by default a new
-            one is created and closed by :meth:`close`.
+            one is created and closed by :meth:`close`. A socket created here never
+            listens on every interface: to a loopback destination it is bound to loopback,
+            to another one it is connected (the OS picks the one route's interface).
         send_buffer_bytes: ``SO_SNDBUF`` requested for a socket created here.
         clock: time source in seconds (injectable for tests).
     """
@@ -110,6 +113,9 @@ class VideoSender:
             family = socket.AF_INET6 if ":" in destination[0] else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes)
+            self._connected = _bind_or_connect(sock, destination)
+        else:
+            self._connected = False
         sock.setblocking(False)
         self._sock = sock
         self._next_frame_id = 0
@@ -147,7 +153,10 @@ class VideoSender:
         sent = 0
         for datagram in datagrams:
             try:
-                self._sock.sendto(datagram, self.destination)
+                if self._connected:
+                    self._sock.send(datagram)
+                else:
+                    self._sock.sendto(datagram, self.destination)
             except OSError as error:
                 # BlockingIOError (buffer full) or e.g. ECONNREFUSED from an earlier ICMP:
                 # the frame cannot be completed any more, later frames may succeed.
@@ -176,6 +185,22 @@ class VideoSender:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _bind_or_connect(sock: socket.socket, destination: tuple[str, int]) -> bool:
+    """Keep the sender's socket off the network: an unbound socket is bound by its first
+    sendto to *every* interface, on a random port nobody reads. A loopback destination:
+    bind to loopback (sendto then behaves as before). Another: connect, so the socket is
+    bound to the route's interface only; returns True (use send). If connect fails (no
+    route yet) the socket stays unconnected and each frame reports the error as before."""
+    if is_loopback(destination[0]):
+        sock.bind(("::1" if sock.family == socket.AF_INET6 else "127.0.0.1", 0))
+        return False
+    try:
+        sock.connect(destination)
+    except OSError:
+        return False
+    return True
 
 
 def _errno_name(number: int) -> str:

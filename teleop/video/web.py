@@ -7,8 +7,10 @@ bound to 127.0.0.1 by default. Routes:
 ``GET /``                  HTML page: one ``<img>`` per stream fed by the MJPEG URL,
                            a stats panel polling ``/stats`` twice a second, and the
                            ``<canvas id="robot-view">`` reserved for the 3D robot view
-``GET /stream/<name>.mjpg`` ``multipart/x-mixed-replace; boundary=frame``: every newly
-                           published JPEG of stream ``<name>`` as one part
+``GET /stream/<name>.mjpg`` ``multipart/x-mixed-replace; boundary=frame``: the newest
+                           JPEG of stream ``<name>`` as one part, each time the client
+                           can take one: a slow client skips frames, and with its small
+                           send buffer (64 KiB) it falls at most 2-3 frames behind
 ``GET /frame/<name>.jpg``  the latest JPEG of the stream (503 before the first one)
 ``GET /stats``             JSON: viewer counters plus whatever ``stats_provider()``
                            returns (e.g. :meth:`VideoPlayback.stats`)
@@ -17,6 +19,11 @@ bound to 127.0.0.1 by default. Routes:
                            teleop/video/robot_view.py); 404 without a provider
 ``GET /robot_view.js``     the built-in 3D view script (teleop/video/robot_view.js)
 =========================  ==========================================================
+
+Every route also answers HEAD (headers only); other methods get 405. When the viewer is
+bound to a loopback address it answers 403 to a request whose Host header names another
+host (DNS rebinding: a web page whose name resolves to 127.0.0.1 must not read the
+viewer).
 
 Layout: the camera(s) left, the 3D robot view right (with its legend), stats below.
 
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import html
 import http.server
+import ipaddress
 import json
 import math
 import re
@@ -60,12 +68,21 @@ from teleop.video.receiver import ReceivedFrame
 MJPEG_BOUNDARY = "frame"
 _STREAM_ROUTE = re.compile(r"^/stream/([A-Za-z0-9_-]+)\.mjpg$")
 _FRAME_ROUTE = re.compile(r"^/frame/([A-Za-z0-9_-]+)\.jpg$")
+#: Socket send buffer of an MJPEG client [bytes]: 2-3 frames. The default (autotuned up
+#: to megabytes) would queue a minute of old video for a slow client before _next_jpeg
+#: could skip a frame.
+MJPEG_SEND_BUFFER_BYTES = 64 * 1024
+#: Host header names accepted by a viewer bound to a loopback address (any port).
+LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+#: Methods other than GET and HEAD that get 405 instead of the stdlib's 501.
+_REFUSED_METHODS = ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
 
 _PAGE_TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>{title}</title>
+<link rel="icon" href="data:,">
 <style>
   * {{ box-sizing: border-box; }}
   body {{ background: #0d1117; color: #d0d7de; font-family: system-ui, sans-serif; margin: 0; padding: 14px 18px; }}
@@ -81,9 +98,9 @@ _PAGE_TEMPLATE = """<!DOCTYPE html>
   figcaption {{ font-size: 0.8em; color: #8b949e; margin-top: 4px; }}
   img.video {{ display: block; width: 100%; aspect-ratio: 4 / 3; object-fit: contain; background: #000;
                border-radius: 4px; }}
-  .robot {{ flex: 0 0 auto; width: 666px; }}
-  #robot-view-box {{ position: relative; width: 640px; }}
-  #robot-view {{ display: block; background: #0a0e1e; border-radius: 4px; cursor: grab; touch-action: none; }}
+  .robot {{ flex: 0 1 auto; width: 666px; max-width: 100%; }}
+  #robot-view-box {{ position: relative; width: 640px; max-width: 100%; }}
+  #robot-view {{ display: block; max-width: 100%; height: auto; background: #0a0e1e; border-radius: 4px; cursor: grab; touch-action: none; }}
   #robot-view:active {{ cursor: grabbing; }}
   #robot-view-status {{ position: absolute; left: 0.8em; top: 0.6em; color: #8b949e; font-size: 0.9em; }}
   #robot-view-legend {{ display: flex; flex-wrap: wrap; gap: 6px 18px; margin-top: 8px; font-size: 0.85em; }}
@@ -161,23 +178,84 @@ function flattenStats(value, prefix = "", lines = []) {{
   return lines;
 }}
 
-async function pollStats() {{
+// GET url as JSON, given up after timeoutMs (body included): {{ok, status, data}}.
+// Polls are re-armed only once the previous one settled, so a stalled server gets one
+// request per poller, not a pile of them that floods it when it comes back.
+async function fetchJson(url, timeoutMs) {{
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new Error("no answer in " + timeoutMs + " ms")), timeoutMs);
   try {{
-    const response = await fetch("/stats", {{cache: "no-store"}});
-    const stats = await response.json();
-    document.getElementById("stats").textContent = flattenStats(stats).join("\\n");
-    renderRobotView(stats);
-  }} catch (error) {{
-    document.getElementById("stats").textContent = "stats unavailable: " + error;
+    const response = await fetch(url, {{cache: "no-store", signal: controller.signal}});
+    return {{ok: response.ok, status: response.status, data: await response.json()}};
+  }} finally {{
+    clearTimeout(timer);
   }}
 }}
-setInterval(pollStats, {stats_period_ms});
+window.teleopRobotView.fetchJson = fetchJson;  // the built-in 3D view polls through it too
+
+const STATS_PERIOD_MS = {stats_period_ms};
+const REQUEST_TIMEOUT_MS = 2000;
+
+// ----------------------------------------------------------------- camera streams
+// An <img> fed by an MJPEG stream never reconnects by itself, and Chrome opens at most 6
+// connections per host, each stream holding one. So: reload a stream when the server was
+// unreachable or restarted, retry a failed image, and let a hidden tab release its streams.
+function videoImages() {{ return document.querySelectorAll("img.video[data-stream]"); }}
+
+// A new URL each time: the browser must not reuse the dead stream (or a cached still).
+function loadStream(img) {{
+  if (document.hidden) return;  // a hidden tab keeps its still frame
+  img.src = img.dataset.src + "?t=" + Date.now();
+}}
+
+function showStill(img) {{ img.src = "/frame/" + img.dataset.stream + ".jpg?t=" + Date.now(); }}
+
+function retryLater(img) {{
+  clearTimeout(img.retryTimer);  // one pending retry per image
+  img.retryTimer = setTimeout(() => loadStream(img), 1000);
+}}
+
+let statsFailed = false;      // the last /stats poll failed: the server may have restarted
+const framesPublished = {{}};  // stream name -> its frames_published at the last poll
+
+function reconnectStreams(stats) {{
+  const streams = (stats && stats.viewer && stats.viewer.streams) || {{}};
+  for (const img of videoImages()) {{
+    const stream = streams[img.dataset.stream];
+    if (!stream) continue;
+    // A counter that went down: a new server process, whose stream this <img> never had.
+    const restarted = stream.frames_published < (framesPublished[img.dataset.stream] ?? 0);
+    framesPublished[img.dataset.stream] = stream.frames_published;
+    if (statsFailed || restarted) loadStream(img);
+  }}
+  statsFailed = false;
+}}
+
+async function pollStats() {{
+  try {{
+    const {{data}} = await fetchJson("/stats", REQUEST_TIMEOUT_MS);
+    document.getElementById("stats").textContent = flattenStats(data).join("\\n");
+    reconnectStreams(data);
+    renderRobotView(data);
+  }} catch (error) {{
+    statsFailed = true;
+    document.getElementById("stats").textContent = "stats unavailable: " + error;
+  }} finally {{
+    setTimeout(pollStats, STATS_PERIOD_MS);
+  }}
+}}
 pollStats();
+for (const img of videoImages()) img.addEventListener("error", () => retryLater(img));
+document.addEventListener("visibilitychange", () => {{
+  for (const img of videoImages()) {{
+    if (document.hidden) showStill(img); else loadStream(img);
+  }}
+}});
 // The MJPEG streams never finish loading: the page loads with the latest single frame and
 // switches to the stream after the load event, so the page is not "loading" forever
 // (which would also block headless screenshots).
 window.addEventListener("load", () => {{
-  for (const img of document.querySelectorAll("img.video[data-src]")) img.src = img.dataset.src;
+  for (const img of videoImages()) loadStream(img);
 }});
 </script>
 {robot_view_script}
@@ -187,13 +265,39 @@ window.addEventListener("load", () => {{
 
 _FIGURE_TEMPLATE = """      <figure>
         <img class="video" id="video-{name}" src="/frame/{name}.jpg" data-src="/stream/{name}.mjpg"
+             data-stream="{name}"
              alt="{name} camera">
-        <figcaption>{name} eye</figcaption>
+        <figcaption>{caption}</figcaption>
       </figure>"""
 
 #: The built-in 3D view (teleop/video/robot_view.js), included when a pose provider is set.
 _ROBOT_VIEW_SCRIPT = '<script src="/robot_view.js" data-poll-ms="{poll_ms}"></script>'
 _ROBOT_VIEW_JS = Path(__file__).with_name("robot_view.js")
+
+
+class _ViewerHTTPServer(http.server.ThreadingHTTPServer):
+    """The viewer's server: a deep listen backlog. After a stall every open tab's polls and
+    streams reconnect at once; the stdlib's 5 would drop the rest (retried a second or
+    more later by the client's SYN backoff)."""
+
+    request_queue_size = 64
+    daemon_threads = True
+
+
+def _host_name(host_header: str) -> str:
+    """Host part of a Host header: ``"localhost:8080"`` -> ``"localhost"``,
+    ``"[::1]:8080"`` -> ``"[::1]"``."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.split(":", 1)[0]
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
 
 
 class _StreamSlot:
@@ -225,6 +329,7 @@ class VideoWebViewer:
             HTTP thread, once per poll of each open page. May be set after construction,
             before the page is loaded.
         robot_pose_period_ms: how often the page polls ``/robot-pose`` [ms].
+        captions: caption under each stream's image (default ``"<name> eye"``).
     """
 
     def __init__(
@@ -238,12 +343,14 @@ class VideoWebViewer:
         client_timeout_s: float = 5.0,
         robot_pose_provider: Callable[[], dict[str, Any]] | None = None,
         robot_pose_period_ms: int = 100,
+        captions: dict[str, str] | None = None,
     ) -> None:
         self.host = host
         self.robot_pose_provider = robot_pose_provider
         self.robot_pose_period_ms = int(robot_pose_period_ms)
         self.requested_port = int(port)
         self.stream_names = tuple(streams)
+        self.captions = {name: f"{name} eye" for name in self.stream_names} | dict(captions or {})
         self.stats_provider = stats_provider
         self.title = title
         self.client_timeout_s = float(client_timeout_s)
@@ -299,8 +406,7 @@ class VideoWebViewer:
         if self._server is not None:
             raise RuntimeError("viewer already started")
         self._stopping.clear()
-        server = http.server.ThreadingHTTPServer((self.host, self.requested_port), _make_handler(self))
-        server.daemon_threads = True
+        server = _ViewerHTTPServer((self.host, self.requested_port), _make_handler(self))
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="video-web", daemon=True
@@ -334,7 +440,8 @@ class VideoWebViewer:
     # ----------------------------------------------------------------- content
     def page_html(self) -> str:
         """The HTML page served at ``/``."""
-        figures = "\n".join(_FIGURE_TEMPLATE.format(name=html.escape(name)) for name in self.stream_names)
+        figures = "\n".join(_FIGURE_TEMPLATE.format(name=html.escape(name), caption=html.escape(self.captions[name]))
+                            for name in self.stream_names)
         script = ""
         if self.robot_pose_provider is not None:
             script = _ROBOT_VIEW_SCRIPT.format(poll_ms=self.robot_pose_period_ms)
@@ -420,8 +527,38 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             """Silence per-request logging (it would flood the operator console)."""
 
+        head_only = False   # a HEAD request: every response stops after its headers
+
+        def end_headers(self) -> None:
+            # On every response, errors included: a browser must not guess another type.
+            self.send_header("X-Content-Type-Options", "nosniff")
+            super().end_headers()
+
         def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-            viewer.requests_served += 1
+            self._answer()
+
+        def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
+            self.head_only = True
+            self._answer()
+
+        def _refuse_method(self) -> None:
+            self._send_bytes(405, "text/plain", b"method not allowed", {"Allow": "GET, HEAD"})
+
+        def _host_allowed(self) -> bool:
+            """False for a loopback-bound viewer asked for another host (DNS rebinding). A
+            missing Host header passes: browsers always send one, so it is no rebinding."""
+            if not _is_loopback(str(self.server.server_address[0])):
+                return True
+            host = self.headers.get("Host")
+            return host is None or _host_name(host) in LOOPBACK_HOST_NAMES
+
+        def _answer(self) -> None:
+            """Route a GET or HEAD request."""
+            with viewer._condition:  # handler threads run concurrently
+                viewer.requests_served += 1
+            if not self._host_allowed():
+                self._send_bytes(403, "text/plain", b"host not allowed")
+                return
             path = self.path.split("?", 1)[0]
             if path in ("/", "/index.html"):
                 self._send_bytes(200, "text/html; charset=utf-8", viewer.page_html().encode())
@@ -468,14 +605,18 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 return
             self._send_bytes(200, "application/json", body)
 
-        def _send_bytes(self, status: int, content_type: str, body: bytes) -> None:
+        def _send_bytes(self, status: int, content_type: str, body: bytes,
+                        extra_headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            for name, value in (extra_headers or {}).items():
+                self.send_header(name, value)
             try:
                 self.end_headers()
-                self.wfile.write(body)
+                if not self.head_only:
+                    self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):
                 # The page went away mid-response (tab closed, reload): nothing to report.
                 self.close_connection = True
@@ -499,7 +640,13 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 self.send_header("Cache-Control", "no-store")
                 self.send_header("Connection", "close")
                 self.end_headers()
+                # Small, so a slow client blocks the writes below after 2-3 frames and
+                # _next_jpeg skips to the newest frame instead of queueing old ones.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MJPEG_SEND_BUFFER_BYTES)
             except (BrokenPipeError, ConnectionResetError):   # gone before the headers: nothing to report
+                self.close_connection = True
+                return
+            if self.head_only:
                 self.close_connection = True
                 return
             with viewer._condition:
@@ -526,4 +673,6 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                     viewer._active_streams -= 1
                     viewer._condition.notify_all()
 
+    for method in _REFUSED_METHODS:
+        setattr(Handler, f"do_{method}", Handler._refuse_method)
     return Handler
