@@ -197,3 +197,30 @@ def test_a_calibration_of_another_aspect_ratio_is_refused(tmp_path, video):
     CameraCalibration.pinhole(1280, 720).save(calibration)      # the video is 640x480
     with pytest.raises(SystemExit, match="another aspect ratio"):
         main(["jog", "--camera", str(video), "--calibration", str(calibration)])
+
+
+def test_a_detector_that_fails_in_the_live_loop_stops_jogging_with_its_error(video, monkeypatch):
+    """The detection thread died on the exception; the loop held the target for good, saying
+    the camera delivered no frame, and never reached the end of the video."""
+    import teleop.jog.detection as detection
+
+    make = detection.make_detector
+
+    def failing_detector(*args, **kwargs):
+        detector = make(*args, **kwargs)
+        calls = [0]
+        real = detector.detect
+
+        def detect(image):
+            calls[0] += 1
+            if calls[0] == 5:
+                raise RuntimeError("the AprilTag library gave up")
+            return real(image)
+
+        detector.detect = detect
+        return detector
+
+    monkeypatch.setattr(detection, "make_detector", failing_detector)
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--camera", str(video), "--realtime", "--duration", "20", "--no-collision-checks", "--json"])
+    assert str(exc.value) == "teleop jog: error: tag detection failed: RuntimeError: the AprilTag library gave up"

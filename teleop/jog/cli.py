@@ -545,7 +545,13 @@ class JogRun:
                         return
                     t_frame, image = newer
                 started = time.perf_counter()
-                detections = self.detector.detect(image)
+                try:
+                    detections = self.detector.detect(image)
+                except Exception as exc:  # noqa: BLE001 - handed to the control loop, which stops on it
+                    # A dead worker would leave the loop holding the target forever and
+                    # blaming the camera ("no frame for 2 s"): say what failed instead.
+                    detected.put(exc)
+                    return
                 detected.put((t_frame, image, detections, (time.perf_counter() - started) * 1e3))
 
         threads = [threading.Thread(target=detect_loop, daemon=True, name="jog-frames"),
@@ -572,6 +578,8 @@ class JogRun:
                     if item is None:
                         finished = True
                         break
+                    if isinstance(item, Exception):
+                        raise SystemExit(f"teleop jog: error: tag detection failed: {type(item).__name__}: {item}")
                     t_frame, image, detections, took_ms = item
                     self._consume(t_frame, image, detections, took_ms)
                     last_frame_t = t
