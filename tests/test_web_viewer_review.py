@@ -26,6 +26,7 @@ from teleop.video.codec import JpegCodec
 from teleop.video.sender import VideoSender
 from teleop.video.sources import SyntheticSceneSource
 from teleop.video.web import MJPEG_BOUNDARY, VideoWebViewer
+from tests.test_web_robot_view import find_chromium
 
 
 def raw_request(port: int, request: bytes, timeout_s: float = 3.0) -> bytes:
@@ -226,15 +227,6 @@ def _robot():
 
 
 # --------------------------------------------------------------------------- browser
-def find_chromium() -> str | None:
-    candidates = [os.environ.get("TELEOP_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"]
-    for name in filter(None, candidates):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 class _WebSocket:
     """Just enough of a WebSocket client for the DevTools protocol (text frames)."""
 
