@@ -269,13 +269,14 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
 
     settings = settings or DemoSettings()
     out_dir = Path(out_dir)
-    (out_dir / "frames").mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     library, n_demos = train_library(settings.dataset)
     logs = {"compensated": run_session(settings, library, with_video=True, progress=progress),
             "delayed": run_session(settings, None, with_video=False, progress=progress)}
     tau_b = settings.rtt / 2.0
     comp, delayed = logs["compensated"], logs["delayed"]
+    # Created now, not before the sessions: an interrupted demo leaves no empty folder.
+    (out_dir / "frames").mkdir(parents=True, exist_ok=True)
     # The frames of an earlier run into the same folder have other names (their times): out
     # with them, or the folder mixes two sessions' "last frames".
     for old in (out_dir / "frames").glob("frame_*_captured_*s_shown_*s.jpg"):

@@ -64,3 +64,16 @@ def test_no_predicting_ticks_give_none():
     # a one-tick misalignment would give ~0.07 cm, a wrong τ_b centimetres).
     for key in ("predicting_cm", "all_cm", "moving_cm"):
         assert exact[key] == pytest.approx(0.0, abs=1e-9), key
+
+
+def test_an_interrupted_demo_leaves_no_empty_output_folder(tmp_path, monkeypatch):
+    """The frames folder was made before the sessions ran: Ctrl-C left it there, empty."""
+    import teleop.demo as demo
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "run_session", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        demo.run_demo(tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
