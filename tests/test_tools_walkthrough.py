@@ -233,3 +233,15 @@ def test_lockstep_serve_json_prints_only_json_on_stdout():
     for line in lines:
         json.loads(line)
     assert "lock-step server on 127.0.0.1:" in err
+
+
+def test_an_interrupted_tune_leaves_no_empty_out_folder(tmp_path, monkeypatch):
+    """--out was made before the minutes of simulation: Ctrl-C left it there, empty."""
+    import teleop.tuning.experiment as experiment
+
+    def interrupted(numbers, settings, jobs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiment, "run_experiment", interrupted)
+    assert main(["tune", "--quick", "--setups", "2", "--out", str(tmp_path / "tune")]) == 130   # Ctrl-C
+    assert not (tmp_path / "tune").exists()

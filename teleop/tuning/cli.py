@@ -133,9 +133,16 @@ def _run(args: argparse.Namespace) -> int:
         # Now, not after minutes of simulation: an --out that is a file (or not writable)
         # would otherwise fail only when the results are saved, and they would be lost.
         check_out_folder(args.out)
-        args.out.mkdir(parents=True, exist_ok=True)
+    made_out = not args.no_save and not args.out.exists()
+    if made_out:
+        args.out.mkdir(parents=True)
     start = time.time()
-    results = run_experiment(numbers, settings, jobs=args.jobs)
+    try:
+        results = run_experiment(numbers, settings, jobs=args.jobs)
+    except BaseException:
+        if made_out and not any(args.out.iterdir()):   # an interrupted run leaves no empty --out
+            args.out.rmdir()
+        raise
     elapsed = time.time() - start
     files = []
     if not args.no_save:
