@@ -210,6 +210,75 @@ def test_a_restarted_operator_takes_over_once_the_first_is_silent(robot, station
             ep.close()
 
 
+def test_packets_the_network_lost_replayed_while_the_operator_is_silent_take_nothing_over(robot, station_sim):
+    """Authentic packets the network never delivered (captured on the way) are new to the
+    replay window. Replayed from another address while the operator was silent, they made
+    the replayer the operator and the robot executed seconds-old commands; replayed from the
+    operator's own address, they kept the watchdog from going stale."""
+    import socket
+    import time
+
+    from teleop.clock import WallClock
+    from teleop.net.protocol import PacketType
+    from teleop.net.udp import UdpEndpoint
+
+    secret = os.urandom(32)
+    robot_ep = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    station = RobotStation(robot_ep, robot, station_sim, None,
+                           RobotStationConfig(video_hz=0, feedback_hz=50, stale_timeout=0.2))
+    home = references_from_configuration(robot, station.tracker.q).to_flat()
+    a = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    stream = int(PacketType.REFERENCES)
+
+    def send(ticks: int, deliver: bool = True) -> list[bytes]:
+        """Run the operator ``ticks`` ticks; undelivered packets (sent by the operator, lost
+        by the network, captured on the way) are returned."""
+        lost = []
+        for _ in range(ticks):
+            refs = RobotReferences.from_flat(a.clock.now(), home)
+            if deliver:
+                a.send(refs, robot_ep.address)
+            else:
+                seq = a._next_seq.get(stream, 1)
+                a._next_seq[stream] = seq + 1
+                lost.append(a.codec.encode(refs, source_id=a.source_id, stream_id=stream, seq=seq,
+                                           send_time=refs.t))
+            time.sleep(0.003)
+            station.tick()
+        return lost
+
+    def replay(datagrams: list[bytes], sock) -> None:
+        for data in datagrams:
+            sock.sendto(data, robot_ep.address)
+        for _ in range(20):
+            time.sleep(0.003)
+            station.tick()
+
+    replayer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        send(30)
+        lost_first = send(15, deliver=False)
+        send(10)
+        lost_second = send(15, deliver=False)
+        send(30)
+        assert station.operator == a.address
+        time.sleep(0.3)                            # the operator goes silent (stale_timeout 0.2 s)
+        replay(lost_first, replayer)               # from another address
+        assert station.operator == a.address and station.operators_attached == 1
+        assert station.foreign_references == len(lost_first)
+        assert station.watchdog.update().state == WatchdogState.STALE
+        # From the operator's own address (a spoofed source): new to the replay window, so
+        # accepted, but older than what the operator sent: not a sign of it being there.
+        accepted = robot_ep.filter.stats.accepted
+        replay(lost_second, a.sock)
+        assert robot_ep.filter.stats.accepted == accepted + len(lost_second)
+        assert station.watchdog.update().state == WatchdogState.STALE
+    finally:
+        replayer.close()
+        for ep in (robot_ep, a):
+            ep.close()
+
+
 def test_the_operator_video_report_gives_the_delay_spread_and_the_frames_lost():
     """VideoPath.report(): the standard deviation of the backward delay (not p95 - mean) and
     the frames lost (a frame with a missing chunk, a frame that came too late)."""

@@ -149,6 +149,7 @@ class RobotStation:
         self.clock_estimator = ClockOffsetEstimator(method="median")
         self.clock_sync: ClockSyncClient | None = None
         self.operator: tuple | None = None
+        self._operator_source: int | None = None   # the operator's packet source id
         self.operators_attached = 0
         self.foreign_references = 0    # references from another sender while the operator is active
         self._last_ref_arrival = -np.inf
@@ -210,6 +211,15 @@ class RobotStation:
         self.clock_estimator = ClockOffsetEstimator(method="median")
         self.clock_sync = ClockSyncClient(self.endpoint, peer, estimator=self.clock_estimator)
 
+    def _is_operators_past(self, packet, refs: RobotReferences) -> bool:
+        """Whether references from a new address are the current operator's own (its source
+        id) and no newer than what it sent: not a restarted operator (a new source id) nor
+        one whose address changed (newer samples), but captured packets the network never
+        delivered, replayed from elsewhere while the operator is silent. Taken, they made
+        the replayer the operator and the robot executed seconds-old commands."""
+        return (self.operator is not None and packet.source_id == self._operator_source
+                and not refs.t > self._last_ref_time)
+
     def refuses(self, received) -> bool:
         """Whether references ``received`` come from a second sender while the operator is
         active (refused: two operators at once, keep the first). The recorder asks too, so
@@ -226,13 +236,14 @@ class RobotStation:
                 continue
             packet = received.packet
             if packet.packet_type == PacketType.REFERENCES:
+                refs: RobotReferences = packet.message
                 if received.peer != self.operator:
-                    if self.refuses(received):
+                    if self.refuses(received) or self._is_operators_past(packet, refs):
                         self.foreign_references += 1    # two operators at once: keep the first
                         continue
                     self._attach_operator(received.peer)
+                    self._operator_source = packet.source_id
                 self._last_ref_arrival = received.arrival_time
-                refs: RobotReferences = packet.message
                 offset = self.clock_estimator.offset
                 # Before the first clock exchange an arrival time cannot be put on the
                 # operator's clock: the sample still feeds the estimator, not τ_f.
@@ -240,8 +251,11 @@ class RobotStation:
                 self.compensator.observe(refs.t, refs.to_flat(), arrival_op)
                 if arrival_op is not None:
                     self._delays.append(arrival_op - refs.t)
-                self.watchdog.command_received(received.arrival_time)
                 if packet.seq > self._last_seq:
+                    # Only a newer command keeps the watchdog from going stale: an older one
+                    # (reordered, or authentic packets the network lost replayed by someone
+                    # who captured them) says nothing about the operator being there now.
+                    self.watchdog.command_received(received.arrival_time)
                     self._last_seq, self._last_ref_time = packet.seq, refs.t
             elif packet.packet_type == PacketType.VIDEO_REPORT and received.peer == self.operator:
                 report: VideoReport = packet.message
