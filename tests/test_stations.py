@@ -331,3 +331,24 @@ def test_a_video_receiver_on_a_port_in_use_fails_without_leaking_its_socket():
         assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     finally:
         taken.close()
+
+
+def test_the_resume_blend_is_long_enough_for_the_distance_it_covers():
+    """A fixed 1 s towards an operator caught mid-motion swung the torso 1 rad and dropped the
+    waist 25 cm in a second (the robot ended on its toe edges): the blend now lasts until no
+    reference moves faster than the resume peak speeds (minimum-jerk peak 1.875 x gap / T)."""
+    from retarget.references import SIGNAL_SLICES
+    from teleop.stations.robot_station import RESUME_PEAK_SPEED_M_S, RESUME_PEAK_SPEED_RAD_S, resume_duration_for
+
+    hold = np.zeros(20)
+    near = hold.copy()
+    near[SIGNAL_SLICES["right_hand"]] = [0.054, 0.0, 0.0]
+    assert resume_duration_for(hold, near, 1.0) == 1.0                      # a small gap: the minimum
+    far = hold.copy()
+    far[SIGNAL_SLICES["torso"].start] = 1.0                                  # torso pitch, 1 rad
+    far[SIGNAL_SLICES["waist_height"]] = -0.25
+    duration = resume_duration_for(hold, far, 1.0)
+    assert duration == pytest.approx(1.875 * max(1.0 / RESUME_PEAK_SPEED_RAD_S, 0.25 / RESUME_PEAK_SPEED_M_S))
+    assert duration > 3.0
+    far[0] = np.nan                                                          # a signal the source lacks
+    assert resume_duration_for(hold, far, 1.0) == pytest.approx(duration)
