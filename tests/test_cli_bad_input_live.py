@@ -368,3 +368,49 @@ def test_dataset_export_says_why_nothing_was_exported(capsys, tmp_path, unlabell
 ])
 def test_demo_values(capsys, argv, expected):
     assert expected in usage_error(capsys, ["demo", *argv])
+
+
+def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
+    """A proxy killed on the command link: the robot held its pose for 6 s while the video
+    still flowed, and the operator's console said nothing."""
+    import time
+    from types import SimpleNamespace
+
+    from teleop.net.watchdog import WatchdogState
+    from teleop.stations.cli import _CommandLinkWatch
+
+    video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
+    station = SimpleNamespace(feedback=SimpleNamespace(watchdog_state=WatchdogState.ACTIVE), feedback_received=1,
+                              sent=100)
+    watch = _CommandLinkWatch(station, video, after=0.05)
+
+    def ticks(n: int, video_flows: bool = True, sending: bool = True) -> str:
+        for _ in range(n):
+            video.receiver.stats.datagrams += video_flows
+            station.sent += sending
+            watch.check()
+            time.sleep(0.01)
+        return capsys.readouterr().err
+
+    assert ticks(3) == ""
+    warned = ticks(10)
+    assert warned.count("\n") == 1 and "no feedback for" in warned and "our commands no longer reach the robot" in warned
+    station.feedback_received += 1
+    assert ticks(1) == "[operator] the robot receives our commands again\n"
+    station.feedback = SimpleNamespace(watchdog_state=WatchdogState.STALE)      # one-way: feedback still comes
+    station.feedback_received += 1
+    assert ticks(1).startswith("[operator] warning: the robot reports our commands stale")
+    assert ticks(5) == ""                                                       # said once
+    # The operator stopped sending (a replay that ended): the robot going stale is expected.
+    station.feedback = SimpleNamespace(watchdog_state=WatchdogState.ACTIVE)
+    station.feedback_received += 1
+    assert ticks(1) == "[operator] the robot receives our commands again\n"
+    station.feedback = SimpleNamespace(watchdog_state=WatchdogState.STALE)
+    station.feedback_received += 1
+    time.sleep(1.05)
+    assert ticks(3, sending=False) == ""
+    # No video and no feedback: the robot is not there at all, which another warning says.
+    quiet = _CommandLinkWatch(SimpleNamespace(feedback=None, feedback_received=0, sent=100), video, after=0.01)
+    time.sleep(0.05)
+    quiet.check()
+    assert capsys.readouterr().err == ""

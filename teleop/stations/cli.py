@@ -182,6 +182,53 @@ def _secret(path, command: str):
         raise SystemExit(f"teleop {command}: error: {exc}") from None
 
 
+class _CommandLinkWatch:
+    """Says when our commands stop reaching the robot while the operator keeps sending, and
+    when they reach it again. The video may still flow (it has its own link), so the silence
+    warning does not fire, and the robot just holds its pose: its FEEDBACK reports STALE, or,
+    when the command link is down both ways (a proxy gone), stops while the video arrives.
+
+    Args:
+        station: the operator station (``feedback``, ``feedback_received``, ``sent``).
+        video: its video path (``receiver.stats.datagrams``).
+        after: seconds without FEEDBACK while video arrives before saying so.
+    """
+
+    def __init__(self, station, video, after: float = 3.0) -> None:
+        self.station, self.video, self.after = station, video, after
+        self.feedback_count = station.feedback_received
+        self.feedback_at = time.monotonic()
+        self.video_count = video.receiver.stats.datagrams
+        self.warned = False
+        self.warned_at_count = 0
+        self.sent_count, self.sent_at = station.sent, time.monotonic()
+
+    def check(self) -> None:
+        from teleop.net.watchdog import WatchdogState
+
+        now, station = time.monotonic(), self.station
+        if station.feedback_received != self.feedback_count:
+            self.feedback_count, self.feedback_at = station.feedback_received, now
+        video_count = self.video.receiver.stats.datagrams
+        video_flows, self.video_count = video_count != self.video_count, video_count
+        feedback = station.feedback
+        stale = feedback is not None and feedback.watchdog_state == WatchdogState.STALE
+        silent = video_flows and now - self.feedback_at > self.after and self.feedback_count > 0
+        if station.sent != self.sent_count:
+            self.sent_count, self.sent_at = station.sent, now
+        sending = station.sent > 0 and now - self.sent_at < 1.0   # (a replay that ended sends nothing)
+        cut = sending and (stale or silent)
+        if cut and not self.warned:
+            self.warned, self.warned_at_count = True, self.feedback_count
+            why = "the robot reports our commands stale" if stale else \
+                f"no feedback for {now - self.feedback_at:.1f} s while its video arrives"
+            print(f"[operator] warning: {why}: our commands no longer reach the robot, which holds its pose "
+                  "(check --robot and the link or proxy)", file=sys.stderr)
+        elif self.warned and not stale and self.feedback_count != self.warned_at_count:
+            self.warned = False      # a FEEDBACK since the warning, and not a stale one
+            print("[operator] the robot receives our commands again", file=sys.stderr)
+
+
 def _close_recording(recording) -> OSError | None:
     """Close a station's recording (None: none); its failure (a full disk) is returned, to be
     reported after the session's statistics, not instead of them."""
@@ -412,6 +459,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
         watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
                                  f"feedback or video from the robot at {args.robot}", "is `teleop robot` running there?")]
+        command_link = _CommandLinkWatch(station, video)
         from teleop.inputs.xsens_live import XsensLiveSource
 
         if isinstance(raw_source, XsensLiveSource):
@@ -435,6 +483,7 @@ def _run_operator(args: argparse.Namespace) -> int:
                 warned_auth[0] = True
                 print("[operator] warning: the video arriving fails authentication: do both stations use the same "
                       "secret (TELEOP_SECRET or --secret-file)?", file=sys.stderr)
+            command_link.check()
             if not ended[0] and getattr(raw_source, "finished", False):   # a file replayed without --loop
                 ended[0] = True
                 print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
