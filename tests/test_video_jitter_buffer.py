@@ -60,7 +60,7 @@ def test_late_and_out_of_order_frames_dropped_and_counted():
     assert report["frames_released"] == 2
 
 
-def test_running_mean_anchor_and_report():
+def test_running_median_anchor_and_report():
     clock = FakeClock()
     buffer = JitterBuffer(buffer_length_s=0.05, clock=clock)
     delays = [0.04, 0.06, 0.05, 0.05]
@@ -79,6 +79,29 @@ def test_running_mean_anchor_and_report():
     assert report["backward_delay_samples"] == 4
     assert report["delay_anchor_s"] == pytest.approx(0.05)
     assert report["tau_b_s"] == pytest.approx(0.10)
+
+
+@pytest.mark.parametrize("buffer_length_s", [0.0, 0.1])
+def test_frames_queued_by_a_freeze_do_not_shift_the_backward_delay(buffer_length_s):
+    """An operator process stopped for 3 s: 90 frames queued and arrive at once, 0.8-3.7 s
+    old. The running mean put tau_b (what the robot predicts for) at 0.92 s for half a
+    minute, where the link's delay is 0.75 s; the median stays there."""
+    clock = FakeClock()
+    buffer = JitterBuffer(buffer_length_s=buffer_length_s, clock=clock)
+    k = 0
+    for _ in range(200):                                   # 0.75 s, steady
+        clock.now_s = k * 0.033 + 0.75
+        buffer.push(make_frame(k, k * 0.033))
+        k += 1
+    thawed = k * 0.033 + 3.75
+    for _ in range(90):                                    # the queue, delivered at once
+        clock.now_s = thawed
+        buffer.push(make_frame(k, k * 0.033))
+        k += 1
+    report = buffer.report()
+    assert report["backward_delay_mean_s"] > 1.2           # what the estimate used to be
+    expected = 0.75 + buffer_length_s
+    assert report["tau_b_s"] == pytest.approx(expected, abs=1e-9)
 
 
 def test_zero_length_buffer_is_pass_through():

@@ -15,9 +15,12 @@ Clocks and terms (all seconds):
   decode, in the common clock. ``arrival_s`` defaults to the time of :meth:`push`; the
   playback loop (:class:`teleop.video.playback.VideoPlayback`) passes the frame's
   ``decode_end_s``.
-* **delay anchor**: the backward delay the playout is aligned on. By default the mean of
-  the measured backward delays over the last ``stats_window`` frames; can be fixed (a
-  float, e.g. a known link delay) or supplied by a callable.
+* **delay anchor**: the backward delay the playout is aligned on. By default the median of
+  the measured backward delays over the last ``stats_window`` frames (not the mean: frames
+  that queued while the operator's process stood still for 3 s pulled the mean from 0.77 to
+  0.92 s for half a minute, and with it the backward delay the robot predicts for, while the
+  median stayed 0.77 s); can be fixed (a float, e.g. a known link delay) or supplied by a
+  callable.
 
 Playout rule:
 
@@ -65,7 +68,7 @@ class JitterBuffer:
         buffer_length_s: extra delay absorbed above the anchor, seconds (0 = pass-through).
         clock_offset_s: receiver clock - sender clock, seconds (float or callable).
         delay_anchor_s: backward delay the playout is aligned on, seconds (float or
-            callable); ``None`` = running mean of the measured backward delays.
+            callable); ``None`` = running median of the measured backward delays.
         stats_window: number of most recent frames the delay statistics cover.
         max_frames: bound on frames held; on overflow the oldest held frame is dropped.
         restart_gap_s: a capture time this far (seconds) before the last released one
@@ -116,12 +119,12 @@ class JitterBuffer:
 
     def current_anchor_s(self) -> float | None:
         """Delay anchor the next frame would use, seconds (``None`` before any frame
-        when the anchor is the running mean)."""
+        when the anchor is the running median)."""
         if self.delay_anchor_s is not None:
             return _read_seconds(self.delay_anchor_s)
         if not self._delays_s:
             return None
-        return float(np.mean(self._delays_s))
+        return float(np.median(self._delays_s))
 
     def push(self, frame: ReceivedFrame, arrival_s: float | None = None) -> bool:
         """Offer a decoded frame that arrived at ``arrival_s`` (receiver seconds, default now).
@@ -140,7 +143,7 @@ class JitterBuffer:
             playout_s = arrival_s
         else:
             anchor_s = self.current_anchor_s()
-            if anchor_s is None:  # first frame with a running-mean anchor: its own delay
+            if anchor_s is None:  # first frame with a running-median anchor: its own delay
                 anchor_s = delay_s
             playout_s = capture_in_receiver_clock_s + anchor_s + self.buffer_length_s
         # The measurement counts every frame, late ones included: it describes the link.
@@ -189,8 +192,8 @@ class JitterBuffer:
         Keys: ``buffer_length_s``; ``backward_delay_mean_s`` / ``_p50_s`` / ``_p95_s`` /
         ``_std_s`` and ``backward_delay_samples`` over the statistics window; ``delay_anchor_s``
         (``None`` in pass-through); ``tau_b_s`` = age of the image at display that the
-        playout enforces = anchor + buffer length (= mean backward delay + buffer length
-        with the default anchor; the mean backward delay in pass-through);
+        playout enforces = anchor + buffer length (= median backward delay + buffer length
+        with the default anchor; the median backward delay in pass-through);
         ``clock_offset_s``; frame counters.
         """
         delays = np.asarray(self._delays_s, dtype=float)
@@ -198,7 +201,7 @@ class JitterBuffer:
         mean_s = float(delays.mean()) if have else None
         anchor_s = None if self.passthrough else self.current_anchor_s()
         if self.passthrough:
-            tau_b_s = mean_s
+            tau_b_s = float(np.median(delays)) if have else None
         else:
             tau_b_s = anchor_s + self.buffer_length_s if anchor_s is not None else None
         return {
