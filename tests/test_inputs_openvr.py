@@ -245,6 +245,24 @@ def test_bad_configs_are_refused_with_the_reason(tmp_path):
     assert OpenVRConfig.load(path).trackers == {"LHR-7": "pelvis"}
 
 
+@pytest.mark.parametrize("data", [
+    b'{"rate_hz": 1' + b"0" * 400 + b"}",
+    b'{"rate_hz": 1e999}',
+    b'{"rate_hz": NaN}',
+    b'{"rate_hz": "90"}',
+    b'{"trackers": ' + b"[" * 100000 + b"]" * 100000 + b"}",
+    b'{"rate_hz": ' + b"9" * 5000 + b"}",
+    b'{"trackers": {"caf\xe9": "pelvis"}}',
+], ids=["400-digit-rate", "inf-rate", "nan-rate", "string-rate", "deep", "5000-digit-int", "latin1"])
+def test_hostile_config_file_is_a_value_error_naming_the_file(tmp_path, data):
+    """The 400-digit rate used to escape as TypeError, the nesting as RecursionError."""
+    path = tmp_path / "vr.json"
+    path.write_bytes(data)
+    with pytest.raises(ValueError) as err:
+        OpenVRConfig.load(path)
+    assert type(err.value) is ValueError and "vr.json" in str(err.value) and "\n" not in str(err.value)
+
+
 # --------------------------------------------------------------------- clear errors
 def test_no_runtime_gives_a_clear_error_with_the_fake():
     with pytest.raises(OpenVRUnavailable, match="SteamVR is not running"):

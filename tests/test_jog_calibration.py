@@ -183,6 +183,34 @@ def test_malformed_calibration_files_are_clear_errors(tmp_path, content, suffix,
         CameraCalibration.load(path)
 
 
+_YAML_HEAD = ("%YAML:1.0\n---\ncamera_matrix: !!opencv-matrix\n   rows: 3\n   cols: 3\n   dt: d\n"
+              "   data: [ 500., 0., 320., 0., 500., 240., 0., 0., 1. ]\n")
+
+
+@pytest.mark.parametrize("content, suffix", [
+    ('{"camera_matrix": [[1' + "0" * 400 + ', 0, 320], [0, 500, 240], [0, 0, 1]], "image_size": [640, 480]}',
+     ".json"),
+    ('{"camera_matrix": [[500, 0, 320], [0, 500, 240], [0, 0, 1]], "image_size": [1e999, 480]}', ".json"),
+    ('{"camera_matrix": [[500, 0, 320], [0, 500, 240], [0, 0, 1]], "image_size": [NaN, 480]}', ".json"),
+    ('{"camera_matrix": [[500, 0, 320], [0, 500, 240], [0, 0, 1]], "image_size": [1e300, 480]}', ".json"),
+    ('{"camera_matrix": [[500, 0, 320], [0, 500, 240], [0, 0, 1]], "image_size": [640, 480], "rms_px": 1'
+     + "0" * 400 + "}", ".json"),
+    ('{"image_size": [640, 480], "camera_matrix": ' + "[" * 100000 + "]" * 100000 + "}", ".json"),
+    ('{"image_size": [640, ' + "4" * 5000 + "]}", ".json"),
+    ('{"image_size": [640, 480], "source": "\xe9"}', ".json"),
+    (_YAML_HEAD + "image_width: .Inf\nimage_height: 480\n", ".yaml"),
+    (_YAML_HEAD + "image_width: .NaN\nimage_height: 480\n", ".yaml"),
+], ids=["huge-int-K", "inf-size", "nan-size", "1e300-size", "huge-int-rms", "deep", "5000-digit-int", "latin1",
+        "yaml-inf-width", "yaml-nan-width"])
+def test_hostile_numbers_and_nesting_are_calibration_errors(tmp_path, content, suffix):
+    """Each used to escape as OverflowError, RecursionError or a plain ValueError (fuzzer)."""
+    path = tmp_path / f"camera{suffix}"
+    path.write_bytes(content.encode("latin-1" if "\xe9" in content else "utf-8"))
+    with pytest.raises(CalibrationError) as info:
+        CameraCalibration.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
 def test_a_calibration_is_not_scaled_to_another_aspect_ratio():
     calibration = CameraCalibration.pinhole(1280, 720)
     assert calibration.scaled_to(640, 360).K[0, 0] == pytest.approx(calibration.K[0, 0] / 2)

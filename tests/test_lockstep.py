@@ -199,3 +199,47 @@ def test_demo_client_without_a_server_names_the_address(capsys):
     assert f"teleop lockstep: error: connection to 127.0.0.1:{port} refused" in err
     assert "is `teleop lockstep serve` running?" in err
     assert "Errno" not in err
+
+
+HOSTILE_JSON = [b"[" * 100000 + b"]" * 100000,           # nesting deeper than the recursion limit
+                b'{"protocol": ' + b"1" * 5000 + b"}"]    # more digits than int() accepts
+
+
+@pytest.mark.parametrize("payload", HOSTILE_JSON, ids=["deep", "5000-digit-int"])
+def test_hostile_json_is_a_bad_payload(payload):
+    with pytest.raises(ls.LockstepError, match="BAD_PAYLOAD") as info:
+        ls.decode_json(payload, "HELLO")
+    assert info.value.code == ls.E_PAYLOAD and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("payload", HOSTILE_JSON, ids=["deep", "5000-digit-int"])
+def test_server_answers_hostile_hello_json_with_bad_payload(server, payload):
+    srv, thread = server()
+    with socket.create_connection(srv.address, timeout=10) as raw:
+        raw.sendall(ls.encode(ls.HELLO, payload))
+        msg_type, _, reply = ls.read_frame(raw)
+    thread.join(timeout=30)
+    assert msg_type == ls.ERROR and ls.decode_error(reply).code == ls.E_PAYLOAD
+    assert [r.error_code for r in srv.reports] == [ls.E_PAYLOAD]
+
+
+@pytest.mark.parametrize("welcome", [b'{"protocol": 1}', b'{"protocol": 1, "controlled_joints": "abc"}',
+                                     *HOSTILE_JSON], ids=["no-joints", "bad-joints", "deep", "5000-digit-int"])
+def test_client_rejects_a_bad_welcome_with_bad_payload(welcome):
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def fake_server():
+        conn, _ = listener.accept()
+        with conn:
+            ls.read_frame(conn)
+            conn.sendall(ls.encode(ls.WELCOME, welcome))
+
+    thread = threading.Thread(target=fake_server, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ls.LockstepError, match="BAD_PAYLOAD") as info:
+            LockstepClient(port=listener.getsockname()[1], timeout=10)
+        assert info.value.code == ls.E_PAYLOAD
+    finally:
+        thread.join(timeout=10)
+        listener.close()

@@ -78,6 +78,26 @@ def test_malformed_json_and_missing_file_name_the_file(tmp_path, robot):
         load_actuator_params(tmp_path / "missing.toml", robot.joint_names, robot.limits.effort)
 
 
+@pytest.mark.parametrize("name, data, fragment", [
+    ("big.json", b'{"latency": 1' + b"0" * 400 + b"}", "latency must be a finite number"),
+    ("big.toml", b"[default]\nkp = 1" + b"0" * 400 + b"\n", "default.kp must be a finite number"),
+    ("seed.json", b'{"seed": -1}', "seed must be an integer"),
+    ("deep.json", b'{"default": ' + b"[" * 100000 + b"]" * 100000 + b"}", "not valid JSON"),
+    ("deep.toml", b"a = " + b"[" * 100000 + b"]" * 100000 + b"\n", "not valid TOML"),
+    ("digits.json", b'{"latency": ' + b"3" * 5000 + b"}", "not valid JSON"),
+    ("digits.toml", b"latency = " + b"3" * 5000 + b"\n", "not valid TOML"),
+    ("latin1.json", b'{"feedforward": "caf\xe9"}', "not valid JSON"),
+    ("latin1.toml", b'feedforward = "caf\xe9"\n', "not valid TOML"),
+])
+def test_hostile_parameter_file_is_an_actuator_file_error(tmp_path, name, data, fragment):
+    """Each used to escape as OverflowError, RecursionError, ValueError or UnicodeDecodeError."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ActuatorFileError) as err:
+        load_actuator_params(path, ["a"], np.ones(1))
+    assert name in str(err.value) and fragment in str(err.value) and "\n" not in str(err.value)
+
+
 def _servo(n=1, inertia=0.01, limit=5.0, **values):
     params = ActuatorParams.uniform([f"j{i}" for i in range(n)], np.full(n, limit), **values)
     return JointServo(params, np.full(n, inertia), dt=0.001)

@@ -43,6 +43,48 @@ def test_malformed_recording_names_the_file(tmp_path, content, fragment):
     assert "bad_recording.json" in str(err.value) and fragment in str(err.value)
 
 
+def _damaged_npz(path, damage):
+    """A recording .npz whose zip structure is damaged in place (fuzzer findings)."""
+    save_recording(_recording(), path)
+    data = bytearray(path.read_bytes())
+    central = data.find(b"PK\x01\x02")
+    if damage == "method":          # compression method 99: zipfile raises NotImplementedError
+        data[central + 10:central + 12] = (99).to_bytes(2, "little")
+        data[8:10] = (99).to_bytes(2, "little")
+    elif damage == "encrypted":     # the 'encrypted' flag: zipfile raises RuntimeError
+        data[central + 8] |= 1
+        data[6] |= 1
+    elif damage == "deflate":       # garbage compressed bytes: zlib.error or a CRC BadZipFile
+        start = 30 + int.from_bytes(data[26:28], "little") + int.from_bytes(data[28:30], "little")
+        data[start:start + 16] = b"\xff" * 16
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["method", "encrypted", "deflate"])
+def test_damaged_npz_recording_is_a_recording_error(tmp_path, damage):
+    path = tmp_path / "damaged.npz"
+    _damaged_npz(path, damage)
+    with pytest.raises(RecordingError) as err:
+        load_recording(path)
+    assert "damaged.npz" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("text", [
+    '{"time": [0, 0.01, 1' + "0" * 400 + '], "joint_names": ["a"], "commanded": [[0], [0], [0]], '
+    '"measured": [[0], [0], [0]]}',
+    '{"time": [0, 0.01, 0.02], "joint_names": ["a"], "commanded": [[0], [0], [1' + "0" * 400 + ']], '
+    '"measured": [[0], [0], [0]]}',
+    '{"time": ' + "[" * 100000 + "]" * 100000 + "}",
+    '{"time": [' + "7" * 5000 + "]}",
+], ids=["huge-int-time", "huge-int-commanded", "deep", "5000-digit-int"])
+def test_hostile_json_recording_is_a_recording_error(tmp_path, text):
+    path = tmp_path / "hostile.json"
+    path.write_text(text)
+    with pytest.raises(RecordingError) as err:
+        load_recording(path)
+    assert "hostile.json" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_unknown_format_and_missing_file(tmp_path):
     (tmp_path / "r.csv").write_text("t,q\n")
     with pytest.raises(RecordingError, match=r"r\.csv.*unknown recording format"):

@@ -104,3 +104,20 @@ def test_report_says_above_when_the_optimiser_is_worse():
     text = format_setup_table({"setup": 4, "name": "payload", "rows": {"Classic": row, "Optimiser": row},
                                "target": target})
     assert "Optimiser AE-A 39% above the best heuristic (Classic)" in text
+
+
+@pytest.mark.parametrize("data", [
+    b'{"mapping": {"l_elbow": {"kp": 1' + b"0" * 400 + b', "ki": 0, "kd": 0}}}',
+    b'{"mapping": ' + b"[" * 100000 + b"]" * 100000 + b"}",
+    b'{"mapping": {"l_elbow": {"kp": ' + b"5" * 5000 + b"}}}",
+    b'{"mapping": {"caf\xe9": {"kp": 1}}}',
+], ids=["400-digit-kp", "deep", "5000-digit-int", "latin1"])
+def test_hostile_gains_file_is_a_gains_format_error(tmp_path, data):
+    """Each used to escape as OverflowError, RecursionError, ValueError or UnicodeDecodeError."""
+    from teleop.tuning.gains_io import GainsFormatError, load_gains
+
+    path = tmp_path / "gains.json"
+    path.write_bytes(data)
+    with pytest.raises(GainsFormatError) as err:
+        load_gains(path)
+    assert "gains.json" in str(err.value) and "\n" not in str(err.value)

@@ -38,7 +38,6 @@ right grip = pause (clutch), left grip = emergency stop).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ import numpy as np
 
 from retarget import quat, skeleton
 from retarget.readers.vr_trackers import OPENVR_TO_Z_UP
+from teleop import json_input
 from teleop.inputs.base import Frame, InputEvent, StationEvent
 
 #: SteamVR tracker role (from Prop_ControllerType_String) -> segment.
@@ -126,9 +126,13 @@ class OpenVRConfig:
                                                         for k, v in mapping.items()):
                 raise ValueError(f"OpenVR config {what}: expected an object of names -> names, got {mapping!r}")
         rate = self.rate_hz
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not np.isfinite(rate) or rate <= 0:
-            raise ValueError(f"OpenVR config rate_hz: expected a frame rate > 0 [Hz], got {rate!r}")
-        self.rate_hz = float(rate)
+        try:
+            rate = json_input.finite_float(rate, "rate_hz")   # refuses bools, strings, inf, 10**400
+        except ValueError:
+            rate = None
+        if rate is None or rate <= 0:
+            raise ValueError(f"OpenVR config rate_hz: expected a frame rate > 0 [Hz], got {self.rate_hz!r:.40}")
+        self.rate_hz = rate
         for what, mapping in (("trackers", self.trackers), ("roles", self.roles)):
             bad = {k: v for k, v in mapping.items() if v not in SEGMENTS}
             if bad:
@@ -144,15 +148,18 @@ class OpenVRConfig:
     def load(cls, path) -> "OpenVRConfig":
         """Read a JSON file with any of the attributes as keys."""
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            data = json_input.loads(Path(path).read_bytes())
+        except (OSError, ValueError) as exc:
             raise ValueError(f"{path}: cannot read the OpenVR config: {exc}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: the OpenVR config must be a JSON object, got {type(data).__name__}")
         unknown = set(data) - {"trackers", "roles", "buttons", "rate_hz"}
         if unknown:
             raise ValueError(f"{path}: unknown OpenVR config keys {sorted(unknown)}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
 
 def matrix34_to_pose(m) -> tuple[np.ndarray, np.ndarray]:

@@ -12,12 +12,15 @@ written by OpenCV's calibration sample) are read too.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 import cv2
 import numpy as np
+
+from teleop import json_input
 
 
 class CalibrationError(ValueError):
@@ -116,7 +119,7 @@ class CameraCalibration:
         if path.suffix.lower() in (".yaml", ".yml", ".xml"):
             return cls._load_opencv(path)
         try:
-            data = json.loads(path.read_text())
+            data = json_input.loads(path.read_bytes())
             if not isinstance(data, dict):
                 raise TypeError(f"expected a JSON object, got {type(data).__name__}")
             K = np.array(data["camera_matrix"], dtype=float).reshape(3, 3)
@@ -124,7 +127,7 @@ class CameraCalibration:
             size = tuple(int(v) for v in data["image_size"])
             rms = data.get("rms_px")
             rms = float("nan") if rms is None else float(rms)
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise CalibrationError(f"{path}: not a calibration file ({type(exc).__name__}: {exc})") from None
         return cls._validated(cls(K, dist, size, rms, str(path)), path)
 
@@ -140,8 +143,8 @@ class CameraCalibration:
                                    "with fx, fy > 0")
         if cal.dist.size not in (4, 5, 8, 12, 14):
             raise CalibrationError(f"{path}: {cal.dist.size} distortion coefficients (OpenCV takes 4, 5, 8, 12 or 14)")
-        if len(cal.image_size) != 2 or min(cal.image_size) <= 0:
-            raise CalibrationError(f"{path}: image_size must be [width, height] > 0")
+        if len(cal.image_size) != 2 or min(cal.image_size) <= 0 or max(cal.image_size) >= 1 << 31:
+            raise CalibrationError(f"{path}: image_size must be [width, height] > 0 (and < 2^31)")
         return cal
 
     @classmethod
@@ -163,6 +166,8 @@ class CameraCalibration:
         if K is None or K.shape != (3, 3):
             raise CalibrationError(f"{path}: no 3x3 'camera_matrix' node")
         dist = np.zeros(5) if dist is None else dist.ravel()
+        if not (math.isfinite(width) and math.isfinite(height)):
+            raise CalibrationError(f"{path}: image_width/image_height must be finite, got {width}, {height}")
         return cls._validated(cls(K.astype(float), dist.astype(float), (int(width), int(height)), source=str(path)),
                               path)
 

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+
+from teleop import json_input
 
 #: Per-joint keys of a parameter file and their defaults (torque_limit None = description).
 JOINT_KEYS = {"kp": 300.0, "kd": 3.0, "viscous": 0.0, "coulomb": 0.0, "torque_limit": None, "noise_std": 0.0}
@@ -114,25 +115,36 @@ class ActuatorParams:
 
 
 def _number(value, where: str, source: str, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ActuatorFileError(f"{source}: {where} must be a finite number, got {value!r}")
-    if value < minimum:
+    try:
+        number = json_input.finite_float(value, where)
+    except ValueError:
+        shown = "an integer too large for a float" if isinstance(value, int) else repr(value)
+        raise ActuatorFileError(f"{source}: {where} must be a finite number, got {shown}") from None
+    if number < minimum:
         raise ActuatorFileError(f"{source}: {where} must be >= {minimum}, got {value!r}")
-    return float(value)
+    return number
 
 
 def read_parameter_file(path: str | Path) -> dict:
     """Read a TOML (``.toml``) or JSON (anything else) parameter file into a dict."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise ActuatorFileError(f"{path}: cannot read actuator parameter file ({exc.strerror})") from None
+    kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
     try:
-        raw = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
-        raise ActuatorFileError(f"{path}: not valid {kind} ({exc})") from None
+        if kind == "JSON":
+            raw = json_input.loads(data)
+        else:
+            raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ActuatorFileError(f"{path}: not valid {kind} (not UTF-8: {exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise ActuatorFileError(f"{path}: not valid {kind} (nested too deeply)") from None
+    except ValueError as exc:   # TOMLDecodeError, json_input's errors, int() digit limit
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ActuatorFileError(f"{path}: not valid {kind} ({reason})") from None
     if not isinstance(raw, dict):
         raise ActuatorFileError(f"{path}: expected a table/object at the top level")
     return raw
@@ -191,8 +203,8 @@ def params_from_dict(raw: dict, joint_names: list[str], effort_limits: np.ndarra
     if feedforward not in FEEDFORWARD_KINDS:
         raise ActuatorFileError(f"{source}: feedforward must be one of {FEEDFORWARD_KINDS}, got {feedforward!r}")
     seed = raw.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ActuatorFileError(f"{source}: seed must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 64:
+        raise ActuatorFileError(f"{source}: seed must be an integer in [0, 2^64), got {seed!r:.40}")
     return ActuatorParams(list(joint_names), latency=_number(raw.get("latency", 0.0), "latency", source),
                           seed=seed, feedforward=feedforward, link_scales=link_scales, **values)
 

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from teleop import json_input
+
 if TYPE_CHECKING:
     from teleop.sim.simulator import Simulation
 
@@ -129,8 +131,8 @@ def encode_json(msg_type: int, obj: dict) -> bytes:
 
 def decode_json(payload: bytes, what: str) -> dict:
     try:
-        obj = json.loads(payload.decode("utf-8")) if payload else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        obj = json_input.loads(payload) if payload else {}
+    except ValueError as exc:
         raise LockstepError(E_PAYLOAD, f"{what} payload is not UTF-8 JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise LockstepError(E_PAYLOAD, f"{what} payload must be a JSON object")

@@ -25,7 +25,8 @@ from typing import Callable
 import numpy as np
 
 from teleop.sim.lockstep import (BYE, COMMAND, ERROR, HELLO, MESSAGE_NAMES, MODE_POSITION, MODE_TORQUE, STATE,
-                                 VERSION, WELCOME, E_SEQUENCE, E_UNEXPECTED, LockstepError, SequenceError, State,
+                                 VERSION, WELCOME, E_PAYLOAD, E_SEQUENCE, E_UNEXPECTED, LockstepError,
+                                 SequenceError, State,
                                  decode_error, decode_json, decode_state, encode_command, encode_error,
                                  encode_json, read_frame)
 
@@ -73,7 +74,12 @@ class LockstepClient:
             raise LockstepError(E_UNEXPECTED, f"expected WELCOME, got {MESSAGE_NAMES[msg_type]}")
         #: The server's WELCOME: dt, nq, nv, joint_names, controlled_joints, effort_limits...
         self.welcome = decode_json(payload, "WELCOME")
-        self.controlled_joints = np.array(self.welcome["controlled_joints"], dtype=int)
+        joints = self.welcome.get("controlled_joints")
+        if (not isinstance(joints, list)
+                or not all(isinstance(j, int) and not isinstance(j, bool) and 0 <= j < 1 << 31 for j in joints)):
+            raise LockstepError(E_PAYLOAD, f"WELCOME 'controlled_joints' must be a list of joint indices, "
+                                           f"got {type(joints).__name__}")
+        self.controlled_joints = np.array(joints, dtype=int)
         self._expected_seq = 0
         self.report = ClientReport()
         self.stats: dict | None = None
@@ -196,7 +202,7 @@ def make_demo_controller(welcome: dict, amplitude: float = 0.2, period: float = 
     from teleop.robot.model import NQ_BASE, RobotModel
 
     robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
-    if robot.joint_names != welcome["joint_names"]:
+    if robot.joint_names != welcome.get("joint_names"):
         raise LockstepError(E_UNEXPECTED, "the server's joint order differs from this client's robot model")
     joints = np.array(welcome["controlled_joints"], dtype=int)
     impedance = JointImpedance(robot, joints, stiffness=stiffness)

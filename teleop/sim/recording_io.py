@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import json
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from teleop import json_input
 
 
 class RecordingError(ValueError):
@@ -93,17 +96,20 @@ def load_recording(path: str | Path) -> Recording:
             with np.load(path, allow_pickle=False) as npz:
                 raw = {key: npz[key] for key in npz.files}
             if "meta" in raw:
-                raw["meta"] = json.loads(str(raw["meta"]))
+                raw["meta"] = json_input.loads(str(raw["meta"]))
         elif path.suffix.lower() == ".json":
-            raw = json.loads(path.read_text())
+            raw = json_input.loads(path.read_bytes())
             if not isinstance(raw, dict):
                 raise RecordingError(f"{path}: expected a JSON object with time, joint_names, commanded, measured")
         else:
             raise RecordingError(f"{path}: unknown recording format (expected .npz or .json)")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, RuntimeError, zipfile.BadZipFile, zlib.error) as exc:
+        # A damaged archive: zlib.error / BadZipFile / EOFError, NotImplementedError (an
+        # unsupported compression method) or RuntimeError (an encrypted member).
         if isinstance(exc, RecordingError):
             raise
-        raise RecordingError(f"{path}: cannot read recording ({exc})") from None
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        raise RecordingError(f"{path}: cannot read recording ({type(exc).__name__}: {reason})") from None
     missing = [k for k in ("time", "joint_names", "commanded", "measured") if k not in raw]
     if missing:
         raise RecordingError(f"{path}: missing {missing} (a recording needs time, joint_names, commanded, measured)")
@@ -117,7 +123,7 @@ def load_recording(path: str | Path) -> Recording:
             else np.asarray(raw["commanded_velocity"], dtype=float),
             meta=raw.get("meta", {}),
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise RecordingError(f"{path}: arrays are not numeric or ragged ({exc})") from None
     return _validate(rec, str(path))
 

@@ -99,11 +99,8 @@ def _settings(args: argparse.Namespace):
                 raise _fail(f"--gains {path}: no such file")
             try:
                 settings.extra_gains[label] = load_gains(path, LEFT_ARM)
-            except (OSError, GainsFormatError) as exc:
+            except (OSError, GainsFormatError) as exc:   # a binary file included: load_gains says so
                 raise _fail(f"--gains: {exc}") from None
-            except UnicodeDecodeError:  # a binary file (an .npz, say): load_gains expects text
-                raise _fail(f"--gains: {path}: not a JSON gains file (binary content; expected a "
-                            "PidConfiguration JSON file, see teleop/tuning/gains_io.py)") from None
     if args.evaluations is not None:
         settings.optimiser.max_evaluations = args.evaluations
     if args.speed is not None:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from teleop import json_input
 from teleop.tuning.pid import PidGains
 
 
@@ -44,7 +45,7 @@ def gains_from_json(data: object, joints: Iterable[str] | None = None, source: s
             if len(values) != len(entry):
                 raise TypeError
             out[joint] = PidGains(**values)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise GainsFormatError(f"{source}: bad gains for joint {joint!r}: {entry!r} ({exc})") from None
     if joints is not None:
         wanted = list(joints)
@@ -60,8 +61,14 @@ def gains_from_json(data: object, joints: Iterable[str] | None = None, source: s
 def load_gains(path: str | Path, joints: Iterable[str] | None = None) -> dict[str, PidGains]:
     """Read a configuration file (see :func:`gains_from_json`)."""
     path = Path(path)
+    raw = path.read_bytes()
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:   # an .npz, say: say what was expected, not where UTF-8 broke
+        raise GainsFormatError(f"{path}: not a JSON gains file (binary content; expected a PidConfiguration "
+                               "JSON file, see teleop/tuning/gains_io.py)") from None
+    try:
+        data = json_input.loads(raw)
+    except ValueError as exc:
         raise GainsFormatError(f"{path}: not valid JSON ({exc})") from None
     return gains_from_json(data, joints, source=str(path))
