@@ -116,6 +116,9 @@ def _stdout_closed() -> bool:
 #: A second stop signal this soon after the first is the same stop delivered twice [s]:
 #: coreutils ``timeout`` signals the command and then its whole process group.
 DUPLICATE_STOP_SIGNAL_S = 1.0
+#: How long a stopped command waits, from the first stop signal, for its duplicate before it
+#: exits [s] (at most: `timeout` sends both within microseconds).
+DUPLICATE_WAIT_S = 0.2
 
 
 @contextlib.contextmanager
@@ -156,6 +159,11 @@ def sigterm_as_interrupt():
     try:
         yield
     finally:
+        if first_stop:
+            # Let a duplicate already on its way land here, where it is ignored, and not
+            # after the handlers are put back (by then the cleanup may be over: the default
+            # handler killed the finished process, exit code -15 instead of 0).
+            time.sleep(max(0.0, DUPLICATE_WAIT_S - (time.monotonic() - first_stop[-1])))
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
