@@ -166,7 +166,11 @@ class RBFBasis:
     @classmethod
     def from_dict(cls, d: dict) -> "RBFBasis":
         width = float(d["width"])
-        return cls(n_basis=int(d["n_basis"]), width_factor=float(d["width_factor"]),
+        try:
+            n_basis = int(d["n_basis"])
+        except (OverflowError, ValueError) as exc:   # inf / NaN / not a number
+            raise ValueError(f"n_basis must be a whole number, got {d['n_basis']!r}") from exc
+        return cls(n_basis=n_basis, width_factor=float(d["width_factor"]),
                    margin_factor=float(d["margin_factor"]),
                    width=None if np.isnan(width) else width)
 

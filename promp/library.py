@@ -150,15 +150,16 @@ class TaskLibrary:
             raise LibraryFormatError(f"{path}: not a ProMP task library (a single .npy array, not an .npz archive)")
         with data:
             try:
-                return cls._read(data, path)
+                return cls._read(_CheckedMembers(data, path), path)
             except LibraryFormatError:
                 raise
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-                # A member that fails its CRC or ends early: the archive was damaged.
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+                # A member that fails its CRC or ends early, or is stored with a compression
+                # method zipfile cannot read (NotImplementedError): the archive was damaged.
                 raise LibraryFormatError(f"{path}: corrupt task library ({_reason(exc)})") from exc
 
     @classmethod
-    def _read(cls, data: np.lib.npyio.NpzFile, path: str | os.PathLike) -> "TaskLibrary":
+    def _read(cls, data: "_CheckedMembers", path: str | os.PathLike) -> "TaskLibrary":
         """The library in an opened .npz (see :meth:`load`)."""
         if "format" not in data or str(data["format"]) != FORMAT_NAME:
             raise LibraryFormatError(f"{path}: not a ProMP task library (no '{FORMAT_NAME}' format field)")
@@ -183,8 +184,19 @@ class TaskLibrary:
         for i, label in enumerate(labels):
             label, p = str(label), f"t{i}/"
             try:
-                kw = dict(basis=RBFBasis.from_dict(json.loads(str(data[p + "basis"]))),
-                          weight_mean=data[p + "weight_mean"], noise_var=data[p + "noise_var"],
+                try:
+                    spec = json.loads(str(data[p + "basis"]))
+                except RecursionError:
+                    raise ValueError("basis JSON is nested too deeply") from None
+                weight_mean = data[p + "weight_mean"]
+                # Check the basis size against the stored weights before building the basis:
+                # a huge n_basis would otherwise allocate (or loop over) that many centres.
+                if weight_mean.ndim != 2:
+                    raise ValueError(f"weight_mean must be 2-D (signals, basis functions), got shape {weight_mean.shape}")
+                if isinstance(spec, dict) and "n_basis" in spec and spec["n_basis"] != weight_mean.shape[1]:
+                    raise ValueError(f"basis n_basis {spec['n_basis']!r} does not match weight_mean shape {weight_mean.shape}")
+                kw = dict(basis=RBFBasis.from_dict(spec),
+                          weight_mean=weight_mean, noise_var=data[p + "noise_var"],
                           durations=data[p + "durations"], coupled=bool(data[p + "coupled"]),
                           label=label)
                 if p + "low_rank" in data:
@@ -196,12 +208,62 @@ class TaskLibrary:
                 if p + "group_var" in data:
                     kw.update(group_var=data[p + "group_var"])
                 lib.add(label, ProMP(**kw))
+            except LibraryFormatError:
+                raise
             except KeyError as exc:
                 raise LibraryFormatError(f"{path}: task {label!r} is incomplete ({_reason(exc)})") from exc
             except (TypeError, ValueError) as exc:
                 # Malformed fields (bad JSON, shapes, NaN, object arrays) and ProMP's checks.
                 raise LibraryFormatError(f"{path}: task {label!r} is malformed ({_reason(exc)})") from exc
         return lib
+
+
+class _CheckedMembers:
+    """Read access to an opened .npz that refuses a member whose .npy header declares more
+    data than the member holds, before numpy allocates the declared array."""
+
+    # Deflate expands at most ~1032:1; a member claiming more than this was not written by numpy.
+    _MAX_RATIO = 1100
+
+    def __init__(self, data: np.lib.npyio.NpzFile, path: str | os.PathLike) -> None:
+        self._data, self._path = data, path
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def __getitem__(self, key: str):
+        self._check_size(key)
+        return self._data[key]
+
+    def _check_size(self, key: str) -> None:
+        zf = self._data.zip
+        names = set(zf.namelist())
+        name = key + ".npy" if key + ".npy" in names else key
+        if name not in names:
+            return                                    # KeyError from NpzFile below
+        info = zf.getinfo(name)
+        if info.file_size > max(info.compress_size, 1) * self._MAX_RATIO:
+            raise LibraryFormatError(
+                f"{self._path}: corrupt task library (member {name!r} declares {info.file_size} bytes "
+                f"uncompressed from {info.compress_size} compressed)")
+        with zf.open(name) as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                else:
+                    return                            # other versions: left to np.load
+            except ValueError:
+                return                                # not a readable .npy header: left to np.load
+        declared = dtype.itemsize
+        for n in shape:
+            declared *= int(n)
+        if declared > info.file_size:
+            raise LibraryFormatError(
+                f"{self._path}: corrupt task library (member {name!r} declares shape {shape} "
+                f"({declared} bytes) but holds {info.file_size} bytes)")
 
 
 def _reason(exc: BaseException) -> str:

@@ -151,19 +151,22 @@ class HumanMotion:
                 raise
             raise MotionFormatError(f"{path}: not a readable .npz file ({exc})") from None
         with data:
-            if "format" not in data or str(data["format"]) != "humanmotion-v1":
-                raise MotionFormatError(f"{path}: not a human motion file (expected format humanmotion-v1)")
-            missing = [k for k in ("times", "segment_names", "positions", "orientations", "com", "rate_hz", "label")
-                       if k not in data]
-            if missing:
-                raise MotionFormatError(f"{path}: a humanmotion-v1 file lacks {', '.join(missing)}")
             try:
                 # np.load reads only the zip directory; the members are decompressed
-                # here, where damaged data raises zlib.error or a CRC error that names no
-                # file (zlib.error is not even a ValueError: the CLI showed a traceback).
+                # here (the format field first), where damaged data raises zlib.error or a
+                # CRC error that names no file (zlib.error is not even a ValueError: the CLI
+                # showed a traceback).
+                if "format" not in data or str(data["format"]) != "humanmotion-v1":
+                    raise MotionFormatError(f"{path}: not a human motion file (expected format humanmotion-v1)")
+                missing = [k for k in ("times", "segment_names", "positions", "orientations", "com", "rate_hz",
+                                       "label") if k not in data]
+                if missing:
+                    raise MotionFormatError(f"{path}: a humanmotion-v1 file lacks {', '.join(missing)}")
                 arrays = {k: data[k] for k in ("times", "segment_names", "positions", "orientations", "com",
                                                "rate_hz", "label")}
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            except MotionFormatError:
+                raise
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
                 raise MotionFormatError(f"{path}: damaged .npz file ({exc})") from None
             com = arrays["com"]
             meta = {"label": str(arrays["label"])} if str(arrays["label"]) else {}
@@ -175,15 +178,21 @@ class HumanMotion:
             raise MotionFormatError(f"{path}: no frames")
         # The text readers refuse non-finite numbers with their line; do the same (with the
         # frame), or a NaN runs through retargeting and control into the results.
-        for name in ("times", "positions", "orientations", "com"):
-            values = getattr(motion, name)
-            if values is None:
-                continue
-            bad = ~np.isfinite(values).all(axis=tuple(range(1, values.ndim)))   # per frame
-            if bad.any():
-                k = int(np.argmax(bad))
-                where = f"frame {k} of {len(values)}"
-                if values.ndim == 3:   # (T, S, n): name the segment too
-                    where += f", segment {motion.segment_names[int(np.argmax(~np.isfinite(values[k]).all(axis=1)))]}"
-                raise MotionFormatError(f"{path}: non-finite {name} (NaN or inf) at {where}")
+        check_finite_motion(motion, path)
         return motion
+
+
+def check_finite_motion(motion: HumanMotion, path, cause: str = "NaN or inf") -> None:
+    """MotionFormatError naming ``path``, the array, frame and segment if any of the motion's
+    times, positions, orientations or CoM is NaN or inf (``cause`` goes in the message)."""
+    for name in ("times", "positions", "orientations", "com"):
+        values = getattr(motion, name)
+        if values is None:
+            continue
+        bad = ~np.isfinite(values).all(axis=tuple(range(1, values.ndim)))   # per frame
+        if bad.any():
+            k = int(np.argmax(bad))
+            where = f"frame {k} of {len(values)}"
+            if values.ndim == 3:   # (T, S, n): name the segment too
+                where += f", segment {motion.segment_names[int(np.argmax(~np.isfinite(values[k]).all(axis=1)))]}"
+            raise MotionFormatError(f"{path}: non-finite {name} ({cause}) at {where}")

@@ -165,3 +165,52 @@ def test_the_robot_command_ends_in_a_one_line_error_for_an_empty_library_file(tm
     err = capsys.readouterr().err
     assert f"teleop robot: error: {path}: not a ProMP task library" in err
     assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------- fuzzer-found inputs
+def _with_member(tmp_path, library, member, data):
+    """The saved library with the bytes of zip ``member`` replaced by ``data``."""
+    import zipfile
+    good = tmp_path / "good.npz"
+    library.save(good)
+    path = tmp_path / "bad.npz"
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, data if info.filename == member else src.read(info))
+    return path
+
+
+def test_a_member_declaring_a_huge_shape_is_refused_without_allocating_it(tmp_path, library):
+    # Before: np.load allocated the declared (2**40,) float64 array: MemoryError.
+    import io
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"shape": (2 ** 40,), "fortran_order": False,
+                                               "descr": "<f8"})
+    path = _with_member(tmp_path, library, "t0/durations.npy", buf.getvalue() + b"\0" * 64)
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: corrupt .*t0/durations"):
+        TaskLibrary.load(path)
+
+
+def test_an_unknown_zip_compression_method_is_a_library_format_error(tmp_path, library):
+    # Before: zipfile's NotImplementedError ("That compression method is not supported").
+    raw = bytearray(_raw(tmp_path, library))
+    raw[8:10] = (99).to_bytes(2, "little")                # first local header
+    central = raw.index(b"PK\x01\x02")
+    raw[central + 10:central + 12] = (99).to_bytes(2, "little")
+    path = tmp_path / "method.npz"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: corrupt task library"):
+        TaskLibrary.load(path)
+
+
+@pytest.mark.parametrize("basis, message", [
+    ('{"n_basis": 1e12, "width_factor": 1.0, "margin_factor": 1.0, "width": NaN}', "n_basis .* does not match"),
+    ('{"n_basis": 1e999, "width_factor": 1.0, "margin_factor": 1.0, "width": NaN}', "n_basis inf does not match"),
+    ("[" * 100000 + "]" * 100000, "nested too deeply"),
+])
+def test_a_huge_infinite_or_deeply_nested_basis_is_refused(tmp_path, library, basis, message):
+    # Before: MemoryError in np.linspace (1e12 centres; 1e9 ran for minutes), OverflowError
+    # from int(inf), RecursionError from json.loads.
+    path = _rewritten(tmp_path / "lib.npz", library, lambda a: a.__setitem__("t0/basis", np.array(basis)))
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: task .* is malformed .*{message}"):
+        TaskLibrary.load(path)

@@ -207,3 +207,41 @@ def test_record_command_survives_a_duplicate_sigterm(tmp_path):
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "(interrupted)" in out
     assert open_recording(path).complete
+
+
+def _raw_mcap(path, channel_id_of_messages, com_xy):
+    """An MCAP with one references message, written with the low-level mcap writer."""
+    import json
+    from mcap.writer import Writer
+    from teleop.record.codecs import REFERENCES_SCHEMA, REFERENCES_SCHEMA_NAME, encode_references
+    refs = RobotReferences.from_flat(0.2, np.zeros(FLAT_SIZE))
+    data = json.loads(encode_references(refs))
+    data["com_xy"] = com_xy
+    with open(path, "wb") as f:
+        w = Writer(f)
+        w.start()
+        schema = w.register_schema(REFERENCES_SCHEMA_NAME, "jsonschema", json.dumps(REFERENCES_SCHEMA).encode())
+        channel = w.register_channel("/references", "json", schema)
+        w.add_message(channel if channel_id_of_messages is None else channel_id_of_messages,
+                      200_000_000, json.dumps(data).encode(), 200_000_000)
+        w.finish()
+    return path
+
+
+def test_a_references_message_with_a_wrong_shaped_field_is_a_recording_format_error(tmp_path):
+    # Before: the decoder passed com_xy with 3 values, reference_trajectory then raised a
+    # plain ValueError (broadcast) in retarget/references.py.
+    good = open_recording(_raw_mcap(tmp_path / "good.mcap", None, [0.0, 0.0]))
+    assert len(good.reference_trajectory("references").times) == 1
+    path = _raw_mcap(tmp_path / "bad.mcap", None, [0.0, 0.0, 0.0])
+    with pytest.raises(RecordingFormatError, match="/references .*com_xy must have 2 numbers") as e:
+        open_recording(path).reference_trajectory("references")
+    assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
+
+
+def test_recover_refuses_messages_on_a_channel_id_no_channel_record_defines(tmp_path):
+    # Before: KeyError in rewrite (channel_ids[message.channel_id]).
+    path = _raw_mcap(tmp_path / "chan.mcap", 8, [0.0, 0.0])
+    with pytest.raises(RecordingFormatError, match="channel id 8") as e:
+        recover(path, tmp_path / "out.mcap")
+    assert str(e.value).startswith(f"{path}: ")

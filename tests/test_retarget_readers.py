@@ -312,3 +312,80 @@ def test_calibrated_soles_lie_on_the_floor(path):
     for side in ("left", "right"):
         corners = m.position(f"{side}_foot")[0] + quat.rotate(m.orientation(f"{side}_foot")[0], c.foot_corners_local)
         assert np.all(np.abs(corners[:, 2]) < 0.03), (side, corners[:, 2])
+
+
+def test_a_damaged_format_member_of_a_native_npz_is_a_motion_format_error(tmp_path):
+    # Before: zlib.error / BadZipFile escaped from the first data["format"] read, which sat
+    # outside the try that turns damaged members into a MotionFormatError.
+    path = tmp_path / "m.npz"
+    skeleton.standard_body_motion(np.arange(3) * 0.01).save_npz(path)
+    import zipfile
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("format.npy")
+    raw = bytearray(path.read_bytes())
+    head = info.header_offset
+    start = head + 30 + int.from_bytes(raw[head + 26:head + 28], "little") + int.from_bytes(raw[head + 28:head + 30], "little")
+    size = info.compress_size
+    for k in range(start + 2, start + size - 2):
+        raw[k] ^= 0x5A
+    path.write_bytes(bytes(raw))
+    with pytest.raises(MotionFormatError, match="damaged") as e:
+        read_motion(path)
+    assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
+
+
+def test_a_bvh_offset_before_any_joint_is_a_located_error(tmp_path):
+    # Before: IndexError (stack[-1] of an empty joint stack).
+    p = write(tmp_path, "offset.bvh", "HIERARCHY\nOFFSET 0 0 0\n")
+    with pytest.raises(MotionFormatError, match="OFFSET outside a joint") as e:
+        read_motion(p)
+    assert_located(e, p, 2)
+
+
+def _asf(bone_b_name="name b", hierarchy="root a\n    a b"):
+    bone = "  begin\n    {}\n    direction 0 1 0\n    length 1\n    axis 0 0 0 XYZ\n  end\n"
+    return (":units\n  length 1.0\n  angle deg\n:root\n  order TX TY TZ RX RY RZ\n  axis XYZ\n"
+            "  orientation 0 0 0\n:bonedata\n" + bone.format("name a") + bone.format(bone_b_name)
+            + f":hierarchy\n  begin\n    {hierarchy}\n  end\n")
+
+
+def test_a_small_hand_written_asf_reads(tmp_path):
+    assert read_asf(write(tmp_path, "ok.asf", _asf())).order() == ["a", "b"]
+
+
+def test_an_asf_name_without_value_is_a_located_error(tmp_path):
+    # Before: IndexError (tok[1] of a bare "name" line).
+    p = write(tmp_path, "name.asf", _asf(bone_b_name="name"))
+    with pytest.raises(MotionFormatError, match="'name' needs exactly one bone name") as e:
+        read_asf(p)
+    assert_located(e, p, 16)
+
+
+@pytest.mark.parametrize("hierarchy, message", [
+    ("root a", r"bones \['b'\] are not connected to the root"),
+    ("root a\n    a b\n    b a", "appears more than once"),
+])
+def test_asf_bones_outside_the_hierarchy_or_in_a_cycle_are_refused(tmp_path, hierarchy, message):
+    # Before: a bone missing from the :hierarchy gave a KeyError in forward kinematics
+    # (read_motion(take.amc, skeleton=asf)), and a cycle looped forever in order().
+    p = write(tmp_path, "hier.asf", _asf(hierarchy=hierarchy))
+    with pytest.raises(MotionFormatError, match=message) as e:
+        read_asf(p)
+    assert_located(e, p)
+
+
+def test_an_mvnx_frame_nested_in_a_frame_is_a_located_error(tmp_path):
+    # Before: a plain ValueError from list.remove (the inner frame is no child of <frames>).
+    from retarget.readers import write_mvnx
+    path = tmp_path / "nested.mvnx"
+    write_mvnx(skeleton.standard_body_motion(np.arange(3) * 0.01), path)
+    text = path.read_text()
+    first_end = text.find("</frame>", text.find('type="normal"'))
+    second_end = text.find("</frame>", first_end + 1)
+    nested = (text[:first_end] + text[first_end + len("</frame>"):second_end + len("</frame>")]
+              + "</frame>" + text[second_end + len("</frame>"):])
+    path.write_text(nested)
+    line = nested[:nested.find("<frame", nested.find('type="normal"') + 1)].count("\n") + 1
+    with pytest.raises(MotionFormatError, match="<frame> inside another <frame>") as e:
+        read_motion(path)
+    assert_located(e, path, line)

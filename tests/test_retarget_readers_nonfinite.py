@@ -75,3 +75,54 @@ def test_mvnx_rejects_non_finite_quaternions(tmp_path):
     with pytest.raises(MotionFormatError, match="non-finite") as e:
         read_motion(path)
     assert str(e.value).startswith(f"{path}:{line}: ")
+
+
+@pytest.mark.parametrize("field, literal, expected", [
+    ("t", "1" + "0" * 400, "sample 1: missing or malformed"),       # float() overflows
+    ("p", "1" + "0" * 400, "sample 1: missing or malformed"),
+    ("t", "1" + "0" * 5000, "malformed JSON"),                       # beyond int digit limit
+    ("t", "[" * 100000 + "]" * 100000, "malformed JSON .*nested too deeply"),
+])
+def test_vr_json_huge_integers_and_deep_nesting_are_refused(tmp_path, field, literal, expected):
+    # Before: OverflowError (int too large to convert to float), plain ValueError (integer
+    # string conversion limit) and RecursionError escaped.
+    path = vr_json(tmp_path / "v.json", 1, "head", field, 12345.5)
+    path.write_text(path.read_text().replace("12345.5", literal))
+    with pytest.raises(MotionFormatError, match=expected) as e:
+        read_motion(path)
+    assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
+
+
+def _shared(*parts):
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1].parent.joinpath("shared", "data", *parts)
+    if not path.exists():
+        pytest.skip("../shared/data not found: real-data test skipped")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["amc", "bvh"])
+def test_a_finite_but_huge_value_that_overflows_in_kinematics_is_refused(tmp_path, kind):
+    # Before: 1e308 passed the per-number finiteness check, overflowed to inf / NaN in unit
+    # scaling and forward kinematics, and read_motion returned non-finite positions.
+    if kind == "amc":
+        lines = _shared("hdm05", "squat1Reps", "HDM_bd_squat1Reps_001_120.amc").read_text(
+            encoding="latin-1").splitlines()
+        k = next(i for i, line in enumerate(lines) if line.startswith("root "))
+        tok = lines[k].split()
+        tok[2] = "1e308"
+        lines[k] = " ".join(tok)
+        opts = {"skeleton": _shared("hdm05", "skeletons", "HDM_bd.asf")}
+    else:
+        lines = _shared("cmu_bvh", "115_10.bvh").read_text().splitlines()
+        k = next(i for i, line in enumerate(lines) if line.strip().lower().startswith("frame time")) + 2
+        tok = lines[k].split()
+        tok[2] = "1e308"
+        lines[k] = " ".join(tok)
+        opts = {}
+    path = tmp_path / f"huge.{kind}"
+    path.write_text("\n".join(lines) + "\n")
+    with np.errstate(all="ignore"):
+        with pytest.raises(MotionFormatError, match="non-finite .* too large") as e:
+            read_motion(path, **opts)
+    assert str(e.value).startswith(f"{path}: ")

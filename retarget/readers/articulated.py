@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import quat, skeleton
-from ..human import SEGMENTS, HumanMotion
+from ..human import SEGMENTS, HumanMotion, check_finite_motion
 
 #: Source (x left, y up, z forward) -> target (x forward, y left, z up).
 Y_UP_TO_Z_UP = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -99,4 +99,8 @@ def to_human_motion(tracks: dict[str, SegmentTrack], times: np.ndarray, unit_m: 
     meta = dict(meta)
     meta.update({"length_unit_m": unit_m, "initial_heading_deg_in_source": float(np.degrees(yaw)),
                  "axes": "z up, x forward (facing at frame 0), y left; source was Y up"})
-    return HumanMotion(times, names, positions, orientations, source=source, rate_hz=rate_hz, meta=meta)
+    motion = HumanMotion(times, names, positions, orientations, source=source, rate_hz=rate_hz, meta=meta)
+    # The readers check each number is finite, but a huge one (1e308) still overflows to
+    # inf / NaN in unit scaling and forward kinematics: refuse the result, naming the frame.
+    check_finite_motion(motion, source, "a value in the file too large")
+    return motion

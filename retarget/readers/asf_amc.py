@@ -156,6 +156,8 @@ def read_asf(path) -> AsfSkeleton:
             elif current is None:
                 raise error(path, no, f"bone data outside begin/end: {line!r}")
             elif tok[0] == "name":
+                if len(tok) != 2:
+                    raise error(path, no, "'name' needs exactly one bone name")
                 current["name"] = tok[1]
             elif tok[0] == "direction":
                 d = floats(path, no, tok[1:4], 3, "direction components")
@@ -188,6 +190,17 @@ def read_asf(path) -> AsfSkeleton:
     unknown -= set(bones)
     if unknown:
         raise error(path, None, f"hierarchy names unknown bones {sorted(unknown)}")
+    # Every bone must hang from the root exactly once: forward kinematics walks the
+    # hierarchy from the root (a bone left out has no parent, a cycle never ends).
+    reached, stack = set(), list(children["root"])
+    while stack:
+        b = stack.pop()
+        if b in reached:
+            raise error(path, None, f"bone {b!r} appears more than once in the :hierarchy (or in a cycle)")
+        reached.add(b)
+        stack.extend(children.get(b, []))
+    if set(bones) - reached:
+        raise error(path, None, f"bones {sorted(set(bones) - reached)} are not connected to the root in the :hierarchy")
     to_rad = np.pi / 180.0 if angle_unit == "deg" else 1.0
     for b in bones.values():
         b.axis = b.axis * to_rad

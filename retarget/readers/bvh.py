@@ -141,6 +141,8 @@ def read_bvh_file(path) -> BvhFile:
                 i += 1
                 break
         elif key == "OFFSET":
+            if not in_end and not stack:
+                raise error(path, no, "OFFSET outside a joint")
             off = floats(path, no, tok[1:], 3, "OFFSET values")
             if in_end:
                 joints[end_owner].end_site = off

@@ -81,6 +81,7 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
     except OSError as exc:
         raise MotionFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     current: dict | None = None          # the motion frame being read
+    in_frame = False                     # a <frame> element is open (of any type)
     with f:
         try:
             for line_no, raw in enumerate(f, start=1):
@@ -103,6 +104,9 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                         elif tag == "frame":
                             if not labels:
                                 raise error(path, line_no, "frame before any <segment> definition")
+                            if in_frame:
+                                raise error(path, line_no, "<frame> inside another <frame>")
+                            in_frame = True
                             current = {"line": line_no} if elem.get("type", "normal") == "normal" else None
                             if current is not None:
                                 try:
@@ -138,10 +142,10 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                             times.append(current["time"])
                             if "com" in current:
                                 coms.append(current["com"])
-                        current = None
+                        current, in_frame = None, False
                         elem.clear()
-                        if frames_elem is not None:
-                            frames_elem.remove(elem)
+                        if frames_elem is not None and any(child is elem for child in frames_elem):
+                            frames_elem.remove(elem)   # (not there if the frame sits deeper)
             parser.close()
         except ET.ParseError as exc:
             where = exc.position[0] if getattr(exc, "position", None) else line_no

@@ -105,6 +105,10 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(path, exc.lineno, f"malformed JSON ({exc.msg})") from None
+    except RecursionError:
+        raise error(path, None, "malformed JSON (nested too deeply)") from None
+    except ValueError as exc:   # e.g. an integer literal beyond Python's digit limit
+        raise error(path, None, f"malformed JSON ({' '.join(str(exc).split())})") from None
     if not isinstance(doc, dict) or doc.get("format") != "vr-trackers-v1":
         raise error(path, None, "not a VR tracker file (expected \"format\": \"vr-trackers-v1\")")
     axes = str(doc.get("axes", "z-up")).lower()
@@ -130,7 +134,7 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
                 if len(p) != 3 or len(q) != 4:
                     raise ValueError(f"{s}: p needs 3 numbers and q 4")
                 poses[s][k] = [float(v) for v in (*p, *q)]
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:   # OverflowError: float(10**400)
             raise MotionFormatError(f"{path}: sample {k}: missing or malformed {exc}") from None
         # json.loads takes NaN and Infinity; the CSV path refuses them, so does this one.
         bad = ["t"] if not np.isfinite(times[k]) else []

@@ -69,6 +69,14 @@ def _array(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=float)
 
 
+def _sized(value: Any, name: str, size: int) -> np.ndarray:
+    """``_array`` of a field that must hold ``size`` numbers (ValueError naming it otherwise)."""
+    out = _array(value)
+    if out.shape != (size,):
+        raise ValueError(f"{name} must have {size} numbers, got shape {out.shape}")
+    return out
+
+
 def _field(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
 
@@ -120,8 +128,8 @@ def encode_references(refs: RobotReferences) -> bytes:
 def decode_references(data: bytes) -> RobotReferences:
     """RobotReferences; ``valid`` is None for messages without a mask (all recordings before it)."""
     obj = json.loads(data)
-    values = {name: (_float(obj[name]) if size == 1 else _array(obj[name])) for name, size in SIGNALS}
-    extras = {name: _array(obj[name]) for name, _ in _REFERENCE_EXTRAS if obj.get(name) is not None}
+    values = {name: (_float(obj[name]) if size == 1 else _sized(obj[name], name, size)) for name, size in SIGNALS}
+    extras = {name: _sized(obj[name], name, size) for name, size in _REFERENCE_EXTRAS if obj.get(name) is not None}
     if obj.get("valid") is not None:
         valid = np.asarray(obj["valid"], dtype=bool)
         if valid.shape != (FLAT_SIZE,):

@@ -18,6 +18,7 @@ from mcap.writer import CompressionType, Writer
 
 from .channels import EPISODE_SPEC, EPISODES
 from .messages import EpisodeMarker
+from .mcap_index import RecordingFormatError
 from .reader import Episode, Recording
 from .recorder import LIBRARY
 
@@ -108,6 +109,10 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
                                        next_marker[0], sequence)
                     sequence += 1
                     next_marker = next(pending, None)
+                if message.channel_id not in channel_ids:
+                    raise RecordingFormatError(
+                        f"{recording.path}: damaged MCAP file (message at log time {message.log_time_ns} ns "
+                        f"names channel id {message.channel_id}, which no Channel record defines)")
                 writer.add_message(channel_ids[message.channel_id], message.log_time_ns,
                                    message.data, message.publish_time_ns, message.sequence)
             while next_marker is not None:
