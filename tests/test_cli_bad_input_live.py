@@ -414,3 +414,22 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     time.sleep(0.05)
     quiet.check()
     assert capsys.readouterr().err == ""
+
+
+def test_a_station_loop_that_falls_behind_says_so(capsys):
+    """An overloaded machine showed only as a robot that went stale for no visible reason."""
+    import time
+
+    from teleop.stations.cli import _loop
+
+    calls = [0]
+
+    def body():
+        calls[0] += 1
+        if calls[0] == 3:
+            time.sleep(1.1)                      # one tick that takes a second too long
+
+    _loop(0.01, 1.3, body, "robot")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("[robot] warning: the 100 Hz loop fell 1.")
+    assert "behind (the machine is overloaded?): carrying on from now" in err

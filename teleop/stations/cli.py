@@ -246,10 +246,14 @@ def _seconds(value: float) -> str:
     return f"{value:.3f} s" if value == value else "-"
 
 
-def _loop(period: float, duration: float | None, body) -> None:
+def _loop(period: float, duration: float | None, body, station: str = "station") -> None:
     """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration``, or
     until Ctrl-C or SIGTERM raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
-    which the stations catch to close their recordings and print their final statistics."""
+    which the stations catch to close their recordings and print their final statistics.
+
+    A loop that falls a second behind resynchronises instead of bursting, and says so on
+    stderr (``[station] warning: ...``): an overloaded machine otherwise shows only as a
+    robot that went stale for no visible reason."""
     start = began = time.monotonic()
     k = 0
     # The duration counts from `began`: `start` moves when the schedule resynchronises.
@@ -259,7 +263,9 @@ def _loop(period: float, duration: float | None, body) -> None:
         delay = start + k * period - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        elif delay < -1.0:  # fell behind by a second: resynchronise instead of bursting
+        elif delay < -1.0:
+            print(f"[{station}] warning: the {1 / period:g} Hz loop fell {-delay:.1f} s behind (the machine is "
+                  "overloaded?): carrying on from now", file=sys.stderr)
             start, k = time.monotonic(), 0
 
 
@@ -318,7 +324,7 @@ def _run_robot(args: argparse.Namespace) -> int:
                       file=sys.stderr)
 
         try:
-            _loop(station.dt, args.duration, tick)
+            _loop(station.dt, args.duration, tick, "robot")
         except KeyboardInterrupt:
             pass
         telemetry = station.telemetry()
@@ -327,9 +333,13 @@ def _run_robot(args: argparse.Namespace) -> int:
         print(json.dumps(telemetry, default=float))
     else:
         network = telemetry["network"]
-        dropped = sum(v for k, v in network.items() if k.startswith("dropped_"))
+        reasons = {k[len("dropped_"):]: v for k, v in network.items() if k.startswith("dropped_") and v}
+        # Why, not only how many: "replayed" are the network's own duplicates, "bad_mac" a
+        # wrong secret or forged packets.
+        dropped = f"{sum(reasons.values())} dropped" + (
+            ": " + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items())) if reasons else "")
         timing = telemetry["controller_timing_ms"]
-        print(f"accepted {network.get('accepted', 0)} packets ({dropped} dropped), whole-body control "
+        print(f"accepted {network.get('accepted', 0)} packets ({dropped}), whole-body control "
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
               f"tau_b {telemetry['tau_b_s']:.3f} s")
@@ -498,7 +508,7 @@ def _run_operator(args: argparse.Namespace) -> int:
                 recording.after_tick(endpoint, video)
 
         try:
-            _loop(0.01, args.duration, tick)
+            _loop(0.01, args.duration, tick, "operator")
         except KeyboardInterrupt:
             pass
         for watch in watches:
