@@ -163,6 +163,19 @@ def test_stations_on_two_hosts_measure_both_delays_despite_the_clock_offset(robo
     assert "predicting" in log.states
 
 
+def _station_over_udp(robot, station_sim):
+    """(secret, the robot's UDP endpoint on loopback, a robot station on it with a 0.2 s stale
+    timeout, the (20,) home references)."""
+    from teleop.clock import WallClock
+    from teleop.net.udp import UdpEndpoint
+
+    secret = os.urandom(32)
+    robot_ep = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    station = RobotStation(robot_ep, robot, station_sim, None,
+                           RobotStationConfig(video_hz=0, feedback_hz=50, stale_timeout=0.2))
+    return secret, robot_ep, station, references_from_configuration(robot, station.tracker.q).to_flat()
+
+
 def test_a_restarted_operator_takes_over_once_the_first_is_silent(robot, station_sim):
     """Over real UDP: operator A stops; operator B (a restarted station: new port, new
     source id) gets the FEEDBACK and the clock exchange from then on. While A is still
@@ -174,11 +187,7 @@ def test_a_restarted_operator_takes_over_once_the_first_is_silent(robot, station
     from teleop.net.protocol import PacketType
     from teleop.net.udp import UdpEndpoint
 
-    secret = os.urandom(32)
-    robot_ep = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
-    station = RobotStation(robot_ep, robot, station_sim, None,
-                           RobotStationConfig(video_hz=0, feedback_hz=50, stale_timeout=0.2))
-    home = references_from_configuration(robot, station.tracker.q).to_flat()
+    secret, robot_ep, station, home = _station_over_udp(robot, station_sim)
     a = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
     b = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
 
@@ -222,11 +231,7 @@ def test_packets_the_network_lost_replayed_while_the_operator_is_silent_take_not
     from teleop.net.protocol import PacketType
     from teleop.net.udp import UdpEndpoint
 
-    secret = os.urandom(32)
-    robot_ep = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
-    station = RobotStation(robot_ep, robot, station_sim, None,
-                           RobotStationConfig(video_hz=0, feedback_hz=50, stale_timeout=0.2))
-    home = references_from_configuration(robot, station.tracker.q).to_flat()
+    secret, robot_ep, station, home = _station_over_udp(robot, station_sim)
     a = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
     stream = int(PacketType.REFERENCES)
 
