@@ -73,12 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError as exc:
-        if not _stdout_closed():
+        if not stdout_reader_gone():
             return _user_error(args, exc)      # a socket's peer went away: a real error
-        # The reader of our output went away (`teleop info | head`): not an error. Python
-        # would report the pipe again when it flushes stdout at exit: stdout goes to devnull.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return end_output_quietly()
     except USER_ERRORS as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise
@@ -92,7 +89,15 @@ def _user_error(args: argparse.Namespace, exc: BaseException) -> int:
     return 1
 
 
-def _stdout_closed() -> bool:
+def end_output_quietly() -> int:
+    """The reader of our output went away (`teleop info | head`): not an error, exit code 0.
+    Python would report the pipe again when it flushes stdout at exit: stdout goes to
+    devnull."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def stdout_reader_gone() -> bool:
     """Whether our standard output's reader has gone (writing to it breaks the pipe).
 
     Asked of the pipe itself (POLLERR on its write end once the read end is closed): the

@@ -8,6 +8,7 @@ import pytest
 from retarget import skeleton
 from retarget.human import MotionFormatError
 from retarget.readers import read_motion, write_mvnx
+from tests.conftest import shared_data
 
 TRACKERS = ("head", "left_hand", "right_hand")
 
@@ -93,28 +94,20 @@ def test_vr_json_huge_integers_and_deep_nesting_are_refused(tmp_path, field, lit
     assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
 
 
-def _shared(*parts):
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1].parent.joinpath("shared", "data", *parts)
-    if not path.exists():
-        pytest.skip("../shared/data not found: real-data test skipped")
-    return path
-
-
 @pytest.mark.parametrize("kind", ["amc", "bvh"])
 def test_a_finite_but_huge_value_that_overflows_in_kinematics_is_refused(tmp_path, kind):
     # Before: 1e308 passed the per-number finiteness check, overflowed to inf / NaN in unit
     # scaling and forward kinematics, and read_motion returned non-finite positions.
     if kind == "amc":
-        lines = _shared("hdm05", "squat1Reps", "HDM_bd_squat1Reps_001_120.amc").read_text(
+        lines = shared_data("hdm05", "squat1Reps", "HDM_bd_squat1Reps_001_120.amc").read_text(
             encoding="latin-1").splitlines()
         k = next(i for i, line in enumerate(lines) if line.startswith("root "))
         tok = lines[k].split()
         tok[2] = "1e308"
         lines[k] = " ".join(tok)
-        opts = {"skeleton": _shared("hdm05", "skeletons", "HDM_bd.asf")}
+        opts = {"skeleton": shared_data("hdm05", "skeletons", "HDM_bd.asf")}
     else:
-        lines = _shared("cmu_bvh", "115_10.bvh").read_text().splitlines()
+        lines = shared_data("cmu_bvh", "115_10.bvh").read_text().splitlines()
         k = next(i for i, line in enumerate(lines) if line.strip().lower().startswith("frame time")) + 2
         tok = lines[k].split()
         tok[2] = "1e308"

@@ -29,12 +29,11 @@ folder per task: the layout ``teleop train`` reads.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from teleop.cli import _stdout_closed, describe
+from teleop.cli import describe, end_output_quietly, stdout_reader_gone
 from teleop.cli_types import non_negative_float
 from teleop.data_args import check_out_folder
 
@@ -244,22 +243,14 @@ def task_label(text: str) -> str:
     return text
 
 
-def _end_quietly() -> int:
-    """The reader of our output went away (`teleop dataset inspect FILE | head`): not an
-    error, as for `teleop info | head`. Python would report the pipe again when it flushes
-    stdout at exit: stdout goes to devnull."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
-
-
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Turn expected failures (bad file, unknown channel...) into a message and exit code 1."""
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
         except (RecordingFormatError, OSError, KeyError, ValueError, TypeError) as exc:
-            if isinstance(exc, BrokenPipeError) and _stdout_closed():
-                return _end_quietly()
+            if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+                return end_output_quietly()   # `teleop dataset inspect FILE | head`: not an error
             # describe(): "FILE: No such file or directory", not "[Errno 2] ...: 'FILE'"
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else describe(exc)
             print(f"teleop dataset {args.dataset_command}: error: {message}", file=sys.stderr)
