@@ -27,10 +27,12 @@ def test_session_survives_loss_jitter_and_reordering(library):
     net = log.telemetry["network"]
     assert log.nonfinite_ticks == 0
     assert not log.fell
-    # The controller never commands a joint faster than its limit, and the measured
-    # speeds (pybullet's servos lag and overshoot a little) show no jump either.
-    assert log.max_command_speed_ratio <= 1.0 + 1e-6, log.max_command_speed_ratio
-    assert log.max_joint_speed_ratio <= 1.5, log.max_joint_speed_ratio
+    # The controller commands at most 0.9 of each joint's velocity limit (the default
+    # stack's limits.velocity_scale, headroom for pybullet's servos, which overshoot a
+    # commanded speed by a few percent), and the speeds measured in the simulation stay
+    # within the limits themselves.
+    assert log.max_command_speed_ratio <= 0.9 + 1e-6, log.max_command_speed_ratio
+    assert log.max_joint_speed_ratio <= 1.0, log.max_joint_speed_ratio
     assert "predicting" in log.states, "compensation never engaged on the lossy link"
     executed = np.asarray(log.executed)
     assert np.all(np.isfinite(executed))
