@@ -64,3 +64,35 @@ def test_a_realtime_run_does_not_score_the_home_pose_held_before_the_first_refer
     assert result.whole["hand_cm"] == 0.0
     assert np.isnan(result.executed[waiting]).all()
     assert result.valid_mask(0.0).sum() == np.sum((t - start_wall >= 0.5 - 1e-9) & (t - start_wall + 0.5 <= 3.0))
+
+
+def test_a_realtime_run_is_scored_at_the_video_delay_the_operator_reported(tmp_path):
+    """The operator sees a tick τ̂_b after it: the proxy's RTT/2 plus the video path's own
+    time, which the operator reports and the compensator predicts for. Before, the score
+    took RTT/2, so a robot exactly where the operator is when the frame is shown (here
+    RTT/2 + 40 ms) was scored 40 ms of motion off (2 cm at 0.5 m/s)."""
+    import numpy as np
+
+    from retarget.references import FLAT_SIZE, ReferenceTrajectory
+    from teleop.stations.robot_station import TickRecord
+    from teleop.trials.realtime import read_robot_record, take_result, write_robot_record
+
+    times = np.linspace(0.0, 4.0, 401)
+    flat = np.zeros((401, FLAT_SIZE))
+    flat[:, 3] = 0.5 * times                        # a hand moving at 0.5 m/s along x
+    take = ReferenceTrajectory(times, flat, label="reach")
+    start_wall, tau_b = 20.0, 0.54                  # RTT 1 s: 0.5 s link + 40 ms video
+    t = start_wall + np.arange(0, 300) * 0.01
+    records = []
+    for ti in t:
+        executed = np.zeros(FLAT_SIZE)
+        executed[3] = 0.5 * min(ti - start_wall + tau_b, 4.0)   # the operator's pose at display
+        records.append(TickRecord(ti, executed, None, np.zeros((2, 3)), np.zeros(3), np.zeros(2),
+                                  "passthrough", "ACTIVE", "ok"))
+    for reported, hand_cm in ((tau_b, 0.0), (0.0, 100 * 0.5 * 0.04 / 6)):
+        path = tmp_path / f"robot_{reported}.npz"
+        write_robot_record(path, records, [""] * len(records), reported, len(records), 3.0)
+        result = take_result(read_robot_record(path), take, 1.0, False, start_wall)
+        # No report (0): RTT/2, and the 40 ms show as error (on one axis of the six averaged).
+        assert result.tau_b_scored == (reported or 0.5)
+        assert abs(result.whole["hand_cm"] - hand_cm) < 1e-6, (reported, result.whole["hand_cm"])

@@ -18,9 +18,9 @@ modelled link. This one runs what a user runs, on loopback:
 
 Scoring is the virtual trial's (:class:`teleop.trials.delay_trial.TakeResult`): the
 references the robot station executed at each tick, against what the operator does when
-that tick's video reaches them, taken as RTT/2 later (the proxies' τ_b; the video's own
-render/encode/decode time is not added, while the compensator uses the τ̂_b the operator
-reports, which includes it). Both processes read
+that tick's video reaches them: τ̂_b later, the age of the displayed frames the operator
+reported (the proxy's RTT/2 plus the render, encode, transport and jitter-buffer time),
+the same delay the compensator predicts for; RTT/2 if no report arrived. Both processes read
 ``time.monotonic``, one clock on one machine, so no offset enters the score.
 """
 
@@ -253,8 +253,15 @@ def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: b
                 start_wall: float) -> TakeResult:
     """Score one run's record (:func:`read_robot_record`) of the (padded) ``take`` played from
     ``start_wall`` [s, time.monotonic], as the virtual trial scores its runs; the task
-    compensation began with is the recognised task at the first tick out of pass-through."""
-    one_way = rtt / 2.0
+    compensation began with is the recognised task at the first tick out of pass-through.
+
+    The operator sees a tick's video τ̂_b after it (``rec["tau_b"]``, measured from the
+    operator's reports: the link's RTT/2 plus ~30 ms of rendering, coding and buffering on
+    loopback); before, the score took RTT/2 and so judged the compensated run, which aims
+    at the measured τ̂_b, against a moment ~30 ms too early. A station that never had a
+    report records 0: RTT/2 is used then."""
+    measured = float(rec["tau_b"])
+    one_way = measured if np.isfinite(measured) and measured > 0.0 else rtt / 2.0
     times = rec["t"] - start_wall
     states = rec["states"]
     t0 = float(take.times[0])
@@ -271,7 +278,7 @@ def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: b
     result.whole = result.errors_after(0.0)
     result.window = result.errors_after(result.engaged_at)
     result.robot_tick_hz = rec["ticks"] / rec["wall"]
-    result.tau_b_reported = rec["tau_b"]
+    result.tau_b_scored = one_way
     return result
 
 
@@ -319,4 +326,9 @@ def run_realtime_trial(args: argparse.Namespace):
     summary = summarise(results, labels)
     summary["mode"] = "realtime"
     summary["robot_tick_hz_min"] = float(min(rates)) if rates else None
+    # The backward delay each round trip was scored with (mean over its runs): RTT/2 plus
+    # the video path's own time, which the reader should see next to the errors.
+    for label, pairs in zip(labels, results.values()):
+        delays = [r.tau_b_scored for pair in pairs for r in pair]
+        summary["rtt"][label]["video_delay_s"] = float(np.mean(delays)) if delays else None
     return results, summary, labels, test
