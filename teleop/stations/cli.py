@@ -13,6 +13,7 @@ from typing import Callable
 
 from teleop.cli_types import address, non_negative_float, port, positive_float
 from teleop.record.dataset_cli import task_label
+from teleop.stations.loop_timing import LoopTiming
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -246,27 +247,39 @@ def _seconds(value: float) -> str:
     return f"{value:.3f} s" if value == value else "-"
 
 
-def _loop(period: float, duration: float | None, body, station: str = "station") -> None:
-    """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration``, or
+def _loop(period: float, duration: float | None, body, station: str = "station", timing: LoopTiming | None = None,
+          *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> LoopTiming:
+    """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration`` [s], or
     until Ctrl-C or SIGTERM raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
     which the stations catch to close their recordings and print their final statistics.
 
     A loop that falls a second behind resynchronises instead of bursting, and says so on
     stderr (``[station] warning: ...``): an overloaded machine otherwise shows only as a
-    robot that went stale for no visible reason."""
-    start = began = time.monotonic()
+    robot that went stale for no visible reason. The shorter overruns go into ``timing``
+    (a new :class:`LoopTiming` if None; pass one to read it after a KeyboardInterrupt),
+    which is returned, and which warns the same way when many ticks of the last seconds
+    were late. ``clock`` [s] and ``sleep`` are the time source, replaceable in tests."""
+    timing = LoopTiming(period) if timing is None else timing
+    start = began = now = clock()
     k = 0
     # The duration counts from `began`: `start` moves when the schedule resynchronises.
-    while duration is None or time.monotonic() - began < duration:
+    while duration is None or now - began < duration:
         body()
+        ended = clock()
+        warning = timing.tick(now, start + k * period, ended - now)
+        if warning:
+            print(f"[{station}] warning: {warning}", file=sys.stderr)
         k += 1
-        delay = start + k * period - time.monotonic()
+        delay = start + k * period - ended
         if delay > 0:
-            time.sleep(delay)
+            sleep(delay)
         elif delay < -1.0:
             print(f"[{station}] warning: the {1 / period:g} Hz loop fell {-delay:.1f} s behind (the machine is "
                   "overloaded?): carrying on from now", file=sys.stderr)
-            start, k = time.monotonic(), 0
+            timing.resynced()
+            start, k = clock(), 0
+        now = clock()
+    return timing
 
 
 def _run_robot(args: argparse.Namespace) -> int:
@@ -311,6 +324,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         print(f"robot station listening on {host}:{port}, video to {args.video_to}, "
               f"compensation {'on: ' + str(args.library) if library else 'off'}", file=sys.stderr)
         last_print = [time.monotonic()]
+        loop_timing = LoopTiming(station.dt)     # filled by _loop, read by the status lines
 
         def tick():
             record = station.tick()
@@ -320,14 +334,15 @@ def _run_robot(args: argparse.Namespace) -> int:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
                 print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {_seconds(tel['tau_f_mean_s'])} "
-                      f"tau_b {tel['tau_b_s']:.3f} s  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms",
+                      f"tau_b {tel['tau_b_s']:.3f} s  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
+                      f"{loop_timing.short()}",
                       file=sys.stderr)
 
         try:
-            _loop(station.dt, args.duration, tick, "robot")
+            _loop(station.dt, args.duration, tick, "robot", loop_timing)
         except KeyboardInterrupt:
             pass
-        telemetry = station.telemetry()
+        telemetry = {**station.telemetry(), "loop": loop_timing.summary()}
         recording_error = _close_recording(recording)
     if args.json:
         print(json.dumps(telemetry, default=float))
@@ -342,7 +357,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         print(f"accepted {network.get('accepted', 0)} packets ({dropped}), whole-body control "
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
-              f"tau_b {telemetry['tau_b_s']:.3f} s")
+              f"tau_b {telemetry['tau_b_s']:.3f} s, {loop_timing.short()}")
     if recording_error is not None:
         raise recording_error
     return 0
@@ -507,8 +522,9 @@ def _run_operator(args: argparse.Namespace) -> int:
                     recording.references(refs)
                 recording.after_tick(endpoint, video)
 
+        loop_timing = LoopTiming(0.01)
         try:
-            _loop(0.01, args.duration, tick, "operator")
+            _loop(loop_timing.period, args.duration, tick, "operator", loop_timing)
         except KeyboardInterrupt:
             pass
         for watch in watches:
@@ -516,13 +532,14 @@ def _run_operator(args: argparse.Namespace) -> int:
         recording_error = _close_recording(recording)
     stats = {"references_sent": station.sent, "feedback_received": station.feedback_received,
              "video_frames_displayed": video.displayed,
-             "video": video.buffer.report(), "network": endpoint.stats.summary()}
+             "video": video.buffer.report(), "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
     if args.json:
         print(json.dumps(stats, default=float))
     else:
         shown = (f"displayed {video.displayed} video frames" if args.view != "none" else
                  f"received {video.displayed} video frames on time for display (not shown: --view none)")
-        print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, {shown}")
+        print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, {shown}, "
+              f"{loop_timing.short()}")
     if recording_error is not None:
         raise recording_error
     return 0
