@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .npz_checks import CheckedNpz
+
 #: Canonical segment names, in MVN order.
 SEGMENTS: tuple[str, ...] = (
     "pelvis", "l5", "l3", "t12", "t8", "neck", "head",
@@ -155,15 +157,18 @@ class HumanMotion:
                 # np.load reads only the zip directory; the members are decompressed
                 # here (the format field first), where damaged data raises zlib.error or a
                 # CRC error that names no file (zlib.error is not even a ValueError: the CLI
-                # showed a traceback).
-                if "format" not in data or str(data["format"]) != "humanmotion-v1":
+                # showed a traceback). CheckedNpz refuses (OversizedMember, a ValueError) a
+                # member whose .npy header declares more than the archive holds, before
+                # numpy allocates it: else a shape of (10**12, 20, 3) is a MemoryError.
+                members = CheckedNpz(data)
+                if "format" not in members or str(members["format"]) != "humanmotion-v1":
                     raise MotionFormatError(f"{path}: not a human motion file (expected format humanmotion-v1)")
                 missing = [k for k in ("times", "segment_names", "positions", "orientations", "com", "rate_hz",
-                                       "label") if k not in data]
+                                       "label") if k not in members]
                 if missing:
                     raise MotionFormatError(f"{path}: a humanmotion-v1 file lacks {', '.join(missing)}")
-                arrays = {k: data[k] for k in ("times", "segment_names", "positions", "orientations", "com",
-                                               "rate_hz", "label")}
+                arrays = {k: members[k] for k in ("times", "segment_names", "positions", "orientations", "com",
+                                                  "rate_hz", "label")}
             except MotionFormatError:
                 raise
             except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:

@@ -40,9 +40,13 @@ live here and nowhere else.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from .npz_checks import CheckedNpz
 
 #: (name, size) of every signal in the flat vector, in order.
 SIGNALS: tuple[tuple[str, int], ...] = (
@@ -229,11 +233,25 @@ class ReferenceTrajectory:
 
     @classmethod
     def load_npz(cls, path) -> "ReferenceTrajectory":
+        """Read a trajectory written by :meth:`save_npz`.
+
+        Raises:
+            InvalidReferences: naming ``path``, for a file without 'times' and 'values', a
+                damaged member, or a member whose .npy header declares more data than the
+                archive holds (refused before numpy allocates it, see
+                :mod:`retarget.npz_checks`); and (from the constructor) for arrays of the
+                wrong shape.
+        """
         with np.load(path, allow_pickle=False) as data:
-            if "values" not in data or "times" not in data:
+            members = CheckedNpz(data)
+            if "values" not in members or "times" not in members:
                 raise InvalidReferences(f"{path}: not a reference trajectory file (needs 'times' and 'values')")
-            label = str(data["label"]) if "label" in data else ""
-            source = str(data["source"]) if "source" in data else ""
-            valid = data["valid"] if "valid" in data else None
-            return cls(data["times"], data["values"], label=label or None, source=source or None,
-                       valid=valid)
+            try:
+                label = str(members["label"]) if "label" in members else ""
+                source = str(members["source"]) if "source" in members else ""
+                valid = members["valid"] if "valid" in members else None
+                times, values = members["times"], members["values"]
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+                # Members are decompressed here: a damaged one raises an error that names no file.
+                raise InvalidReferences(f"{path}: damaged .npz file ({exc})") from None
+            return cls(times, values, label=label or None, source=source or None, valid=valid)

@@ -6,9 +6,42 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
+from typing import Callable
 
 from teleop.cli_types import non_negative_float, positive_float, positive_int
+
+
+#: What a fit writes into --out.
+PARAMS_FILE, REPORT_FILE = "fitted_actuator.toml", "report.json"
+
+
+def _check_earlier_fit(out: Path, force: bool) -> None:
+    """Refuse (ValueError) an ``out`` that holds an earlier fit's files, unless ``force``:
+    a fitted parameter file took minutes to make and may be the one a robot description
+    points at."""
+    earlier = [name for name in (PARAMS_FILE, REPORT_FILE) if (out / name).exists()]
+    if earlier and not force:
+        raise ValueError(f"--out {out} holds {' and '.join(earlier)} of an earlier fit: pass --force to "
+                         f"overwrite {'them' if len(earlier) > 1 else 'it'}, or choose another --out")
+
+
+def _write_atomically(writers: dict[Path, Callable[[Path], object]]) -> None:
+    """Write each file ``path`` with ``writers[path](tmp)`` into a temporary file next to it
+    (same suffix: it picks the format), then move them all into place with os.replace, so
+    an interrupted run leaves each file either as it was or complete, never half-written.
+    (All are written before any is moved: only an interruption between two renames leaves
+    a new file beside an old one.)"""
+    temps = {path: path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}") for path in writers}
+    try:
+        for path, write in writers.items():
+            write(temps[path])
+        for path, tmp in temps.items():
+            os.replace(tmp, path)
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--make-test-recording", type=Path, metavar="OUT",
                    help="write a recording made with hidden perturbed parameters to OUT (.npz or .json)")
     p.add_argument("--force", action="store_true",
-                   help="with --make-test-recording: overwrite OUT if it exists")
+                   help="with --make-test-recording: overwrite OUT if it exists; with --data: replace the "
+                        "fitted_actuator.toml and report.json an earlier fit left in --out")
     p.add_argument("--perturb", type=non_negative_float, default=0.2,
                    help="with --make-test-recording: hidden scales drawn in [1-P, 1+P], P < 0.7 (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="with --make-test-recording: seed (default 0)")
@@ -105,6 +139,8 @@ def _run(args: argparse.Namespace) -> int:
         check_out_folder(args.out)   # before the minutes of replays, not when the results are written
         rec = load_recording(args.data)
         check_recording(robot, rec, str(args.data))
+        # After the recording's own errors (fixed first, whatever the folder), before the fit.
+        _check_earlier_fit(args.out, args.force)
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
                            progress=not args.json, fit=fit)
     except (ActuatorFileError, RecordingError, KeyError, ValueError) as exc:
@@ -113,10 +149,10 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    params_path = args.out / "fitted_actuator.toml"
-    write_actuator_params(result.params, params_path)
+    params_path, report_path = args.out / PARAMS_FILE, args.out / REPORT_FILE
     report = {"recording": str(args.data), **result.summary(rec.joint_names), "fitted_parameters": str(params_path)}
-    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    _write_atomically({params_path: lambda tmp: write_actuator_params(result.params, tmp),
+                       report_path: lambda tmp: tmp.write_text(json.dumps(report, indent=1))})
     if args.json:
         print(json.dumps(report))
         return 0
@@ -128,7 +164,7 @@ def _run(args: argparse.Namespace) -> int:
     if result.recovery_error:
         worst = max(result.recovery_error, key=result.recovery_error.get)
         print(f"recovery of the hidden parameters: worst error {100 * result.recovery_error[worst]:.2f}% ({worst})")
-    print(f"written: {params_path}, {args.out / 'report.json'}")
+    print(f"written: {params_path}, {report_path}")
     print(f"use it: TELEOP_SIM_ACTUATOR={params_path} teleop COMMAND (any command that simulates), or "
           "[sim.actuator] file = ... in the robot description, or Simulation(actuator=...) in Python")
     return 0

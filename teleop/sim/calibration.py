@@ -51,6 +51,15 @@ GROUP_PARAMETERS = ("mass_scale", "com_scale", "kp", "kd", "viscous", "coulomb")
 DEFAULT_FIT = ("mass_scale", "com_scale", "kd", "viscous", "coulomb")
 #: Bounds of every scale factor (x nominal).
 SCALE_BOUNDS = (0.3, 3.0)
+#: How far a recording's ``meta["q0"]`` may lie outside a joint's limits [rad]: it is
+#: measured, and encoders read a little past the stops.
+Q0_LIMIT_TOLERANCE = 1e-3
+#: Accepted ``meta["base_height"]`` [m], the root's height above the standing pose. 0 is
+#: standing on the ground (the default without a fixed base); a bench hangs the robot
+#: (about 1 m tall) some tens of centimetres up (0.5 m in the test recordings). Below 0
+#: the feet start inside the ground (with collisions: a blow-up); beyond 3 m no rig holds
+#: it, and a floating base would only fall for the whole recording: a unit or sign error.
+BASE_HEIGHT_RANGE = (0.0, 3.0)
 
 
 def group_joints(robot: RobotModel, group: str) -> list[str]:
@@ -127,8 +136,11 @@ def check_recording(robot: RobotModel, rec: Recording, source: str = "recording"
     """Raise :class:`RecordingError` (naming ``source``, the file) if ``rec`` cannot be
     replayed on ``robot`` at physics step ``dt`` [s]: unknown or repeated joints, a sample
     period that is no multiple of ``dt``, or a malformed ``meta`` (``q0``, ``base_height``,
-    ``fixed_base``, ``groups``). :func:`replay` would otherwise fail with a bare numpy or
-    key error, or (repeated joints) run with the last of the duplicates' commands."""
+    ``fixed_base``, ``groups``), including a ``q0`` outside the joint limits (beyond
+    :data:`Q0_LIMIT_TOLERANCE`) and a ``base_height`` outside :data:`BASE_HEIGHT_RANGE`.
+    :func:`replay` would otherwise fail with a bare numpy or key error, run with the last
+    of the duplicates' commands (repeated joints), or fit nonsense parameters from an
+    impossible start."""
     unknown = [j for j in rec.joint_names if j not in robot.joint_names]
     if unknown:
         raise RecordingError(f"{source}: joints {unknown} are not joints of {robot.description.name}")
@@ -148,9 +160,23 @@ def check_recording(robot: RobotModel, rec: Recording, source: str = "recording"
         if q0 is None or q0.shape != (robot.n_joints,) or not np.all(np.isfinite(q0)):
             raise RecordingError(f"{source}: meta 'q0' must be {robot.n_joints} finite joint angles [rad] "
                                  f"(every joint of {robot.description.name}, model order)")
+        # A posture outside the limits is not one the robot was in (40 for 0.4 rad, or
+        # degrees): the replay would start from it and the fit would explain the recording
+        # with nonsense parameters, or the simulation blow up. A measured q0 may read a
+        # little past a stop, hence the tolerance.
+        lower, upper = robot.limits.lower, robot.limits.upper
+        outside = (q0 < lower - Q0_LIMIT_TOLERANCE) | (q0 > upper + Q0_LIMIT_TOLERANCE)
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise RecordingError(f"{source}: meta 'q0' puts {robot.joint_names[i]} at {q0[i]:.4g} rad, outside "
+                                 f"its limits [{lower[i]:.4g}, {upper[i]:.4g}] rad")
     height = meta.get("base_height", 0.0)
     if isinstance(height, bool) or not isinstance(height, (int, float)) or not np.isfinite(height):
         raise RecordingError(f"{source}: meta 'base_height' must be a number [m], got {height!r}")
+    if not BASE_HEIGHT_RANGE[0] <= height <= BASE_HEIGHT_RANGE[1]:
+        raise RecordingError(f"{source}: meta 'base_height' must be in [{BASE_HEIGHT_RANGE[0]:g}, "
+                             f"{BASE_HEIGHT_RANGE[1]:g}] m (the root's height above the standing pose), "
+                             f"got {height:g}")
     if not isinstance(meta.get("fixed_base", True), bool):
         raise RecordingError(f"{source}: meta 'fixed_base' must be true or false, got {meta['fixed_base']!r}")
     groups = meta.get("groups", [])

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retarget.npz_checks import CheckedNpz
 from teleop import json_input
 
 
@@ -94,7 +95,10 @@ def load_recording(path: str | Path) -> Recording:
             if not zipfile.is_zipfile(path):   # else numpy reads it as a pickle and says so
                 raise RecordingError(f"{path}: not a .npz file (numpy's zip archive of arrays)")
             with np.load(path, allow_pickle=False) as npz:
-                raw = {key: npz[key] for key in npz.files}
+                # CheckedNpz: a member declaring more than the archive holds is refused
+                # (ValueError) before numpy allocates it, not a MemoryError.
+                members = CheckedNpz(npz)
+                raw = {key: members[key] for key in npz.files}
             if "meta" in raw:
                 raw["meta"] = json_input.loads(str(raw["meta"]))
         elif path.suffix.lower() == ".json":

@@ -1,0 +1,95 @@
+"""Reading .npz members without trusting the sizes their headers declare.
+
+numpy allocates an array from its .npy header *before* reading the data: a damaged or
+hostile archive whose member declares shape (10**12, 20, 3) makes ``npz[key]`` ask for
+hundreds of terabytes (MemoryError, or on a machine that overcommits, swapping), however
+few bytes follow. :class:`CheckedNpz` reads each member's header first and refuses one
+that declares more bytes than the archive can really hold.
+
+The bound is a chain of sizes, each checked against something less forgeable:
+
+* the array the .npy header declares <= the member's uncompressed size (``ZipInfo.file_size``):
+  zipfile never yields more bytes than that, so a larger array cannot be filled anyway;
+* ``file_size`` <= :data:`MAX_DEFLATE_RATIO` x the member's compressed size: deflate
+  expands at most ~1032:1, so a larger claim was not written by numpy;
+* the compressed size <= the archive's size in bytes: the data must be in the file.
+
+So an archive of B bytes can make numpy allocate at most ~1100 B bytes, and only when it
+really holds that much deflated data. An absolute cap was not chosen: a long capture at a
+high rate is legitimately large, and no single number separates it from a damaged file.
+
+(promp.library has the same guard for task libraries; retarget does not import promp.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+__all__ = ["CheckedNpz", "OversizedMember", "MAX_DEFLATE_RATIO"]
+
+#: Deflate expands at most ~1032:1; a member claiming more than this was not written by numpy.
+MAX_DEFLATE_RATIO = 1100
+
+
+class OversizedMember(ValueError):
+    """An .npz member that declares more data than the archive holds (the message says
+    which member and the sizes; the caller adds the file)."""
+
+
+class CheckedNpz:
+    """Read access to an opened .npz (``np.load(path, allow_pickle=False)``) that checks a
+    member's declared size before numpy allocates it.
+
+    ``key in checked`` and ``checked[key]`` behave as on the NpzFile, except that
+    ``checked[key]`` raises :class:`OversizedMember` for a member that declares more data
+    than it can hold (see the module docstring).
+    """
+
+    def __init__(self, data: np.lib.npyio.NpzFile) -> None:
+        self._data = data
+        # The archive's real size bounds every compressed size the zip directory claims.
+        # (zipfile seeks to its own position before each read, so moving fp is harmless.)
+        self._archive_bytes = data.zip.fp.seek(0, os.SEEK_END)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def __getitem__(self, key: str):
+        self.check(key)
+        return self._data[key]
+
+    def check(self, key: str) -> None:
+        """Raise :class:`OversizedMember` if member ``key`` (with or without ``.npy``)
+        declares more bytes than the archive can hold; a missing member or one that is not
+        a readable .npy is left to numpy (KeyError, ValueError)."""
+        zf = self._data.zip
+        names = set(zf.namelist())
+        name = key + ".npy" if key + ".npy" in names else key
+        if name not in names:
+            return
+        info = zf.getinfo(name)
+        if info.compress_size > self._archive_bytes:
+            raise OversizedMember(f"member {name!r} declares {info.compress_size} compressed bytes, "
+                                  f"more than the whole archive ({self._archive_bytes} bytes)")
+        if info.file_size > max(info.compress_size, 1) * MAX_DEFLATE_RATIO:
+            raise OversizedMember(f"member {name!r} declares {info.file_size} bytes uncompressed from "
+                                  f"{info.compress_size} compressed")
+        with zf.open(name) as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                else:
+                    return                        # other versions: left to numpy
+            except ValueError:
+                return                            # not a readable .npy header: left to numpy
+        declared = dtype.itemsize
+        for n in shape:
+            declared *= int(n)                    # Python ints: no overflow
+        if declared > info.file_size:
+            raise OversizedMember(f"member {name!r} declares shape {shape} ({declared} bytes) but holds "
+                                  f"{info.file_size} bytes")
