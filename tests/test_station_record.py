@@ -22,6 +22,8 @@ import numpy as np
 
 from retarget.references import RobotReferences
 from teleop.inputs.base import InputEvent, StationEvent
+from teleop.net.watchdog import WatchdogState
+from teleop.prescient.compensator import CompensationState
 from teleop.record import open_recording
 from teleop.record.recovery import recover
 from teleop.stations.recording import OperatorRecording, input_event_handler
@@ -113,6 +115,14 @@ def test_both_stations_record_every_stream_and_survive_sigkill(tmp_path):
     assert np.all(np.abs(delays) < 1.0), delays
     _, state = next(rb.decoded("/robot/state"))
     assert state.joint_positions.shape == (32,) and len(state.joint_names) == 32
+    # Every tick also carries the controller's joint commands and the watchdog and
+    # compensation states (on the 2 Hz /network/stats alone, before).
+    states = [s for _, s in rb.decoded("/robot/state")]
+    assert all(s.joint_commands is not None and s.joint_commands.shape == (32,) for s in states)
+    assert {s.watchdog for s in states} <= {w.name for w in WatchdogState}
+    assert {s.compensation for s in states} <= {c.value for c in CompensationState}
+    commands, measured = np.array([s.joint_commands for s in states]), np.array([s.joint_positions for s in states])
+    assert np.all(np.isfinite(commands)) and not np.array_equal(commands, measured)   # commanded, not measured
     _, stats = next(rb.decoded("/network/stats"))
     assert stats["link"] == "robot" and "tau_f_mean_s" in stats
 

@@ -7,7 +7,9 @@ topic                       schema (jsonschema, json)   message
 /references                 teleop.RobotReferences      retargeted references (operator side)
 /commands/delivered         teleop.RobotReferences      references as delivered to the robot (delayed)
 /commands/compensated       teleop.RobotReferences      delay-compensated commands (ProMP output)
-/robot/state                teleop.RobotState           joint positions/velocities, CoM, measured CoP
+/robot/state                teleop.RobotState           joint positions/velocities, CoM, measured CoP;
+                                                        optional: commanded joints [rad], watchdog
+                                                        and compensation state (per tick)
 /camera/<name>              foxglove.CompressedImage    JPEG frames (base64 in JSON)
 /network/stats              teleop.NetworkStats         free-form network statistics
 /episodes                   teleop.EpisodeMarker        episode start/stop markers with task labels

@@ -202,28 +202,61 @@ ROBOT_STATE_SCHEMA: dict = {
         "com": _number_array(3, "centre of mass [m]"),
         "cop": _number_array(2, "measured centre of pressure (x, y) [m]"),
         "joint_names": {"type": "array", "items": {"type": "string"}, "description": "optional"},
+        "joint_commands": _number_array(None, "optional: joint angles the whole-body controller commanded "
+                                              "this tick, in joint_positions' order [rad]"),
+        "watchdog": {"type": "string",
+                     "description": "optional: stale-command watchdog state (WAITING, ACTIVE, STALE, RESUMING)"},
+        "compensation": {"type": "string", "description": "optional: delay compensation state "
+                                                          "(passthrough, blend_in, predicting, blend_out)"},
     },
     "required": ["t", "joint_positions", "joint_velocities", "com", "cop"],
 }
 
 
 def encode_robot_state(state: RobotStateSample | Mapping) -> bytes:
-    """Encode a :class:`RobotStateSample` or anything with the same attributes / keys."""
+    """Encode a :class:`RobotStateSample` or anything with the same attributes / keys; the
+    optional fields (joint names, joint commands, watchdog and compensation states) are
+    written only when present."""
     obj: dict[str, Any] = {"t": float(_field(state, "t"))}
     for name in ("joint_positions", "joint_velocities", "com", "cop"):
         obj[name] = _list(_field(state, name))
     names = _optional_field(state, "joint_names")
     if names is not None:
         obj["joint_names"] = [str(n) for n in names]
+    commands = _optional_field(state, "joint_commands")
+    if commands is not None:
+        obj["joint_commands"] = _list(commands)
+    for name in ("watchdog", "compensation"):
+        value = _optional_field(state, name)
+        if value is not None:   # a str Enum member is written as its value by json
+            obj[name] = value if isinstance(value, str) else str(value)
     return _dumps(obj)
 
 
+def _optional_string(obj: dict, name: str) -> str | None:
+    """The string field ``name`` of a decoded message, None when absent (ValueError naming it otherwise)."""
+    value = obj.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
 def decode_robot_state(data: bytes) -> RobotStateSample:
+    """RobotStateSample; the optional fields are None for messages without them (joint
+    commands and the watchdog and compensation states: all recordings made before them).
+    A ``joint_commands`` of another length than ``joint_positions`` or a state that is not a
+    string raises ValueError naming the field."""
     obj = json.loads(data)
     names = obj.get("joint_names")
-    return RobotStateSample(t=_float(obj["t"]), joint_positions=_array(obj["joint_positions"]),
+    positions = _array(obj["joint_positions"])
+    commands = obj.get("joint_commands")
+    return RobotStateSample(t=_float(obj["t"]), joint_positions=positions,
                             joint_velocities=_array(obj["joint_velocities"]), com=_array(obj["com"]),
-                            cop=_array(obj["cop"]), joint_names=tuple(names) if names is not None else None)
+                            cop=_array(obj["cop"]), joint_names=tuple(names) if names is not None else None,
+                            joint_commands=None if commands is None else _sized(commands, "joint_commands",
+                                                                                positions.size),
+                            watchdog=_optional_string(obj, "watchdog"),
+                            compensation=_optional_string(obj, "compensation"))
 
 
 # ------------------------------------------------------------------------ camera frames

@@ -23,7 +23,10 @@ crash, needs ``-o`` or ``--force``, as what is not readable yet would be lost). 
 Crashed recordings are read as far as they are intact, by every subcommand.
 
 ``export`` writes ``OUTDIR/<task>/<recording>_<episode>.npz`` ReferenceTrajectory files, one
-folder per task: the layout ``teleop train`` reads.
+folder per task: the layout ``teleop train`` reads. Files from a robot station's recording
+also hold, per control tick, the joint angles the controller commanded and the watchdog and
+compensation states (``joint_commands``, ``watchdog``, ``compensation`` at ``robot_times``:
+see :mod:`teleop.record.export`); ``inspect`` says whether a recording has them.
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ from teleop.cli import describe, end_output_quietly, stdout_reader_gone
 from teleop.cli_types import non_negative_float
 from teleop.data_args import check_out_folder
 
+from .channels import ROBOT_STATE
 from .export import NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in
 from .labels import add_episode, relabel_episode
 from .mcap_index import RecordingFormatError
+from .messages import RobotStateSample
 from .reader import Recording, open_recording
 from .recovery import recover
 from .rewrite import write_copy
@@ -93,6 +98,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         first = (info.first_ns - origin) * 1e-9 if info.count else float("nan")
         last = (info.last_ns - origin) * 1e-9 if info.count else float("nan")
         print(f"{info.topic:28s} {info.schema_name:26s} {info.count:7d} {info.rate_hz:10.2f} {first:10.3f} {last:10.3f}")
+    robot = _robot_state_summary(recording)
+    if robot:
+        print(f"\n{robot}")
     episodes = recording.episodes()
     if episodes:
         print("\nepisodes:")
@@ -105,6 +113,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         for name, values in recording.metadata:
             print(f"    {name}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
     return 0
+
+
+def _robot_state_summary(recording: Recording) -> str | None:
+    """What the robot states hold besides the measured joints, from the first message (one
+    decoded, however long the recording); None without our robot states."""
+    info = recording.channels.get(ROBOT_STATE)
+    if info is None or not info.count:
+        return None
+    try:
+        _, state = next(recording.decoded(ROBOT_STATE), (0, None))
+    except RecordingFormatError as exc:   # inspect is how one finds out what is wrong: go on
+        return f"robot state: {exc}"
+    if not isinstance(state, RobotStateSample):   # none readable, or another tool's /robot/state
+        return None
+    extras = [what for what, value in (("joint commands", state.joint_commands), ("watchdog state", state.watchdog),
+                                       ("compensation state", state.compensation)) if value is not None]
+    joints = f"robot state: {len(state.joint_positions)} joints"
+    if not extras:
+        return f"{joints}; no joint commands, watchdog or compensation state (not recorded)"
+    return f"{joints}; per tick also: {', '.join(extras)}"
 
 
 def _check_output(output: Path, force: bool) -> None:

@@ -17,19 +17,42 @@ references, times in seconds from the episode start (log-time clock; with
 source = "<recording path>#episode<k>". Recordings without episodes (label them with
 ``teleop dataset label FILE --task NAME``), unlabelled episodes, episodes with fewer than
 two samples, recordings without the channel and unreadable files are skipped and reported.
+
+A robot station's recording adds what the robot did in the episode, one row per control
+tick of its ``/robot/state``, to the same file (arrays that
+:meth:`~retarget.references.ReferenceTrajectory.load_npz` and ``teleop train`` ignore):
+
+==================  ==========  ===========================================================
+key                 shape       content
+==================  ==========  ===========================================================
+``robot_times``     (M,)        log time from the episode start [s]: the trajectory's
+                                ``times`` clock, except with ``use_message_time``
+``joint_commands``  (M, N)      joint angles the whole-body controller commanded [rad]
+``joint_names``     (N,)        joint names, in the columns' order
+``watchdog``        (M,)        watchdog state per tick ("ACTIVE", "STALE", "RESUMING"...)
+``compensation``    (M,)        compensation state per tick ("passthrough", "predicting"...)
+==================  ==========  ===========================================================
+
+Each is written when the recording holds it: recordings made before the joint commands and
+states were recorded, and operator recordings, give the trajectory alone.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .channels import REFERENCES_SPEC, resolve_topic
+import numpy as np
+
+from retarget.references import ReferenceTrajectory
+
+from .channels import REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
 from .mcap_index import RecordingFormatError
-from .reader import open_recording
+from .reader import Recording, open_recording
 
 
 #: Endings of the skip reasons for a recording without episodes and an unlabelled episode
@@ -86,6 +109,39 @@ def task_folder_name(task: str) -> str:
     return re.sub(r"[^\w.+-]+", "_", task.strip()).strip("._") or "unnamed"
 
 
+def robot_arrays(recording: Recording, start_ns: int, end_ns: int) -> dict[str, np.ndarray]:
+    """The robot arrays of the log-time window ``start_ns <= t < end_ns`` written next to an
+    episode's trajectory (see the module docstring), times from ``start_ns``; {} when the
+    recording has no robot state with joint commands or states."""
+    info = recording.channels.get(ROBOT_STATE)
+    if info is None or info.schema_name != ROBOT_STATE_SPEC.schema_name:   # none, or another tool's
+        return {}
+    series = recording.robot_states(ROBOT_STATE, start_ns, end_ns, time_origin_ns=start_ns)
+    arrays = {name: value for name, value in (("joint_commands", series.joint_commands),
+                                              ("watchdog", series.watchdog),
+                                              ("compensation", series.compensation)) if value is not None}
+    if not arrays:   # measured states alone are in the recording; the file stays a plain trajectory
+        return {}
+    arrays["robot_times"] = series.times
+    if series.joint_names is not None:
+        arrays["joint_names"] = np.array(series.joint_names, dtype=str)
+    return arrays
+
+
+def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """``trajectory.save_npz(path)`` with ``arrays`` added to the same file."""
+    if not arrays:
+        trajectory.save_npz(path)
+        return
+    # The trajectory's keys are taken as save_npz writes them, so its format has one owner.
+    buffer = io.BytesIO()
+    trajectory.save_npz(buffer)
+    buffer.seek(0)
+    with np.load(buffer, allow_pickle=False) as saved:
+        keys = dict(saved)
+    np.savez_compressed(path, **keys, **arrays)
+
+
 def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                     channel: str = "references", *, use_message_time: bool = False) -> ExportResult:
     """Write one ReferenceTrajectory .npz per labelled episode of the given recordings.
@@ -95,6 +151,9 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         output_dir: root of the per-task folders.
         channel: the RobotReferences channel to export ("references", "compensated"...).
         use_message_time: time samples by their own ``t`` instead of their log time.
+
+    A robot recording's files also hold its joint commands and watchdog and compensation
+    states (see the module docstring).
 
     Raises ValueError, before writing anything, if two recordings would get the same output
     names (see the module docstring).
@@ -138,6 +197,6 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
             folder = output_dir / task_folder_name(episode.task)
             folder.mkdir(parents=True, exist_ok=True)
             out = folder / f"{recording_name}_{episode.number}.npz"
-            trajectory.save_npz(out)
+            save_with_arrays(trajectory, out, robot_arrays(recording, episode.start_ns, episode.stop_ns + 1))
             result.written.append(out)
     return result

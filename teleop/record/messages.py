@@ -28,6 +28,15 @@ class RobotStateSample:
         com: (3,) centre of mass in the stance frame [m].
         cop: (2,) measured centre of pressure on the ground, stance frame (x, y) [m].
         joint_names: optional names of the N joints, in order.
+        joint_commands: optional (N,) joint angles the whole-body controller commanded in the
+            tick of this sample [rad], in the order of ``joint_positions``: what a policy
+            learnt from the recording has to output (None: not recorded, as in recordings
+            made before they were).
+        watchdog: optional state of the stale-command watchdog in that tick (the robot
+            station's: "WAITING", "ACTIVE", "STALE", "RESUMING"), so that the ticks where the
+            robot held its pose instead of following the operator can be told apart.
+        compensation: optional state of the delay compensation in that tick ("passthrough",
+            "blend_in", "predicting", "blend_out").
     """
 
     t: float
@@ -36,6 +45,9 @@ class RobotStateSample:
     com: np.ndarray
     cop: np.ndarray
     joint_names: tuple[str, ...] | None = None
+    joint_commands: np.ndarray | None = None
+    watchdog: str | None = None
+    compensation: str | None = None
 
 
 @dataclass

@@ -7,6 +7,7 @@
     rec.channels["/references"].rate_hz
     for log_ns, refs in rec.decoded("references"): ...
     traj = rec.reference_trajectory("references", ep.start_ns, ep.stop_ns)
+    states = rec.robot_states("robot_state", ep.start_ns, ep.stop_ns)   # incl. joint commands
     rec.episodes()
 
 Times are integer nanoseconds of the recording clock (MCAP ``log_time``) throughout;
@@ -29,9 +30,10 @@ from retarget.references import FLAT_SIZE, ReferenceTrajectory
 
 from .channels import DECODERS_BY_SCHEMA, EPISODES, resolve_topic
 from .mcap_index import ChannelCounts, FileIndex, RecordingFormatError, build_index, iter_raw_messages
-from .messages import EpisodeMarker
+from .messages import EpisodeMarker, RobotStateSample
 
-__all__ = ["ChannelInfo", "Episode", "RecordedMessage", "Recording", "RecordingFormatError", "open_recording"]
+__all__ = ["ChannelInfo", "Episode", "RecordedMessage", "Recording", "RecordingFormatError", "RobotStateSeries",
+           "open_recording"]
 
 
 @dataclass
@@ -108,6 +110,40 @@ class RecordedMessage:
     sequence: int
     data: bytes
     channel_id: int = 0
+
+
+@dataclass
+class RobotStateSeries:
+    """The robot states of a window, one row per sample (see :meth:`Recording.robot_states`).
+
+    Attributes:
+        times: (M,) log times minus the origin [s], in order.
+        joint_positions: (M, N) measured joint angles [rad].
+        joint_velocities: (M, N) measured joint velocities [rad/s].
+        com: (M, 3) centre of mass, stance frame [m].
+        cop: (M, 2) measured centre of pressure (x, y), stance frame [m].
+        joint_commands: (M, N) joint angles the whole-body controller commanded [rad], a NaN
+            row for a sample without them; None when no sample has them (recordings made
+            before they were recorded).
+        watchdog: (M,) watchdog state per sample ("ACTIVE", "STALE"...), "" for a sample
+            without one; None when no sample has one.
+        compensation: (M,) compensation state per sample ("passthrough", "predicting"...),
+            "" for a sample without one; None when no sample has one.
+        joint_names: names of the N joints, or None when not recorded.
+    """
+
+    times: np.ndarray
+    joint_positions: np.ndarray
+    joint_velocities: np.ndarray
+    com: np.ndarray
+    cop: np.ndarray
+    joint_commands: np.ndarray | None = None
+    watchdog: np.ndarray | None = None
+    compensation: np.ndarray | None = None
+    joint_names: tuple[str, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.times)
 
 
 class Recording:
@@ -258,6 +294,49 @@ class Recording:
         kept_masks = [masks[i] for i in order if masks[i] is not None]
         valid = np.logical_and.reduce(kept_masks, axis=0) if kept_masks else None
         return ReferenceTrajectory(t_arr, v_arr, label=label, source=source or str(self.path), valid=valid)
+
+    def robot_states(self, channel: str = "robot_state", start_ns: int | None = None, end_ns: int | None = None,
+                     *, time_origin_ns: int = 0) -> RobotStateSeries:
+        """The robot states of a window as arrays, in log-time order (see :class:`RobotStateSeries`).
+
+        Args:
+            channel: a channel of RobotState messages (the robot station's "robot_state").
+            start_ns, end_ns: log-time window [ns], ``start <= t < end``; None = unbounded.
+            time_origin_ns: subtracted from the log times before converting to seconds (an
+                episode start gives times from 0, as :meth:`reference_trajectory`).
+
+        Raises ValueError if the number of joints changes within the window, TypeError if the
+        channel does not hold robot states. The series is empty when the window holds no
+        messages.
+        """
+        samples: list[tuple[int, RobotStateSample]] = sorted(self.decoded(channel, start_ns, end_ns),
+                                                             key=lambda p: p[0])
+        if any(not isinstance(s, RobotStateSample) for _, s in samples):
+            raise TypeError(f"{self.path}: channel {channel!r} does not hold robot states")
+        states = [s for _, s in samples]
+        joints = len(states[0].joint_positions) if states else 0
+        for state in states:
+            if len(state.joint_positions) != joints:
+                raise ValueError(f"{self.path}: the number of joints on {resolve_topic(channel)} changes within "
+                                 f"the window ({joints} then {len(state.joint_positions)})")
+
+        def rows(name: str, width: int) -> np.ndarray:
+            return np.array([getattr(s, name) for s in states], dtype=float).reshape(len(states), width)
+
+        commands = None
+        if any(s.joint_commands is not None for s in states):
+            missing = np.full(joints, np.nan)   # a sample without commands: nothing was commanded that we know
+            commands = np.array([missing if s.joint_commands is None else s.joint_commands for s in states],
+                                dtype=float).reshape(len(states), joints)
+
+        def labels(name: str) -> np.ndarray | None:
+            values = [getattr(s, name) for s in states]
+            return None if all(v is None for v in values) else np.array([v or "" for v in values], dtype=str)
+
+        names = next((s.joint_names for s in states if s.joint_names is not None), None)
+        return RobotStateSeries(np.array([(t - time_origin_ns) * 1e-9 for t, _ in samples], dtype=float),
+                                rows("joint_positions", joints), rows("joint_velocities", joints), rows("com", 3),
+                                rows("cop", 2), commands, labels("watchdog"), labels("compensation"), names)
 
     def operator_motion(self, channel: str = "operator", start_ns: int | None = None,
                         end_ns: int | None = None) -> HumanMotion:

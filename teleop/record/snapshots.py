@@ -77,18 +77,37 @@ def _field(message: Any, name: str) -> Any:
     return getattr(message, name)
 
 
+def _optional(message: Any, name: str) -> Any:
+    return message.get(name) if isinstance(message, Mapping) else getattr(message, name, None)
+
+
+def _optional_state(message: Any, name: str) -> str | None:
+    """A state name ("ACTIVE", "passthrough"...) as a plain str, or None when absent."""
+    value = _optional(message, name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"robot state {name} must be a string, got {type(value).__name__}")
+    return str.__str__(value)   # a plain str: a str Enum member gives its value
+
+
 def snapshot_robot_state(message: Any) -> RobotStateSample:
-    """A RobotStateSample copied from any object or mapping with its fields."""
+    """A RobotStateSample copied from any object or mapping with its fields; the optional
+    ones (joint names and commands, watchdog and compensation states) may be absent."""
     positions = _copy(_field(message, "joint_positions"), None, "joint_positions").ravel()
     velocities = _copy(_field(message, "joint_velocities"), positions.shape, "joint_velocities")
-    names = message.get("joint_names") if isinstance(message, Mapping) else getattr(message, "joint_names", None)
+    names = _optional(message, "joint_names")
     if names is not None:
         names = tuple(str(n) for n in names)
         if len(names) != len(positions):
             raise ValueError(f"{len(names)} joint names for {len(positions)} joints")
+    commands = _optional(message, "joint_commands")
+    if commands is not None:
+        commands = _copy(commands, positions.shape, "joint_commands")
     return RobotStateSample(float(_field(message, "t")), positions, velocities,
                             _copy(_field(message, "com"), (3,), "com"), _copy(_field(message, "cop"), (2,), "cop"),
-                            names)
+                            names, commands, _optional_state(message, "watchdog"),
+                            _optional_state(message, "compensation"))
 
 
 def snapshot_camera_frame(message: Any) -> CameraFrame:

@@ -13,8 +13,9 @@ robot station
     ``/commands/delivered`` (references as they arrived, delayed: publish time = the
     operator's send time mapped onto the robot clock, so log - publish = forward delay),
     ``/commands/compensated`` (what the compensator made of them), ``/robot/state``
-    (joint positions/velocities, CoM, CoP), ``/camera/<left|right>`` (frames sent),
-    ``/network/stats`` (link counters, delays, τ_b; 2 Hz).
+    (every tick: joint positions/velocities, CoM, CoP, the joint angles the whole-body
+    controller commanded, and the watchdog and compensation states), ``/camera/<left|right>``
+    (frames sent), ``/network/stats`` (link counters, delays, τ_b; 2 Hz).
 
 Episodes: with a ``task`` the recording starts with an episode of that task, so the whole
 session is one labelled episode until the record button stops it; the button's later
@@ -204,7 +205,8 @@ class RobotRecording(_StationRecording):
         return send
 
     def after_tick(self, station, record) -> None:
-        """Compensated command, robot state (every tick) and statistics (at ``stats_hz``)."""
+        """Compensated command, robot state with the joint commands and the watchdog and
+        compensation states (every tick), and statistics (at ``stats_hz``)."""
         self.station = station
         if self.report_failure():
             return
@@ -214,8 +216,12 @@ class RobotRecording(_StationRecording):
             self.recorder.log_compensated_command(RobotReferences.from_flat(t, np.asarray(out.references, float)),
                                                   log_time_ns=self._ns(t))
         state = station.sim.state()
+        # The commands and states of every tick, not only the 2 Hz statistics: what the robot
+        # was told to do (and whether it followed the operator at all) labels each sample.
         self.recorder.log_robot_state(RobotStateSample(t, state.q[7:], state.v[6:], record.measured_com, record.cop,
-                                                       self.joint_names), log_time_ns=self._ns(t))
+                                                       self.joint_names, station.last_joint_command,
+                                                       record.watchdog, record.compensation),
+                                      log_time_ns=self._ns(t))
         if self._stats_due():
             telemetry = station.telemetry()
             stats = {"link": "robot", **telemetry["network"], "tau_f_mean_s": telemetry["tau_f_mean_s"],

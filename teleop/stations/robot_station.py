@@ -221,6 +221,13 @@ class RobotStation:
             return self.config.default_tau_b
         return max(0.0, self._video_age_raw - offset)
 
+    @property
+    def last_joint_command(self) -> np.ndarray:
+        """(N,) joint angles the whole-body controller commanded in the last tick [rad], in the
+        order of the measured joints (``sim.state().q[7:]``); the home posture before the
+        first tick. A copy: the station's own is not the caller's to change."""
+        return self._last_joint_command.copy()
+
     def _attach_operator(self, peer) -> None:
         """Take ``peer`` as the operator: a clock estimate of its own and, for a replacement
         (a restarted operator station), a fresh compensator and counters."""
