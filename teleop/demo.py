@@ -173,14 +173,11 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
             log.states.append(record.compensation)
             if not np.all(np.isfinite(record.executed)):
                 log.nonfinite_ticks += 1
-            joint_speed = np.abs(sim.joint_velocities()) / robot.limits.velocity
+            command = station.last_joint_command
             if prev_command is not None:
-                command_speed = np.abs(station._last_joint_command - prev_command) / station.dt / robot.limits.velocity
+                command_speed = np.abs(command - prev_command) / station.dt / robot.limits.velocity
                 log.max_command_speed_ratio = max(log.max_command_speed_ratio, float(np.max(command_speed)))
-            prev_command = station._last_joint_command.copy()
-            log.max_joint_speed_ratio = max(log.max_joint_speed_ratio, float(np.max(joint_speed)))
-            if sim.other_contacts() > 0:
-                log.fell = True
+            prev_command = command
             for side, p0 in soles0.items():
                 # Horizontal: the compliant floor lets the soles sink ~2 mm, which is not slip.
                 slip = np.linalg.norm((sim.link_position(robot.description.frames[f"{side}_sole"]) - p0)[:2])
@@ -192,6 +189,9 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
                 log.min_cop_margin_mm = min(log.min_cop_margin_mm, 1000.0 * margin)
         bar.close()
         log.telemetry = station.telemetry()
+        # The station watches the measured joint speeds and falls every tick.
+        log.max_joint_speed_ratio = station.max_joint_speed_ratio
+        log.fell = station.fell_at is not None
         if video is not None:
             log.telemetry["video"] = {"frames_displayed": video.displayed, **video.buffer.report()}
             video.close()
@@ -295,7 +295,8 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         "duration_s": round(comp.times[-1] - comp.times[0], 2) if comp.times else 0.0,
         "library": {"tasks": library.labels, "demonstrations": n_demos},
         "robot": {"fell": comp.fell or delayed.fell, "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
-                  "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm)},
+                  "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm),
+                  "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio)},
         "seen_hand_error_cm": {"compensated": seen_comp, "delayed": seen_delayed},
         "compensation_ticks": states,
         "controller_timing_ms": comp.telemetry.get("controller_timing_ms"),

@@ -357,3 +357,27 @@ def test_the_resume_blend_is_long_enough_for_the_distance_it_covers():
     assert duration > 3.0
     far[0] = np.nan                                                          # a signal the source lacks
     assert resume_duration_for(hold, far, 1.0) == pytest.approx(duration)
+
+
+def test_the_station_notices_when_the_robot_falls(robot, station_sim):
+    """A kick that tips the simulated robot over: the station says it fell (telemetry, and
+    `teleop robot` warns once), where before only the demo's own loop looked."""
+    import pybullet as pb
+
+    clock = VirtualClock()
+    _, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=1)
+    station = RobotStation(robot_ep, robot, station_sim, None, RobotStationConfig(video_hz=0))
+    for k in range(50):                     # standing at home: no fall
+        clock.set(k * 0.01)
+        station.tick()
+    assert station.fell_at is None and not station.telemetry()["fell"]
+    # 4 rad/s about the pitch axis at 0.5 s: forward, faster than the balance can catch.
+    pb.resetBaseVelocity(station_sim.body, [0.0, 0.0, 0.0], [0.0, 4.0, 0.0], physicsClientId=station_sim.client)
+    for k in range(50, 500):
+        clock.set(k * 0.01)
+        station.tick()
+        if station.fell_at is not None:
+            break
+    assert station.fell_at is not None and 0.5 < station.fell_at < 5.0
+    telemetry = station.telemetry()
+    assert telemetry["fell"] and telemetry["max_joint_speed_ratio"] > 1.0   # a fall is no controlled motion

@@ -326,10 +326,17 @@ def _run_robot(args: argparse.Namespace) -> int:
         last_print = [time.monotonic()]
         loop_timing = LoopTiming(station.dt)     # filled by _loop, read by the status lines
 
+        fall_reported = [False]
+
         def tick():
             record = station.tick()
             if recording is not None:
                 recording.after_tick(station, record)
+            if station.fell_at is not None and not fall_reported[0]:
+                # Said at once: the simulated robot stays down, and everything after is moot.
+                fall_reported[0] = True
+                print("[robot] warning: the robot fell (a body part other than the feet touches the ground); "
+                      "restart the robot station to stand it up again", file=sys.stderr)
             if time.monotonic() - last_print[0] > 2.0:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
@@ -357,7 +364,8 @@ def _run_robot(args: argparse.Namespace) -> int:
         print(f"accepted {network.get('accepted', 0)} packets ({dropped}), whole-body control "
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
-              f"tau_b {telemetry['tau_b_s']:.3f} s, {loop_timing.short()}")
+              f"tau_b {telemetry['tau_b_s']:.3f} s, {loop_timing.short()}, joint speeds up to "
+              f"{telemetry['max_joint_speed_ratio']:.2f} of their limits" + (", the robot fell" if telemetry["fell"] else ""))
     if recording_error is not None:
         raise recording_error
     return 0

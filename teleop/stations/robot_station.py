@@ -201,6 +201,11 @@ class RobotStation:
         # Commands reach the 1 kHz servos as a quadratic B-spline (continuous velocity).
         self._joint_targets = TickInterpolator(self.tracker.q[7:])
         self._last_joint_command = self.tracker.q[7:].copy()
+        # What the robot did, for the status lines and the robustness checks: the largest
+        # measured |joint velocity| / its limit, and when a body part other than the feet
+        # first touched the ground (a fall), on the station clock.
+        self.max_joint_speed_ratio = 0.0
+        self.fell_at: float | None = None
 
     # ---------------------------------------------------------------- clocks
     def operator_time(self, t_robot: float) -> float:
@@ -332,6 +337,10 @@ class RobotStation:
         self.last_executed = executed
 
         measured = self.sim.state()
+        speed = float(np.max(np.abs(measured.v[6:]) / self.robot.limits.velocity))
+        self.max_joint_speed_ratio = max(self.max_joint_speed_ratio, speed)
+        if self.fell_at is None and self.sim.other_contacts() > 0:
+            self.fell_at = now
         if self.video_out is not None and self.render is not None and self.config.video_hz > 0 and now >= self._next_video:
             # On a fixed grid, not "now + period": a tick lands up to a control period after
             # the frame was due, and counting from it lost that much every frame (9.5 Hz for
@@ -371,9 +380,11 @@ class RobotStation:
         self.endpoint.send(feedback, self.operator)
 
     def telemetry(self) -> dict:
-        """Per-stage figures: controller timing, delays, network counters, states."""
+        """Per-stage figures: controller timing, delays, network counters, states, the largest
+        measured joint speed as a fraction of its limit, and whether the robot fell."""
         delays = np.array(self._delays) if self._delays else np.array([np.nan])
         return {"controller_timing_ms": self.tracker.controller.timing_stats(),
                 "tau_f_mean_s": float(np.mean(delays)), "tau_b_s": self.tau_b,
                 "compensation": self.compensator.state.value,
-                "network": self.endpoint.stats.summary()}
+                "network": self.endpoint.stats.summary(),
+                "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None}
