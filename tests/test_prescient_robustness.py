@@ -28,11 +28,11 @@ def test_session_survives_loss_jitter_and_reordering(library):
     assert log.nonfinite_ticks == 0
     assert not log.fell
     # The controller commands at most 0.9 of each joint's velocity limit (the default
-    # stack's limits.velocity_scale, headroom for pybullet's servos, which overshoot a
-    # commanded speed by a few percent), and the speeds measured in the simulation stay
-    # within the limits themselves.
+    # stack's limits.velocity_scale: headroom for a servo to catch up when it lags), and
+    # the speeds measured in the simulation stay within the limits themselves (the motors
+    # are capped at them; pybullet's solver meets the cap to ~1e-4 relative).
     assert log.max_command_speed_ratio <= 0.9 + 1e-6, log.max_command_speed_ratio
-    assert log.max_joint_speed_ratio <= 1.0, log.max_joint_speed_ratio
+    assert log.max_joint_speed_ratio <= 1.001, log.max_joint_speed_ratio
     assert "predicting" in log.states, "compensation never engaged on the lossy link"
     executed = np.asarray(log.executed)
     assert np.all(np.isfinite(executed))

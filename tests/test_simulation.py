@@ -98,3 +98,34 @@ def test_support_polygon_follows_the_simulated_feet(robot, sim):
     polygon.set_polygon(measured)
     assert polygon.margin_to_polygon(sim.measured_cop()) > 0.03
 
+
+
+def test_the_motors_never_turn_a_joint_faster_than_its_velocity_limit(robot):
+    """A 1.2 rad step on the right elbow, and the same after a spell in torque mode: the
+    position servo runs at the joint's velocity limit, as a real motor would (before, the
+    step ran at several times the limit: a servo catching up on a lagging command did too)."""
+    elbow = robot.joint_names.index("r_elbow")
+    limit = robot.limits.velocity[elbow]
+    with Simulation(robot, visual=False) as sim:
+        q0 = sim.joint_positions()
+
+        def fastest_after_a_step(step: float) -> float:
+            target = sim.joint_positions()
+            target[elbow] += step
+            sim.set_joint_targets(target)
+            speeds = []
+            for _ in range(60):        # 0.6 s: the step takes 1.2 / limit s at the limit
+                sim.step(10)
+                speeds.append(abs(sim.joint_velocities()[elbow]))
+            return max(speeds)
+
+        first = fastest_after_a_step(1.2)
+        # Torque mode and back: the motor keeps its cap.
+        sim.set_torque_mode(True, np.array([elbow]))
+        sim.step(5)
+        sim.set_torque_mode(False, np.array([elbow]))
+        second = fastest_after_a_step(-1.2)
+        # The constraint solver meets the cap to ~1e-4 (relative): no joint is 0.1 % faster.
+        assert 0.95 * limit < first <= 1.001 * limit, (first, limit)
+        assert 0.95 * limit < second <= 1.001 * limit, (second, limit)
+        assert abs(sim.joint_positions()[elbow] - q0[elbow]) < 0.05

@@ -2,7 +2,9 @@
 
 * 1 kHz physics (``dt`` configurable), headless by default, GUI on request.
 * Joints position-controlled by pybullet's motors, each limited to its effort limit from
-  the robot description (the URDF's upper-body limits are placeholders).
+  the robot description (the URDF's upper-body limits are placeholders) and, as a real
+  motor is, to its velocity limit (the motor's ``maxVelocity``: without it a servo that
+  fell behind a command moving at 0.9 of the limit caught up at up to 1.24 times it).
 * A ground plane with friction; the contact forces under each foot and the measured centre
   of pressure are readable.
 * Two modes: lock-step (``step`` returns as soon as physics is done: as fast as it can go,
@@ -228,6 +230,24 @@ class Simulation:
         if self.servo_kind == "explicit":
             self._setup_explicit_servo()
         self.reset(q_home)
+        if self._servo is None:
+            self._arm_position_motors(np.arange(n), self.joint_positions())
+
+    def _arm_position_motors(self, idx: np.ndarray, q: np.ndarray) -> None:
+        """Put the pybullet motors of joints ``idx`` (model indices) in position control,
+        holding ``q`` ((n_joints,) [rad]), limited to their effort [N m] and velocity [rad/s]
+        limits.
+
+        setJointMotorControlArray has no maxVelocity, hence one call per joint here; the
+        motor keeps the velocity cap through the array calls of every later command, but
+        not through torque (velocity) mode, so re-arming comes here too. Measured without
+        the cap: the demo's wrist pitch, commanded at 2.7 rad/s = 0.9 of its limit, ran at
+        up to 3.72 rad/s catching up after a lag; with it, 3.0 rad/s."""
+        for j in np.asarray(idx, dtype=int):
+            pb.setJointMotorControl2(self.body, int(self.joint_ids[j]), pb.POSITION_CONTROL, targetPosition=float(q[j]),
+                                     force=float(self.robot.limits.effort[j]), positionGain=self.position_gain,
+                                     velocityGain=self.velocity_gain, maxVelocity=float(self.robot.limits.velocity[j]),
+                                     **self._pb_kwargs)
 
     def _resolve_servo(self, servo: str | None) -> str:
         kind = os.environ.get(SERVO_ENV) or servo or self.robot.description.sim.get("servo", "pybullet")
@@ -419,11 +439,7 @@ class Simulation:
             self._user_torques[idx] = 0.0
         else:
             self.torque_joints = np.setdiff1d(self.torque_joints, idx).astype(int)
-            q = self.joint_positions()
-            pb.setJointMotorControlArray(
-                self.body, self.joint_ids[idx].tolist(), pb.POSITION_CONTROL, targetPositions=q[idx].tolist(),
-                forces=self.robot.limits.effort[idx].tolist(), positionGains=[self.position_gain] * len(idx),
-                velocityGains=[self.velocity_gain] * len(idx), **self._pb_kwargs)
+            self._arm_position_motors(idx, self.joint_positions())
 
     @property
     def torque_mode(self) -> bool:
