@@ -101,3 +101,18 @@ def test_typos_in_a_description_are_clear_errors(tmp_path, old, new, message):
     bad.write_text(text.replace(old, new, 1))
     with pytest.raises(DescriptionError, match=message):
         RobotModel(bad)
+
+
+def test_a_binary_file_given_as_description_is_named(tmp_path, capsys):
+    """An image given as --robot: a DescriptionError naming the file (before: the UTF-8
+    decoder's "can't decode byte 0x89 in position 0" with no file, from every command)."""
+    image = tmp_path / "pic.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    with pytest.raises(DescriptionError, match="not a text file") as exc:
+        load_description(image)
+    assert str(image) in str(exc.value)
+    from teleop.cli import main
+
+    assert main(["info", "--robot", str(image)]) != 0
+    err = capsys.readouterr().err
+    assert str(image) in err and "not a text file" in err and "Traceback" not in err

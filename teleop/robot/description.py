@@ -151,9 +151,13 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
         available = sorted(p.stem for p in DESCRIPTIONS_DIR.glob("*.toml"))
         raise DescriptionError(f"no robot description {name_or_path!r} (available: {available})")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise DescriptionError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError:
+        # A binary file (an image, a mesh): the decoder's own message names no file.
+        raise DescriptionError(f"{path}: not a text file: a robot description is a TOML file "
+                               f"(see {DESCRIPTIONS_DIR / 'icub.toml'})") from None
 
     def need(key: str):
         if key not in raw:
