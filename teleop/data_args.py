@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import tempfile
 from pathlib import Path
 
 from teleop.cli_types import positive_float
@@ -67,12 +69,28 @@ def check_filter_names(args: argparse.Namespace, files: list[tuple[Path, str]], 
 
 
 def check_out_folder(out: Path, option: str = "--out") -> None:
-    """An output folder must be a folder (or not exist yet), and not lie below a file:
-    found before the work, not when the results are written after it."""
+    """An output folder must be a folder (or not exist yet), not lie below a file, and be
+    one we can make and write in: found before the work, not when the results are written
+    after it (``--out /proc/x`` failed after a minute of simulation).
+
+    A folder that does not exist yet is made and removed again, so the check leaves
+    nothing behind (an interrupted command must not leave empty folders either)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{option} {out} is a file: give a folder for the outputs")
     check_output_location(out, option)
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        # access() says yes to root on a read-only file system: make a file to know.
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
+    finally:
+        for folder in made:          # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def check_output_location(path: Path, option: str) -> None:
