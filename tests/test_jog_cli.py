@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -224,3 +225,31 @@ def test_a_detector_that_fails_in_the_live_loop_stops_jogging_with_its_error(vid
     with pytest.raises(SystemExit) as exc:
         main(["jog", "--camera", str(video), "--realtime", "--duration", "20", "--no-collision-checks", "--json"])
     assert str(exc.value) == "teleop jog: error: tag detection failed: RuntimeError: the AprilTag library gave up"
+
+
+def test_a_test_video_is_not_overwritten_without_force_and_write_errors_name_it(tmp_path, capsys):
+    """Like calibrate-sim's --make-test-recording: an existing OUT is kept unless --force
+    (before, it was replaced silently); a folder that cannot be written in is named by OUT,
+    not by the hidden temporary file (before: '.t.mp4.<pid>.partial.mp4: Read-only file
+    system', or OpenCV's 'cannot write' with a hint to try .avi)."""
+    video = tmp_path / "tag.avi"
+    video.write_bytes(b"an earlier video")
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--make-test-video", str(video), "--duration", "0.1"])
+    assert "exists: pass --force" in str(exc.value)
+    assert video.read_bytes() == b"an earlier video"
+    assert main(["jog", "--make-test-video", str(video), "--duration", "0.1", "--force"]) == 0
+    assert video.stat().st_size > 1000
+    if Path("/proc/self").exists():             # Linux: no file can be made in /proc
+        with pytest.raises(SystemExit) as exc:
+            main(["jog", "--make-test-video", "/proc/tag.avi", "--duration", "0.1"])
+        assert str(exc.value).startswith("teleop jog: error: --make-test-video /proc/tag.avi: cannot write it (")
+        assert "partial" not in str(exc.value)
+
+
+def test_a_video_without_the_tag_ends_with_a_warning_and_exit_code_1(video, capsys):
+    """Nothing was jogged: say so, with what to check (before: exit 0, 'tag seen in 0')."""
+    assert main(["jog", "--camera", str(video), "--tag-id", "5", "--no-collision-checks"]) == 1
+    captured = capsys.readouterr()
+    assert "tag seen in 0" in captured.out
+    assert "warning: no AprilTag 36h11 id 5 was seen in any of the 96 frames" in captured.err

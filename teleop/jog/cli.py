@@ -93,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--realtime", action="store_true", help="pace a video file in wall-clock time")
     p.add_argument("--loop", action="store_true", help="restart a video file at its end")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--force", action="store_true", help="with --make-test-video: overwrite OUT if it exists")
     p.set_defaults(func=_run_jog)
 
     c = sub.add_parser("calibrate-camera", help="camera intrinsics from chessboard or ChArUco images",
@@ -290,6 +291,13 @@ def _run_jog(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         print(format_summary(summary))
+    if summary["frames"] and not summary["frames_with_tag"]:
+        # Nothing was jogged: say why it may be, rather than end as if all went well.
+        wanted = "AprilTag 36h11" + (f" id {args.tag_id}" if args.tag_id is not None else "")
+        print(f"teleop jog: warning: no {wanted} was seen in any of the {summary['frames']} frames (check "
+              "--tag-id, the tag family, lighting and focus; --make-test-video OUT writes a video that works)",
+              file=sys.stderr)
+        return 1
     return 0 if not summary["fell"] else 1
 
 
@@ -299,6 +307,15 @@ def partial_path(out: Path) -> Path:
     import os
 
     return out.parent / f".{out.name}.{os.getpid()}.partial{out.suffix}"
+
+
+def _discard(partial: Path) -> None:
+    """Remove a partial video if there is one (on a read-only file system, unlinking even
+    a file that was never made fails, which must not hide the error that brought us here)."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        partial.unlink(missing_ok=True)
 
 
 def _make_test_video(args: argparse.Namespace) -> int:
@@ -313,6 +330,9 @@ def _make_test_video(args: argparse.Namespace) -> int:
                          f"e.g. {out / 'tag.mp4'}")
     if out.suffix.lower() not in (".mp4", ".avi"):
         raise SystemExit(f"teleop jog: error: --make-test-video {out}: give a .mp4 or .avi file name")
+    if out.exists() and not args.force:
+        raise SystemExit(f"teleop jog: error: --make-test-video {out} exists: pass --force to overwrite it, "
+                         "or choose another file")
     tag_id = args.tag_id or 0
     if not 0 <= tag_id <= 586:
         raise SystemExit(f"teleop jog: error: --tag-id {tag_id}: AprilTag 36h11 ids are 0-586")
@@ -324,15 +344,22 @@ def _make_test_video(args: argparse.Namespace) -> int:
     # previous OUT (or none), not a truncated video.
     partial = partial_path(out)
     try:
+        # Made first: OpenCV says only that it cannot write (a read-only or full disk
+        # would be blamed on the container), the file system says why.
+        partial.touch()
         frames = write_tag_video(partial, demo_tag_trajectory, duration, fps, tag_size_m=args.tag_size,
                                  K=default_camera_matrix(640, 480, args.hfov), tag_id=tag_id)
         partial.replace(out)
     except RuntimeError as exc:   # OpenCV has no writer for this container
-        partial.unlink(missing_ok=True)
+        _discard(partial)
         message = str(exc).replace(str(partial), str(out))   # name the file the user gave
         raise SystemExit(f"teleop jog: error: {message} (try .avi: MJPG, which every OpenCV build writes)") from None
+    except OSError as exc:        # a read-only or full file system: name OUT, not the temporary file
+        _discard(partial)
+        raise SystemExit(f"teleop jog: error: --make-test-video {out}: cannot write it "
+                         f"({exc.strerror or exc})") from None
     except BaseException:         # Ctrl-C, SIGTERM, a full disk
-        partial.unlink(missing_ok=True)
+        _discard(partial)
         raise
     command = f"teleop jog --camera {out}" + (f" --tag-size {args.tag_size:g}" if args.tag_size != 0.08 else "") \
         + (f" --hfov {args.hfov:g}" if args.hfov != 60.0 else "")
