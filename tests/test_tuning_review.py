@@ -71,6 +71,14 @@ def test_setup_overrides_without_their_setup_are_refused(argv, message):
     assert _parse("--setups", "3,4", "--limited-torque", "0.3", "--payload-kg", "3").payload_kg == 3.0
 
 
+def test_a_setup_named_twice_runs_once():
+    """'--setups 1,1' ran setup 1 twice ("2 setup(s)"), in the order given otherwise."""
+    from teleop.tuning.cli import _setups
+
+    assert _setups("1,1") == [1]
+    assert _setups("3,1,3,2") == [3, 1, 2]
+
+
 @pytest.mark.parametrize("option", ["--eval-motions", "--train-motions"])
 def test_an_empty_motion_list_is_refused(option):
     """``--eval-motions ,`` used to run and fail in every setup with numpy's "need at least one

@@ -23,7 +23,7 @@ def _setups(text: str) -> list[int]:
         numbers = None
     if not numbers or any(n not in SETUP_NUMBERS for n in numbers):
         raise argparse.ArgumentTypeError(f"expected comma-separated setups from 1-4 (e.g. 1,2,3,4 or 2), got {text!r}")
-    return numbers
+    return list(dict.fromkeys(numbers))   # "1,1" is setup 1 once (it ran twice), in the order given
 
 
 def register(sub: argparse._SubParsersAction) -> None:
