@@ -1,4 +1,7 @@
-"""``teleop record``: record a live source to an MCAP file for N seconds or until Ctrl-C.
+"""``teleop record``: record a source (the test pattern) to an MCAP file for N seconds or until Ctrl-C.
+
+Live sessions are recorded by the stations (``teleop operator|robot --record``); this
+command tries the recorder and the dataset tools without them.
 
 ::
 
@@ -75,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``record`` subcommand to a ``teleop`` subparsers object; ``func`` runs it."""
-    parser = subparsers.add_parser("record", help="record a live session to an MCAP file",
+    parser = subparsers.add_parser("record", help="record a test source to an MCAP file, to try the recorder "
+                                                   "(sessions are recorded by teleop operator|robot --record)",
                                    description=__doc__.split("\n\n")[0].replace("``", ""))
     add_arguments(parser)
     return parser
