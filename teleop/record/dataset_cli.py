@@ -1,9 +1,10 @@
-"""``teleop dataset``: list, inspect, trim, label, export and recover recordings.
+"""``teleop dataset``: list, inspect, plot, trim, label, export and recover recordings.
 
 ::
 
     teleop dataset list DIR                                   recordings and their episodes
     teleop dataset inspect FILE                               channels, rates, counts, duration
+    teleop dataset plot FILE [-o PNG] [--start S] [--end E]   one PNG summarising it (default FILE.png)
     teleop dataset trim FILE --start S --end E -o OUT         keep S..E seconds from the start
     teleop dataset label FILE --task NAME [--start S] [--end E] [-o OUT]   add a labelled episode
     teleop dataset label FILE --episode N --task NAME [-o OUT]             relabel episode N
@@ -21,6 +22,14 @@ keeping every message; a FILE without its footer, still being written or cut sho
 crash, needs ``-o`` or ``--force``, as what is not readable yet would be lost). An existing
 ``-o`` file is never overwritten without ``--force``.
 Crashed recordings are read as far as they are intact, by every subcommand.
+
+``plot`` draws, on one time axis (seconds from the first message), the panels the recording
+has data for: hand references (operator: ``/references``; robot: delivered dashed,
+compensated solid), commanded vs measured angles of the joints that moved most with the RMS
+tracking error per joint group, CoP and CoM, the watchdog and compensation states and the
+episodes as coloured bands, and the delays in ``/network/stats``. Long recordings are read
+in windows and each drawn series is decimated to a few thousand samples (errors and bands
+use every sample): see :mod:`teleop.record.plot`.
 
 ``export`` writes ``OUTDIR/<task>/<recording>_<episode>.npz`` ReferenceTrajectory files, one
 folder per task: the layout ``teleop train`` reads. Files from a robot station's recording
@@ -45,6 +54,7 @@ from .export import NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in
 from .labels import add_episode, relabel_episode
 from .mcap_index import RecordingFormatError
 from .messages import RobotStateSample
+from .plot import draw_plot, gather_plot_data
 from .reader import Recording, open_recording
 from .recovery import recover
 from .rewrite import write_copy
@@ -144,26 +154,74 @@ def _check_output(output: Path, force: bool) -> None:
         raise ValueError(f"-o {output} exists: pass --force to overwrite it, or choose another -o")
 
 
-def cmd_trim(args: argparse.Namespace) -> int:
-    """Copy the part between --start and --end (seconds from the first message)."""
-    recording = open_recording(args.file)
-    _check_output(args.output, args.force)
+def _window_ns(recording: Recording, args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """Log-time window [start, end) [ns] of --start/--end (seconds from the first message,
+    --end inclusive); None = unbounded."""
     origin = recording.start_ns
     start_ns = None if args.start is None else origin + round(args.start * 1e9)
     # --end is inclusive: the window passed on is [start, end + 1 ns).
     end_ns = None if args.end is None else origin + round(args.end * 1e9) + 1
     if start_ns is not None and end_ns is not None and end_ns <= start_ns:
         raise ValueError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
-    if next(iter(recording.messages(None, start_ns, end_ns)), None) is None:  # an empty copy helps nobody
-        window = (f"between --start {args.start:g} s and --end {args.end:g} s" if args.end is not None and
-                  args.start is not None else f"from --start {args.start:g} s on" if args.start is not None else
-                  f"up to --end {args.end:g} s" if args.end is not None else "to copy")
-        raise ValueError(f"{args.file}: nothing {window} (the recording lasts {recording.duration_s:.3f} s); "
-                         "nothing written")
+    return start_ns, end_ns
+
+
+def _check_window_has_messages(recording: Recording, args: argparse.Namespace, start_ns: int | None,
+                               end_ns: int | None, what: str) -> None:
+    """Refuse a window without messages (an empty copy or figure helps nobody); ``what`` is
+    "to copy", "to plot"..."""
+    if next(iter(recording.messages(None, start_ns, end_ns)), None) is not None:
+        return
+    window = (f"between --start {args.start:g} s and --end {args.end:g} s" if args.end is not None and
+              args.start is not None else f"from --start {args.start:g} s on" if args.start is not None else
+              f"up to --end {args.end:g} s" if args.end is not None else what)
+    raise ValueError(f"{args.file}: nothing {window} (the recording lasts {recording.duration_s:.3f} s); "
+                     "nothing written")
+
+
+def cmd_trim(args: argparse.Namespace) -> int:
+    """Copy the part between --start and --end (seconds from the first message)."""
+    recording = open_recording(args.file)
+    _check_output(args.output, args.force)
+    start_ns, end_ns = _window_ns(recording, args)
+    _check_window_has_messages(recording, args, start_ns, end_ns, "to copy")
     out = write_copy(recording, args.output, start_ns=start_ns, end_ns=end_ns,
                      operation=f"trim start={args.start} end={args.end} (s from first message)")
     print(f"{out}: {open_recording(out).message_count} messages")
     return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """One PNG summarising a recording (see :mod:`teleop.record.plot`)."""
+    if Path(args.file).is_dir():
+        raise ValueError(f"{args.file} is a folder: give one recording (`teleop dataset list {args.file}` "
+                         "lists those in it)")
+    recording = open_recording(args.file)
+    output = Path(args.output) if args.output is not None else recording.path.with_suffix(".png")
+    _check_plot_output(output, recording, args.force)
+    if not recording.message_count:
+        raise ValueError(f"{args.file}: the recording holds no messages: nothing to plot")
+    start_ns, end_ns = _window_ns(recording, args)
+    _check_window_has_messages(recording, args, start_ns, end_ns, "to plot")
+    data = gather_plot_data(recording, args.start, args.end)
+    if not data.panels:
+        window = "" if args.start is None and args.end is None else " in the window"
+        raise ValueError(f"{args.file}: nothing to plot{window}: no hand references, robot states, episodes or "
+                         f"network delays (channels: {', '.join(sorted(recording.channels))}); nothing written")
+    print(draw_plot(data, output))
+    return 0
+
+
+def _check_plot_output(output: Path, recording: Recording, force: bool) -> None:
+    """Where ``plot`` writes: a .png file in an existing folder, not over the recording (even
+    with --force), nor over another file without --force."""
+    if output.suffix.lower() != ".png" and not output.is_dir():   # a folder: _check_output says so
+        raise ValueError(f"-o {output}: the plot is a PNG image: give a .png file name")
+    if output.exists() and output.resolve() == recording.path.resolve():
+        raise ValueError(f"-o {output} is the recording itself: choose another -o")
+    _check_output(output, force)
+    if not output.parent.is_dir():               # before the work, not when the figure is saved
+        raise ValueError(f"-o {output}: no folder {output.parent}")
 
 
 def _label_output(args: argparse.Namespace, recording: Recording) -> Path:
@@ -291,6 +349,8 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 COMMAND_SUMMARIES: dict[str, str] = {
     "list": "list the recordings below a folder with their duration and episodes",
     "inspect": "show the channels, rates, counts, duration and episodes of a recording",
+    "plot": "write one PNG summarising a recording: hand references, commanded vs measured joints, balance, "
+            "watchdog/compensation states and episodes, network delays",
     "trim": "copy a time window of a recording to a new file",
     "label": "label an episode with its task, or make all or part of a recording a labelled episode",
     "export": "write the labelled episodes as ReferenceTrajectory .npz files, one folder per task "
@@ -319,6 +379,14 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
 
     p = _subcommand(sub, "inspect", cmd_inspect)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
+
+    p = _subcommand(sub, "plot", cmd_plot)
+    p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
+    p.add_argument("-o", "--output", type=Path, default=None, metavar="PNG",
+                   help="the image (default: next to FILE, with the extension .png)")
+    p.add_argument("--start", type=non_negative_float, default=None, metavar="S", help="seconds from the first message")
+    p.add_argument("--end", type=non_negative_float, default=None, metavar="E", help="seconds from the first message (inclusive)")
+    _force(p)
 
     p = _subcommand(sub, "trim", cmd_trim)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
@@ -359,7 +427,7 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``dataset`` to a ``teleop`` subparsers object; each subcommand sets ``func``."""
-    parser = subparsers.add_parser("dataset", help="list, inspect, trim, label and export recordings",
+    parser = subparsers.add_parser("dataset", help="list, inspect, plot, trim, label and export recordings",
                                    description=__doc__.split("\n\n")[0].replace("``", ""),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     add_subcommands(parser)

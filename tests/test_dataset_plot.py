@@ -1,0 +1,325 @@
+"""`teleop dataset plot`: one PNG summarising a recording.
+
+The recordings are made by the product itself: the real robot station and its recorder hooks
+(:class:`teleop.stations.recording.RobotRecording`) on a virtual clock and link, with an
+operator that moves the right hand, falls silent (the watchdog goes stale) and comes back;
+and the operator station's recorder hooks for an operator recording. The figure's data
+(:func:`teleop.record.plot.gather_plot_data`) is checked against the recording's own arrays;
+the command runs through the real ``teleop`` entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retarget.references import FLAT_SIZE, SIGNAL_SLICES, RobotReferences
+from teleop.cli import main
+from teleop.clock import VirtualClock
+from teleop.control.tracker import references_from_configuration
+from teleop.net.delay import LinkModel
+from teleop.net.protocol import PacketCodec
+from teleop.net.virtual import connect_virtual
+from teleop.record import CameraFrame, Recorder, open_recording
+from teleop.record.plot import gather_plot_data, joint_group
+from teleop.stations.recording import OperatorRecording, RobotRecording
+from teleop.stations.robot_station import RobotStation, RobotStationConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PERIOD_S = 0.01          # the robot station's control period [s]
+TICKS = 300              # 3 s of robot session
+SILENT = range(120, 170)  # ticks without commands: 0.5 s, the watchdog goes stale then resumes
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------ recordings
+
+
+@pytest.fixture(scope="module")
+def station_sim(robot):
+    from teleop.sim.simulator import Simulation
+
+    sim = Simulation(robot, visual=False)
+    yield sim
+    sim.close()
+
+
+@pytest.fixture(scope="module")
+def robot_recording(tmp_path_factory, robot, station_sim) -> Path:
+    """``teleop robot --record robot.mcap --task reach`` on a virtual clock, 50 ms forward delay."""
+    path = tmp_path_factory.mktemp("plot") / "robot.mcap"
+    clock = VirtualClock()
+    operator, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.05), clock, seed=5)
+    recording = RobotRecording(path, clock, robot.joint_names, task="reach")
+    station = RobotStation(recording.wrap_endpoint(robot_ep), robot, station_sim, None,
+                           RobotStationConfig(video_hz=0, stale_timeout=0.2, resume_duration=0.3))
+    home = references_from_configuration(robot, station.tracker.q).to_flat()
+    try:
+        for k in range(TICKS):
+            clock.set(k * PERIOD_S)
+            if k not in SILENT:
+                refs = home.copy()
+                refs[SIGNAL_SLICES["right_hand"]] += 0.08 * np.sin(np.pi * k * PERIOD_S) * np.array([1.0, 0.0, 1.0])
+                operator.send(RobotReferences.from_flat(k * PERIOD_S, refs), robot_ep.address)
+            record = station.tick()
+            recording.after_tick(station, record)
+    finally:
+        recording.close()
+    return path
+
+
+@pytest.fixture()
+def robot_file(robot_recording, tmp_path) -> Path:
+    """A private copy (a test may write next to it)."""
+    return Path(shutil.copy(robot_recording, tmp_path / "robot.mcap"))
+
+
+def operator_recording(path: Path) -> Path:
+    """``teleop operator --record path --task wave``: 100 references at 100 Hz, one episode."""
+    clock = VirtualClock()
+    recording = OperatorRecording(path, clock, task="wave")
+    for k in range(100):
+        clock.set(k * PERIOD_S)
+        flat = np.zeros(FLAT_SIZE)
+        flat[SIGNAL_SLICES["left_hand"]] = [0.2, 0.1 * np.sin(k * 0.05), 0.9]
+        recording.references(RobotReferences.from_flat(k * PERIOD_S, flat))
+    recording.close()
+    return path
+
+
+def plot(*args: str) -> int:
+    return main(["dataset", "plot", *map(str, args)])
+
+
+def assert_png_with_content(path: Path) -> np.ndarray:
+    """A PNG that decodes to a drawn figure (not one flat colour)."""
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 600
+    rgb = image[..., :3].reshape(-1, 3)
+    assert rgb.std(axis=0).max() > 0.05
+    assert len(np.unique(np.round(rgb[::7] * 255), axis=0)) > 20   # lines, bands, text: many colours
+    return image
+
+
+# ------------------------------------------------------------------ gathered data
+
+
+def test_joints_are_the_recorded_commands_and_measurements(robot_recording):
+    recording = open_recording(robot_recording)
+    states = recording.robot_states(time_origin_ns=recording.start_ns)
+    data = gather_plot_data(recording)
+
+    assert data.panels == ("hands", "joints", "balance", "states", "network")
+    joints = data.joints
+    names = list(states.joint_names)
+    drawn = [names.index(name) for name in joints.names]
+    # The six joints that moved most (measured range), in joint order.
+    ranges = np.ptp(states.joint_positions, axis=0)
+    assert drawn == sorted(np.argsort(-ranges, kind="stable")[:6].tolist())
+    np.testing.assert_allclose(joints.ranges, ranges[drawn])
+    # Short enough not to be decimated: exactly the recorded arrays.
+    assert joints.total == len(states) == TICKS
+    np.testing.assert_array_equal(joints.times, states.times)
+    np.testing.assert_array_equal(joints.measured, states.joint_positions[:, drawn])
+    np.testing.assert_array_equal(joints.commanded, states.joint_commands[:, drawn])
+    # RMS per group, over every joint of the group and every tick.
+    error = states.joint_commands - states.joint_positions
+    for group in ("legs", "torso", "arms", "neck"):
+        members = [j for j, name in enumerate(names) if joint_group(name) == group]
+        assert members
+        assert joints.rms_by_group[group] == pytest.approx(np.sqrt(np.mean(error[:, members] ** 2)), rel=1e-12)
+    assert 0 < max(joints.rms_by_group.values()) < 0.05   # the servos follow closely, not exactly
+
+    np.testing.assert_array_equal(data.balance.values, np.hstack([states.cop, states.com[:, :2]]))
+    assert data.balance.labels == ("CoP x", "CoP y", "CoM x", "CoM y")
+
+
+def test_state_bands_cover_every_tick_with_its_state(robot_recording):
+    recording = open_recording(robot_recording)
+    states = recording.robot_states(time_origin_ns=recording.start_ns)
+    data = gather_plot_data(recording)
+
+    assert {"ACTIVE", "STALE", "RESUMING"} <= set(data.watchdog)
+    assert set(data.compensation) == {"passthrough"}          # no task library: pass-through
+    for bands, per_tick in ((data.watchdog, states.watchdog), (data.compensation, states.compensation)):
+        for t, state in zip(states.times, per_tick):
+            covering = [name for name, spans in bands.items() for start, width in spans if start <= t < start + width]
+            assert covering == [state], (t, state, covering)
+    stale = sum(width for _, width in data.watchdog["STALE"])
+    assert stale == pytest.approx(PERIOD_S * sum(states.watchdog == "STALE"))
+    [episode] = data.episodes
+    assert (episode.task, episode.start_s, episode.end_s) == ("reach", 0.0, pytest.approx(recording.duration_s))
+
+
+def test_hands_and_network_delays_are_the_recorded_ones(robot_recording):
+    recording = open_recording(robot_recording)
+    data = gather_plot_data(recording)
+
+    assert list(data.hands) == ["delivered", "compensated"]
+    columns = np.r_[SIGNAL_SLICES["right_hand"], SIGNAL_SLICES["left_hand"]]
+    for name, series in data.hands.items():
+        trajectory = recording.reference_trajectory(name, time_origin_ns=recording.start_ns)
+        np.testing.assert_array_equal(series.times, trajectory.times)
+        np.testing.assert_array_equal(series.values, trajectory.values[:, columns])
+    # The silent operator shows in the delivered commands: no sample during the silence.
+    delivered = data.hands["delivered"].times
+    assert np.diff(delivered).max() > 0.4
+
+    stats = [message for _, message in recording.decoded("network")]
+    assert len(data.network) == len(stats) >= 5
+    np.testing.assert_allclose(data.network.times, [(t - recording.start_ns) * 1e-9 for t, _ in
+                                                    recording.decoded("network")])
+    # τ_f needs the clock offset, which no operator station measured here: reported as None
+    # (not measured) every time, it is left out; τ_b is drawn as reported.
+    assert all(m["tau_f_mean_s"] is None for m in stats)
+    assert data.network.labels == ("tau_b_s",)
+    np.testing.assert_array_equal(data.network.values[:, 0], [m["tau_b_s"] for m in stats])
+
+
+def test_long_series_are_decimated_but_errors_and_bands_use_every_tick(robot_recording):
+    recording = open_recording(robot_recording)
+    full = gather_plot_data(recording)
+    # Read 0.25 s at a time, at most 2 x 40 samples kept per series.
+    small = gather_plot_data(recording, max_points=40, read_window_s=0.25)
+
+    for series in (small.joints, small.balance, small.hands["compensated"]):
+        assert 40 <= len(series.times) <= 80
+    times = full.joints.times
+    kept = np.searchsorted(times, small.joints.times)
+    np.testing.assert_array_equal(times[kept], small.joints.times)             # samples of the recording...
+    assert len(set(np.diff(kept).tolist())) == 1 and kept[0] == 0               # ...evenly spaced
+    np.testing.assert_array_equal(small.joints.measured, full.joints.measured[kept])
+    assert small.joints.total == TICKS and small.joints.names == full.joints.names
+    assert small.joints.rms_by_group == pytest.approx(full.joints.rms_by_group, rel=1e-9)
+    assert small.watchdog == full.watchdog and small.compensation == full.compensation
+
+
+def test_an_operator_recording_has_hands_and_episodes_only(tmp_path):
+    recording = open_recording(operator_recording(tmp_path / "operator.mcap"))
+    data = gather_plot_data(recording)
+    assert data.panels == ("hands", "states")
+    [series] = data.hands.values()
+    assert list(data.hands) == ["references"] and len(series) == 100
+    np.testing.assert_allclose(series.values[:, 3:], [[0.2, 0.1 * np.sin(k * 0.05), 0.9] for k in range(100)])
+    assert [e.task for e in data.episodes] == ["wave"] and not data.watchdog
+
+
+def test_gathering_needs_no_matplotlib(robot_recording):
+    code = ("import sys\nfrom teleop.record import open_recording\nfrom teleop.record.plot import gather_plot_data\n"
+            f"gather_plot_data(open_recording({str(robot_recording)!r}))\nprint('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=300)
+    assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_plot_writes_a_png_next_to_the_recording(robot_file, capsys):
+    assert plot(robot_file) == 0, capsys.readouterr().err
+    written = robot_file.with_suffix(".png")
+    assert capsys.readouterr().out == f"{written}\n"
+    assert_png_with_content(written)
+
+    other = robot_file.parent / "figures" / "session.png"
+    other.parent.mkdir()
+    assert plot(robot_file, "-o", other) == 0
+    assert_png_with_content(other)
+
+
+def test_plot_does_not_overwrite_without_force(robot_file, capsys):
+    existing = robot_file.with_suffix(".png")
+    existing.write_bytes(b"someone's figure")
+    assert plot(robot_file) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("teleop dataset plot: error: ") and "--force" in err and err.count("\n") == 1
+    assert existing.read_bytes() == b"someone's figure"
+    assert plot(robot_file, "--force") == 0
+    assert_png_with_content(existing)
+    # Never over the recording itself, --force or not.
+    assert plot(robot_file, "-o", robot_file, "--force") == 1
+    assert open_recording(robot_file).complete
+
+
+def _text_file(folder: Path) -> Path:
+    path = folder / "notes.mcap"
+    path.write_text("not a recording")
+    return path
+
+
+def _empty_recording(folder: Path) -> Path:
+    Recorder(folder / "empty.mcap", threaded=False).close()
+    return folder / "empty.mcap"
+
+
+def _camera_only(folder: Path) -> Path:
+    """A recording with nothing the figure shows (a camera frame)."""
+    with Recorder(folder / "camera.mcap", threaded=False) as rec:
+        rec.log_camera_frame(CameraFrame(0.0, b"\xff\xd8 not much of a jpeg"), camera="left", log_time_ns=1)
+    return folder / "camera.mcap"
+
+
+@pytest.mark.parametrize("make, words", [
+    (_text_file, "not an MCAP recording"),
+    (lambda folder: folder, "is a folder: give one recording"),
+    (_empty_recording, "holds no messages"),
+    (_camera_only, "nothing to plot: no hand references, robot states"),
+], ids=["not-a-recording", "folder", "empty", "nothing-plottable"])
+def test_plot_errors_clearly_and_writes_nothing(tmp_path, capsys, make, words):
+    target = make(tmp_path)
+    assert plot(target, "-o", tmp_path / "out.png") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("teleop dataset plot: error: ") and words in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out.png").exists()
+
+
+def test_plot_refuses_outputs_it_cannot_write(robot_file, capsys):
+    for output, words in ((robot_file.parent / "plot.svg", "give a .png file name"),
+                          (robot_file.parent, "is a directory"),
+                          (robot_file.parent / "missing" / "x.png", "no folder")):
+        assert plot(robot_file, "-o", output) == 1
+        assert words in capsys.readouterr().err
+
+
+def test_plot_draws_the_window_asked_for(robot_file, capsys):
+    recording = open_recording(robot_file)
+    data = gather_plot_data(recording, start_s=0.5, end_s=1.5)
+    times = data.joints.times
+    assert times[0] == pytest.approx(0.5) and times[-1] == pytest.approx(1.5)   # --end is inclusive
+    assert data.joints.total == 101 and (data.start_s, data.end_s) == (0.5, 1.5)
+    for spans in data.watchdog.values():
+        assert all(0.5 <= start and start + width <= 1.5 + PERIOD_S + 1e-9 for start, width in spans)
+
+    out = robot_file.parent / "window.png"
+    assert plot(robot_file, "--start", "0.5", "--end", "1.5", "-o", out) == 0
+    assert_png_with_content(out)
+    assert plot(robot_file, "--start", "2", "--end", "1", "-o", out, "--force") == 1
+    assert "--end (1.0 s) must not come before --start (2.0 s)" in capsys.readouterr().err
+    assert plot(robot_file, "--start", "9", "-o", robot_file.parent / "late.png") == 1
+    assert "nothing from --start 9 s on (the recording lasts 2.990 s)" in capsys.readouterr().err
+    assert not (robot_file.parent / "late.png").exists()
+    with pytest.raises(SystemExit) as exc:                               # argparse, as `trim`
+        plot(robot_file, "--start", "-1")
+    assert exc.value.code == 2
+
+
+def test_a_crashed_recording_is_plotted_as_far_as_it_is_intact(robot_file, capsys):
+    crashed = robot_file.parent / "crashed.mcap"
+    data = robot_file.read_bytes()
+    crashed.write_bytes(data[: len(data) * 2 // 3])          # what a SIGKILL leaves: no summary, no footer
+    recording = open_recording(crashed)
+    assert not recording.complete
+    gathered = gather_plot_data(recording)
+    assert 0 < gathered.joints.total < TICKS and not gathered.complete
+
+    assert plot(crashed) == 0, capsys.readouterr().err
+    assert_png_with_content(crashed.with_suffix(".png"))
