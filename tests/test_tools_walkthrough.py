@@ -82,7 +82,7 @@ def test_interrupted_test_video_leaves_the_previous_file(tmp_path):
     """Ctrl-C while rendering: the previous video stays whole and the temporary file goes."""
     video = tmp_path / "over.mp4"
     video.write_bytes(b"the previous video")
-    proc = subprocess.Popen([sys.executable, "-m", "teleop", "jog", "--make-test-video", str(video),
+    proc = subprocess.Popen([sys.executable, "-m", "teleop", "jog", "--make-test-video", str(video), "--force",
                              "--duration", "120"], cwd=REPO, env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -107,7 +107,7 @@ def test_interrupted_test_video_leaves_the_previous_file(tmp_path):
 def test_complete_test_video_replaces_the_file_and_leaves_no_temporary(tmp_path, capsys):
     video = tmp_path / "tag.avi"
     video.write_bytes(b"old")
-    assert main(["jog", "--make-test-video", str(video), "--duration", "0.1", "--json"]) == 0
+    assert main(["jog", "--make-test-video", str(video), "--duration", "0.1", "--force", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["video"] == str(video)
     assert video.stat().st_size > 1000
     assert _partials(video) == []
