@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import tempfile
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def take_files(args: argparse.Namespace, root: Path, prefix: str = "",
     """
     key = f"{prefix}_" if prefix else ""
     values = {name: getattr(args, key + name) for name in FILTERS}
-    files = list_take_files(root)
+    files = list_take_files(root, warn=lambda message: warn_skipped(args, message))
     chosen = select_take_files(files, performers=split_csv(values["performers"]),
                                exclude_performers=split_csv(values["exclude_performers"]) or (),
                                tasks=split_csv(values["tasks"]))
@@ -51,6 +52,11 @@ def take_files(args: argparse.Namespace, root: Path, prefix: str = "",
     if check_names:
         check_filter_names(args, files, str(root), prefix)
     return chosen
+
+
+def warn_skipped(args: argparse.Namespace, message: str) -> None:
+    """``teleop CMD: warning: message`` on stderr (skipped takes, see :mod:`teleop.takes`)."""
+    print(f"teleop {getattr(args, 'command', None) or 'data'}: warning: {message}", file=sys.stderr)
 
 
 def check_filter_names(args: argparse.Namespace, files: list[tuple[Path, str]], where: str, prefix: str = "") -> None:

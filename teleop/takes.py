@@ -12,6 +12,17 @@ Accepted layouts (what ``teleop train``, ``teleop trial`` and ``teleop eval`` re
   name, e.g. ``hdm05/squat1Reps``);
 * a single motion file.
 
+A folder of task folders is read one level deep. A sub-folder that holds task folders
+itself (a dataset root given one level too high, e.g. ``data/`` holding ``hdm05/<task>/``)
+is not a task, and its takes are never dropped without a word:
+
+* when nothing else in the folder holds takes, it is an error naming the sub-folder(s) to
+  give instead (``data/hdm05 holds task folders, not takes: give it directly``);
+* when other task folders (or the folder's own motion files) hold takes, those are read
+  and a warning names each skipped sub-folder and its takes: such a folder may well
+  hold another dataset beside the tasks on purpose, and the rest stays readable without
+  moving files. Give the sub-folder as its own folder to read its takes.
+
 Human motion is retargeted (calibrated on its first frame, Eq. 2.1) with the robot's
 :class:`retarget.robot_target.RobotTarget`; reference trajectories are taken as they are.
 """
@@ -20,10 +31,11 @@ from __future__ import annotations
 
 import filecmp
 import re
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -67,8 +79,38 @@ def _motion_files(folder: Path) -> list[Path]:
     return sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in MOTION_SUFFIXES)
 
 
-def list_take_files(root: Path) -> list[tuple[Path, str]]:
-    """(file, label) of every take under ``root`` (see the module docstring)."""
+def _sub_folders(folder: Path) -> list[Path]:
+    # skeletons/: HDM05's ASF files, which the AMC reader finds beside the task folders.
+    return sorted(d for d in folder.iterdir() if d.is_dir() and d.name != "skeletons")
+
+
+def _task_files(folder: Path) -> list[Path]:
+    """The takes of a task folder: its Xsens pose files, or else its motion files."""
+    return sorted(folder.glob("p[0-9]*.csv")) or _motion_files(folder)
+
+
+def _takes_below(folder: Path, depth: int = 3) -> int:
+    """Takes in the sub-folders of ``folder`` (any level down to ``depth``: a bound, as
+    a symlink may loop): non-zero for a folder that holds task folders, not takes."""
+    if depth == 0:
+        return 0
+    return sum(len(_task_files(d)) + _takes_below(d, depth - 1) for d in _sub_folders(folder))
+
+
+class SkippedTakesWarning(UserWarning):
+    """Takes under a folder of takes that are not read (see the module docstring)."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, SkippedTakesWarning, stacklevel=3)
+
+
+def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> list[tuple[Path, str]]:
+    """(file, label) of every take under ``root`` (see the module docstring).
+
+    ``warn`` is called with each message about skipped takes (default: a
+    :class:`SkippedTakesWarning`); a folder whose only takes would be skipped is an error.
+    """
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"{root}: no such file or folder")
@@ -78,16 +120,27 @@ def list_take_files(root: Path) -> list[tuple[Path, str]]:
     if pairs:  # Xsens demos: the pose file of each pair
         return [(p, root.name) for p in pairs]
     out = []
-    for task_dir in sorted(d for d in root.iterdir() if d.is_dir() and d.name != "skeletons"):
-        files = _motion_files(task_dir)
-        xsens = sorted(task_dir.glob("p[0-9]*.csv"))
-        if xsens:
-            files = xsens
-        out += [(f, task_dir.name) for f in files]
+    nested: list[tuple[Path, int]] = []   # sub-folders that hold task folders, and their takes
+    for sub in _sub_folders(root):
+        # Read as it would be if given directly: one that holds task folders is a dataset
+        # of its own (its loose files, e.g. an index.csv, are not takes), not a task.
+        below = _takes_below(sub)
+        if below:
+            nested.append((sub, below))
+        else:
+            out += [(f, sub.name) for f in _task_files(sub)]
     if not out:
         # No task folders: a folder of motion files is one task (task folders win, so that a
         # dataset's index.csv beside its task folders is not read as a take).
         out = [(f, root.name) for f in _motion_files(root)]
+    if nested and not out:
+        named = " and ".join(f"{sub} ({n} takes)" for sub, n in nested)
+        verb, them = ("holds", "it") if len(nested) == 1 else ("hold", "them")
+        raise FileNotFoundError(f"{root}: no takes of its own: {named} {verb} task folders, not takes: give "
+                                f"{them} directly instead (e.g. teleop train {' '.join(str(s) for s, _ in nested)})")
+    for sub, n in nested:
+        (warn or _warn)(f"{sub} skipped ({n} takes): it holds task folders, not takes; give it directly "
+                        f"to read them (e.g. teleop train {sub})")
     if not out:
         suffixes = ", ".join(sorted(MOTION_SUFFIXES))
         recordings = [*root.glob("*.mcap"), *root.glob("*/*.mcap")]
@@ -129,13 +182,45 @@ def check_left_out(train: Sequence[tuple[Path, str]], test: Sequence[tuple[Path,
                              "set, or drop --leave-one-out")
 
 
-def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
-    """:func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens CSV files (which do
-    not state their rate)."""
+def recording_motion(path: Path) -> HumanMotion:
+    """The operator input recorded in ``path`` (a ``teleop operator --record`` recording:
+    its ``/operator/segments``, the raw human motion, whole) as one motion, so that
+    ``teleop retarget``, ``operator --input`` and ``stream-mvn`` replay a recorded session.
+    Raises ValueError, saying what the recording is good for instead, when it holds none."""
+    from teleop.record.channels import OPERATOR_INPUT
+    from teleop.record.mcap_index import RecordingFormatError
+    from teleop.record.reader import open_recording
+
+    try:
+        recording = open_recording(path)
+    except (RecordingFormatError, OSError) as exc:
+        raise ValueError(f"{path}: not a readable recording ({exc})") from None
+    if OPERATOR_INPUT not in recording.channels:
+        raise ValueError(f"{path}: a recording without operator input ({OPERATOR_INPUT}, which `teleop operator "
+                         f"--record` records), so no human motion to read; its labelled episodes are training "
+                         f"data: teleop dataset export {path} -o DIR, then teleop train DIR")
+    return recording.operator_motion()
+
+
+def check_human_motion_file(path: Path) -> None:
+    """Refuse, saying what to do instead, robot references given where human motion is
+    needed (a ReferenceTrajectory .npz from `teleop dataset export` or `teleop retarget`),
+    which the motion reader would only call "not a human motion file". Raises ValueError."""
     path = Path(path)
-    if path.suffix.lower() == ".mcap":
-        raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
-                         f"(teleop dataset export {path} -o DIR) and give DIR")
+    if path.is_file() and path.suffix.lower() == ".npz" and _is_reference_npz(path):
+        raise ValueError(f"{path}: robot references (already retargeted), not a human motion: teleop train, eval "
+                         f"and trial take it as a take (e.g. teleop train {path}, labelled {path.parent.name!r}); "
+                         "here give the human motion file it was made from")
+
+
+def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
+    """A human motion file: :func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens
+    CSV files (which do not state their rate), or a recording's operator input
+    (:func:`recording_motion`); robot references are refused (:func:`check_human_motion_file`)."""
+    path = Path(path)
+    if path.suffix.lower() == ".mcap" and path.is_file():
+        return recording_motion(path)
+    check_human_motion_file(path)
     # By content, not by suffix: an Xsens export saved as .txt needs the rate too, and an
     # AMC file (which the readers also give a rate) keeps its own 120 Hz default.
     opts = {"rate_hz": rate_hz} if rate_hz and sniff_format(path) == "xsens-csv" else {}
@@ -145,6 +230,10 @@ def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
 def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None = None) -> Take:
     """Read and retarget one take (reference trajectories are read as they are)."""
     path = Path(path)
+    if path.suffix.lower() == ".mcap":
+        # A take is robot references: what `dataset export` writes of a recording's episodes.
+        raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
+                         f"(teleop dataset export {path} -o DIR) and give DIR")
     if path.suffix == ".npz" and _is_reference_npz(path):
         traj = ReferenceTrajectory.load_npz(path)
     else:

@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="eval promp: learn ProMPs from the --train takes, then score task recognition "
                                     "and the predicted rest of each --test take after 1/4 and 1/2 of it (Table 5.2); "
                                     "writes summary.json and predictions.png to --out.")
-    ev.add_argument("what", choices=("promp",), help="what to evaluate")
+    # metavar: argparse names a missing positional by it ("required: {promp}", not "required: what").
+    ev.add_argument("what", choices=("promp",), metavar="{promp}", help="what to evaluate")
     ev.add_argument("--train", type=Path, required=True, help="folder of training takes")
     ev.add_argument("--test", type=Path, required=True, help="folder of test takes")
     ev.add_argument("--leave-one-out", action="store_true",
@@ -75,8 +76,8 @@ def _train(args: argparse.Namespace) -> int:
     # Every folder checked before any is read; a filter's names against all of them together
     # (a task may be in one folder only).
     chosen = [take_files(args, root, check_names=False) for root in args.data]
-    check_filter_names(args, [pair for root in args.data for pair in list_take_files(root)],
-                       ", ".join(str(root) for root in args.data))
+    listed = [pair for root in args.data for pair in list_take_files(root, warn=lambda _: None)]  # said once, above
+    check_filter_names(args, listed, ", ".join(str(root) for root in args.data))
     target = robot_target_of(args)
     takes = [take for files in chosen for take in read_take_files(args, files, target)]
     counts = Counter(t.label for t in takes)

@@ -26,7 +26,13 @@ from .asf_amc import read_asf_amc
 from .bvh import read_bvh
 from .mvnx import read_mvnx, write_mvnx
 from .vr_trackers import read_vr_trackers, write_vr_csv
-from .xsens_csv import read_xsens_csv
+from .xsens_csv import JOINT_ANGLE_COLUMNS, POSE_COLUMNS, read_xsens_csv
+
+#: What an Xsens CSV export holds, for the message about a .csv that is not one.
+XSENS_CSV_LAYOUT = (f"an Xsens CSV has no header and one line per sample of comma-separated numbers: "
+                    f"{POSE_COLUMNS} in the segment-pose file pN.csv (23 MVN segments x position x, y, z [m] "
+                    f"and orientation quaternion w, x, y, z) or {JOINT_ANGLE_COLUMNS} in its joint-angle file "
+                    "N.csv (22 joints x 3 angles [deg], read with pN.csv beside it)")
 
 __all__ = ["read_motion", "read_xsens_csv", "read_mvnx", "write_mvnx", "read_asf_amc", "read_bvh",
            "read_vr_trackers", "write_vr_csv", "sniff_format"]
@@ -70,6 +76,10 @@ def sniff_format(path) -> str:
         # A row of numbers with another count is a malformed Xsens CSV rather than an
         # unknown format: its reader says how many columns it expected and found.
         return "xsens-csv"
+    if ext == ".csv":   # a supported extension: "unsupported format (extension '.csv')" contradicted it
+        raise MotionFormatError(f"{path}:1: not recognised as an Xsens MVN CSV export (first line: {first[:60]!r}): "
+                                f"{XSENS_CSV_LAYOUT}; a VR tracker CSV has a header line "
+                                "t,head_px,...,head_qz,left_hand_px,... (see retarget.readers.vr_trackers)")
     raise MotionFormatError(f"{path}:1: unsupported motion format (extension {ext or 'none'!r}; "
                             "supported: Xsens CSV/MVNX, ASF/AMC, BVH, VR tracker CSV/JSON, .npz)")
 

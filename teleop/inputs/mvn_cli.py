@@ -104,7 +104,7 @@ def _destination_port(text: str) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("stream-mvn", help="stream a motion file as Xsens MVN network datagrams (UDP)",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("file", type=Path, help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz)")
+    parser.add_argument("file", type=Path, help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz), or an operator recording (.mcap: its raw input)")
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")
     parser.add_argument("--port", type=_destination_port, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
     parser.add_argument("--rate", type=positive_float, default=None,
@@ -118,10 +118,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from retarget.human import MotionFormatError
-    from retarget.readers import read_motion
-
-    from retarget.readers import sniff_format
+    from retarget.readers import read_motion, sniff_format
+    from teleop.takes import check_human_motion_file, recording_motion
 
     try:
         # Resolved first: with a host that does not resolve, every send fails and the stream
@@ -132,10 +130,15 @@ def _run(args: argparse.Namespace) -> int:
         print(f"teleop stream-mvn: error: --host {args.host}: cannot resolve it ({exc})", file=sys.stderr)
         return 2
     try:
-        # Only the Xsens CSV and AMC readers take a rate: the other formats store theirs.
-        takes_rate = args.rate and sniff_format(args.file) in ("xsens-csv", "amc")
-        motion = read_motion(args.file, **({"rate_hz": args.rate} if takes_rate else {}))
-    except (OSError, MotionFormatError) as exc:
+        if args.file.suffix.lower() == ".mcap" and args.file.is_file():
+            motion = recording_motion(args.file)    # a recorded session's operator input, replayed
+        else:
+            # Robot references: what to do instead, as retarget and operator --input say.
+            check_human_motion_file(args.file)
+            # Only the Xsens CSV and AMC readers take a rate: the other formats store theirs.
+            takes_rate = args.rate and sniff_format(args.file) in ("xsens-csv", "amc")
+            motion = read_motion(args.file, **({"rate_hz": args.rate} if takes_rate else {}))
+    except (OSError, ValueError) as exc:   # ValueError: MotionFormatError and the recording's / references'
         print(f"teleop stream-mvn: error: {exc}", file=sys.stderr)
         return 2
     print(f"streaming {args.file} ({len(motion)} frames, {motion.rate_hz:g} Hz) to {args.host}:{args.port}",

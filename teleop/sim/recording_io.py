@@ -88,6 +88,9 @@ def load_recording(path: str | Path) -> Recording:
     """Read a ``.npz`` or ``.json`` recording (see the module docstring); raises
     :class:`RecordingError` naming the file if it is malformed."""
     path = Path(path)
+    if path.is_dir():   # exists: "no such recording file" sent the user looking for a typo
+        raise RecordingError(f"{path}: a folder, not a recording: give a recording file: a .npz or .json "
+                             "holding time, joint_names, commanded and measured")
     if not path.is_file():
         raise RecordingError(f"{path}: no such recording file")
     try:
