@@ -179,3 +179,29 @@ def test_export_refuses_colliding_names_before_writing(tmp_path):
     # The same recording reached twice (its folder and itself) is exported once.
     result = export_episodes([tmp_path / "day1", tmp_path / "day1" / "session.mcap"], out)
     assert [p.name for p in result.written] == ["session_0.npz"]
+
+
+def test_export_in_turn_does_not_replace_another_recordings_episodes(tmp_path, capsys):
+    """"export them separately", as the collision error says, then wrote day2's episode over
+    day1's (same name, same folder) without a word. Now refused unless --force; exporting
+    the same recording again (after labelling more of it) needs no --force."""
+    from teleop.cli import main
+
+    for day in ("day1", "day2"):
+        (tmp_path / day).mkdir()
+        write_session(tmp_path / day / "session.mcap", episodes=(("squat", 0, 50),), n=60)
+    out = tmp_path / "out"
+    first = out / "squat" / "session_0.npz"
+    assert main(["dataset", "export", str(tmp_path / "day1" / "session.mcap"), "-o", str(out)]) == 0
+    # The same recording, its path spelt otherwise: allowed.
+    again = tmp_path / "day1" / ".." / "day1" / "session.mcap"
+    assert main(["dataset", "export", str(again), "-o", str(out)]) == 0
+    before = first.read_bytes()
+    capsys.readouterr()
+    assert main(["dataset", "export", str(tmp_path / "day2" / "session.mcap"), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "1 file(s) in" in err and f"{first} (from {tmp_path / 'day1' / '..' / 'day1' / 'session.mcap'}#episode0)" in err
+    assert "pass --force" in err
+    assert first.read_bytes() == before
+    assert main(["dataset", "export", str(tmp_path / "day2" / "session.mcap"), "-o", str(out), "--force"]) == 0
+    assert ReferenceTrajectory.load_npz(first).source == f"{tmp_path / 'day2' / 'session.mcap'}#episode0"

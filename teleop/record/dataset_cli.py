@@ -287,7 +287,8 @@ def cmd_label(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Labelled episodes -> OUTDIR/<task>/<recording>_<episode>.npz."""
     check_out_folder(args.output, "-o")  # before the work, not when the first file is written
-    result = export_episodes(args.paths, args.output, args.channel, use_message_time=args.message_time)
+    result = export_episodes(args.paths, args.output, args.channel, use_message_time=args.message_time,
+                             force=args.force)
     for path in result.written:
         print(path)
     for reason in result.skipped:
@@ -418,6 +419,9 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUTDIR", help="root of the per-task folders")
     p.add_argument("--message-time", action="store_true",
                    help="time samples by their own t (producer clock) instead of the log time")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in OUTDIR exported from other recordings of the same name (re-exporting "
+                        "the same recording never needs it)")
 
     p = _subcommand(sub, "recover", cmd_recover)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")

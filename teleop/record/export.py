@@ -42,6 +42,8 @@ from __future__ import annotations
 import io
 import os
 import re
+import zipfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,8 +144,52 @@ def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[s
     np.savez_compressed(path, **keys, **arrays)
 
 
+def _exported_from(path: Path) -> str | None:
+    """The ``source`` of an earlier export's file ("<recording>#episode<k>"), None if unreadable."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return str(data["source"]) if "source" in data else None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error):
+        return None
+
+
+def _same_episode(source: str | None, recording: Path, number: int) -> bool:
+    """Whether an exported file's ``source`` names episode ``number`` of ``recording``
+    (however the path was spelt then)."""
+    if source is None or "#episode" not in source:
+        return False
+    path, _, episode = source.rpartition("#episode")
+    return episode == str(number) and Path(path).resolve() == recording.resolve()
+
+
+def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path) -> None:
+    """Refuse (ValueError, before anything is written) to replace an exported file that
+    holds an episode of another recording: two recordings of the same name exported in
+    turn into one folder (``a/operator.mcap``, then ``b/operator.mcap``) replaced the first
+    one's demonstrations without a word. Re-exporting the same recording is allowed."""
+    clashes = []
+    for file, recording_name in files:
+        try:
+            episodes = open_recording(file).episodes()
+        except RecordingFormatError:
+            continue                     # skipped, and said, by the export itself
+        for episode in episodes:
+            if not episode.task:
+                continue
+            out = output_dir / task_folder_name(episode.task) / f"{recording_name}_{episode.number}.npz"
+            if out.exists():
+                earlier = _exported_from(out)
+                if not _same_episode(earlier, file, episode.number):
+                    clashes.append(f"{out} (from {earlier or 'another file'})")
+    if clashes:
+        raise ValueError(f"{len(clashes)} file(s) in {output_dir} hold episodes of another recording and would be "
+                         f"replaced: {', '.join(clashes[:3])}{' ...' if len(clashes) > 3 else ''}; pass --force "
+                         "to replace them, or export to another -o (or rename the recording)")
+
+
 def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], output_dir: str | os.PathLike,
-                    channel: str = "references", *, use_message_time: bool = False) -> ExportResult:
+                    channel: str = "references", *, use_message_time: bool = False,
+                    force: bool = False) -> ExportResult:
     """Write one ReferenceTrajectory .npz per labelled episode of the given recordings.
 
     Args:
@@ -151,17 +197,21 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         output_dir: root of the per-task folders.
         channel: the RobotReferences channel to export ("references", "compensated"...).
         use_message_time: time samples by their own ``t`` instead of their log time.
+        force: replace files exported from other recordings (see :func:`_check_overwrites`).
 
     A robot recording's files also hold its joint commands and watchdog and compensation
     states (see the module docstring).
 
     Raises ValueError, before writing anything, if two recordings would get the same output
-    names (see the module docstring).
+    names (see the module docstring), or, without ``force``, if a file there holds an episode
+    of another recording.
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     files = _named_recordings(sources)
     output_dir = Path(output_dir)
+    if not force:
+        _check_overwrites(files, output_dir)
     result = ExportResult()
     for file, recording_name in files:
         try:
