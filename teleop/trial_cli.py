@@ -82,6 +82,10 @@ def _run(args: argparse.Namespace) -> int:
         summary_name = "summary.json"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / summary_name).write_text(json.dumps(summary, indent=1))
+    # table.txt, takes.csv and the plots are this run's: the other mode's summary, left by an
+    # earlier run into the same folder, would sit beside them as if it were theirs.
+    other = "summary.json" if args.realtime else "summary_realtime.json"
+    (args.out / other).unlink(missing_ok=True)
     table = format_table(summary)
     (args.out / "table.txt").write_text(table + "\n")
     write_take_rows(take_rows(results, labels, [str(t.path) for t in test]), args.out / "takes.csv")

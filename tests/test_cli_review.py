@@ -332,3 +332,8 @@ def test_a_trial_leaves_only_its_own_take_plots_in_the_output_folder(tmp_path, c
                          "--out", out)
         assert rc == 0, err
         assert {p.name for p in out.glob("*_rtt*.png")} == {f"take0_rtt{rtt}.png", f"worst_rtt{rtt}.png"}
+    # A real-time run's summary left there is not this (virtual) run's: removed, as the
+    # table and plots beside it are the virtual run's.
+    (out / "summary_realtime.json").write_text("{}")
+    assert run(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1", "--out", out)[0] == 0
+    assert (out / "summary.json").is_file() and not (out / "summary_realtime.json").exists()
