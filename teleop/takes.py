@@ -23,6 +23,12 @@ is not a task, and its takes are never dropped without a word:
   hold another dataset beside the tasks on purpose, and the rest stays readable without
   moving files. Give the sub-folder as its own folder to read its takes.
 
+A sub-folder counts as a dataset root when it has no takes of its own, or when two or more
+of its sub-folders hold takes (a dataset's task folders; ``synthetic/`` with its
+``index.csv``). A task folder with takes of its own and one sub-folder of more (an
+``old/`` archive, say) stays a task: its own takes are read, and a warning says the
+deeper ones are not.
+
 Human motion is retargeted (calibrated on its first frame, Eq. 2.1) with the robot's
 :class:`retarget.robot_target.RobotTarget`; reference trajectories are taken as they are.
 """
@@ -97,6 +103,12 @@ def _takes_below(folder: Path, depth: int = 3) -> int:
     return sum(len(_task_files(d)) + _takes_below(d, depth - 1) for d in _sub_folders(folder))
 
 
+def _folders_with_takes(folder: Path) -> int:
+    """How many sub-folders of ``folder`` hold takes, at any depth (two or more: a dataset's
+    task folders; one: a task's archive, say)."""
+    return sum(1 for d in _sub_folders(folder) if _task_files(d) or _takes_below(d))
+
+
 class SkippedTakesWarning(UserWarning):
     """Takes under a folder of takes that are not read (see the module docstring)."""
 
@@ -122,13 +134,17 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
     out = []
     nested: list[tuple[Path, int]] = []   # sub-folders that hold task folders, and their takes
     for sub in _sub_folders(root):
-        # Read as it would be if given directly: one that holds task folders is a dataset
-        # of its own (its loose files, e.g. an index.csv, are not takes), not a task.
-        below = _takes_below(sub)
-        if below:
+        own, below = _task_files(sub), _takes_below(sub)
+        if below and (not own or _folders_with_takes(sub) >= 2):
+            # Read as it would be if given directly: one that holds task folders is a
+            # dataset of its own (its loose files, e.g. an index.csv, are not takes).
             nested.append((sub, below))
-        else:
-            out += [(f, sub.name) for f in _task_files(sub)]
+            continue
+        out += [(f, sub.name) for f in own]
+        if below:
+            # A task with, say, an old/ folder beside its takes: its own takes are read.
+            (warn or _warn)(f"{sub}: {below} take(s) in its sub-folders not read (a task's takes are the files "
+                            "in its own folder)")
     if not out:
         # No task folders: a folder of motion files is one task (task folders win, so that a
         # dataset's index.csv beside its task folders is not read as a take).

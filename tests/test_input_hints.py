@@ -213,3 +213,22 @@ def test_a_csv_that_is_not_xsens_says_what_an_xsens_csv_holds(tmp_path, capsys):
     notes.write_text("hello\n")
     with pytest.raises(MotionFormatError, match="unsupported motion format \\(extension '.txt'"):
         read_motion(notes)
+
+
+def test_a_task_folder_with_an_archive_sub_folder_keeps_its_own_takes(tmp_path):
+    """ds/squat/{a,b}.npz plus ds/squat/old/c.npz: squat is a task (its two takes read, the
+    archived one said not to be), not a nested dataset dropped whole (a regression of the
+    first fix: both of squat's own takes were lost)."""
+    from teleop.takes import list_take_files
+
+    motion = SYNTHETIC / "squat" / "squat_0.npz"
+    (tmp_path / "ds" / "squat" / "old").mkdir(parents=True)
+    (tmp_path / "ds" / "wave").mkdir()
+    for name in ("squat/a.npz", "squat/b.npz", "squat/old/c.npz", "wave/w.npz"):
+        shutil.copy(motion, tmp_path / "ds" / name)
+    said = []
+    files = list_take_files(tmp_path / "ds", warn=said.append)
+    assert sorted((p.name, label) for p, label in files) == [("a.npz", "squat"), ("b.npz", "squat"),
+                                                             ("w.npz", "wave")]
+    assert said == [f"{tmp_path / 'ds' / 'squat'}: 1 take(s) in its sub-folders not read (a task's takes are "
+                    "the files in its own folder)"]
