@@ -200,8 +200,36 @@ def test_export_in_turn_does_not_replace_another_recordings_episodes(tmp_path, c
     capsys.readouterr()
     assert main(["dataset", "export", str(tmp_path / "day2" / "session.mcap"), "-o", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "1 file(s) in" in err and f"{first} (from {tmp_path / 'day1' / '..' / 'day1' / 'session.mcap'}#episode0)" in err
+    assert "1 file(s) in" in err and f"{first} (from {(tmp_path / 'day1' / 'session.mcap').resolve()})" in err
     assert "pass --force" in err
     assert first.read_bytes() == before
     assert main(["dataset", "export", str(tmp_path / "day2" / "session.mcap"), "-o", str(out), "--force"]) == 0
     assert ReferenceTrajectory.load_npz(first).source == f"{tmp_path / 'day2' / 'session.mcap'}#episode0"
+
+
+def test_export_overwrite_check_does_not_depend_on_the_working_folder(tmp_path, monkeypatch, capsys):
+    """The stored source is the path as typed: relative, it was compared against the next
+    run's working folder, so `cd day2; export session.mcap` replaced day1's episode (the
+    case the check was made for) and `cd elsewhere; export ../day1/session.mcap` was refused
+    as another recording's. Exports are written atomically; a damaged file is replaced."""
+    from teleop.cli import main
+
+    for day in ("day1", "day2", "elsewhere"):
+        (tmp_path / day).mkdir()
+    for day in ("day1", "day2"):
+        write_session(tmp_path / day / "session.mcap", episodes=(("squat", 0, 50),), n=60)
+    out = tmp_path / "out"
+    first = out / "squat" / "session_0.npz"
+    monkeypatch.chdir(tmp_path / "day1")
+    assert main(["dataset", "export", "session.mcap", "-o", str(out)]) == 0
+    before = first.read_bytes()
+    monkeypatch.chdir(tmp_path / "day2")
+    assert main(["dataset", "export", "session.mcap", "-o", str(out)]) == 1
+    assert f"(from {(tmp_path / 'day1' / 'session.mcap').resolve()})" in capsys.readouterr().err
+    assert first.read_bytes() == before
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["dataset", "export", "../day1/session.mcap", "-o", str(out)]) == 0
+    assert sorted(p.name for p in first.parent.iterdir()) == ["session_0.npz"]   # no temporary left
+    first.write_bytes(first.read_bytes()[:100])                                   # an interrupted old export
+    assert main(["dataset", "export", "../day2/session.mcap", "-o", str(out)]) == 0
+    assert ReferenceTrajectory.load_npz(first).source == "../day2/session.mcap#episode0"

@@ -14,7 +14,9 @@ raised before anything is written.
 Each file is :meth:`retarget.references.ReferenceTrajectory.save_npz` of the episode's
 references, times in seconds from the episode start (log-time clock; with
 ``use_message_time``, the samples' own times from the episode's first sample), label = task,
-source = "<recording path>#episode<k>". Recordings without episodes (label them with
+source = "<recording path>#episode<k>" (the path as given), and ``recording``, the
+recording's resolved path (which an export into the same folder compares, see
+:func:`_check_overwrites`). Recordings without episodes (label them with
 ``teleop dataset label FILE --task NAME``), unlabelled episodes, episodes with fewer than
 two samples, recordings without the channel and unreadable files are skipped and reported.
 
@@ -50,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retarget.npz_checks import CheckedNpz
 from retarget.references import ReferenceTrajectory
 
 from .channels import REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
@@ -131,42 +134,63 @@ def robot_arrays(recording: Recording, start_ns: int, end_ns: int) -> dict[str, 
 
 
 def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """``trajectory.save_npz(path)`` with ``arrays`` added to the same file."""
-    if not arrays:
-        trajectory.save_npz(path)
-        return
+    """``trajectory.save_npz(path)`` with ``arrays`` added to the same file, written to a
+    temporary file beside ``path`` and renamed into place: an interrupted export leaves the
+    earlier file or none, never a truncated one (which the next export could not read)."""
     # The trajectory's keys are taken as save_npz writes them, so its format has one owner.
     buffer = io.BytesIO()
     trajectory.save_npz(buffer)
     buffer.seek(0)
     with np.load(buffer, allow_pickle=False) as saved:
         keys = dict(saved)
-    np.savez_compressed(path, **keys, **arrays)
+    partial = path.with_name(f".{path.stem}.{os.getpid()}.partial.npz")   # savez wants the .npz
+    try:
+        np.savez_compressed(partial, **keys, **arrays)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
-def _exported_from(path: Path) -> str | None:
-    """The ``source`` of an earlier export's file ("<recording>#episode<k>"), None if unreadable."""
+#: Key of the exported files that names the recording, resolved (its ``source`` keeps the
+#: path as given, which means nothing from another working folder).
+RECORDING_KEY = "recording"
+
+
+def _exported_from(path: Path) -> tuple[str | None, str | None] | None:
+    """(recording, source) of an earlier export's file (each None if absent), or None when
+    the file cannot be read (damaged: nothing in it is lost by replacing it)."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            return str(data["source"]) if "source" in data else None
+            members = CheckedNpz(data)    # an output file is input here: sizes checked first
+            recording = str(members[RECORDING_KEY]) if RECORDING_KEY in members else None
+            source = str(members["source"]) if "source" in members else None
+            return recording, source
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error):
         return None
 
 
-def _same_episode(source: str | None, recording: Path, number: int) -> bool:
-    """Whether an exported file's ``source`` names episode ``number`` of ``recording``
-    (however the path was spelt then)."""
+def _same_episode(recording: str | None, source: str | None, file: Path, number: int) -> bool:
+    """Whether an exported file holds episode ``number`` of recording ``file``: by its
+    resolved recording path and its source's episode number. Files exported before the
+    recording path was stored count as another recording's unless their source is an
+    absolute path to ``file`` (a relative one depends on where it was run)."""
     if source is None or "#episode" not in source:
         return False
     path, _, episode = source.rpartition("#episode")
-    return episode == str(number) and Path(path).resolve() == recording.resolve()
+    if episode != str(number):
+        return False
+    if recording is not None:
+        return recording == str(file.resolve())
+    return Path(path).is_absolute() and Path(path).resolve() == file.resolve()
 
 
 def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path) -> None:
     """Refuse (ValueError, before anything is written) to replace an exported file that
     holds an episode of another recording: two recordings of the same name exported in
     turn into one folder (``a/operator.mcap``, then ``b/operator.mcap``) replaced the first
-    one's demonstrations without a word. Re-exporting the same recording is allowed."""
+    one's demonstrations without a word. Re-exporting the same recording is allowed, from
+    any working folder (the files name the recording by its resolved path), and a damaged
+    file (unreadable: nothing in it is lost) is replaced."""
     clashes = []
     for file, recording_name in files:
         try:
@@ -179,8 +203,8 @@ def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path) -> None:
             out = output_dir / task_folder_name(episode.task) / f"{recording_name}_{episode.number}.npz"
             if out.exists():
                 earlier = _exported_from(out)
-                if not _same_episode(earlier, file, episode.number):
-                    clashes.append(f"{out} (from {earlier or 'another file'})")
+                if earlier is not None and not _same_episode(*earlier, file, episode.number):
+                    clashes.append(f"{out} (from {earlier[0] or earlier[1] or 'another file'})")
     if clashes:
         raise ValueError(f"{len(clashes)} file(s) in {output_dir} hold episodes of another recording and would be "
                          f"replaced: {', '.join(clashes[:3])}{' ...' if len(clashes) > 3 else ''}; pass --force "
@@ -247,6 +271,8 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
             folder = output_dir / task_folder_name(episode.task)
             folder.mkdir(parents=True, exist_ok=True)
             out = folder / f"{recording_name}_{episode.number}.npz"
-            save_with_arrays(trajectory, out, robot_arrays(recording, episode.start_ns, episode.stop_ns + 1))
+            arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1),
+                      RECORDING_KEY: np.array(str(file.resolve()))}
+            save_with_arrays(trajectory, out, arrays)
             result.written.append(out)
     return result
