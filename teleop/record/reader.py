@@ -146,6 +146,25 @@ class RobotStateSeries:
         return len(self.times)
 
 
+class _GrowingRows:
+    """Rows of ``width`` floats appended one at a time into an array that doubles when
+    full (amortised O(1), at most twice the final size held)."""
+
+    def __init__(self, width: int) -> None:
+        self._data = np.empty((64, width))
+        self._n = 0
+
+    def append(self, row) -> None:
+        if self._n == len(self._data):
+            self._data = np.concatenate([self._data, np.empty_like(self._data)])
+        self._data[self._n] = row
+        self._n += 1
+
+    def array(self) -> np.ndarray:
+        """(n, width) the rows appended so far (a view: index it to own a copy)."""
+        return self._data[:self._n]
+
+
 class Recording:
     """An opened recording (see :func:`open_recording`).
 
@@ -309,34 +328,51 @@ class Recording:
         channel does not hold robot states. The series is empty when the window holds no
         messages.
         """
-        samples: list[tuple[int, RobotStateSample]] = sorted(self.decoded(channel, start_ns, end_ns),
-                                                             key=lambda p: p[0])
-        if any(not isinstance(s, RobotStateSample) for _, s in samples):
-            raise TypeError(f"{self.path}: channel {channel!r} does not hold robot states")
-        states = [s for _, s in samples]
-        joints = len(states[0].joint_positions) if states else 0
-        for state in states:
-            if len(state.joint_positions) != joints:
+        # Filled sample by sample into arrays that double when full: a list of decoded
+        # samples cost ~7x the final arrays (552 MB for 17 min at 100 Hz, 32 joints).
+        columns: dict[str, _GrowingRows] = {}
+        times = _GrowingRows(1)
+        states: dict[str, list] = {"watchdog": [], "compensation": []}   # codes into `codes`
+        codes: dict[str | None, int] = {None: 0}
+        seen = {"commands": False, "watchdog": False, "compensation": False}
+        names = None
+        joints = None
+        for log_ns, state in self.decoded(channel, start_ns, end_ns):
+            if not isinstance(state, RobotStateSample):
+                raise TypeError(f"{self.path}: channel {channel!r} does not hold robot states")
+            if joints is None:
+                joints = len(state.joint_positions)
+                columns = {"joint_positions": _GrowingRows(joints), "joint_velocities": _GrowingRows(joints),
+                           "com": _GrowingRows(3), "cop": _GrowingRows(2), "joint_commands": _GrowingRows(joints)}
+            elif len(state.joint_positions) != joints:
                 raise ValueError(f"{self.path}: the number of joints on {resolve_topic(channel)} changes within "
                                  f"the window ({joints} then {len(state.joint_positions)})")
+            times.append((log_ns - time_origin_ns) * 1e-9)
+            for name in ("joint_positions", "joint_velocities", "com", "cop"):
+                columns[name].append(getattr(state, name))
+            # A sample without commands: a NaN row (nothing was commanded that we know).
+            columns["joint_commands"].append(np.nan if state.joint_commands is None else state.joint_commands)
+            seen["commands"] |= state.joint_commands is not None
+            for name in states:
+                value = getattr(state, name)
+                seen[name] |= value is not None
+                states[name].append(codes.setdefault(value, len(codes)))
+            if names is None and state.joint_names is not None:
+                names = state.joint_names
+        t = times.array()[:, 0].copy()
+        order = np.argsort(t, kind="stable")   # log-time order (messages are nearly so already)
+        labels = np.array(["" if v is None else v for v in codes], dtype=str)   # codes in insertion order
 
-        def rows(name: str, width: int) -> np.ndarray:
-            return np.array([getattr(s, name) for s in states], dtype=float).reshape(len(states), width)
+        def column(name: str, width: int) -> np.ndarray:
+            return columns[name].array()[order] if columns else np.zeros((0, width))
 
-        commands = None
-        if any(s.joint_commands is not None for s in states):
-            missing = np.full(joints, np.nan)   # a sample without commands: nothing was commanded that we know
-            commands = np.array([missing if s.joint_commands is None else s.joint_commands for s in states],
-                                dtype=float).reshape(len(states), joints)
+        def state_labels(name: str) -> np.ndarray | None:
+            return labels[np.asarray(states[name], dtype=int)[order]] if seen[name] else None
 
-        def labels(name: str) -> np.ndarray | None:
-            values = [getattr(s, name) for s in states]
-            return None if all(v is None for v in values) else np.array([v or "" for v in values], dtype=str)
-
-        names = next((s.joint_names for s in states if s.joint_names is not None), None)
-        return RobotStateSeries(np.array([(t - time_origin_ns) * 1e-9 for t, _ in samples], dtype=float),
-                                rows("joint_positions", joints), rows("joint_velocities", joints), rows("com", 3),
-                                rows("cop", 2), commands, labels("watchdog"), labels("compensation"), names)
+        return RobotStateSeries(t[order], column("joint_positions", 0), column("joint_velocities", 0),
+                                column("com", 3), column("cop", 2),
+                                column("joint_commands", 0) if seen["commands"] else None,
+                                state_labels("watchdog"), state_labels("compensation"), names)
 
     def operator_motion(self, channel: str = "operator", start_ns: int | None = None,
                         end_ns: int | None = None) -> HumanMotion:
