@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import signal
@@ -21,6 +22,10 @@ import zipfile
 #: gets the message (which names the file or value) without a traceback. Anything else
 #: is a bug and keeps its traceback. TELEOP_DEBUG=1 shows the traceback for these too.
 USER_ERRORS = (OSError, ValueError, zipfile.BadZipFile)
+
+#: What writing to a reader that has gone gives: a pipe closed at the other end (EPIPE), a
+#: hung-up terminal (EIO).
+OUTPUT_LOST_ERRNOS = (errno.EPIPE, errno.EIO)
 
 #: Modules that contribute subcommands, in the order ``teleop --help`` lists them.
 COMMAND_MODULES = (
@@ -70,12 +75,16 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_as_interrupt():
             result = args.func(args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _tell("interrupted")
         return 130
-    except BrokenPipeError as exc:
-        if not stdout_reader_gone():
-            return _user_error(args, exc)      # a socket's peer went away: a real error
-        return end_output_quietly()
+    except OSError as exc:
+        if exc.errno in OUTPUT_LOST_ERRNOS and silence_lost_output():
+            # Our reader went away (`teleop info | head`), or our terminal did (a hang-up:
+            # the command had stopped cleanly, its final statistics had nowhere to go).
+            return 0
+        if isinstance(exc, BrokenPipeError) or not os.environ.get("TELEOP_DEBUG"):
+            return _user_error(args, exc)      # a socket's peer went away, a missing file: real errors
+        raise
     except USER_ERRORS as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise
@@ -84,9 +93,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _user_error(args: argparse.Namespace, exc: BaseException) -> int:
-    print(f"teleop {args.command}: error: {describe(exc)}", file=sys.stderr)
-    print("(TELEOP_DEBUG=1 shows where it happened)", file=sys.stderr)
+    _tell(f"teleop {args.command}: error: {describe(exc)}\n(TELEOP_DEBUG=1 shows where it happened)")
     return 1
+
+
+def _tell(message: str) -> None:
+    """Print ``message`` on stderr, unless stderr is gone (a hung-up terminal): not a traceback."""
+    try:
+        print(message, file=sys.stderr)
+    except OSError as exc:
+        if exc.errno not in OUTPUT_LOST_ERRNOS or not silence_lost_output():
+            raise
 
 
 def end_output_quietly() -> int:
@@ -98,24 +115,43 @@ def end_output_quietly() -> int:
 
 
 def stdout_reader_gone() -> bool:
-    """Whether our standard output's reader has gone (writing to it breaks the pipe).
+    """Whether our standard output's reader has gone (writing to it breaks the pipe)."""
+    return reader_gone(sys.stdout)
 
-    Asked of the pipe itself (POLLERR on its write end once the read end is closed): the
-    failed write may have emptied the buffer, so a flush alone can succeed."""
+
+def reader_gone(stream) -> bool:
+    """Whether the reader of ``stream`` (our stdout or stderr) has gone: a pipe whose read
+    end is closed, a terminal that hung up (closed, the ssh session dropped).
+
+    Asked of the file itself (POLLERR on a pipe's write end once the read end is closed,
+    POLLHUP on a hung-up terminal): the failed write may have emptied the buffer, so a
+    flush alone can succeed."""
     import select
 
     try:
         poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        poller.register(stream.fileno(), select.POLLOUT)
         if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
             return True
-    except (AttributeError, OSError, ValueError):   # no poll here, or stdout is no file
+    except (AttributeError, OSError, ValueError):   # no poll here, or the stream is no file
         pass
     try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        return True
+        stream.flush()
+    except OSError as exc:
+        return exc.errno in OUTPUT_LOST_ERRNOS
     return False
+
+
+def silence_lost_output() -> bool:
+    """Send our stdout and stderr to devnull if their reader has gone (see ``reader_gone``);
+    whether either had. Python would otherwise report the failed write again when it flushes
+    them at exit (exit code 120); a stream whose reader is still there keeps its output."""
+    lost = False
+    for stream in (sys.stdout, sys.stderr):
+        if reader_gone(stream):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            lost = True
+    return lost
 
 
 #: A second stop signal this soon after the first is the same stop delivered twice [s]:
@@ -126,20 +162,30 @@ DUPLICATE_STOP_SIGNAL_S = 1.0
 DUPLICATE_WAIT_S = 0.2
 
 
+#: The signals that stop a command as Ctrl-C does (see ``sigterm_as_interrupt``): SIGTERM, and
+#: SIGHUP where there is one (not on Windows).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP) if hasattr(signal, "SIGHUP") else (signal.SIGTERM,)
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt():
-    """While inside, SIGTERM (``kill``, a service manager, ``timeout``) raises
-    KeyboardInterrupt like Ctrl-C, so a command's cleanup runs: the stations close their
-    recordings complete and print their final statistics instead of vanishing mid-tick.
+    """While inside, SIGTERM (``kill``, a service manager, ``timeout``) and SIGHUP (the
+    terminal closed, the ssh session dropped, ``kill -HUP``) raise KeyboardInterrupt like
+    Ctrl-C, so a command's cleanup runs: the stations close their recordings complete and
+    print their final statistics instead of vanishing mid-tick. After a hang-up those
+    statistics may have nowhere to go: ``main`` then ends quietly (``silence_lost_output``).
+    A SIGHUP ignored when we started (``nohup``) stays ignored: the user asked to outlive the
+    terminal.
 
-    A SIGINT or SIGTERM within ``DUPLICATE_STOP_SIGNAL_S`` of the first one is ignored:
-    ``timeout`` delivers its signal twice (to the command, then to its process group), and
-    the second interrupt used to abort the cleanup the first had started (no statistics,
-    exit code 130). A later one interrupts again (a user insisting).
+    A SIGINT, SIGTERM or SIGHUP within ``DUPLICATE_STOP_SIGNAL_S`` of the first one is
+    ignored: ``timeout`` delivers its signal twice (to the command, then to its process
+    group), a hang-up may reach us from the terminal and again from the shell, and the second
+    interrupt used to abort the cleanup the first had started (no statistics, exit code
+    130). A later one interrupts again (a user insisting).
 
     Only in the process and thread that entered it (signal handlers are the main
-    thread's): a forked worker (``teleop tune --jobs``, ``teleop trial --realtime``)
-    inherits the handlers, and is then stopped the default way.
+    thread's): a forked worker (``teleop tune --jobs``) inherits the handlers, and is then
+    stopped the default way.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -149,9 +195,9 @@ def sigterm_as_interrupt():
 
     def interrupt(signum, frame):
         if os.getpid() != owner:
-            if signum == signal.SIGTERM:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
+            if signum != signal.SIGINT:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
                 return
             raise KeyboardInterrupt
         now = time.monotonic()
@@ -160,7 +206,10 @@ def sigterm_as_interrupt():
         first_stop.append(now)
         raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signals = [*STOP_SIGNALS, signal.SIGINT]
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signals.remove(signal.SIGHUP)     # nohup: the user asked to outlive the terminal
+    previous = {sig: signal.signal(sig, interrupt) for sig in signals}
     try:
         yield
     finally:

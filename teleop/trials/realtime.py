@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
@@ -72,9 +73,25 @@ class RealtimeSettings:
     startup_timeout: float = 60.0
 
 
-def _robot_process(secret: bytes, listen_port: mp.Value, video_to: tuple[str, int], library_path: str | None,
-                   ready: mp.Event, stop: mp.Event, out_path: str, video_hz: float) -> None:
-    """Child process: one robot station on loopback until ``stop``; records to ``out_path``."""
+def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int], library_path: str | None,
+                   out_path: str, video_hz: float) -> None:
+    """Child process: one robot station on loopback; records to ``out_path``.
+
+    ``parent`` is this process's end of a pipe to the trial: the station's port goes up it once
+    the station listens, and the stop (None) comes down it. The pipe also says when the trial
+    is gone: the kernel closes the trial's end however it ends (SIGKILL, a hang-up, a crash),
+    and the next tick reads EOF; the station then closes its sockets and ends without a record
+    (nobody would read it). Killed trials used to leave this process ticking forever.
+
+    Why a pipe and not the alternatives: ``os.getppid()`` changing is Unix-only, and
+    ``multiprocessing.parent_process().is_alive()`` reads the same kind of EOF on
+    multiprocessing's own pipe but still needs a stop channel. And nothing here waits on a
+    lock the trial shares (an ``mp.Event``'s ``is_set``/``set`` or an ``mp.Value`` take a
+    semaphore): a trial killed while holding one would leave this process blocked on it
+    forever, at start-up or in the loop. The EOF needs every copy of the trial's end closed:
+    a process forked from the trial during the take would keep it open; the trial forks none
+    (and the pipe's descriptors are not inherited by programs it starts).
+    """
     from promp.library import TaskLibrary
     from teleop.net.protocol import PacketCodec, video_mac
     from teleop.net.udp import UdpEndpoint
@@ -87,32 +104,40 @@ def _robot_process(secret: bytes, listen_port: mp.Value, video_to: tuple[str, in
     from teleop.video.sender import VideoSender
 
     library = TaskLibrary.load(library_path) if library_path else None
-    endpoint = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
-    robot = RobotModel()
-    with Simulation(robot, visual=False) as sim:
+    # Sockets and the simulation are closed however the station ends (stop, EOF, an error).
+    with contextlib.ExitStack() as resources:
+        endpoint = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
+        resources.callback(endpoint.close)
+        robot = RobotModel()
+        sim = resources.enter_context(Simulation(robot, visual=False))
         scene = add_to_simulation(sim, static=True)
         camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(160, 120), scene=scene)
         sender = VideoSender(video_to, authenticate=video_mac(secret)[0])   # as `teleop robot` sends it
+        resources.callback(sender.close)
         station = RobotStation(endpoint, robot, sim, library,
                                RobotStationConfig(video_hz=video_hz, compensation=library is not None),
                                video_out=lambda image, t: sender.send_image(image[:, :, ::-1], t),
                                render=camera.render)
         station.keep_records = True
-        listen_port.value = endpoint.address[1]
-        ready.set()
+        try:
+            parent.send(endpoint.address[1])      # ready
+        except OSError:                           # the trial died while this process started
+            return
         start = time.monotonic()
         k = 0
         tasks = []   # the compensator's recognised task at each tick ("" = none), like records
-        while not stop.is_set():
+        while not parent.poll():                  # the stop, or EOF: the trial is gone
             station.tick()
             tasks.append(station.last_compensator_output.task or "")
             k += 1
             delay = start + k * station.dt - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+        try:
+            parent.recv()
+        except (EOFError, OSError):   # EOF; or a reset, when the trial died before reading the port
+            return
         write_robot_record(out_path, station.records, tasks, station.tau_b, k, time.monotonic() - start)
-        sender.close()
-        endpoint.close()
 
 
 class _ReferenceReplay:
@@ -149,11 +174,10 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
     take = pad_take(take, settings.lead_in, rtt)
     secret = session_secret()
     ctx = mp.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
-    port = ctx.Value("i", 0)
     # Every proxy, thread, socket and the child process are undone however the take ends
     # (Ctrl-C, a child that dies): an interrupted take used to leave a proxy thread running,
-    # its ports bound, and the other thread crashing on its closed selector.
+    # its ports bound, and the other thread crashing on its closed selector. If this process
+    # is killed outright, the child ends by itself (see _robot_process).
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as resources:
         video = VideoPath(_wall_clock(), 0.0, ("127.0.0.1", 0), verify=video_mac(secret)[1])
         resources.callback(video.close)
@@ -176,25 +200,31 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
                                  seed=seed)
         proxies.append(video_proxy)
         out_path = str(Path(tmp) / "robot.npz")
+        conn, child_conn = ctx.Pipe()
         child = ctx.Process(target=_robot_process, daemon=True,
-                            args=(secret, port, video_proxy.listen_address, str(library_path) if library_path else None,
-                                  ready, stop, out_path, settings.video_hz))
+                            args=(secret, child_conn, video_proxy.listen_address,
+                                  str(library_path) if library_path else None, out_path, settings.video_hz))
         child.start()
+        child_conn.close()    # the child's end is the child's alone: its death then reads as EOF here
 
         def stop_child() -> None:
-            stop.set()
+            with contextlib.suppress(OSError):    # the child is gone already
+                conn.send(None)
             if child.is_alive():
                 child.terminate()
                 child.join(5.0)
+            conn.close()
 
         resources.callback(stop_child)
-        deadline = time.monotonic() + settings.startup_timeout
-        while not ready.wait(0.2):
-            if not child.is_alive():
-                raise RuntimeError(f"the robot station process died on start-up (exit code {child.exitcode})")
-            if time.monotonic() > deadline:
-                raise RuntimeError("the robot station process did not start in time")
-        command_proxy = NetemProxy(("127.0.0.1", 0), ("127.0.0.1", port.value),
+        # The child sends its port once it listens; its death ends the wait too (EOF).
+        if not conn.poll(settings.startup_timeout):
+            raise RuntimeError("the robot station process did not start in time")
+        try:
+            port = conn.recv()
+        except EOFError:
+            child.join(5.0)
+            raise RuntimeError(f"the robot station process died on start-up (exit code {child.exitcode})") from None
+        command_proxy = NetemProxy(("127.0.0.1", 0), ("127.0.0.1", port),
                                    forward=DirectionModel(delay=one_way, jitter=settings.jitter_ratio * one_way,
                                                           loss=settings.loss),
                                    backward=DirectionModel.constant(one_way), seed=seed)
@@ -220,7 +250,8 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
             delay = start_wall + k * 0.01 - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        stop.set()
+        with contextlib.suppress(OSError):    # a child that died is reported below
+            conn.send(None)                   # stop: the child writes its record and ends
         child.join(30.0)
         if child.exitcode != 0:
             raise RuntimeError(f"the robot station process failed (exit code {child.exitcode})")
