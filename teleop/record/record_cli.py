@@ -8,7 +8,7 @@ command tries the recorder and the dataset tools without them.
     teleop record --source test-pattern --duration 10 -o runs/recordings/demo.mcap --task wave
 
 Sources come from :data:`teleop.record.sources.SOURCES` (see that module for the item
-format). Ctrl-C or SIGTERM stops cleanly: the open episode is stopped and the file is
+format). Ctrl-C, SIGTERM or SIGHUP stops cleanly: the open episode is stopped and the file is
 closed with its summary. A SIGKILL leaves a file that ``teleop dataset recover`` repairs.
 """
 
