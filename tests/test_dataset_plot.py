@@ -26,7 +26,7 @@ from teleop.control.tracker import references_from_configuration
 from teleop.net.delay import LinkModel
 from teleop.net.protocol import PacketCodec
 from teleop.net.virtual import connect_virtual
-from teleop.record import CameraFrame, Recorder, open_recording
+from teleop.record import CameraFrame, Recorder, RobotStateSample, open_recording
 from teleop.record.plot import gather_plot_data, joint_group
 from teleop.stations.recording import OperatorRecording, RobotRecording
 from teleop.stations.robot_station import RobotStation, RobotStationConfig
@@ -203,6 +203,41 @@ def test_long_series_are_decimated_but_errors_and_bands_use_every_tick(robot_rec
     assert small.watchdog == full.watchdog and small.compensation == full.compensation
 
 
+def test_the_tracking_error_leaves_out_the_ticks_without_commands(tmp_path):
+    """Robot states recorded directly, some without joint commands (recordings made before
+    they were, or a tick that commanded nothing): their NaN rows are drawn as gaps and left
+    out of the RMS, which is the one over the ticks with commands only."""
+    names = ("left_hip_pitch", "left_knee", "torso_yaw", "right_shoulder_pitch", "right_elbow", "neck_yaw")
+    without = {3, 4, 5, 12, 13, 14, 15, 16, 17, 18}           # ticks without commands
+    rng = np.random.default_rng(11)
+    positions = rng.uniform(-0.5, 0.5, (20, len(names)))
+    commands = positions + rng.normal(0.0, 0.02, positions.shape)
+    path = tmp_path / "mixed.mcap"
+    with Recorder(path, threaded=False) as rec:
+        for k in range(20):
+            optional = {} if k in without else {"joint_commands": commands[k]}
+            rec.log_robot_state(RobotStateSample(k * PERIOD_S, positions[k], np.zeros(len(names)),
+                                                 np.array([0.0, 0.0, 0.9]), np.zeros(2), names, **optional),
+                                log_time_ns=k * 10_000_000)
+    recording = open_recording(path)
+    with_commands = [k for k in range(20) if k not in without]
+    error = (commands - positions)[with_commands]
+    # By hand, over the 10 ticks with commands (counting the 20 would give 1/sqrt(2) of it).
+    expected = {group: np.sqrt(np.mean(error[:, [j for j, name in enumerate(names) if joint_group(name) == group]] ** 2))
+                for group in ("legs", "torso", "arms", "neck")}
+
+    # Read at once (one window mixing both), and 30 ms at a time (windows of 3 ticks: some
+    # with commands, some mixed, some without any, whose series has no commands at all).
+    for data in (gather_plot_data(recording), gather_plot_data(recording, read_window_s=0.03)):
+        joints = data.joints
+        assert joints.total == 20 and set(joints.rms_by_group) == set(expected)
+        for group, rms in expected.items():
+            assert joints.rms_by_group[group] == pytest.approx(rms, rel=1e-12), group
+        drawn = [names.index(name) for name in joints.names]
+        assert np.isnan(joints.commanded[sorted(without)]).all()             # drawn as gaps
+        np.testing.assert_array_equal(joints.commanded[with_commands], commands[with_commands][:, drawn])
+
+
 def test_an_operator_recording_has_hands_and_episodes_only(tmp_path):
     recording = open_recording(operator_recording(tmp_path / "operator.mcap"))
     data = gather_plot_data(recording)
@@ -310,6 +345,24 @@ def test_plot_draws_the_window_asked_for(robot_file, capsys):
     with pytest.raises(SystemExit) as exc:                               # argparse, as `trim`
         plot(robot_file, "--start", "-1")
     assert exc.value.code == 2
+
+
+def test_only_the_episodes_overlapping_the_window_are_gathered_clipped_to_it(robot_file, capsys):
+    """Besides the recorded episode (all of the recording), one before the window, one after
+    it and one that overlaps its end: the ones outside are left out, the others clipped."""
+    for task, start, end in (("early", "0.0", "0.3"), ("late", "2.0", "2.9"), ("overlapping", "1.2", "2.0")):
+        assert main(["dataset", "label", str(robot_file), "--task", task, "--start", start, "--end", end]) == 0
+    capsys.readouterr()
+    recording = open_recording(robot_file)
+    assert [(e.number, e.task) for e in recording.episodes()] == [(0, "reach"), (1, "early"), (2, "late"),
+                                                                 (3, "overlapping")]
+    data = gather_plot_data(recording, start_s=0.5, end_s=1.5)
+    assert [(e.number, e.task, e.start_s, e.end_s) for e in data.episodes] == [
+        (0, "reach", 0.5, 1.5), (3, "overlapping", pytest.approx(1.2), 1.5)]
+    # The whole recording: all four, as labelled.
+    spans = {e.task: (e.start_s, e.end_s) for e in gather_plot_data(recording).episodes}
+    assert spans == {"reach": (0.0, pytest.approx(recording.duration_s)), "early": (0.0, pytest.approx(0.3)),
+                     "late": (pytest.approx(2.0), pytest.approx(2.9)), "overlapping": (pytest.approx(1.2), 2.0)}
 
 
 def test_a_crashed_recording_is_plotted_as_far_as_it_is_intact(robot_file, capsys):

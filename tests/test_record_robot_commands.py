@@ -241,3 +241,42 @@ def test_exported_robot_episodes_carry_the_joint_commands_and_states(tmp_path, r
     # Still a reference trajectory for `teleop train`.
     trajectory = ReferenceTrajectory.load_npz(exported)
     assert trajectory.label == "reach" and len(trajectory) > 100
+
+
+def test_robot_times_of_an_episode_starting_later_count_from_its_start(tmp_path, robot, station_sim, capsys):
+    """An episode labelled over 0.5 s .. 1.5 s of the recording: its robot rows count from the
+    episode start, as the trajectory's ``times`` do (both log time minus the episode start),
+    not from the recording's first message."""
+    session = tmp_path / "robot.mcap"
+    robot_session(session, robot, station_sim)
+    origin = open_recording(session).start_ns
+    assert main(["dataset", "label", str(session), "--task", "reach", "--start", "0.5", "--end", "1.5"]) == 0
+    capsys.readouterr()
+    recording = open_recording(session)                   # the labelled file, written in place
+    [episode] = recording.episodes()
+    assert (episode.start_ns, episode.stop_ns) == (origin + 500_000_000, origin + 1_500_000_000)   # stop inclusive
+    out = tmp_path / "train"
+    assert main(["dataset", "export", str(session), "--channel", "delivered", "-o", str(out)]) == 0
+
+    # The robot states of the episode, by log time: ticks 50..150 (--end inclusive).
+    in_episode = [(t, s) for t, s in recording.decoded("robot_state") if episode.start_ns <= t <= episode.stop_ns]
+    assert len(in_episode) == 101
+    delivered = [t for t, _ in recording.decoded("delivered") if episode.start_ns <= t <= episode.stop_ns]
+    exported = out / "reach" / "robot_0.npz"
+    with np.load(exported, allow_pickle=False) as data:
+        robot_times = data["robot_times"]
+        np.testing.assert_array_equal(data["joint_commands"], [s.joint_commands for _, s in in_episode])
+        assert list(data["watchdog"]) == [s.watchdog for _, s in in_episode]
+    assert robot_times[0] == pytest.approx(0.0, abs=1e-9)
+    np.testing.assert_allclose(robot_times, np.arange(101) * PERIOD_S, atol=1e-9)
+    np.testing.assert_allclose(robot_times, [(t - episode.start_ns) * 1e-9 for t, _ in in_episode], atol=1e-12)
+
+    # On the trajectory's clock: a robot row and a reference logged at the same tick have the same time.
+    trajectory = ReferenceTrajectory.load_npz(exported)
+    assert len(trajectory) == len(delivered) > 50
+    np.testing.assert_allclose(trajectory.times, [(t - episode.start_ns) * 1e-9 for t in delivered], atol=1e-12)
+    # The references are delivered in the tick they are sent (no delay): the first at the
+    # episode start, every one at the time of that tick's robot row.
+    assert trajectory.times[0] == pytest.approx(0.0, abs=1e-9) and trajectory.times[-1] <= robot_times[-1] + 1e-9
+    same_tick = np.searchsorted(robot_times, trajectory.times - 1e-9)
+    np.testing.assert_allclose(robot_times[same_tick], trajectory.times, atol=1e-12)

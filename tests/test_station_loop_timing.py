@@ -158,13 +158,86 @@ def test_rare_overruns_and_a_slow_start_do_not_warn(capsys):
     assert capsys.readouterr().err == ""
 
 
+def overload_body_ms(k: int) -> float:
+    """After 100 s at ease (k < 10 000), every 5th body takes 15 ms, and every 100th 25 ms."""
+    if k < 10_000 or k % 5:
+        return 4.0
+    return 25.0 if k % 100 == 0 else 15.0
+
+
 def test_the_warning_names_the_p99_of_the_last_seconds_not_of_the_whole_run(capsys):
-    """After 100 s at ease, every 5th body takes 15 ms: the run's p99 is still 4 ms, the
-    last seconds' is 15 ms, which is what the warning must say."""
-    timing, _ = run_loop(lambda k: 15.0 if k >= 10_000 and k % 5 == 0 else 4.0, duration=103.5)
+    """After 100 s at ease, every 5th body takes 15 ms, every 100th 25 ms: the run's p99 is
+    still 4 ms, the last seconds' is 15 ms (the few 25 ms bodies are under 1 % of the
+    window's ticks: its largest, not its p99), which is what the warning must say."""
+    fake, timing, spent, starts, judged = FakeTime(), LoopTiming(0.01), [], [], []
+
+    def body():
+        starts.append(fake.clock())
+        spent.append(overload_body_ms(len(spent)))
+        fake.spend(spent[-1] / 1e3)
+
+    tick = timing.tick
+
+    def tick_noting_when_it_warns(started, scheduled, body_s):
+        message = tick(started, scheduled, body_s)
+        if message:
+            judged.append(int((started - starts[0]) // 1.0))     # the second it was judged at
+        return message
+
+    timing.tick = tick_noting_when_it_warns
+    _loop(0.01, 103.5, body, "robot", timing, clock=fake.clock, sleep=fake.sleep)
     warnings = overload_warnings(capsys.readouterr().err)
     assert len(warnings) == 1 and "(body p99 15 ms, period 10 ms)" in warnings[0], warnings
     assert timing.body_quantile_ms(0.99) == pytest.approx(4.0, rel=0.01)
+    assert timing.max_body_ms == pytest.approx(25.0)
+
+    # The window judged (the 10 whole seconds before the warning), by hand: p99 15 ms, its
+    # largest 25 ms; a window p99 read as the window's largest would say 25 ms.
+    [second] = judged
+    seconds = np.floor(np.subtract(starts, starts[0])).astype(int)
+    window = np.asarray(spent)[(second - 10 <= seconds) & (seconds < second)]
+    assert len(window) > 900 and window.max() == 25.0
+    assert np.quantile(window, 0.99, method="inverted_cdf") == 15.0
+    assert "25 ms" not in warnings[0]
+
+
+def overload_body_ms(k: int) -> float:
+    """After 100 s at ease (k < 10 000), every 5th body takes 15 ms, and every 100th 25 ms."""
+    if k < 10_000 or k % 5:
+        return 4.0
+    return 25.0 if k % 100 == 0 else 15.0
+
+
+def test_a_window_of_fewer_than_min_ticks_is_not_judged(capsys):
+    """A 5 Hz loop stuck 1.25 periods behind (one 450 ms body, then bodies of exactly one
+    period: it never catches up, nor falls a second behind): every tick is late, 5 a second.
+
+    With the default 10 s window, the first window judged (at second 2: second 1 alone, the
+    warm-up second 0 left out) holds 5 ticks, under the default min_ticks of 10; the next
+    (second 3: 10 ticks) would warn, so the run stops before it. With a 1 s window every
+    window holds 5 ticks: 20 s of late ticks and no warning, but one with min_ticks=5."""
+    def late_loop(duration: float, timing: LoopTiming) -> LoopTiming:
+        fake, calls = FakeTime(), [0]
+
+        def body():
+            fake.spend(0.45 if calls[0] == 0 else 0.2)
+            calls[0] += 1
+
+        return _loop(0.2, duration, body, "robot", timing, clock=fake.clock, sleep=fake.sleep)
+
+    timing = late_loop(2.9, LoopTiming(0.2))
+    assert timing.ticks == 14 and timing.late == timing.ticks and timing.resyncs == 0
+    assert timing.warnings == 0
+    timing = late_loop(20.0, LoopTiming(0.2, window_s=1.0))
+    assert timing.ticks == 99 and timing.late == timing.ticks and timing.resyncs == 0
+    assert timing.warnings == 0
+    assert capsys.readouterr().err == ""
+
+    timing = late_loop(20.0, LoopTiming(0.2, window_s=1.0, min_ticks=5))
+    assert timing.warnings == 1                                  # at second 2, then every 30 s
+    [warning] = overload_warnings(capsys.readouterr().err)
+    assert "100.0 % of the 5 Hz loop's ticks in the last 1 s were late (body p99 200 ms, period 200 ms)" \
+        in warning, warning
 
 
 def test_a_loop_a_second_behind_still_warns_and_resyncs_and_counts_it(capsys):
