@@ -20,6 +20,11 @@ def _number(text: str) -> float:
     return value
 
 
+def finite_float(text: str) -> float:
+    """Any finite number, of either sign (offsets, amplitudes): nan and inf are refused."""
+    return _number(text)
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0 (rates, durations, speeds, sizes)."""
     value = _number(text)

@@ -64,7 +64,7 @@ def test_open_source_specs(tmp_path):
         live.close()
     with pytest.raises(Exception, match="no such file"):
         open_source(str(tmp_path / "missing.bvh"))
-    with pytest.raises(ValueError, match="bad MVN port"):
+    with pytest.raises(ValueError, match="the MVN port must be a number 1-65535"):
         open_source("xsens-live:port")
 
 

@@ -161,7 +161,7 @@ def test_bind_spec_parsing():
     assert parse_bind("") == ("127.0.0.1", 9763)
     assert parse_bind("9000") == ("127.0.0.1", 9000)
     assert parse_bind("0.0.0.0:9001") == ("0.0.0.0", 9001)
-    with pytest.raises(ValueError, match="bad MVN port"):
+    with pytest.raises(ValueError, match="the MVN port must be a number 1-65535"):
         parse_bind("abc")
     with pytest.raises(ValueError, match="allow_remote"):
         XsensLiveSource(("0.0.0.0", 0))

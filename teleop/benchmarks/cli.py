@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     benches = available()
     parser = sub.add_parser("bench", help="run a benchmark and print its figures",
                             description="Run a benchmark. " + "; ".join(f"{n}: {h}" for n, (_, h) in benches.items()))
-    parser.add_argument("name", choices=sorted(benches), help="which benchmark")
+    # metavar: argparse names a missing positional by it ("required: {fidelity,jog,...}", not "required: name").
+    parser.add_argument("name", choices=sorted(benches), metavar="{" + ",".join(sorted(benches)) + "}",
+                        help="which benchmark")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--quick", action="store_true", help="shorter run (for smoke tests; noisier figures)")
     parser.add_argument("--out", type=Path, help="also write plots to this folder (benchmarks that draw them: jog)")

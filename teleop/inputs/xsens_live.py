@@ -77,10 +77,11 @@ def parse_bind(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":") if ":" in text else ("", "", text)
     try:
         number = int(port) if port else DEFAULT_PORT
+        if not 0 <= number <= 65535:   # 0 (any free port: tests) is accepted, not advertised
+            raise ValueError
     except ValueError:
-        raise ValueError(f"bad MVN port {port!r} in {text!r}: expected [HOST:]PORT") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"MVN port {number} out of range 0..65535")
+        # Without the text: the caller names it ("--input xsens-live:abc: the MVN port ...").
+        raise ValueError("the MVN port must be a number 1-65535") from None
     return host or "127.0.0.1", number
 
 

@@ -99,7 +99,7 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
 
 def _same_address(a: str, b: str) -> bool:
     """Whether two ``host:port`` texts name one socket address (``localhost:9000`` is
-    ``127.0.0.1:9000``); an address that does not resolve is left for the proxy to refuse."""
+    ``127.0.0.1:9000``); an address that does not resolve is left to :func:`_check_addresses`."""
     from teleop.net.udp import parse_address, resolve
 
     try:
@@ -108,21 +108,36 @@ def _same_address(a: str, b: str) -> bool:
         return False
 
 
+def _check_addresses(args: argparse.Namespace) -> None:
+    """Resolve --listen and --target, each on its own so that a failure names its option (a
+    target that does not resolve was reported as a --listen error), and refuse either off
+    loopback without --allow-remote, before anything is bound."""
+    from teleop.net.udp import is_loopback, parse_address, resolve
+
+    for option, value, action in (("--listen", args.listen, "listen on"), ("--target", args.target, "forward to")):
+        try:
+            host = resolve(parse_address(value))[1][0]
+        except OSError as exc:
+            raise OSError(f"{option} {value}: {exc.strerror or exc}") from None
+        if not args.allow_remote and not is_loopback(host):
+            raise PermissionError(f"{option} {value}: refusing to {action} non-loopback address {host}; "
+                                  "give --allow-remote to expose the proxy to the network")
+
+
 def run_netem(args: argparse.Namespace) -> int:
     """Run the proxy until SIGINT/SIGTERM or ``--duration``; returns the exit code."""
     from teleop.net.netem import NetemProxy  # here, not at the top: keeps `teleop --help` fast
 
     try:
         forward, backward = models_from_args(args)
+        _check_addresses(args)
         if _same_address(args.listen, args.target):
             raise ValueError(f"--listen {args.listen} and --target {args.target} are one address: the proxy "
                              "would forward to itself; --target is the robot station's address")
         try:
             proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
                                allow_remote=args.allow_remote)
-        except PermissionError:
-            raise
-        except OSError as exc:   # binding --listen: in use, or not an address of this machine
+        except OSError as exc:   # binding --listen (--target resolved above): in use, not of this machine
             raise OSError(f"--listen {args.listen}: {exc.strerror or exc}") from None
     except (ValueError, PermissionError, OSError) as exc:
         print(f"teleop netem: error: {exc}", file=sys.stderr)

@@ -7,6 +7,8 @@ import argparse
 import json
 import sys
 
+from teleop.cli_types import port, positive_float, positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lockstep", help="lock-step coupling of the simulation with an external controller",
@@ -19,14 +21,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve = lsub.add_parser("serve", help="run the simulation as a lock-step server",
                             description="Listen for controllers one after the other; each session starts from "
                                         "the home posture. Prints one line per session (steps, real-time factor).")
-    serve.add_argument("--host", default="127.0.0.1", help="listen address (default: 127.0.0.1, loopback only)")
-    serve.add_argument("--port", type=int, default=47500, help="TCP port (default: 47500; 0 picks a free one)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="listen address (default: 127.0.0.1, loopback only; another needs --allow-remote)")
+    serve.add_argument("--allow-remote", action="store_true",
+                       help="allow a non-loopback --host: exposes the simulation to the network (anyone who reaches "
+                            "the port drives it, unauthenticated)")
+    serve.add_argument("--port", type=port, default=47500, help="TCP port (default: 47500; 0 picks a free one)")
     serve.add_argument("--joints", default="left_arm,right_arm",
                        help="comma-separated groups or joint names the controller commands "
                             "(default: left_arm,right_arm); the rest stay position-servoed")
-    serve.add_argument("--max-steps", type=int, default=None, help="end each session after this many steps")
-    serve.add_argument("--sessions", type=int, default=None, help="exit after this many sessions (default: never)")
-    serve.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a command (default: 10)")
+    serve.add_argument("--max-steps", type=positive_int, default=None, help="end each session after this many steps")
+    serve.add_argument("--sessions", type=positive_int, default=None,
+                       help="exit after this many sessions (default: never)")
+    serve.add_argument("--timeout", type=positive_float, default=10.0,
+                       help="seconds to wait for a command (default: 10)")
     serve.add_argument("--floating-base", action="store_true",
                        help="let the robot stand on its feet (default: base bolted to the world)")
     serve.add_argument("--no-clip", action="store_true", help="do not clip torques to the effort limits")
@@ -46,7 +54,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
+def _check_host(args: argparse.Namespace) -> None:
+    """Refuse, before the simulation loads, a --host that does not resolve, and one off
+    loopback without --allow-remote: the protocol has no authentication, and whoever reaches
+    the port drives the simulation."""
+    import socket
+
+    from teleop.net.udp import is_loopback
+
+    try:
+        address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError as exc:
+        raise OSError(f"--host {args.host}: {exc.strerror or exc}") from None
+    if not args.allow_remote and not is_loopback(address):
+        raise PermissionError(f"--host {args.host}: refusing to listen on non-loopback address {address}; "
+                              "give --allow-remote to expose the simulation to the network")
+
+
 def _serve(args: argparse.Namespace) -> int:
+    _check_host(args)
     from teleop.robot.model import RobotModel
     from teleop.sim.lockstep import LockstepServer
     from teleop.sim.simulator import Simulation

@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from teleop.cli_types import finite_float, port as port_number, positive_float, positive_int
 from teleop.sim.lockstep import (BYE, COMMAND, ERROR, HELLO, MESSAGE_NAMES, MODE_POSITION, MODE_TORQUE, STATE,
                                  VERSION, WELCOME, E_PAYLOAD, E_SEQUENCE, E_UNEXPECTED, LockstepError,
                                  SequenceError, State,
@@ -230,14 +231,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    # Values are checked here, before anything connects: a bad one used to be found only once
+    # connected (a NaN amplitude ended the server's session with an ERROR) or not at all.
     p.add_argument("--host", default="127.0.0.1", help="server address (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=47500, help="server port (default: 47500)")
-    p.add_argument("--steps", type=int, default=None, help="commands to send before BYE (default: until the "
-                                                            "server ends the session)")
+    p.add_argument("--port", type=port_number, default=47500, help="server port (default: 47500)")
+    p.add_argument("--steps", type=positive_int, default=None, help="commands to send before BYE (default: until "
+                                                                     "the server ends the session)")
     p.add_argument("--mode", choices=("torque", "position"), default="torque",
                    help="joint impedance torques (default) or joint position targets")
-    p.add_argument("--amplitude", type=float, default=0.2, help="shoulder-pitch swing [rad] (default: 0.2)")
-    p.add_argument("--timeout", type=float, default=10.0, help="socket timeout [s] (default: 10)")
+    p.add_argument("--amplitude", type=finite_float, default=0.2, help="shoulder-pitch swing [rad] (default: 0.2)")
+    p.add_argument("--timeout", type=positive_float, default=10.0, help="socket timeout [s] (default: 10)")
     p.add_argument("--fault", choices=("none", "skip", "duplicate"), default="none",
                    help="for tests: at command 100 send a skipped or a duplicated sequence number")
 

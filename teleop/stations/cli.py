@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "labelled NAME, ready for `teleop dataset export` and `teleop train` (the record button stops "
                     "it; its later episodes get the same label)")
     op.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
-    op.add_argument("--speed", type=positive_float, default=1.0, help="replay speed factor for a file source")
+    op.add_argument("--speed", type=positive_float, default=None, help="replay speed factor for a file source (default: 1)")
     op.add_argument("--loop", action="store_true", help="loop a file source")
     op.add_argument("--rate-hz", type=positive_float, default=None,
                     help="rate of an Xsens CSV file source [Hz] (default 100: the export does not state it)")
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0, help="video jitter buffer length [s]")
     op.add_argument("--view", choices=("none", "web", "headset"), default="none",
                     help="display: none, the local web viewer, or the VR headset (SteamVR)")
-    op.add_argument("--port", type=port, default=8080, help="web viewer port (default: 8080)")
+    op.add_argument("--port", type=port, default=None, help="web viewer port (default: 8080)")
     op.add_argument("--duration", type=positive_float, help="stop after this many seconds")
     op.add_argument("--secret-file", type=_file, help="shared secret file")
     op.add_argument("--json", action="store_true", help="print the final statistics as JSON")
@@ -137,7 +137,14 @@ def _bound(option: str, value, open_: Callable):
     try:
         return open_()
     except OSError as exc:
-        raise OSError(f"{option} {value}: {exc.strerror or exc}") from None
+        raise OSError(f"{option} {value}: {_in_cli_words(exc.strerror or str(exc))}") from None
+
+
+def _in_cli_words(message: str) -> str:
+    """A library's refusal as this command says it: the libraries name both the option and
+    their Python keyword ("give --allow-remote (allow_remote=True)"); a command's user only
+    has the option."""
+    return message.replace(" (allow_remote=True)", "")
 
 
 def _check_command_link(args: argparse.Namespace) -> tuple:
@@ -172,6 +179,31 @@ def _check_record_target(args: argparse.Namespace) -> None:
         raise ValueError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
     if args.task and args.record is None:
         raise ValueError("--task NAME labels the recording: give --record FILE too")
+    if args.force and args.record is None:
+        raise ValueError("--force overwrites an existing recording: give --record FILE too")
+
+
+def _is_file_source(spec: str) -> bool:
+    """Whether ``--input spec`` is a motion file (what :func:`teleop.inputs.base.open_source`
+    does not read as a live input)."""
+    return not (spec in ("synthetic", "openvr", "xsens-live") or spec.startswith("xsens-live:"))
+
+
+def _check_operator_options(args: argparse.Namespace) -> None:
+    """Refuse, before anything starts, an option that the chosen input or view would ignore
+    (as --task without --record): the user expects it to act. Only options given are
+    refused (their defaults are None or False), never a default."""
+    if args.vr_config is not None and args.source != "openvr":
+        raise ValueError(f"--vr-config configures the OpenVR input: give --input openvr too "
+                         f"(not --input {args.source})")
+    if not _is_file_source(args.source):
+        for option, given in (("--loop", args.loop), ("--speed", args.speed is not None),
+                              ("--rate-hz", args.rate_hz is not None)):
+            if given:
+                raise ValueError(f"{option} is about replaying a motion file: give --input FILE "
+                                 f"(not --input {args.source})")
+    if args.port is not None and args.view != "web":
+        raise ValueError("--port is the web viewer's port: give --view web too")
 
 
 def _secret(path, command: str):
@@ -250,7 +282,7 @@ def _seconds(value: float) -> str:
 def _loop(period: float, duration: float | None, body, station: str = "station", timing: LoopTiming | None = None,
           *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> LoopTiming:
     """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration`` [s], or
-    until Ctrl-C or SIGTERM raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
+    until Ctrl-C, SIGTERM or SIGHUP raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
     which the stations catch to close their recordings and print their final statistics.
 
     A loop that falls a second behind resynchronises instead of bursting, and says so on
@@ -376,11 +408,11 @@ def _make_source(args: argparse.Namespace):
     from teleop.inputs.openvr_input import OpenVRUnavailable
 
     try:
-        return open_source(args.source, speed=args.speed, loop=args.loop, seed=args.seed,
-                           vr_config=getattr(args, "vr_config", None), allow_remote=getattr(args, "allow_remote", False),
-                           rate_hz=getattr(args, "rate_hz", None))
+        return open_source(args.source, speed=1.0 if args.speed is None else args.speed, loop=args.loop,
+                           seed=args.seed, vr_config=getattr(args, "vr_config", None),
+                           allow_remote=getattr(args, "allow_remote", False), rate_hz=getattr(args, "rate_hz", None))
     except (OpenVRUnavailable, OSError, ValueError) as exc:   # no SteamVR, port in use, bad file/spec
-        message = str(exc)   # most name the file already: "--input F: F: no such file" says it twice
+        message = _in_cli_words(str(exc))   # most name the file already: "--input F: F: no such file" says it twice
         where = "--input " if message.startswith(args.source) else f"--input {args.source}: "
         raise SystemExit(f"teleop operator: error: {where}{message}") from None
 
@@ -405,6 +437,7 @@ def _operator_view_stats(station, video, endpoint) -> dict:
 
 def _run_operator(args: argparse.Namespace) -> int:
     _check_record_target(args)
+    _check_operator_options(args)
     robot_address = _check_command_link(args)
     from teleop.clock import WallClock
     from teleop.net.protocol import PacketCodec, video_mac
@@ -437,10 +470,11 @@ def _run_operator(args: argparse.Namespace) -> int:
             # 3D view: ghost (operator's current references), actual and predicted robot pose
             # (measured / commanded q of the FEEDBACK packets).
             pose_view = RobotPoseView()
-            viewer = VideoWebViewer(port=args.port, streams=("left",), title="Teleoperation: operator view",
+            web_port = 8080 if args.port is None else args.port
+            viewer = VideoWebViewer(port=web_port, streams=("left",), title="Teleoperation: operator view",
                                     robot_pose_provider=lambda: pose_view.from_station(station),
                                     stats_provider=lambda: _operator_view_stats(station, video, endpoint))
-            _bound("--port", args.port, viewer.start)
+            _bound("--port", web_port, viewer.start)
             resources.callback(viewer.stop)
             print(f"web viewer on {viewer.url}", file=sys.stderr)   # the port bound (--port 0: any free one)
         headset = recording = None

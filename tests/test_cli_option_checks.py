@@ -1,0 +1,260 @@
+"""Option checks found by a user walkthrough: the option that failed is the one named (netem's
+--target), a port that drives the simulation opens off loopback only when asked for
+(lockstep --allow-remote), numeric options are refused by argparse before anything connects
+(lockstep), messages speak the command's language (no Python keywords or argument dests),
+and options that do not apply to the rest of the command line are refused, not ignored.
+
+Every test runs the real ``teleop`` entry point in-process, as tests/test_cli_bad_input_live.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from teleop.cli import build_parser, main
+
+
+def usage_error(capsys, argv: list[str]) -> str:
+    """Run ``teleop argv``, expect argparse's usage error (exit 2); returns its message."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: "), err
+    return err.strip().splitlines()[-1]
+
+
+def error_line(capsys, argv: list[str], code: int = 1) -> str:
+    """Run ``teleop argv``, expect it to return ``code`` with one ``teleop CMD: error: ...``
+    line and no traceback; returns that line."""
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def free_port(kind: int = socket.SOCK_DGRAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def secret(tmp_path):
+    path = tmp_path / "secret"
+    path.write_bytes(b"0123456789abcdef0123456789abcdef")
+    path.chmod(0o600)
+    return path
+
+
+# ------------------------------------------------------------------ 1. netem names the option that failed
+def test_netem_names_target_when_the_target_does_not_resolve(capsys):
+    """`--target nohost.invalid:9001` was reported as "--listen 127.0.0.1:9010: Name or
+    service not known". The --listen port is even taken here: the target is checked before
+    anything is bound."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        line = error_line(capsys, ["netem", "--listen", listen, "--target", "nohost.invalid:9001"], code=2)
+    assert line.startswith("teleop netem: error: --target nohost.invalid:9001: "), line
+    assert "--listen" not in line
+
+
+def test_netem_names_listen_when_the_listen_address_does_not_resolve(capsys):
+    line = error_line(capsys, ["netem", "--listen", "nohost.invalid:9010", "--target", "127.0.0.1:9001"], code=2)
+    assert line.startswith("teleop netem: error: --listen nohost.invalid:9010: "), line
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--listen", "0.0.0.0:0", "--listen 0.0.0.0:0: refusing to listen on non-loopback address 0.0.0.0; "
+                              "give --allow-remote to expose the proxy to the network"),
+    ("--target", "10.1.2.3:9001", "--target 10.1.2.3:9001: refusing to forward to non-loopback address 10.1.2.3; "
+                                  "give --allow-remote to expose the proxy to the network"),
+])
+def test_netem_refuses_remote_addresses_in_the_commands_words(capsys, option, value, expected):
+    """It said "give --allow-remote (allow_remote=True)" and "pass allow_remote=True
+    (--allow-remote)": Python keywords a command's user has no use for."""
+    line = error_line(capsys, ["netem", option, value], code=2)
+    assert line == f"teleop netem: error: {expected}"
+
+
+# ------------------------------------------------------------------ 2. lockstep serve --allow-remote
+def test_lockstep_serve_refuses_a_non_loopback_host_without_allow_remote():
+    """`--host 0.0.0.0` opened an unauthenticated port that drives the simulation (and waited
+    for a controller: hence a process with a time limit, not main())."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "teleop", "lockstep", "serve", "--host", "0.0.0.0", "--port",
+                               "0", "--sessions", "1"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("lockstep serve --host 0.0.0.0 listened for a controller instead of refusing")
+    assert proc.returncode == 1
+    assert ("teleop lockstep: error: --host 0.0.0.0: refusing to listen on non-loopback address 0.0.0.0; "
+            "give --allow-remote to expose the simulation to the network") in proc.stderr.splitlines()
+
+
+def test_lockstep_serve_allow_remote_is_an_option_that_says_what_it_exposes(capsys):
+    from teleop.sim.lockstep_cli import _check_host
+
+    args = build_parser().parse_args(["lockstep", "serve", "--host", "0.0.0.0", "--allow-remote"])
+    assert args.allow_remote
+    _check_host(args)                                                    # accepted with the option
+    _check_host(build_parser().parse_args(["lockstep", "serve"]))         # and loopback without it
+    with pytest.raises(SystemExit):
+        main(["lockstep", "serve", "--help"])
+    assert "exposes the simulation to the network" in " ".join(capsys.readouterr().out.split())
+
+
+def test_lockstep_serve_names_host_when_it_does_not_resolve(capsys):
+    line = error_line(capsys, ["lockstep", "serve", "--host", "nohost.invalid", "--sessions", "1"])
+    assert line.startswith("teleop lockstep: error: --host nohost.invalid: "), line
+
+
+# ------------------------------------------------------------------ 3. lockstep values, before anything connects
+@pytest.mark.parametrize("argv, expected", [
+    (["serve", "--sessions", "0"], "argument --sessions: must be >= 1, got 0"),      # waited, then exit 0
+    (["serve", "--max-steps", "0"], "argument --max-steps: must be >= 1, got 0"),    # "max_steps must be >= 1 or None"
+    (["serve", "--max-steps", "-1"], "argument --max-steps: must be >= 1, got -1"),
+    (["serve", "--timeout", "0"], "argument --timeout: must be > 0, got 0"),
+    (["serve", "--timeout", "nan"], "argument --timeout: 'nan' is not a finite number"),
+    (["serve", "--port", "99999"], "argument --port: port must be 0-65535, got 99999"),
+])
+def test_lockstep_serve_values_are_checked_by_argparse(capsys, argv, expected):
+    assert usage_error(capsys, ["lockstep", *argv]) == f"teleop lockstep {argv[0]}: error: {expected}"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--amplitude", "nan"], "argument --amplitude: 'nan' is not a finite number"),   # ERROR DISCONNECT on the server
+    (["--amplitude", "inf"], "argument --amplitude: 'inf' is not a finite number"),
+    (["--timeout", "0"], "argument --timeout: must be > 0, got 0"),     # "Operation now in progress", a session used
+    (["--timeout", "-1"], "argument --timeout: must be > 0, got -1"),
+    (["--steps", "-5"], "argument --steps: must be >= 1, got -5"),      # taken as 0
+    (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
+    (["--port", "-1"], "argument --port: port must be 0-65535, got -1"),
+])
+def test_lockstep_demo_client_values_are_refused_before_it_connects(capsys, argv, expected):
+    with socket.create_server(("127.0.0.1", 0)) as server:   # a server that no one may reach
+        server.setblocking(False)
+        port = server.getsockname()[1]
+        # (--timeout 1, overridden by a later --timeout: an unchecked value waits 1 s, not 10, for a WELCOME)
+        message = usage_error(capsys, ["lockstep", "demo-client", "--port", str(port), "--timeout", "1", *argv])
+        assert message == f"teleop lockstep demo-client: error: {expected}"
+        with pytest.raises(BlockingIOError):
+            server.accept()
+
+
+def test_the_demo_client_module_checks_its_values_too(capsys):
+    from teleop.sim import lockstep_client
+
+    with pytest.raises(SystemExit) as exc:
+        lockstep_client.main(["--amplitude", "nan"])
+    assert exc.value.code == 2
+    assert "argument --amplitude: 'nan' is not a finite number" in capsys.readouterr().err
+
+
+def test_lockstep_defaults_and_good_values_are_kept():
+    serve = build_parser().parse_args(["lockstep", "serve"])
+    assert (serve.max_steps, serve.sessions, serve.timeout, serve.port, serve.allow_remote) == \
+        (None, None, 10.0, 47500, False)
+    demo = build_parser().parse_args(["lockstep", "demo-client", "--amplitude", "-0.1", "--steps", "1"])
+    assert (demo.amplitude, demo.steps, demo.timeout) == (-0.1, 1, 10.0)
+    assert build_parser().parse_args(["lockstep", "demo-client"]).steps is None
+
+
+# ------------------------------------------------------------------ 4. messages in the command's words
+def test_robot_refuses_a_remote_listen_address_without_python_keywords(capsys, secret):
+    line = error_line(capsys, ["robot", "--listen", "0.0.0.0:0", "--secret-file", str(secret), "--duration", "0.1"])
+    assert line == ("teleop robot: error: --listen 0.0.0.0:0: refusing to listen on non-loopback address 0.0.0.0; "
+                    "give --allow-remote to expose the port")
+
+
+def test_operator_refuses_a_remote_bind_address_without_python_keywords(capsys, secret):
+    line = error_line(capsys, ["operator", "--bind", "0.0.0.0:0", "--robot", f"127.0.0.1:{free_port()}",
+                               "--video-listen", "127.0.0.1:0", "--secret-file", str(secret), "--duration", "0.1"])
+    assert line == ("teleop operator: error: --bind 0.0.0.0:0: refusing to listen on non-loopback address 0.0.0.0; "
+                    "give --allow-remote to expose the port")
+
+
+def _operator_input_error(argv: list[str], secret) -> str:
+    """The operator's error for a bad --input (said as it exits: SystemExit's message)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["operator", *argv, "--robot", f"127.0.0.1:{free_port()}", "--video-listen", "127.0.0.1:0",
+              "--secret-file", str(secret), "--duration", "0.1"])
+    return str(exc.value.code)
+
+
+def test_operator_refuses_a_remote_mvn_stream_without_python_keywords(secret):
+    message = _operator_input_error(["--input", "xsens-live:0.0.0.0:0"], secret)
+    assert message == ("teleop operator: error: --input xsens-live:0.0.0.0:0: refusing to listen on 0.0.0.0 "
+                       "(not loopback) for the MVN stream: give --allow-remote to accept a stream from another PC")
+
+
+@pytest.mark.parametrize("spec", ["xsens-live:abc", "xsens-live:127.0.0.1:abc", "xsens-live:70000"])
+def test_operator_says_what_a_bad_mvn_port_must_be(secret, spec):
+    """It said "bad MVN port 'abc' in 'abc': expected [HOST:]PORT"."""
+    assert _operator_input_error(["--input", spec], secret) == \
+        f"teleop operator: error: --input {spec}: the MVN port must be a number 1-65535"
+
+
+def test_eval_names_its_missing_positional_by_its_choices(capsys):
+    """"the following arguments are required: what" named a Python variable."""
+    message = usage_error(capsys, ["eval", "--train", "a", "--test", "b"])
+    assert message == "teleop eval: error: the following arguments are required: {promp}"
+
+
+def test_bench_names_its_missing_positional_by_the_benchmarks(capsys):
+    """"the following arguments are required: name"."""
+    from teleop.benchmarks.cli import available
+
+    message = usage_error(capsys, ["bench"])
+    assert message == ("teleop bench: error: the following arguments are required: {"
+                       + ",".join(sorted(available())) + "}")
+
+
+# ------------------------------------------------------------------ 5. options that do not apply
+@pytest.mark.parametrize("argv, expected", [
+    (["operator", "--vr-config", "roles.json"],
+     "--vr-config configures the OpenVR input: give --input openvr too (not --input synthetic)"),
+    (["operator", "--input", "xsens-live", "--vr-config", "roles.json"],
+     "--vr-config configures the OpenVR input: give --input openvr too (not --input xsens-live)"),
+    (["operator", "--loop"], "--loop is about replaying a motion file: give --input FILE (not --input synthetic)"),
+    (["operator", "--input", "openvr", "--loop"],
+     "--loop is about replaying a motion file: give --input FILE (not --input openvr)"),
+    (["operator", "--speed", "2"], "--speed is about replaying a motion file: give --input FILE (not --input synthetic)"),
+    (["operator", "--input", "xsens-live:9763", "--speed", "1"],     # given, though equal to the default
+     "--speed is about replaying a motion file: give --input FILE (not --input xsens-live:9763)"),
+    (["operator", "--rate-hz", "50"],
+     "--rate-hz is about replaying a motion file: give --input FILE (not --input synthetic)"),
+    (["operator", "--port", "8090"], "--port is the web viewer's port: give --view web too"),
+    (["operator", "--view", "headset", "--port", "8090"], "--port is the web viewer's port: give --view web too"),
+    (["robot", "--force"], "--force overwrites an existing recording: give --record FILE too"),
+    (["operator", "--force"], "--force overwrites an existing recording: give --record FILE too"),
+])
+def test_options_that_do_not_apply_are_refused(capsys, argv, expected):
+    """They were accepted and ignored, unlike --task without --record; refused before the
+    station starts (no secret, no port)."""
+    line = error_line(capsys, [*argv, "--duration", "0.1"])
+    assert line == f"teleop {argv[0]}: error: {expected}"
+
+
+@pytest.mark.parametrize("argv", [
+    [],                                                               # defaults never trigger a refusal
+    ["--input", "take.npz", "--loop", "--speed", "2", "--rate-hz", "50"],
+    ["--input", "take.npz", "--speed", "1"],
+    ["--input", "openvr", "--vr-config", "roles.json"],
+    ["--view", "web", "--port", "0"],
+    ["--record", "session.mcap", "--force"],
+])
+def test_options_that_apply_are_accepted(argv, tmp_path):
+    from teleop.stations.cli import _check_operator_options, _check_record_target
+
+    args = build_parser().parse_args(["operator", *argv])
+    if args.record is not None:
+        args.record = tmp_path / args.record
+    _check_record_target(args)
+    _check_operator_options(args)
+    _check_record_target(build_parser().parse_args(["robot", "--record", str(tmp_path / "r.mcap"), "--force"]))
