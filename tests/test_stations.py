@@ -381,3 +381,29 @@ def test_the_station_notices_when_the_robot_falls(robot, station_sim):
     assert station.fell_at is not None and 0.5 < station.fell_at < 5.0
     telemetry = station.telemetry()
     assert telemetry["fell"] and telemetry["max_joint_speed_ratio"] > 1.0   # a fall is no controlled motion
+
+
+def test_a_station_starts_still_in_the_posture_it_holds(robot, station_sim):
+    """The description's home posture has its CoM 8.7 mm behind the region the ZMP
+    pre-filter keeps the CoM reference in: every station start pulled it forward, the wrists
+    swung 19 deg at 0.58 of their speed limit and the CoP swung 8 cm. The station now
+    starts in the posture its controller holds: waiting for an operator, nothing moves."""
+    clock = VirtualClock()
+    _, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=1)
+    station = RobotStation(robot_ep, robot, station_sim, None, RobotStationConfig(video_hz=0))
+    start = station.last_joint_command.copy()
+    cops = []
+    for k in range(100):
+        clock.set(k * 0.01)
+        record = station.tick()
+        assert record.watchdog == "WAITING"
+        cops.append(record.cop)
+    assert np.abs(station.last_joint_command - start).max() < 1e-3           # rad
+    assert station.max_joint_speed_ratio < 0.05
+    # The CoP only settles on the compliant floor (2.6 -> 1.2 cm forward of the ankles in
+    # the first ticks); before, it swung by 8 cm (-4.8 to +3.3 cm) as the body leant.
+    cops = np.array(cops)
+    assert np.ptp(cops, axis=0).max() < 0.02                                 # m
+    # Its home references pass the ZMP pre-filter unchanged: nothing left to correct.
+    com = station.zmp.step(station.home[:2], station._com_height, station.support_polygon)
+    np.testing.assert_allclose(com, station.home[:2], atol=1e-4)

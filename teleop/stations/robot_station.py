@@ -179,9 +179,6 @@ class RobotStation:
         # The operator's last video report, arrival on its clock minus capture on ours, plus
         # its jitter buffer [s]: τ̂_b once the clock offset is known (see tau_b).
         self._video_age_raw: float | None = None
-        self.home = references_from_configuration(robot, self.tracker.q).to_flat()
-        self.hold = self.home.copy()
-        self.last_executed = self.home.copy()
         self._data = robot.model.createData()
         # Double support with fixed feet: the support polygon of the home stance (computed
         # on a separate model: the controller owns robot.data).
@@ -189,6 +186,11 @@ class RobotStation:
         stance.update(self.tracker.q)
         self.support_polygon = stance.support_polygon()
         self._com_height = float(stance.com()[2])
+        if self.zmp is not None:
+            self._settle_at_home()
+        self.home = references_from_configuration(robot, self.tracker.q).to_flat()
+        self.hold = self.home.copy()
+        self.last_executed = self.home.copy()
         self._next_video = -np.inf     # any clock origin (a virtual clock may be negative)
         self._next_feedback = -np.inf
         self._last_seq = 0
@@ -206,6 +208,31 @@ class RobotStation:
         # first touched the ground (a fall), on the station clock.
         self.max_joint_speed_ratio = 0.0
         self.fell_at: float | None = None
+
+    def _settle_at_home(self, max_ticks: int = 500, tolerance: float = 1e-6) -> None:
+        """Start from the posture the controller holds at home, not from the description's.
+
+        The home posture's CoM lies 8.7 mm behind the region the ZMP pre-filter keeps the
+        CoM reference in (the support polygon shrunk by its com_margin), so the first ticks
+        pulled the CoM forward: the robot leant over, the wrists swung 19 deg at 0.58 of
+        their speed limit and the CoP swung by 8 cm as every station started. Here the
+        controller alone (no simulation) tracks the pre-filtered home references until its
+        joints stop moving (< ``tolerance`` rad per tick, at most ``max_ticks``), and
+        restarts there; the simulation is reset to that posture."""
+        home = references_from_configuration(self.robot, self.tracker.q).to_flat()
+        settling = ZmpPrefilter(dt=self.dt, margin=self.config.zmp_margin)
+        waist = SIGNAL_SLICES["waist_height"].start
+        q = self.tracker.q.copy()
+        for k in range(max_ticks):
+            target = home.copy()
+            target[:2] = settling.step(home[:2], self._com_height, self.support_polygon)
+            target[waist] = settling.waist_height(home[waist], self.tracker.waist_range)
+            q_next, *_ = self.tracker.step(RobotReferences.from_flat(k * self.dt, target))
+            moved = float(np.max(np.abs(q_next[7:] - q[7:])))
+            q = q_next.copy()
+            if moved < tolerance:
+                break
+        self.tracker.reset(q)
 
     # ---------------------------------------------------------------- clocks
     def operator_time(self, t_robot: float) -> float:
