@@ -348,3 +348,49 @@ def test_the_end_of_a_blend_out_does_not_jump_into_pass_through(takes):
     assert ends, "precondition: a blend-out happened"
     for k in ends:
         assert np.abs(outs[k + 1].references[hands] - outs[k].references[hands]).max() < 0.002
+
+
+def test_an_abandoned_motion_passes_the_delayed_references_through(held_out):
+    """The robot station abandons the motion when its commands go stale: the compensator
+    then passes the latest delayed reference through at once (before: it kept predicting
+    the old motion for as long as nothing arrived), and times the next motion afresh."""
+    comp, t, out, k = _predicting(held_out)
+    assert out.state is CompensationState.PREDICTING
+    comp.abandon_motion()
+    after = comp.step(t + 0.01, 0.75)
+    assert after.state is CompensationState.PASSTHROUGH
+    take, _ = held_out
+    np.testing.assert_array_equal(after.references, take.values[k - 1])
+
+
+def test_the_robot_station_abandons_the_predicted_motion_when_commands_go_stale(held_out):
+    """Integration: a station whose compensator predicts, then no command for longer than
+    the stale timeout: the watchdog holds and compensation is back in pass-through, so the
+    commands that resume are blended to as they are, not to the stale prediction."""
+    import os
+
+    from retarget.references import RobotReferences
+    from teleop.clock import VirtualClock
+    from teleop.net.delay import LinkModel
+    from teleop.net.protocol import PacketCodec
+    from teleop.net.virtual import connect_virtual
+    from teleop.robot.model import RobotModel
+    from teleop.sim.simulator import Simulation
+    from teleop.stations.robot_station import RobotStation, RobotStationConfig
+
+    take, library = held_out
+    comp, t, _, k = _predicting(held_out)
+    robot = RobotModel()
+    clock = VirtualClock()
+    operator, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=1)
+    with Simulation(robot, visual=False) as sim:
+        station = RobotStation(robot_ep, robot, sim, library, RobotStationConfig(video_hz=0, stale_timeout=0.2))
+        station.compensator = comp                    # mid-motion, predicting
+        operator.send(RobotReferences.from_flat(0.0, take.values[k - 1]), robot_ep.address)
+        states = []
+        for i in range(60):                           # then silence: 0.6 s > stale_timeout
+            clock.set(i * 0.01)
+            record = station.tick()
+            states.append((record.watchdog, station.compensator.state))
+    assert ("STALE", CompensationState.PASSTHROUGH) in states
+    assert states[-1] == ("STALE", CompensationState.PASSTHROUGH)

@@ -427,6 +427,18 @@ class PrescientCompensator:
         self._out_prev = (float(t_now), out)
         return out
 
+    def abandon_motion(self) -> None:
+        """Give up the motion under way and pass the delayed references through: the
+        commands stopped arriving (the robot station's watchdog went stale, and holds the
+        robot still). Without it the compensator kept "predicting" the old motion for as
+        long as nothing arrived (its end is only seen in observations of the operator at
+        rest), and when commands resumed the watchdog blended the robot towards that stale
+        prediction instead of the operator's delayed references. The next motion is timed
+        from its own onset."""
+        self._reset_motion()
+        self._out_prev = None
+        self.state = CompensationState.PASSTHROUGH
+
     def _forget_finished_motion(self) -> None:
         """In pass-through, once the operator rests, the motion is over: rejected, ended, or
         never engaged at all (an unknown motion, a task never probable enough). The next

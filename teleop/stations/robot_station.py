@@ -340,6 +340,8 @@ class RobotStation:
         status = self.watchdog.update()
         if status.went_stale:
             self.hold = self.last_executed.copy()
+            # Nothing arrives to predict from: what resumes is passed through (see abandon_motion).
+            self.compensator.abandon_motion()
         if status.changed and status.state == WatchdogState.RESUMING:
             # The blend's length is set by how far it goes (see resume_duration_for).
             self.watchdog.resume_duration = resume_duration_for(self.hold, commanded, self.config.resume_duration)
