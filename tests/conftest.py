@@ -1,14 +1,19 @@
-"""Shared fixtures: the robot model and a simulation (built once per module: loading the
-iCub meshes takes about a second), and the location of the real recorded data."""
+"""Shared fixtures and helpers: the robot model and a simulation (built once per module:
+loading the iCub meshes takes about a second), the location of the real recorded data, a
+secret file for the stations, free loopback ports, and running the CLI in-process."""
 
 from __future__ import annotations
 
+import shutil
+import socket
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+#: The product's own demonstrations (human motion, one folder per task).
+SYNTHETIC = REPO_ROOT / "datasets" / "synthetic"
 
 
 def shared_data(*parts: str) -> Path:
@@ -33,3 +38,37 @@ def sim(robot):
     simulation = Simulation(robot)
     yield simulation
     simulation.close()
+
+
+def free_port(kind: int = socket.SOCK_DGRAM) -> int:
+    """A loopback port free at the time of asking (UDP unless ``kind`` says otherwise)."""
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def synthetic_dataset(root: Path, tasks: dict[str, int]) -> Path:
+    """``root/<task>/<task>_<k>.npz``: the first takes of the embedded synthetic tasks."""
+    for task, n in tasks.items():
+        (root / task).mkdir(parents=True)
+        for k in range(n):
+            shutil.copy(SYNTHETIC / task / f"{task}_{k}.npz", root / task)
+    return root
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """``teleop ARGV`` in-process: (exit code, stdout, stderr)."""
+    from teleop.cli import main
+
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture
+def secret(tmp_path):
+    """A station secret file (32 bytes, owner-only)."""
+    path = tmp_path / "secret"
+    path.write_bytes(b"0123456789abcdef0123456789abcdef")
+    path.chmod(0o600)
+    return path

@@ -10,26 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import shared_data
+from conftest import SYNTHETIC, run_cli, shared_data, synthetic_dataset
 from teleop.cli import main
-
-REPO = Path(__file__).resolve().parents[1]
-SYNTHETIC = REPO / "datasets" / "synthetic"
-
-
-def dataset(root: Path, tasks: dict[str, int]) -> Path:
-    """``root/<task>/<task>_<k>.npz``: the first takes of the embedded synthetic tasks."""
-    for task, n in tasks.items():
-        (root / task).mkdir(parents=True)
-        for k in range(n):
-            shutil.copy(SYNTHETIC / task / f"{task}_{k}.npz", root / task)
-    return root
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def error_line(err: str) -> str:
@@ -53,7 +35,7 @@ def test_train_reads_a_folder_of_motion_files_as_one_task_named_after_it(tmp_pat
     task.mkdir()
     for k in range(2):
         shutil.copy(SYNTHETIC / "squat" / f"squat_{k}.npz", task)
-    rc, out, err = run(capsys, "train", task, "-o", tmp_path / "lib.npz")
+    rc, out, err = run_cli(capsys, "train", task, "-o", tmp_path / "lib.npz")
     assert rc == 0, err
     assert "learned 1 tasks from 2 takes" in out and "lift" in out
     assert (tmp_path / "lib.npz").is_file()
@@ -65,7 +47,7 @@ def test_train_reads_an_hdm05_task_folder(tmp_path, capsys):
     shutil.copytree(hdm05 / "skeletons", tmp_path / "skeletons")   # found beside the task folder
     for amc in sorted((hdm05 / "squat1Reps").glob("HDM_bd_*.amc"))[:2]:
         shutil.copy(amc, tmp_path / "squat1Reps")
-    rc, out, err = run(capsys, "train", tmp_path / "squat1Reps", "-o", tmp_path / "lib.npz")
+    rc, out, err = run_cli(capsys, "train", tmp_path / "squat1Reps", "-o", tmp_path / "lib.npz")
     assert rc == 0, err
     assert "learned 1 tasks from 2 takes" in out and "squat1Reps" in out
 
@@ -75,7 +57,7 @@ def test_train_on_a_missing_or_empty_folder_says_so(tmp_path, capsys, kind):
     folder = tmp_path / "data"
     if kind == "empty":
         folder.mkdir()
-    rc, _, err = run(capsys, "train", folder, "-o", tmp_path / "lib.npz")
+    rc, _, err = run_cli(capsys, "train", folder, "-o", tmp_path / "lib.npz")
     message = error_line(err)
     assert rc == 1 and message.startswith(str(folder))
     assert ("no such file or folder" if kind == "missing" else "no motion files") in message
@@ -84,8 +66,8 @@ def test_train_on_a_missing_or_empty_folder_says_so(tmp_path, capsys, kind):
 
 # ---------------------------------------------------------------- 2. filters that select nothing
 def test_train_with_a_task_filter_that_selects_nothing_names_filter_and_tasks(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 1, "reach_forward": 1})
-    rc, _, err = run(capsys, "train", data, "--tasks", "nosuchtask", "-o", tmp_path / "lib.npz")
+    data = synthetic_dataset(tmp_path / "data", {"squat": 1, "reach_forward": 1})
+    rc, _, err = run_cli(capsys, "train", data, "--tasks", "nosuchtask", "-o", tmp_path / "lib.npz")
     message = error_line(err)
     assert rc == 1
     assert f"no takes under {data} match --tasks nosuchtask" in message
@@ -94,18 +76,18 @@ def test_train_with_a_task_filter_that_selects_nothing_names_filter_and_tasks(tm
 
 
 def test_eval_with_a_test_filter_that_selects_nothing_names_it(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 2})
-    rc, _, err = run(capsys, "eval", "promp", "--train", data, "--test", data, "--test-performers", "zz")
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2})
+    rc, _, err = run_cli(capsys, "eval", "promp", "--train", data, "--test", data, "--test-performers", "zz")
     assert rc == 1
     assert "match --test-performers zz" in error_line(err)
 
 
 def test_trial_with_a_filter_that_selects_nothing_writes_nothing(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 2})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2})
     out = tmp_path / "trial"
     out.mkdir()
     (out / "summary.json").write_text("earlier result")
-    rc, _, err = run(capsys, "trial", "--train", data, "--test", data, "--test-tasks", "nosuchtask",
+    rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--test-tasks", "nosuchtask",
                      "--rtt", "1.5", "--out", out)
     assert rc == 1
     assert "match --test-tasks nosuchtask" in error_line(err)
@@ -115,7 +97,7 @@ def test_trial_with_a_filter_that_selects_nothing_writes_nothing(tmp_path, capsy
 
 def test_hdm05_performer_filter_that_selects_nothing_lists_the_performers(capsys):
     hdm05 = shared_data("hdm05")
-    rc, _, err = run(capsys, "eval", "promp", "--train", hdm05, "--test", hdm05,
+    rc, _, err = run_cli(capsys, "eval", "promp", "--train", hdm05, "--test", hdm05,
                      "--train-exclude-performers", "bd", "--test-performers", "zz")
     message = error_line(err)
     assert rc == 1
@@ -125,14 +107,14 @@ def test_hdm05_performer_filter_that_selects_nothing_lists_the_performers(capsys
 # ---------------------------------------------------------------- 3./4. retarget's input file
 @pytest.mark.parametrize("option", ["--view", "--no-zmp-correction"])
 def test_retarget_execute_options_without_execute_are_refused(tmp_path, capsys, option):
-    rc, _, err = run(capsys, "retarget", SYNTHETIC / "squat" / "squat_0.npz", option, "--out", tmp_path / "out")
+    rc, _, err = run_cli(capsys, "retarget", SYNTHETIC / "squat" / "squat_0.npz", option, "--out", tmp_path / "out")
     assert rc == 1
     assert error_line(err) == f"{option} is about playing the references on the robot: give --execute too"
     assert not (tmp_path / "out").exists()
 
 
 def test_retarget_a_folder_says_it_takes_one_file(tmp_path, capsys):
-    rc, _, err = run(capsys, "retarget", tmp_path, "--out", tmp_path / "out")
+    rc, _, err = run_cli(capsys, "retarget", tmp_path, "--out", tmp_path / "out")
     assert rc == 1
     assert error_line(err).startswith(f"{tmp_path} is a folder: teleop retarget takes one motion file")
     assert not (tmp_path / "out").exists()
@@ -141,7 +123,7 @@ def test_retarget_a_folder_says_it_takes_one_file(tmp_path, capsys):
 def test_retarget_a_csv_with_the_wrong_column_count_says_expected_and_found(tmp_path, capsys):
     csv = tmp_path / "p1.csv"
     np.savetxt(csv, np.zeros((5, 10)), delimiter=",")
-    rc, _, err = run(capsys, "retarget", csv, "--out", tmp_path / "out")
+    rc, _, err = run_cli(capsys, "retarget", csv, "--out", tmp_path / "out")
     message = error_line(err)
     assert rc == 1 and message.startswith(f"{csv}:1: 10 columns") and "161" in message
     assert not (tmp_path / "out").exists()
@@ -159,7 +141,7 @@ def nan_motion(path: Path) -> Path:
 
 def test_retarget_a_motion_npz_with_nan_names_file_and_frame(tmp_path, capsys):
     motion = nan_motion(tmp_path / "motion_nan.npz")
-    rc, out, err = run(capsys, "retarget", motion, "--execute", "--json", "--out", tmp_path / "out")
+    rc, out, err = run_cli(capsys, "retarget", motion, "--execute", "--json", "--out", tmp_path / "out")
     assert rc == 1 and out == ""
     assert error_line(err) == f"{motion}: non-finite positions (NaN or inf) at frame 10 of 347, segment pelvis"
     assert not (tmp_path / "out").exists()
@@ -172,10 +154,10 @@ def test_train_on_recordings_says_to_export_them_first(tmp_path, capsys):
     recording = tmp_path / "rec" / "session.mcap"
     assert main(["record", "-o", str(recording), "--duration", "0.2"]) == 0
     capsys.readouterr()
-    rc, _, err = run(capsys, "train", recording, "-o", tmp_path / "lib.npz")
+    rc, _, err = run_cli(capsys, "train", recording, "-o", tmp_path / "lib.npz")
     assert rc == 1 and error_line(err) == (f"{recording}: a recording, not a motion file: export its labelled "
                                            f"episodes first (teleop dataset export {recording} -o DIR) and give DIR")
-    rc, _, err = run(capsys, "train", tmp_path / "rec", "-o", tmp_path / "lib.npz")
+    rc, _, err = run_cli(capsys, "train", tmp_path / "rec", "-o", tmp_path / "lib.npz")
     assert rc == 1 and error_line(err).endswith(f"; its 1 .mcap recording(s) need `teleop dataset export "
                                                 f"{tmp_path / 'rec'} -o DIR` first")
 
@@ -188,7 +170,7 @@ def test_train_on_a_one_frame_take_names_the_file(tmp_path, capsys):
     (tmp_path / "data" / "squat").mkdir(parents=True)
     take = tmp_path / "data" / "squat" / "one.npz"
     np.savez(take, **arrays)
-    rc, _, err = run(capsys, "train", tmp_path / "data", "-o", tmp_path / "lib.npz")
+    rc, _, err = run_cli(capsys, "train", tmp_path / "data", "-o", tmp_path / "lib.npz")
     assert rc == 1
     assert error_line(err) == f"{take}: 1 frame: a take needs at least 2"
 
@@ -208,55 +190,55 @@ def test_trial_refuses_bad_round_trips_and_loss(capsys, option, value):
 
 
 def test_trial_out_that_is_a_file_fails_before_the_sweep(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 2})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2})
     out = tmp_path / "results"
     out.write_text("not a folder")
-    rc, _, err = run(capsys, "trial", "--train", data, "--test", data, "--rtt", "1.5", "--out", out)
+    rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--rtt", "1.5", "--out", out)
     assert rc == 1 and error_line(err).startswith(f"--out {out} is a file")
     assert out.read_text() == "not a folder"
 
 
 def test_trial_keys_results_by_the_round_trips_as_written(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 2})
-    rc, out, err = run(capsys, "trial", "--train", data, "--test", data, "--test-tasks", "squat",
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2})
+    rc, out, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--test-tasks", "squat",
                        "--rtt", "1.5, 3", "--json", "--out", tmp_path / "out")
     assert rc == 0, err
     assert list(json.loads(out)["rtt"]) == ["1.5", "3"]
 
 
 def test_train_and_retarget_refuse_an_output_of_the_wrong_kind_before_working(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 1})
-    rc, _, err = run(capsys, "train", data, "-o", tmp_path)
+    data = synthetic_dataset(tmp_path / "data", {"squat": 1})
+    rc, _, err = run_cli(capsys, "train", data, "-o", tmp_path)
     assert rc == 1 and error_line(err).startswith(f"-o {tmp_path} is a folder")
     out = tmp_path / "out"
     out.write_text("a file")
-    rc, _, err = run(capsys, "retarget", data / "squat" / "squat_0.npz", "--out", out)
+    rc, _, err = run_cli(capsys, "retarget", data / "squat" / "squat_0.npz", "--out", out)
     assert rc == 1 and error_line(err).startswith(f"--out {out} is a file")
 
 
 # ---------------------------------------------------------------- 7. test tasks the library lacks
 @pytest.mark.parametrize("loo", [False, True])
 def test_eval_a_test_task_the_training_set_lacks_names_task_and_tasks(tmp_path, capsys, loo):
-    train = dataset(tmp_path / "train", {"squat": 2, "reach_forward": 2})
+    train = synthetic_dataset(tmp_path / "train", {"squat": 2, "reach_forward": 2})
     test = tmp_path / "xs_good"   # a task folder: one task, labelled xs_good
     test.mkdir()
     shutil.copy(SYNTHETIC / "side_reach" / "side_reach_0.npz", test)
-    rc, _, err = run(capsys, "eval", "promp", "--train", train, "--test", test, *(["--leave-one-out"] if loo else []))
+    rc, _, err = run_cli(capsys, "eval", "promp", "--train", train, "--test", test, *(["--leave-one-out"] if loo else []))
     message = error_line(err)
     assert rc == 1
     assert "task 'xs_good', which the training takes do not have (tasks: reach_forward, squat)" in message
 
 
 def test_eval_leave_one_out_on_a_task_with_a_single_take_says_so(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 1})
-    rc, _, err = run(capsys, "eval", "promp", "--train", data, "--test", data, "--leave-one-out")
+    data = synthetic_dataset(tmp_path / "data", {"squat": 1})
+    rc, _, err = run_cli(capsys, "eval", "promp", "--train", data, "--test", data, "--leave-one-out")
     assert rc == 1
     assert "is the only training take of task 'squat'" in error_line(err)
 
 
 def test_trial_leave_one_out_on_a_single_take_says_so(tmp_path, capsys):
-    data = dataset(tmp_path / "data", {"squat": 1})
-    rc, _, err = run(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1.5",
+    data = synthetic_dataset(tmp_path / "data", {"squat": 1})
+    rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1.5",
                      "--out", tmp_path / "out")
     assert rc == 1 and "is the only training take" in error_line(err)
     assert not (tmp_path / "out").exists()
@@ -290,10 +272,10 @@ def _reference_nan(path: Path) -> None:
                                           (_reference_columns, "values must be (T, 20), got (50, 7)"),
                                           (_reference_nan, "non-finite values (NaN or inf) at frame 7")])
 def test_train_names_the_bad_file_in_a_take_folder(tmp_path, capsys, make, reason):
-    data = dataset(tmp_path / "data", {"squat": 1})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 1})
     bad = data / "squat" / "a_bad.npz"   # sorted first: read before the good take
     make(bad)
-    rc, _, err = run(capsys, "train", data, "-o", tmp_path / "lib.npz")
+    rc, _, err = run_cli(capsys, "train", data, "-o", tmp_path / "lib.npz")
     message = error_line(err)
     assert rc == 1 and message.startswith(f"{bad}: ") and reason in message
     assert not (tmp_path / "lib.npz").exists()
@@ -301,10 +283,10 @@ def test_train_names_the_bad_file_in_a_take_folder(tmp_path, capsys, make, reaso
 
 @pytest.mark.parametrize("command", ["eval", "trial"])
 def test_eval_and_trial_name_the_bad_file_in_a_take_folder(tmp_path, capsys, command):
-    data = dataset(tmp_path / "data", {"squat": 1})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 1})
     bad = data / "squat" / "a_bad.npz"
     _truncated(bad)
     argv = ["eval", "promp"] if command == "eval" else ["trial", "--rtt", "1.5", "--out", tmp_path / "out"]
-    rc, _, err = run(capsys, *argv, "--train", data, "--test", data)
+    rc, _, err = run_cli(capsys, *argv, "--train", data, "--test", data)
     assert rc == 1 and error_line(err).startswith(f"{bad}: not a readable .npz file")
     assert not (tmp_path / "out").exists()

@@ -14,6 +14,7 @@ import numpy as np
 
 import pytest
 
+from conftest import free_port
 from retarget.references import FLAT_SIZE, RobotReferences
 from teleop.cli import main
 from teleop.record import Recorder
@@ -25,20 +26,6 @@ def usage_error(capsys, argv: list[str]) -> str:
         main(argv)
     assert exc.value.code == 2
     return capsys.readouterr().err.strip().splitlines()[-1]
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def secret(tmp_path):
-    path = tmp_path / "secret"
-    path.write_bytes(b"0123456789abcdef0123456789abcdef")
-    path.chmod(0o600)
-    return path
 
 
 # ------------------------------------------------------------------ 1. robot / operator
@@ -86,7 +73,7 @@ def test_an_operator_that_fails_to_start_leaves_no_web_viewer_or_socket_open(cap
     for _ in range(2):
         with pytest.raises(SystemExit, match="no such file"):
             main(["operator", "--view", "web", "--port", str(web_port), "--input", "/nonexistent/take.npz",
-                  "--robot", f"127.0.0.1:{free_udp_port()}", "--video-listen", "127.0.0.1:0",
+                  "--robot", f"127.0.0.1:{free_port()}", "--video-listen", "127.0.0.1:0",
                   "--secret-file", str(secret), "--duration", "0.1"])
     assert {t.name for t in threading.enumerate()} <= before
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as again:
@@ -102,7 +89,7 @@ def test_a_missing_secret_file_is_the_station_commands_error(capsys, tmp_path, c
 
 
 def test_operator_warns_when_neither_robot_nor_mvn_stream_is_there(capsys, secret):
-    robot, mvn = free_udp_port(), free_udp_port()
+    robot, mvn = free_port(), free_port()
     assert main(["operator", "--duration", "1.5", "--robot", f"127.0.0.1:{robot}", "--video-listen", "127.0.0.1:0",
                  "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 0
     out, err = capsys.readouterr()
@@ -119,7 +106,7 @@ def test_operator_says_which_mvn_stream_arrives_when_it_is_not_quaternion_poses(
 
     from teleop.inputs.mvn_protocol import MvnCodec
 
-    robot, mvn = free_udp_port(), free_udp_port()
+    robot, mvn = free_port(), free_port()
     datagram = MvnCodec().encode_pose_euler(0, 0, {1: (np.zeros(3), np.zeros(3))})[0]
     stop = threading.Event()
 
@@ -314,7 +301,7 @@ def test_netem_values(capsys, argv, expected):
 
 
 def test_netem_refuses_to_forward_to_itself_and_names_a_listen_address_in_use(capsys):
-    port = free_udp_port()
+    port = free_port()
     assert main(["netem", "--listen", f"127.0.0.1:{port}", "--target", f"localhost:{port}", "--duration", "0.1"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"teleop netem: error: --listen 127.0.0.1:{port} and --target localhost:{port} are one address: the proxy "

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from conftest import free_port
 from teleop.cli import build_parser, main
 
 
@@ -36,20 +37,6 @@ def error_line(capsys, argv: list[str], code: int = 1) -> str:
     lines = [line for line in err.splitlines() if ": error: " in line]
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
-
-
-def free_port(kind: int = socket.SOCK_DGRAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def secret(tmp_path):
-    path = tmp_path / "secret"
-    path.write_bytes(b"0123456789abcdef0123456789abcdef")
-    path.chmod(0o600)
-    return path
 
 
 # ------------------------------------------------------------------ 1. netem names the option that failed

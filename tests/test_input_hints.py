@@ -11,28 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import shared_data
+from conftest import SYNTHETIC, run_cli, shared_data, synthetic_dataset
 from retarget.human import HumanMotion, MotionFormatError
 from retarget.references import RobotReferences
 from teleop.cli import main
-
-REPO = Path(__file__).resolve().parents[1]
-SYNTHETIC = REPO / "datasets" / "synthetic"
-
-
-def dataset(root: Path, tasks: dict[str, int]) -> Path:
-    """``root/<task>/<task>_<k>.npz``: the first takes of the embedded synthetic tasks."""
-    for task, n in tasks.items():
-        (root / task).mkdir(parents=True)
-        for k in range(n):
-            shutil.copy(SYNTHETIC / task / f"{task}_{k}.npz", root / task)
-    return root
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def error_line(err: str) -> str:
@@ -46,13 +28,13 @@ def error_line(err: str) -> str:
 def test_train_on_a_folder_of_dataset_roots_names_the_one_to_give(tmp_path, capsys):
     """`teleop train data` with data/hdm05/<task>/... said "learned ..." of nothing else, or
     failed without naming hdm05: its takes were skipped without a word."""
-    inner = dataset(tmp_path / "data" / "hdm05", {"squat": 2, "reach_forward": 2})
-    rc, _, err = run(capsys, "train", tmp_path / "data", "-o", tmp_path / "lib.npz")
+    inner = synthetic_dataset(tmp_path / "data" / "hdm05", {"squat": 2, "reach_forward": 2})
+    rc, _, err = run_cli(capsys, "train", tmp_path / "data", "-o", tmp_path / "lib.npz")
     assert rc == 1
     assert error_line(err) == (f"{tmp_path / 'data'}: no takes of its own: {inner} (4 takes) holds task folders, "
                                f"not takes: give it directly instead (e.g. teleop train {inner})")
     assert not (tmp_path / "lib.npz").exists()
-    rc, out, err = run(capsys, "train", inner, "-o", tmp_path / "lib.npz")   # as the message says
+    rc, out, err = run_cli(capsys, "train", inner, "-o", tmp_path / "lib.npz")   # as the message says
     assert rc == 0 and "learned 2 tasks from 4 takes" in out, err
 
 
@@ -60,7 +42,7 @@ def test_a_copied_dataset_root_with_an_index_csv_is_not_read_as_one_take(tmp_pat
     """`teleop train datasets` read datasets/synthetic as a task whose one take was its
     index.csv (a sub-folder's loose files were takes even beside its task folders)."""
     shutil.copytree(SYNTHETIC, tmp_path / "datasets" / "synthetic")
-    rc, _, err = run(capsys, "train", tmp_path / "datasets", "-o", tmp_path / "lib.npz")
+    rc, _, err = run_cli(capsys, "train", tmp_path / "datasets", "-o", tmp_path / "lib.npz")
     assert rc == 1
     message = error_line(err)
     assert f"{tmp_path / 'datasets' / 'synthetic'} (36 takes) holds task folders, not takes" in message, message
@@ -68,9 +50,9 @@ def test_a_copied_dataset_root_with_an_index_csv_is_not_read_as_one_take(tmp_pat
 
 def test_train_on_a_mixed_folder_reads_its_tasks_and_warns_about_the_skipped_one(tmp_path, capsys):
     """The tasks beside a nested dataset root are read; the root's takes are named as skipped."""
-    data = dataset(tmp_path / "data", {"squat": 2})
-    inner = dataset(data / "more", {"reach_forward": 2, "side_reach": 1})
-    rc, out, err = run(capsys, "train", data, "-o", tmp_path / "lib.npz")
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2})
+    inner = synthetic_dataset(data / "more", {"reach_forward": 2, "side_reach": 1})
+    rc, out, err = run_cli(capsys, "train", data, "-o", tmp_path / "lib.npz")
     assert rc == 0, err
     assert "learned 1 tasks from 2 takes" in out
     warnings = [ln for ln in err.splitlines() if "warning:" in ln]
@@ -79,8 +61,8 @@ def test_train_on_a_mixed_folder_reads_its_tasks_and_warns_about_the_skipped_one
 
 
 def test_eval_reads_folders_with_the_same_rule(tmp_path, capsys):
-    inner = dataset(tmp_path / "data" / "inner", {"squat": 2})
-    rc, _, err = run(capsys, "eval", "promp", "--train", tmp_path / "data", "--test", inner,
+    inner = synthetic_dataset(tmp_path / "data" / "inner", {"squat": 2})
+    rc, _, err = run_cli(capsys, "eval", "promp", "--train", tmp_path / "data", "--test", inner,
                      "--out", tmp_path / "out")
     assert rc == 1 and "inner (2 takes) holds task folders, not takes" in error_line(err)
 
@@ -88,8 +70,8 @@ def test_eval_reads_folders_with_the_same_rule(tmp_path, capsys):
 def test_list_take_files_warns_by_default(tmp_path):
     from teleop.takes import SkippedTakesWarning, list_take_files
 
-    data = dataset(tmp_path / "data", {"squat": 1})
-    dataset(data / "nested", {"squat": 2})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 1})
+    synthetic_dataset(data / "nested", {"squat": 2})
     with pytest.warns(SkippedTakesWarning, match="nested skipped \\(2 takes\\)"):
         assert list_take_files(data) == [(data / "squat" / "squat_0.npz", "squat")]
     told = []
@@ -140,12 +122,12 @@ def test_retarget_and_stream_mvn_read_a_recordings_operator_input(tmp_path, caps
     original = HumanMotion.load_npz(SYNTHETIC / "squat" / "squat_0.npz").slice(0, 60)
     assert len(motion) == 60 and motion.segment_names == original.segment_names
     np.testing.assert_allclose(motion.positions, original.positions)
-    rc, out, err = run(capsys, "retarget", recording, "--out", tmp_path / "r")
+    rc, out, err = run_cli(capsys, "retarget", recording, "--out", tmp_path / "r")
     assert rc == 0, err
     assert (tmp_path / "r" / "references.npz").is_file()
     source = open_source(str(recording))            # operator --input op.mcap
     assert source is not None
-    rc, out, err = run(capsys, "stream-mvn", recording, "--port", "9", "--speed", "100")
+    rc, out, err = run_cli(capsys, "stream-mvn", recording, "--port", "9", "--speed", "100")
     assert rc == 0 and "sent 60 samples" in out, err
 
 
@@ -155,7 +137,7 @@ def test_a_recording_without_operator_input_says_it_has_none(tmp_path, capsys):
     capsys.readouterr()
     hints = []
     for command in (["retarget", recording], ["stream-mvn", recording, "--port", "9"]):
-        rc, _, err = run(capsys, *command)
+        rc, _, err = run_cli(capsys, *command)
         hints.append(error_line(err))
         assert rc in (1, 2) and hints[-1].startswith(f"{recording}: a recording without operator input "
                                                      "(/operator/segments")
@@ -167,20 +149,20 @@ def test_exported_episodes_are_takes_for_train_and_refused_by_retarget_with_the_
     """The advice for train (export, give DIR) works; an exported file given to retarget said
     only "not a human motion file (expected format humanmotion-v1)"."""
     recording = operator_recording(tmp_path / "op.mcap")
-    rc, _, err = run(capsys, "train", recording, "-o", tmp_path / "lib.npz")
+    rc, _, err = run_cli(capsys, "train", recording, "-o", tmp_path / "lib.npz")
     assert rc == 1 and error_line(err) == (f"{recording}: a recording, not a motion file: export its labelled "
                                            f"episodes first (teleop dataset export {recording} -o DIR) and give DIR")
-    assert run(capsys, "dataset", "export", recording, "-o", tmp_path / "demos")[0] == 0
-    rc, out, err = run(capsys, "train", tmp_path / "demos", "-o", tmp_path / "lib.npz")
+    assert run_cli(capsys, "dataset", "export", recording, "-o", tmp_path / "demos")[0] == 0
+    rc, out, err = run_cli(capsys, "train", tmp_path / "demos", "-o", tmp_path / "lib.npz")
     assert rc == 0 and "learned 1 tasks from 1 takes" in out, err
     exported = tmp_path / "demos" / "squat" / "op_0.npz"
     for command in (["retarget", exported], ["stream-mvn", exported, "--port", "9"]):
-        rc, _, err = run(capsys, *command)
+        rc, _, err = run_cli(capsys, *command)
         assert rc in (1, 2) and error_line(err) == (
             f"{exported}: robot references (already retargeted), not a human motion: teleop train, eval and "
             f"trial take it as a take (e.g. teleop train {exported}, labelled 'squat'); here give the human "
             "motion file it was made from")
-    rc, out, err = run(capsys, "train", exported, "-o", tmp_path / "lib2.npz")   # as the message says
+    rc, out, err = run_cli(capsys, "train", exported, "-o", tmp_path / "lib2.npz")   # as the message says
     assert rc == 0 and "squat" in out, err
 
 
@@ -191,7 +173,7 @@ def test_calibrate_sim_on_a_folder_says_it_is_a_folder(tmp_path, capsys):
     with pytest.raises(RecordingError, match=f"^{re.escape(str(tmp_path))}: a folder, not a recording: give a "
                                              "recording file: a .npz or .json"):
         load_recording(tmp_path)
-    rc, _, err = run(capsys, "calibrate-sim", "--data", tmp_path)
+    rc, _, err = run_cli(capsys, "calibrate-sim", "--data", tmp_path)
     assert rc != 0 and "a folder, not a recording" in err and "no such" not in err
 
 
@@ -207,7 +189,7 @@ def test_a_csv_that_is_not_xsens_says_what_an_xsens_csv_holds(tmp_path, capsys):
     assert message.startswith(f"{people}:1: not recognised as an Xsens MVN CSV export (first line: 'name,age')")
     assert "unsupported" not in message
     assert "no header" in message and "161" in message and "pN.csv" in message and "66" in message
-    rc, _, err = run(capsys, "retarget", people)
+    rc, _, err = run_cli(capsys, "retarget", people)
     assert rc == 1 and error_line(err) == message
     notes = tmp_path / "notes.txt"   # another extension: still "unsupported", with the formats
     notes.write_text("hello\n")

@@ -200,8 +200,6 @@ def test_no_frame_before_calibration_and_tpose_calibration(motion):
     assert source.poll(0.0) is None                              # not calibrated: nothing to send
     source.calibrate("tpose")
     _, pose = source.poll(1.0)
-    s_l, s_r = motion.index("left_hand"), motion.index("right_hand")
-    heading = skeleton.heading_from_lines([motion.positions[0, s_l]], [motion.positions[0, s_r]])
     for segment, expected in tpose.items():
         q = pose[segment][1]
         assert abs(np.dot(q, expected)) == pytest.approx(1.0, abs=1e-9), segment

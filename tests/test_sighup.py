@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port
 from teleop.record import open_recording
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -90,18 +90,12 @@ def test_sighup_stops_the_recorder_as_sigterm_does(tmp_path):
     assert recording.message_count > 0
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_sighup_stops_the_robot_station_cleanly(tmp_path):
     """The station's final statistics come and its recording is closed complete, as after
     SIGTERM (tests/test_station_record.py), with no operator connected."""
     path = tmp_path / "robot.mcap"
-    proc = subprocess.Popen([sys.executable, "-m", "teleop", "robot", "--listen", f"127.0.0.1:{_free_port()}",
-                             "--video-to", f"127.0.0.1:{_free_port()}", "--video-hz", "0", "--json",
+    proc = subprocess.Popen([sys.executable, "-m", "teleop", "robot", "--listen", f"127.0.0.1:{free_port()}",
+                             "--video-to", f"127.0.0.1:{free_port()}", "--video-hz", "0", "--json",
                              "--record", str(path)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     try:

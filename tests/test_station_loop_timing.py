@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import free_port
 from teleop.stations.cli import _loop
 from teleop.stations.loop_timing import LoopTiming
 
@@ -201,13 +201,6 @@ def test_the_warning_names_the_p99_of_the_last_seconds_not_of_the_whole_run(caps
     assert "25 ms" not in warnings[0]
 
 
-def overload_body_ms(k: int) -> float:
-    """After 100 s at ease (k < 10 000), every 5th body takes 15 ms, and every 100th 25 ms."""
-    if k < 10_000 or k % 5:
-        return 4.0
-    return 25.0 if k % 100 == 0 else 15.0
-
-
 def test_a_window_of_fewer_than_min_ticks_is_not_judged(capsys):
     """A 5 Hz loop stuck 1.25 periods behind (one 450 ms body, then bodies of exactly one
     period: it never catches up, nor falls a second behind): every tick is late, 5 a second.
@@ -268,12 +261,6 @@ def test_the_timing_passed_in_survives_an_interrupted_loop():
 
 
 # ------------------------------------------------------------------ the real stations
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _check_loop_object(loop: dict, period_ms: float) -> None:
     assert loop["period_ms"] == pytest.approx(period_ms)
     assert loop["ticks"] > 0 and 0 <= loop["late"] <= loop["ticks"]
@@ -288,11 +275,11 @@ def test_both_stations_report_their_loop_in_the_json_and_the_status_lines(tmp_pa
     figures themselves depend on the machine."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TELEOP_SECRET=SECRET)
     python = [sys.executable, "-m", "teleop"]
-    robot = subprocess.Popen(python + ["robot", "--listen", f"127.0.0.1:{_free_udp_port()}", "--video-to",
-                                       f"127.0.0.1:{_free_udp_port()}", "--video-hz", "0", "--duration", "3", "--json"],
+    robot = subprocess.Popen(python + ["robot", "--listen", f"127.0.0.1:{free_port()}", "--video-to",
+                                       f"127.0.0.1:{free_port()}", "--video-hz", "0", "--duration", "3", "--json"],
                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    operator = subprocess.Popen(python + ["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
-                                          f"127.0.0.1:{_free_udp_port()}", "--duration", "1", "--json"],
+    operator = subprocess.Popen(python + ["operator", "--robot", f"127.0.0.1:{free_port()}", "--video-listen",
+                                          f"127.0.0.1:{free_port()}", "--duration", "1", "--json"],
                                 env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         (robot_out, robot_err), (op_out, op_err) = (child.communicate(timeout=300) for child in (robot, operator))
@@ -320,8 +307,8 @@ def test_the_operator_final_line_gives_the_loop_in_short(monkeypatch, capsys):
     from teleop.cli import main
 
     monkeypatch.setenv("TELEOP_SECRET", SECRET)
-    assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
-                 f"127.0.0.1:{_free_udp_port()}", "--duration", "0.5"]) == 0
+    assert main(["operator", "--robot", f"127.0.0.1:{free_port()}", "--video-listen",
+                 f"127.0.0.1:{free_port()}", "--duration", "0.5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("sent ")
     assert re.search(r", loop: \d+\.\d % late, body p99 [\d.]+ ms, max [\d.]+ ms$", out.strip()), out

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from conftest import free_port
 from retarget.references import RobotReferences
 from teleop.inputs.base import InputEvent, StationEvent
 from teleop.net.watchdog import WatchdogState
@@ -34,12 +34,6 @@ OPERATOR_TOPICS = ("/operator/segments", "/references", "/camera/left", "/networ
 ROBOT_TOPICS = ("/commands/delivered", "/commands/compensated", "/robot/state", "/camera/left", "/network/stats")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _counts(path: Path) -> dict[str, int]:
     """Messages per topic of a (possibly still growing) recording; {} if not readable yet."""
     if not path.exists():
@@ -52,7 +46,7 @@ def _counts(path: Path) -> dict[str, int]:
 
 
 def test_both_stations_record_every_stream_and_survive_sigkill(tmp_path):
-    robot_port, video_port = _free_port(), _free_port()
+    robot_port, video_port = free_port(), free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TELEOP_SECRET="station-record-test-secret-0123456789")
     robot_file, operator_file = tmp_path / "robot.mcap", tmp_path / "operator.mcap"
     python = [sys.executable, "-m", "teleop"]
@@ -161,7 +155,7 @@ def test_record_button_toggles_episodes_and_calibrate_recalibrates(tmp_path):
 def test_sigterm_stops_both_stations_cleanly(tmp_path):
     """SIGTERM ends a station like Ctrl-C: exit code 0, the final statistics printed, and
     the recording closed complete (not cut, as after SIGKILL)."""
-    robot_port, video_port = _free_port(), _free_port()
+    robot_port, video_port = free_port(), free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TELEOP_SECRET="station-record-test-secret-0123456789")
     robot_file = tmp_path / "robot.mcap"
     python = [sys.executable, "-m", "teleop"]
@@ -213,7 +207,7 @@ def test_a_recording_that_fails_mid_session_is_reported_then_and_the_statistics_
         def limit_file_size():
             resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
 
-        proc = subprocess.run([sys.executable, "-m", "teleop", "operator", "--robot", f"127.0.0.1:{_free_port()}",
+        proc = subprocess.run([sys.executable, "-m", "teleop", "operator", "--robot", f"127.0.0.1:{free_port()}",
                                "--video-listen", "127.0.0.1:0", "--record", str(path), "--duration", "4"],
                               cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
                               preexec_fn=limit_file_size)

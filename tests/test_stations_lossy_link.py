@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,23 +20,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import free_port
 from teleop.record.reader import open_recording
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SECRET = "lossy-link-test-secret-0123456789abcdef"
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_the_stations_survive_loss_jitter_and_reordering_through_the_real_proxy(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TELEOP_SECRET=SECRET)
     teleop = [sys.executable, "-m", "teleop"]
-    robot_port, proxy_port, video_port = _free_udp_port(), _free_udp_port(), _free_udp_port()
+    robot_port, proxy_port, video_port = free_port(), free_port(), free_port()
     recording = tmp_path / "robot.mcap"
 
     def start(args: list[str]) -> subprocess.Popen:

@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 
 from teleop.tuning.gains_io import GainsFormatError, load_gains, save_gains
