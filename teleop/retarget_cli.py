@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
-
-import numpy as np
 
 from teleop.cli_types import positive_float
 from teleop.data_args import check_output_location
+from teleop.json_safe import dumps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     traj.save_npz(out / "references.npz")
     plot_retargeting(motion, traj, out / "retargeting.png")
-    result: dict = {"frames": len(traj), "duration_s": traj.duration, "references": str(out / "references.npz"),
+    result: dict = {"frames": len(traj), "duration_s": round(traj.duration, 6), "references": str(out / "references.npz"),
                     "plot": str(out / "retargeting.png")}
     if args.execute:
         from teleop.control.closed_loop import run_closed_loop
@@ -108,13 +106,8 @@ def _run(args: argparse.Namespace) -> int:
         result["zmp_correction"] = not args.no_zmp_correction
         result["zmp_margin_m"] = zmp["margin"] if zmp else None
     if args.json:
-        print(json.dumps(_jsonable(result)))
+        print(dumps(result))
     else:
         for key, value in result.items():
             print(f"{key:20s} {value}")
     return 0
-
-
-def _jsonable(d: dict) -> dict:
-    return {k: (float(v) if isinstance(v, (np.floating,)) else bool(v) if isinstance(v, np.bool_) else v)
-            for k, v in d.items()}

@@ -140,6 +140,8 @@ def test_retarget_execute_json(tmp_path):
     from teleop.stations.robot_station import RobotStationConfig
     assert result["zmp_correction"] is True and result["zmp_margin_m"] == RobotStationConfig.zmp_margin
     assert (tmp_path / "retargeting.png").is_file()
+    # The take's duration as a person would write it (it printed 9.980000000003201).
+    assert result["duration_s"] == round(result["duration_s"], 6) and result["frames"] > 1
 
 
 def test_bench_sim_quick_json():

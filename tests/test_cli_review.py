@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SYNTHETIC, run_cli, synthetic_dataset
 from teleop.cli import main
 from teleop.robot.description import DescriptionError, load_description
 from teleop.robot.model import RobotModel
-from tests.test_cli_bad_input_data import SYNTHETIC, dataset, error_line, run
+from tests.test_cli_bad_input_data import error_line
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,9 +68,9 @@ def test_filter_names_the_data_lacks_are_refused(tmp_path, capsys, monkeypatch, 
     import teleop.train_cli as train_cli
 
     monkeypatch.setattr(train_cli, "read_take_files", lambda *a, **k: pytest.fail("read before the check"))
-    data = dataset(tmp_path / "data", {"squat": 2, "reach_forward": 2})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2, "reach_forward": 2})
     out = tmp_path / "lib.npz"
-    rc, _, err = run(capsys, *[a.format(data=data) for a in argv], "-o" if argv[0] == "train" else "--out",
+    rc, _, err = run_cli(capsys, *[a.format(data=data) for a in argv], "-o" if argv[0] == "train" else "--out",
                      out if argv[0] == "train" else tmp_path / "eval")
     assert rc == 1
     assert message.format(data=data) in error_line(err)
@@ -78,9 +79,9 @@ def test_filter_names_the_data_lacks_are_refused(tmp_path, capsys, monkeypatch, 
 
 def test_train_checks_filter_names_across_all_its_folders(tmp_path, capsys):
     """A task in one of the folders only is not a typo."""
-    a = dataset(tmp_path / "a", {"squat": 2})
-    b = dataset(tmp_path / "b", {"squat": 1, "reach_forward": 2})
-    rc, out, err = run(capsys, "train", a, b, "--tasks", "squat,reach_forward", "-o", tmp_path / "lib.npz")
+    a = synthetic_dataset(tmp_path / "a", {"squat": 2})
+    b = synthetic_dataset(tmp_path / "b", {"squat": 1, "reach_forward": 2})
+    rc, out, err = run_cli(capsys, "train", a, b, "--tasks", "squat,reach_forward", "-o", tmp_path / "lib.npz")
     assert rc == 0, err
     assert "learned 2 tasks from 5 takes" in out
 
@@ -91,14 +92,14 @@ def test_an_output_below_a_file_is_refused_before_reading(tmp_path, capsys, monk
     import teleop.train_cli as train_cli
 
     monkeypatch.setattr(train_cli, "read_take_files", lambda *a, **k: pytest.fail("read before the check"))
-    data = dataset(tmp_path / "data", {"squat": 2})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2})
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
     if command == "train":
-        rc, _, err = run(capsys, "train", data, "-o", notes / "lib.npz")
+        rc, _, err = run_cli(capsys, "train", data, "-o", notes / "lib.npz")
         option = "-o"
     else:
-        rc, _, err = run(capsys, "eval", "promp", "--train", data, "--test", data, "--out", notes / "eval")
+        rc, _, err = run_cli(capsys, "eval", "promp", "--train", data, "--test", data, "--out", notes / "eval")
         option = "--out"
     assert rc == 1
     assert error_line(err).startswith(f"{option} {notes}/") and f"{notes} is a file" in err
@@ -130,7 +131,7 @@ def test_generator_refuses_bad_options(tmp_path, capsys, argv, message):
 def test_generator_refuses_to_leave_stale_demonstrations_beside_a_new_index(tmp_path, capsys):
     """Regenerating fewer demonstrations (or fewer tasks) into a folder used to leave the
     old files there, unlisted in the new index.csv, for `teleop train` to learn from."""
-    out = dataset(tmp_path / "synth", {"squat": 3})
+    out = synthetic_dataset(tmp_path / "synth", {"squat": 3})
     (out / "index.csv").write_text("old index\n")
     with pytest.raises(SystemExit) as exc:
         _generator().main(["--out", str(out), "--tasks", "squat", "--n-per-task", "2"])
@@ -149,11 +150,11 @@ def test_eval_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp_
     compared as written): a far smaller error, reported as leave-one-out."""
     import json
 
-    dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    synthetic_dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
     monkeypatch.chdir(tmp_path)
     results = []
     for test in ("data", tmp_path / "data"):
-        rc, out, err = run(capsys, "eval", "promp", "--train", "data", "--test", test, "--leave-one-out",
+        rc, out, err = run_cli(capsys, "eval", "promp", "--train", "data", "--test", test, "--leave-one-out",
                            "--json", "--out", tmp_path / "eval")
         assert rc == 0, err
         results.append(json.loads(out)["hand_rms_cm"])
@@ -181,8 +182,8 @@ def test_leave_one_out_leaves_out_a_copy_of_the_take_too(tmp_path, capsys):
     import json
     import shutil
 
-    data = dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
-    rest = dataset(tmp_path / "rest", {"reach_forward": 3})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    rest = synthetic_dataset(tmp_path / "rest", {"reach_forward": 3})
     (rest / "squat").mkdir()
     for k in (1, 2):
         shutil.copy(data / "squat" / f"squat_{k}.npz", rest / "squat")
@@ -191,7 +192,7 @@ def test_leave_one_out_leaves_out_a_copy_of_the_take_too(tmp_path, capsys):
     shutil.copy(data / "squat" / "squat_0.npz", copies)
 
     def figures(*argv) -> dict:
-        rc, out, err = run(capsys, *argv, "--test", tmp_path / "copies", "--json", "--out", tmp_path / "out")
+        rc, out, err = run_cli(capsys, *argv, "--test", tmp_path / "copies", "--json", "--out", tmp_path / "out")
         assert rc == 0, err
         return json.loads(out)
 
@@ -206,13 +207,13 @@ def test_leave_one_out_leaves_out_a_copy_of_the_take_too(tmp_path, capsys):
 
 @pytest.mark.parametrize("command", [["eval", "promp"], ["trial", "--rtt", "1.5"]])
 def test_leave_one_out_refuses_a_test_take_that_is_not_a_training_take(tmp_path, capsys, command):
-    data = dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
     other = tmp_path / "other" / "squat"
     other.mkdir(parents=True)
     import shutil
 
     shutil.copy(SYNTHETIC / "squat" / "squat_5.npz", other)
-    rc, _, err = run(capsys, *command, "--train", data, "--test", tmp_path / "other", "--leave-one-out",
+    rc, _, err = run_cli(capsys, *command, "--train", data, "--test", tmp_path / "other", "--leave-one-out",
                      "--out", tmp_path / "out")
     assert rc == 1
     assert error_line(err).endswith(f"--leave-one-out: test take {other / 'squat_5.npz'} is not one of the "
@@ -221,9 +222,9 @@ def test_leave_one_out_refuses_a_test_take_that_is_not_a_training_take(tmp_path,
 
 
 def test_eval_leave_one_out_single_take_check_sees_through_the_spelling(tmp_path, capsys, monkeypatch):
-    dataset(tmp_path / "data", {"squat": 1})
+    synthetic_dataset(tmp_path / "data", {"squat": 1})
     monkeypatch.chdir(tmp_path)
-    rc, _, err = run(capsys, "eval", "promp", "--train", "data", "--test", tmp_path / "data", "--leave-one-out")
+    rc, _, err = run_cli(capsys, "eval", "promp", "--train", "data", "--test", tmp_path / "data", "--leave-one-out")
     assert rc == 1
     assert "is the only training take of task 'squat'" in error_line(err)
 
@@ -235,7 +236,7 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
     import teleop.train_cli
     import teleop.trials.sweep
 
-    dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
+    synthetic_dataset(tmp_path / "data", {"squat": 3, "reach_forward": 3})
     monkeypatch.chdir(tmp_path)
     # Which takes each library is learnt from, and which library predicts which take.
     learnt_from, swept = {}, []
@@ -254,7 +255,7 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
     monkeypatch.setattr(teleop.trials.sweep, "run_sweep", sweep_spy)
     results = []
     for test in ("data", tmp_path / "data"):
-        rc, out, err = run(capsys, "trial", "--train", "data", "--test", test, "--leave-one-out", "--rtt", "1.5",
+        rc, out, err = run_cli(capsys, "trial", "--train", "data", "--test", test, "--leave-one-out", "--rtt", "1.5",
                            "--json", "--out", tmp_path / "trial")
         assert rc == 0, err
         results.append(json.loads(out)["rtt"]["1.5"]["comp"]["hand_cm"])
@@ -268,8 +269,8 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
         for case in cases:
             used = learnt_from[id(case.library)]
             assert len(used) == 5 and not any(np.array_equal(case.take.values, values) for values in used)
-    dataset(tmp_path / "one", {"squat": 1})
-    rc, _, err = run(capsys, "trial", "--train", "one", "--test", tmp_path / "one", "--leave-one-out", "--rtt", "1.5")
+    synthetic_dataset(tmp_path / "one", {"squat": 1})
+    rc, _, err = run_cli(capsys, "trial", "--train", "one", "--test", tmp_path / "one", "--leave-one-out", "--rtt", "1.5")
     assert rc == 1 and "is the only training take" in error_line(err)
 
 
@@ -325,15 +326,15 @@ def test_an_out_that_is_a_file_is_refused_naming_the_option(argv, tmp_path, caps
 def test_a_trial_leaves_only_its_own_take_plots_in_the_output_folder(tmp_path, capsys):
     """The worst take's plot was written only when it was not take 0, and plots of an earlier
     run at another round trip stayed next to the new results."""
-    data = dataset(tmp_path / "data", {"squat": 3})
+    data = synthetic_dataset(tmp_path / "data", {"squat": 3})
     out = tmp_path / "trial"
     for rtt in ("1.5", "3"):
-        rc, _, err = run(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", rtt,
+        rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", rtt,
                          "--out", out)
         assert rc == 0, err
         assert {p.name for p in out.glob("*_rtt*.png")} == {f"take0_rtt{rtt}.png", f"worst_rtt{rtt}.png"}
     # A real-time run's summary left there is not this (virtual) run's: removed, as the
     # table and plots beside it are the virtual run's.
     (out / "summary_realtime.json").write_text("{}")
-    assert run(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1", "--out", out)[0] == 0
+    assert run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1", "--out", out)[0] == 0
     assert (out / "summary.json").is_file() and not (out / "summary_realtime.json").exists()

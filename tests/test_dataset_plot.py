@@ -23,8 +23,9 @@ from retarget.references import FLAT_SIZE, SIGNAL_SLICES, RobotReferences
 from teleop.cli import main
 from teleop.clock import VirtualClock
 from teleop.control.tracker import references_from_configuration
+from teleop.net.clock import answer_ping
 from teleop.net.delay import LinkModel
-from teleop.net.protocol import PacketCodec
+from teleop.net.protocol import PacketCodec, VideoReport
 from teleop.net.virtual import connect_virtual
 from teleop.record import CameraFrame, Recorder, RobotStateSample, open_recording
 from teleop.record.plot import gather_plot_data, joint_group
@@ -35,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PERIOD_S = 0.01          # the robot station's control period [s]
 TICKS = 300              # 3 s of robot session
 SILENT = range(120, 170)  # ticks without commands: 0.5 s, the watchdog goes stale then resumes
+VIDEO_REPORTS_FROM = 200  # the operator reports the video's delay from this tick on
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -69,6 +71,12 @@ def robot_recording(tmp_path_factory, robot, station_sim) -> Path:
                 operator.send(RobotReferences.from_flat(k * PERIOD_S, refs), robot_ep.address)
             record = station.tick()
             recording.after_tick(station, record)
+            # The operator's side: clock pings answered (the robot measures τ_f once it knows
+            # the offset) and, from 2 s on, its video reports (τ_b measured from then).
+            for received in operator.poll():
+                answer_ping(operator, received)
+            if k >= VIDEO_REPORTS_FROM and k % 20 == 0:
+                operator.send(VideoReport(jitter_buffer=0.05, backward_delay=0.1), robot_ep.address)
     finally:
         recording.close()
     return path
@@ -178,11 +186,18 @@ def test_hands_and_network_delays_are_the_recorded_ones(robot_recording):
     assert len(data.network) == len(stats) >= 5
     np.testing.assert_allclose(data.network.times, [(t - recording.start_ns) * 1e-9 for t, _ in
                                                     recording.decoded("network")])
-    # τ_f needs the clock offset, which no operator station measured here: reported as None
-    # (not measured) every time, it is left out; τ_b is drawn as reported.
-    assert all(m["tau_f_mean_s"] is None for m in stats)
-    assert data.network.labels == ("tau_b_s",)
-    np.testing.assert_array_equal(data.network.values[:, 0], [m["tau_b_s"] for m in stats])
+    # Each delay is None (not measured) until the station measured it, then drawn as
+    # reported: τ_f once the clock offset is known, τ_b (0.1 s + 0.05 s of jitter buffer)
+    # from the first video report. Before that the station assumes τ_b = 0: not a measurement,
+    # so not recorded as one (a flat zero line said the video had no delay).
+    assert data.network.labels == ("tau_f_mean_s", "tau_b_s")
+    for column, key in enumerate(data.network.labels):
+        reported = np.array([np.nan if m[key] is None else m[key] for m in stats])
+        np.testing.assert_array_equal(data.network.values[:, column], reported)
+    tau_b = data.network.values[:, 1]
+    assert np.isnan(tau_b[data.network.times < VIDEO_REPORTS_FROM * PERIOD_S]).all()
+    assert np.allclose(tau_b[data.network.times > (VIDEO_REPORTS_FROM + 5) * PERIOD_S], 0.15, atol=0.02)
+    assert np.isfinite(data.network.values[:, 0]).any()
 
 
 def test_long_series_are_decimated_but_errors_and_bands_use_every_tick(robot_recording):

@@ -269,6 +269,13 @@ def _check_loop_object(loop: dict, period_ms: float) -> None:
     assert loop["max_lateness_ms"] >= 0 and loop["resyncs"] >= 0 and loop["overload_warnings"] >= 0
 
 
+def strict_json(text: str):
+    """``json.loads`` that, like jq or a browser, refuses NaN and Infinity."""
+    def refuse(constant):
+        raise ValueError(f"not standard JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
 def test_both_stations_report_their_loop_in_the_json_and_the_status_lines(tmp_path):
     """Real processes, each alone (the loop runs without a peer): the robot with its status
     line (every 2 s), the operator; both with ``--json``. Only consistency is checked: the
@@ -290,14 +297,18 @@ def test_both_stations_report_their_loop_in_the_json_and_the_status_lines(tmp_pa
                 child.wait()
     assert robot.returncode == 0 and operator.returncode == 0, (robot_err[-2000:], op_err[-2000:])
 
-    telemetry = json.loads(robot_out.strip().splitlines()[-1])
+    telemetry = strict_json(robot_out.strip().splitlines()[-1])
     assert {"controller_timing_ms", "tau_f_mean_s", "tau_b_s", "compensation", "network"} <= telemetry.keys()
+    # Alone, nothing measured either delay: null (it printed a bare NaN, which JSON parsers
+    # reject) and the assumed τ_b said to be one.
+    assert telemetry["tau_f_mean_s"] is None and telemetry["tau_b_measured"] is False
     _check_loop_object(telemetry["loop"], 10.0)
     status = [line for line in robot_err.splitlines() if line.startswith("[robot] ") and " qp p50 " in line]
     assert status and all(re.search(r"  loop: \d+\.\d % late, body p99 [\d.]+ ms, max [\d.]+ ms", line)
                           for line in status), robot_err[-2000:]
+    assert all("tau_f - tau_b 0.000 s (assumed: no video report yet)" in line for line in status), status
 
-    stats = json.loads(op_out.strip().splitlines()[-1])
+    stats = strict_json(op_out.strip().splitlines()[-1])
     assert {"references_sent", "feedback_received", "video_frames_displayed", "video", "network"} <= stats.keys()
     _check_loop_object(stats["loop"], 10.0)
     assert stats["loop"]["ticks"] >= stats["references_sent"] > 0      # one reference at most per tick

@@ -27,6 +27,7 @@ import numpy as np
 
 from retarget.human import SEGMENTS, HumanMotion
 from retarget.references import FLAT_SIZE, SIGNALS, RobotReferences
+from teleop.json_safe import json_safe
 
 from .messages import CameraFrame, EpisodeMarker, RobotStateSample
 
@@ -47,17 +48,7 @@ def _dumps(obj: Any) -> bytes:
     try:
         return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
     except ValueError:
-        return json.dumps(_finite_or_none(obj), separators=(",", ":"), allow_nan=False).encode()
-
-
-def _finite_or_none(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if np.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_finite_or_none(v) for v in obj]
-    return obj
+        return json.dumps(json_safe(obj), separators=(",", ":"), allow_nan=False).encode()
 
 
 def _float(value: Any) -> float:

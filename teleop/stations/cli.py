@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import socket
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli_types import address, non_negative_float, port, positive_float
+from teleop.json_safe import dumps
 from teleop.record.dataset_cli import task_label
 from teleop.stations.loop_timing import LoopTiming
 
@@ -274,9 +274,14 @@ def _close_recording(recording) -> OSError | None:
     return None
 
 
-def _seconds(value: float) -> str:
+def _seconds(value: float | None) -> str:
     """A delay for the status lines: "0.750 s", or "-" before any packet measured it (not "nan s")."""
-    return f"{value:.3f} s" if value == value else "-"
+    return f"{value:.3f} s" if value is not None and value == value else "-"
+
+
+def _tau_b(telemetry: dict) -> str:
+    """τ̂_b for the status lines, saying when it is the assumed default, not a measurement."""
+    return f"{telemetry['tau_b_s']:.3f} s" + ("" if telemetry["tau_b_measured"] else " (assumed: no video report yet)")
 
 
 def _loop(period: float, duration: float | None, body, station: str = "station", timing: LoopTiming | None = None,
@@ -373,7 +378,7 @@ def _run_robot(args: argparse.Namespace) -> int:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
                 print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {_seconds(tel['tau_f_mean_s'])} "
-                      f"tau_b {tel['tau_b_s']:.3f} s  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
+                      f"tau_b {_tau_b(tel)}  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
                       f"{loop_timing.short()}",
                       file=sys.stderr)
 
@@ -384,7 +389,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         telemetry = {**station.telemetry(), "loop": loop_timing.summary()}
         recording_error = _close_recording(recording)
     if args.json:
-        print(json.dumps(telemetry, default=float))
+        print(dumps(telemetry))
     else:
         network = telemetry["network"]
         reasons = {k[len("dropped_"):]: v for k, v in network.items() if k.startswith("dropped_") and v}
@@ -396,7 +401,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         print(f"accepted {network.get('accepted', 0)} packets ({dropped}), whole-body control "
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
-              f"tau_b {telemetry['tau_b_s']:.3f} s, {loop_timing.short()}, joint speeds up to "
+              f"tau_b {_tau_b(telemetry)}, {loop_timing.short()}, joint speeds up to "
               f"{telemetry['max_joint_speed_ratio']:.2f} of their limits" + (", the robot fell" if telemetry["fell"] else ""))
     if recording_error is not None:
         raise recording_error
@@ -576,7 +581,7 @@ def _run_operator(args: argparse.Namespace) -> int:
              "video_frames_displayed": video.displayed,
              "video": video.buffer.report(), "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
     if args.json:
-        print(json.dumps(stats, default=float))
+        print(dumps(stats))
     else:
         shown = (f"displayed {video.displayed} video frames" if args.view != "none" else
                  f"received {video.displayed} video frames on time for display (not shown: --view none)")

@@ -224,9 +224,11 @@ class RobotRecording(_StationRecording):
                                       log_time_ns=self._ns(t))
         if self._stats_due():
             telemetry = station.telemetry()
+            # τ_b is None, not the assumed default, until the operator reported one: the
+            # recording holds what was measured.
             stats = {"link": "robot", **telemetry["network"], "tau_f_mean_s": telemetry["tau_f_mean_s"],
-                     "tau_b_s": telemetry["tau_b_s"], "compensation": telemetry["compensation"],
-                     "watchdog": record.watchdog}
+                     "tau_b_s": telemetry["tau_b_s"] if telemetry["tau_b_measured"] else None,
+                     "compensation": telemetry["compensation"], "watchdog": record.watchdog}
             self.recorder.log_network_stats(stats, log_time_ns=self._ns(t))
 
 

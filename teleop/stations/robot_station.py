@@ -254,6 +254,11 @@ class RobotStation:
         return max(0.0, self._video_age_raw - offset)
 
     @property
+    def tau_b_measured(self) -> bool:
+        """Whether :attr:`tau_b` comes from the operator's video reports (not the default)."""
+        return self._video_age_raw is not None and self.clock_estimator.offset is not None
+
+    @property
     def last_joint_command(self) -> np.ndarray:
         """(N,) joint angles the whole-body controller commanded in the last tick [rad], in the
         order of the measured joints (``sim.state().q[7:]``); the home posture before the
@@ -410,10 +415,15 @@ class RobotStation:
 
     def telemetry(self) -> dict:
         """Per-stage figures: controller timing, delays, network counters, states, the largest
-        measured joint speed as a fraction of its limit, and whether the robot fell."""
-        delays = np.array(self._delays) if self._delays else np.array([np.nan])
+        measured joint speed as a fraction of its limit, and whether the robot fell.
+
+        ``tau_f_mean_s`` is None until a packet measured it; ``tau_b_s`` is the backward delay
+        compensation uses, ``default_tau_b`` until the operator reported one
+        (``tau_b_measured`` False).
+        """
         return {"controller_timing_ms": self.tracker.controller.timing_stats(),
-                "tau_f_mean_s": float(np.mean(delays)), "tau_b_s": self.tau_b,
+                "tau_f_mean_s": float(np.mean(self._delays)) if self._delays else None,
+                "tau_b_s": self.tau_b, "tau_b_measured": self.tau_b_measured,
                 "compensation": self.compensator.state.value,
                 "network": self.endpoint.stats.summary(),
                 "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None}

@@ -28,7 +28,6 @@ two is the prediction error, not a different inverse kinematics.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ import pinocchio as pin
 
 from retarget.references import RobotReferences
 from teleop.control.tracker import ReferenceTracker
+from teleop.json_safe import json_safe
 from teleop.net.watchdog import WatchdogState
 from teleop.prescient.compensator import CompensationState
 from teleop.robot.model import RobotModel
@@ -289,7 +289,7 @@ class RobotPoseView:
 
     def _assemble(self, poses: dict[str, Any], details: dict[str, Any]) -> dict[str, Any]:
         return {"frame": "stance: x forward, y left, z up [m]", "poses": poses,
-                "labels": dict(self.labels), "info": _finite_or_none(details)}
+                "labels": dict(self.labels), "info": json_safe(details)}
 
     def _document_from_station(self, station: Any) -> dict[str, Any]:
         feedback = getattr(station, "feedback", None)
@@ -330,13 +330,3 @@ def _state_name(states: type, code: int) -> str:
     return members[code].name.lower() if 0 <= code < len(members) else f"code {code}"
 
 
-def _finite_or_none(values: dict[str, Any]) -> dict[str, Any]:
-    """JSON has no NaN: "not known yet" becomes null."""
-    out = {}
-    for key, value in values.items():
-        if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
-            value = None
-        elif isinstance(value, np.generic):
-            value = value.item()
-        out[key] = value
-    return out

@@ -49,7 +49,6 @@ import html
 import http.server
 import ipaddress
 import json
-import math
 import re
 import select
 import socket
@@ -59,6 +58,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from teleop.json_safe import dumps
 from teleop.video import wire
 from teleop.video.clock import monotonic_s
 from teleop.video.codec import JpegCodec
@@ -491,32 +491,6 @@ class VideoWebViewer:
         return None
 
 
-def _json_safe(value: Any) -> Any:
-    """Copy of a stats document that JSON.parse accepts: NaN and ±inf (Python's json writes
-    them as bare ``NaN``/``Infinity``, which browsers reject) become null; numpy scalars and
-    arrays become Python numbers and lists."""
-    if isinstance(value, dict):
-        return {str(key): _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    if isinstance(value, np.ndarray):
-        return _json_safe(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _json_default(value: Any) -> Any:
-    """Serialise numpy scalars/arrays that stats providers commonly return."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
 def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHandler]:
     """Request handler class bound to ``viewer``."""
 
@@ -565,7 +539,7 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 return
             if path == "/stats":
                 try:
-                    body = json.dumps(_json_safe(viewer.stats()), default=_json_default).encode()
+                    body = dumps(viewer.stats()).encode()
                 except Exception as error:  # a provider bug shows up in the page, not as a hang
                     body = json.dumps({"error": repr(error)}).encode()
                     self._send_bytes(500, "application/json", body)
@@ -599,7 +573,7 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 self._send_bytes(404, "application/json", b'{"error": "no robot pose provider"}')
                 return
             try:
-                body = json.dumps(_json_safe(provider()), default=_json_default).encode()
+                body = dumps(provider()).encode()
             except Exception as error:  # a provider bug shows up in the page, not as a hang
                 self._send_bytes(500, "application/json", json.dumps({"error": repr(error)}).encode())
                 return
