@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import importlib
 import os
 import signal
@@ -152,6 +153,51 @@ def silence_lost_output() -> bool:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
             lost = True
     return lost
+
+
+class _LossTolerantStream:
+    """A text stream (our stdout or stderr) whose writes, once its reader has gone, go to
+    devnull instead of raising: see :func:`runs_on_without_its_reader`."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self._reader_lost(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._reader_lost(exc)
+
+    def _reader_lost(self, exc: OSError) -> None:
+        if exc.errno not in OUTPUT_LOST_ERRNOS or not silence_lost_output():
+            raise exc
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def runs_on_without_its_reader(command):
+    """``command`` (a subcommand's function) keeps running when the reader of its output goes
+    away: a station's log piped into ``head`` or a ``tee`` that was killed. Its output then
+    goes to devnull. Without this the first status line after that raised EPIPE and the
+    station stopped mid-session, exit code 0, its recording cut short: a robot whose control
+    loop ends because nobody reads its log."""
+    @functools.wraps(command)
+    def tolerant(*args, **kwargs):
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _LossTolerantStream(sys.stdout), _LossTolerantStream(sys.stderr)
+        try:
+            return command(*args, **kwargs)
+        finally:
+            sys.stdout, sys.stderr = saved
+    return tolerant
 
 
 #: A second stop signal this soon after the first is the same stop delivered twice [s]:

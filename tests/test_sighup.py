@@ -142,3 +142,31 @@ def test_a_closed_terminal_stops_the_recorder_cleanly(tmp_path):
             proc.wait()
     assert proc.returncode == 0             # before: -1 (killed), or 1 after a failed "error:" message
     assert open_recording(path).complete
+
+
+def test_a_station_whose_log_reader_goes_away_runs_its_session_to_the_end(tmp_path):
+    """`teleop robot 2>&1 | head -1`, or a `tee` that was killed: the reader of the station's
+    output is gone, the station is not. It stopped at its next line (EPIPE, exit code 0,
+    its recording cut at the first second); the robot's session must not depend on anybody
+    reading its log: it runs its --duration and closes its recording complete."""
+    path = tmp_path / "robot.mcap"
+    duration_s = 4.0
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "teleop", "robot", "--listen", f"127.0.0.1:{free_port()}",
+                             "--video-to", f"127.0.0.1:{free_port()}", "--video-hz", "0", "--record", str(path),
+                             "--duration", str(duration_s)],
+                            cwd=tmp_path, stdout=write_end, stderr=write_end, env=_env())
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as reader:
+            reader.read(1)              # the first byte of its log, then the reader goes
+        returncode = proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert returncode == 0
+    recording = open_recording(path)
+    assert recording.complete
+    times = recording.robot_states(time_origin_ns=recording.start_ns).times
+    assert times[-1] >= duration_s - 0.1, f"stopped after {times[-1]:.2f} s of {duration_s} s"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from retarget.human import HumanMotion
+from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import port, positive_float
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, MvnCodec
 
@@ -114,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--duration", type=positive_float, default=None, help="stop after this many seconds")
     parser.add_argument("--unit", type=positive_float, default=0.01,
                         help="metres per position unit on the wire (the spec's cm: 0.01)")
-    parser.set_defaults(func=_run)
+    parser.set_defaults(func=runs_on_without_its_reader(_run))
 
 
 def _run(args: argparse.Namespace) -> int:

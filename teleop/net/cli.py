@@ -12,6 +12,7 @@ import argparse
 import signal
 import sys
 
+from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import address, fraction, non_negative_float, positive_float
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
 
@@ -68,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="print statistics every this many seconds, 0 = only at exit (default %(default)s)")
     bounds.add_argument("--duration", type=positive_float, default=None,
                         help="stop after this many seconds (default: run until Ctrl-C / SIGTERM)")
-    p.set_defaults(func=run_netem, keep_order=False)
+    p.set_defaults(func=runs_on_without_its_reader(run_netem), keep_order=False)
     return p
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import positive_float
 
 from .messages import EpisodeMarker
@@ -73,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="record the whole session as one episode with this task label")
     parser.add_argument("--flush-interval", type=positive_float, default=0.5, metavar="S",
                         help="longest time data waits in memory, i.e. what a crash can lose [s] (default 0.5)")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=runs_on_without_its_reader(run))
 
 
 def register(subparsers) -> argparse.ArgumentParser:

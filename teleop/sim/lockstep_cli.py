@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import port, positive_float, positive_int
 
 
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--robot", default="icub", help="robot description (default: icub)")
     serve.add_argument("--json", action="store_true",
                        help="print each session report as one JSON line (the listening banner goes to stderr)")
-    serve.set_defaults(func=_serve)
+    serve.set_defaults(func=runs_on_without_its_reader(_serve))
 
     demo = lsub.add_parser("demo-client", help="run the demo joint-impedance controller against a server",
                            description="A controller in this process: joint impedance (gravity compensation + "

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import address, non_negative_float, port, positive_float
 from teleop.json_safe import dumps
 from teleop.record.dataset_cli import task_label
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
                        "labelled NAME, ready for `teleop dataset export --channel delivered` (the record button "
                        "stops it; its later episodes get the same label)")
-    robot.set_defaults(func=_run_robot)
+    robot.set_defaults(func=runs_on_without_its_reader(_run_robot))
 
     op = sub.add_parser("operator", help="run the operator station: input, retargeting, references out, video in",
                         description="Reads the operator's motion (the synthetic operator, or a motion file replayed at its "
@@ -74,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--duration", type=positive_float, help="stop after this many seconds")
     op.add_argument("--secret-file", type=_file, help="shared secret file")
     op.add_argument("--json", action="store_true", help="print the final statistics as JSON")
-    op.set_defaults(func=_run_operator)
+    op.set_defaults(func=runs_on_without_its_reader(_run_operator))
 
 
 def _file(text: str) -> Path:
