@@ -233,3 +233,47 @@ def test_export_overwrite_check_does_not_depend_on_the_working_folder(tmp_path, 
     first.write_bytes(first.read_bytes()[:100])                                   # an interrupted old export
     assert main(["dataset", "export", "../day2/session.mcap", "-o", str(out)]) == 0
     assert ReferenceTrajectory.load_npz(first).source == "../day2/session.mcap#episode0"
+
+
+def write_reordered_delivery(path, n=200, late_every=7, late_by=3):
+    """A robot recording of delivered commands over a reordering link: command i is sent at
+    i * 10 ms; every ``late_every``-th arrives ``late_by`` and a half ticks late, after newer ones."""
+    arrivals = sorted((i * STEP_NS + ((late_by * STEP_NS + STEP_NS // 2) if i % late_every == 3 else 0), i)
+                      for i in range(n))
+    clock = {"t": 0}
+    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False) as rec:
+        rec.start_episode("reach", log_time_ns=0)
+        for arrival_ns, i in arrivals:
+            clock["t"] = arrival_ns
+            rec.log_delivered_command(RobotReferences.from_flat(i * 0.01, flat_at(i)))
+    return path
+
+
+def test_delivered_commands_are_exported_and_plotted_as_the_robot_executed_them(tmp_path):
+    """Over a reordering link the delivered channel, in arrival order, went back to each late
+    packet's older pose and forward again: exported as training data (and plotted) it was a
+    saw-tooth the operator never made. The robot executes the newest command by time stamp,
+    so in log time a late packet is dropped; by message time every sample is kept, at its
+    own time."""
+    from teleop.record.plot import gather_plot_data
+
+    path = write_reordered_delivery(tmp_path / "robot.mcap")
+    recording = open_recording(path)
+    arrival_order = recording.reference_trajectory("delivered")
+    assert (np.diff(arrival_order.values[:, 0]) < 0).any()                 # the saw-tooth, as logged
+    executed = recording.reference_trajectory("delivered", newest_only=True)
+    assert (np.diff(executed.values[:, 0]) > 0).all()
+    late = {i for i in range(199) if i % 7 == 3}       # (199 is late too, but no newer one came first)
+    np.testing.assert_array_equal(executed.values, np.stack([flat_at(i) for i in range(200) if i not in late]))
+
+    written = export_episodes(path, tmp_path / "out", "delivered").written
+    exported = ReferenceTrajectory.load_npz(written[0])
+    np.testing.assert_array_equal(exported.values, executed.values)
+    by_message_time = export_episodes(path, tmp_path / "out_t", "delivered", use_message_time=True).written
+    every = ReferenceTrajectory.load_npz(by_message_time[0])
+    np.testing.assert_array_equal(every.values, np.stack([flat_at(i) for i in range(200)]))
+    np.testing.assert_allclose(every.times, np.arange(200) * 0.01)
+
+    # The plot reads a few ticks at a time: a late packet is dropped across windows too.
+    hands = gather_plot_data(recording, read_window_s=0.02).hands["delivered"]
+    assert (np.diff(hands.values[:, 0]) >= 0).all() and len(hands.times) == len(executed)

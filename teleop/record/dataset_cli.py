@@ -418,7 +418,8 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
                    help="RobotReferences channel (default: references; robot recordings: delivered or compensated)")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUTDIR", help="root of the per-task folders")
     p.add_argument("--message-time", action="store_true",
-                   help="time samples by their own t (producer clock) instead of the log time")
+                   help="time samples by their own t (producer clock) instead of the log time (delivered: every command "
+                        "at its send time; without it, at its arrival, packets overtaken by a newer one left out)")
     p.add_argument("--force", action="store_true",
                    help="replace files in OUTDIR exported from other recordings of the same name (re-exporting "
                         "the same recording never needs it)")

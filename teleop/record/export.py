@@ -55,7 +55,7 @@ import numpy as np
 from retarget.npz_checks import CheckedNpz
 from retarget.references import ReferenceTrajectory
 
-from .channels import REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
+from .channels import COMMANDS_DELIVERED, REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
 from .mcap_index import RecordingFormatError
 from .reader import Recording, open_recording
 
@@ -261,7 +261,10 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
             trajectory = recording.reference_trajectory(
                 channel, episode.start_ns, episode.stop_ns + 1,
                 time_origin_ns=0 if use_message_time else episode.start_ns,
-                use_message_time=use_message_time, label=episode.task, source=f"{file}#episode{episode.number}")
+                use_message_time=use_message_time, label=episode.task, source=f"{file}#episode{episode.number}",
+                # In log time, the delivered commands as the robot executed them (the newest
+                # by time stamp); by message time, every sample at its own time.
+                newest_only=topic == COMMANDS_DELIVERED and not use_message_time)
             if use_message_time and len(trajectory):
                 # Producer clocks have their own origin: count from the episode's first sample.
                 trajectory.times = trajectory.times - trajectory.times[0]

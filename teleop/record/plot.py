@@ -321,15 +321,24 @@ def gather_plot_data(recording: Recording, start_s: float | None = None, end_s: 
 
 def _hand_series(recording: Recording, start_ns, end_ns, window_ns: int, max_points: int,
                  topic: str) -> Series | None:
-    """(M, 6) right then left hand positions [m] of a references channel, or None."""
+    """(M, 6) right then left hand positions [m] of a references channel at their log times,
+    or None. The delivered commands as the robot executed them: the newest by time stamp
+    (see :meth:`Recording.decoded_references`), not each late packet's older pose."""
     info = _ours(recording, topic, REFERENCES_SCHEMA_NAME)
     if info is None:
         return None
     columns = np.r_[SIGNAL_SLICES["right_hand"], SIGNAL_SLICES["left_hand"]]
     decimator = Decimator(max_points)
+    newest = -math.inf
     for lo, hi in _windows(info, start_ns, end_ns, window_ns):
-        trajectory = recording.reference_trajectory(topic, lo, hi, time_origin_ns=recording.start_ns)
-        decimator.add(trajectory.times, trajectory.values[:, columns])
+        times, rows = [], []
+        for log_ns, refs in recording.decoded_references(topic, lo, hi, newest_only=topic == COMMANDS_DELIVERED,
+                                                         newer_than=newest):
+            times.append((log_ns - recording.start_ns) * 1e-9)
+            rows.append(refs.to_flat()[columns])
+            newest = max(newest, refs.t)
+        if times:
+            decimator.add(np.array(times), np.array(rows))
     times, values = decimator.result()
     return Series(times, values, HAND_LABELS, decimator.total) if len(times) else None
 

@@ -17,6 +17,7 @@ trajectories convert to seconds.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from retarget.human import HumanMotion
-from retarget.references import FLAT_SIZE, ReferenceTrajectory
+from retarget.references import FLAT_SIZE, ReferenceTrajectory, RobotReferences
 
 from .channels import DECODERS_BY_SCHEMA, EPISODES, resolve_topic
 from .mcap_index import ChannelCounts, FileIndex, RecordingFormatError, build_index, iter_raw_messages
@@ -271,8 +272,8 @@ class Recording:
 
     def reference_trajectory(self, channel: str = "references", start_ns: int | None = None,
                              end_ns: int | None = None, *, time_origin_ns: int = 0,
-                             use_message_time: bool = False, label: str | None = None,
-                             source: str | None = None) -> ReferenceTrajectory:
+                             use_message_time: bool = False, newest_only: bool = False,
+                             label: str | None = None, source: str | None = None) -> ReferenceTrajectory:
         """The references of a channel between two log times as a :class:`ReferenceTrajectory`.
 
         Args:
@@ -283,6 +284,9 @@ class Recording:
             use_message_time: use each message's own ``t`` (producer clock) [s], minus the
                 origin in seconds, instead of its log time (e.g. send times of delivered
                 commands).
+            newest_only: drop the samples older (by their own ``t``) than one logged before
+                them (see :meth:`decoded_references`): the delivered commands as the robot
+                executed them, not the reordered packets' saw-tooth.
             label, source: stored in the trajectory (source defaults to the file path).
 
         Samples are sorted by time; of samples with equal times the last one written is
@@ -296,9 +300,7 @@ class Recording:
         times: list[float] = []
         values: list[np.ndarray] = []
         masks: list[np.ndarray | None] = []
-        for log_ns, refs in self.decoded(channel, start_ns, end_ns):
-            if not hasattr(refs, "to_flat"):
-                raise TypeError(f"{self.path}: channel {channel!r} does not hold robot references")
+        for log_ns, refs in self.decoded_references(channel, start_ns, end_ns, newest_only=newest_only):
             t = refs.t - time_origin_ns * 1e-9 if use_message_time else (log_ns - time_origin_ns) * 1e-9
             times.append(t)
             values.append(refs.to_flat())
@@ -313,6 +315,30 @@ class Recording:
         kept_masks = [masks[i] for i in order if masks[i] is not None]
         valid = np.logical_and.reduce(kept_masks, axis=0) if kept_masks else None
         return ReferenceTrajectory(t_arr, v_arr, label=label, source=source or str(self.path), valid=valid)
+
+    def decoded_references(self, channel: str = "references", start_ns: int | None = None,
+                           end_ns: int | None = None, *, newest_only: bool = False,
+                           newer_than: float = -math.inf) -> Iterator[tuple[int, RobotReferences]]:
+        """(log time [ns], RobotReferences) of a references channel in log order (see
+        :meth:`decoded`); TypeError if the channel holds something else.
+
+        With ``newest_only``, a sample whose own ``t`` [s] is not newer than ``newer_than``
+        and every sample logged before it in the window is dropped. Over a jittery link
+        packets arrive out of order, and the robot station executes the newest command by
+        time stamp (:meth:`PrescientCompensator.observe`): in log order, the delivered
+        channel otherwise jumps back to each late packet's older pose and forward again.
+        A caller reading window by window passes the newest ``t`` it has seen as
+        ``newer_than``.
+        """
+        newest = newer_than
+        for log_ns, refs in self.decoded(channel, start_ns, end_ns):
+            if not hasattr(refs, "to_flat"):
+                raise TypeError(f"{self.path}: channel {channel!r} does not hold robot references")
+            if newest_only:
+                if not refs.t > newest:
+                    continue
+                newest = refs.t
+            yield log_ns, refs
 
     def robot_states(self, channel: str = "robot_state", start_ns: int | None = None, end_ns: int | None = None,
                      *, time_origin_ns: int = 0) -> RobotStateSeries:
