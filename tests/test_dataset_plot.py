@@ -358,6 +358,11 @@ def test_plot_draws_the_window_asked_for(robot_file, capsys):
     assert plot(robot_file, "--start", "9", "-o", robot_file.parent / "late.png") == 1
     assert "nothing from --start 9 s on (the recording lasts 2.990 s)" in capsys.readouterr().err
     assert not (robot_file.parent / "late.png").exists()
+    # One instant (it drew a figure of empty panels: every line a single point).
+    for window in (("--end", "0"), ("--start", "1", "--end", "1")):
+        assert plot(robot_file, *window, "-o", robot_file.parent / "instant.png") == 1
+        assert "a plot shows a time span: give an --end after --start" in capsys.readouterr().err
+    assert not (robot_file.parent / "instant.png").exists()
     with pytest.raises(SystemExit) as exc:                               # argparse, as `trim`
         plot(robot_file, "--start", "-1")
     assert exc.value.code == 2
@@ -392,3 +397,31 @@ def test_a_crashed_recording_is_plotted_as_far_as_it_is_intact(robot_file, capsy
 
     assert plot(crashed) == 0, capsys.readouterr().err
     assert_png_with_content(crashed.with_suffix(".png"))
+
+
+def test_episode_labels_are_fitted_to_their_bars():
+    """A 100 s recording with one long episode and short ones: the short ones' labels ran
+    over their neighbours' (all centred, all in full). Now: in full where the label fits,
+    the number alone where that fits, nothing where not even that does."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from teleop.record.plot import EpisodeSpan, _draw_episodes
+
+    episodes = [EpisodeSpan(0, "reach_forward", 0.0, 50.0), EpisodeSpan(1, "squat", 60.0, 63.0),
+                EpisodeSpan(2, "wave", 70.0, 70.2), EpisodeSpan(3, "wave", 70.2, 70.4)]
+    fig, ax = plt.subplots(figsize=(13, 2))
+    try:
+        ax.set_xlim(0, 100)
+        _draw_episodes(ax, episodes, 0.0)
+        labels = sorted(text.get_text() for text in ax.texts)
+        renderer = fig.canvas.get_renderer()
+        widths = {text.get_text(): text.get_window_extent(renderer).width for text in ax.texts}
+        bar_px = {e.number: ax.transData.transform((e.end_s, 0))[0] - ax.transData.transform((e.start_s, 0))[0]
+                  for e in episodes}
+    finally:
+        plt.close(fig)
+    assert labels == ["#0 reach_forward", "#1"]
+    assert widths["#0 reach_forward"] < bar_px[0] and widths["#1"] < bar_px[1]

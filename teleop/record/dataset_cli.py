@@ -202,6 +202,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if not recording.message_count:
         raise ValueError(f"{args.file}: the recording holds no messages: nothing to plot")
     start_ns, end_ns = _window_ns(recording, args)
+    if args.end is not None and args.end <= (args.start or 0.0):
+        # One instant: every panel a single point, nothing a figure can show.
+        raise ValueError(f"--end {args.end:g} s: a plot shows a time span: give an --end after --start "
+                         f"({args.start or 0:g} s)")
     _check_window_has_messages(recording, args, start_ns, end_ns, "to plot")
     data = gather_plot_data(recording, args.start, args.end)
     if not data.panels:

@@ -493,6 +493,8 @@ def draw_plot(data: PlotData, path: str | os.PathLike, *, dpi: int = 100) -> Pat
                              gridspec_kw={"height_ratios": heights}, layout="constrained", squeeze=False)
     axes = dict(zip(rows, axes[:, 0]))
     try:
+        # The time axis first: the episode labels are fitted to their bars' widths on it.
+        axes[rows[-1]].set_xlim(data.start_s, max(data.end_s, data.start_s + 1e-3))
         if "hands" in panels:
             _draw_hands(axes["hands:right"], axes["hands:left"], data.hands)
         if data.joints is not None:
@@ -508,7 +510,6 @@ def draw_plot(data: PlotData, path: str | os.PathLike, *, dpi: int = 100) -> Pat
                 for episode in data.episodes:           # where each episode is, on every panel
                     ax.axvspan(episode.start_s, episode.end_s, color="k", alpha=0.05, lw=0)
                 ax.grid(alpha=0.3)
-        axes[rows[-1]].set_xlim(data.start_s, max(data.end_s, data.start_s + 1e-3))
         axes[rows[-1]].set_xlabel("time from the recording's first message [s]")
         fig.suptitle(title(data), fontsize=10)
         path = Path(path)
@@ -597,11 +598,21 @@ def _draw_states(ax, data: PlotData) -> None:
 
 
 def _draw_episodes(ax, episodes: list[EpisodeSpan], y: float) -> None:
+    """Each episode a bar with its number and task inside: in full where it fits, else its
+    number alone, else nothing (short episodes' labels overran and covered each other)."""
+    renderer = ax.figure.canvas.get_renderer()
     for episode in episodes:
         ax.broken_barh([(episode.start_s, episode.end_s - episode.start_s)], (y - 0.4, 0.8), facecolors="#e0e0e0",
                        edgecolors="k", lw=0.5)
-        text = f"#{episode.number} {episode.task or '(unlabelled)'}" + ("" if episode.stopped else " (no stop)")
-        ax.text((episode.start_s + episode.end_s) / 2, y, text, ha="center", va="center", fontsize=7, clip_on=True)
+        left, right = (ax.transData.transform((t, y))[0] for t in (episode.start_s, episode.end_s))
+        full = f"#{episode.number} {episode.task or '(unlabelled)'}" + ("" if episode.stopped else " (no stop)")
+        for text in (full, f"#{episode.number}"):
+            label = ax.text((episode.start_s + episode.end_s) / 2, y, text, ha="center", va="center", fontsize=7,
+                            clip_on=True)
+            # 20 % to spare: the constrained layout narrows the axes a little when it is drawn.
+            if 1.2 * label.get_window_extent(renderer).width <= right - left:
+                break
+            label.remove()
 
 
 def _draw_network(ax, network: Series) -> None:
