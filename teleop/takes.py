@@ -213,9 +213,25 @@ def recording_motion(path: Path) -> HumanMotion:
         raise ValueError(f"{path}: not a readable recording ({exc})") from None
     if OPERATOR_INPUT not in recording.channels:
         raise ValueError(f"{path}: a recording without operator input ({OPERATOR_INPUT}, which `teleop operator "
-                         f"--record` records), so no human motion to read; its labelled episodes are training "
-                         f"data: teleop dataset export {path} -o DIR, then teleop train DIR")
+                         f"--record` records), so no human motion to read; {_what_it_is_good_for(recording, path)}")
     return recording.operator_motion()
+
+
+def _what_it_is_good_for(recording, path: Path) -> str:
+    """The commands that make training data of a recording without operator input: its
+    episodes exported, from the channel it holds (a robot station's records the commands
+    as delivered), labelled first if none is."""
+    from teleop.record.channels import COMMANDS_DELIVERED, REFERENCES
+
+    if REFERENCES in recording.channels:
+        export = f"teleop dataset export {path} -o DIR"
+    elif COMMANDS_DELIVERED in recording.channels:
+        export = f"teleop dataset export {path} --channel delivered -o DIR"
+    else:
+        return "nor any references: nothing to replay or train on"
+    label = "" if any(episode.task for episode in recording.episodes()) else \
+        f"label it first (teleop dataset label {path} --task NAME), then "
+    return f"its labelled episodes are training data: {label}{export}, then teleop train DIR"
 
 
 def check_human_motion_file(path: Path) -> None:

@@ -139,7 +139,7 @@ def test_a_recording_without_operator_input_says_it_has_none(tmp_path, capsys):
     for command in (["retarget", recording], ["stream-mvn", recording, "--port", "9"]):
         rc, _, err = run_cli(capsys, *command)
         hints.append(error_line(err))
-        assert rc in (1, 2) and hints[-1].startswith(f"{recording}: a recording without operator input "
+        assert rc == 1 and hints[-1].startswith(f"{recording}: a recording without operator input "
                                                      "(/operator/segments")
         assert f"teleop dataset export {recording} -o DIR, then teleop train DIR" in hints[-1]
     assert hints[0] == hints[1]
@@ -214,3 +214,28 @@ def test_a_task_folder_with_an_archive_sub_folder_keeps_its_own_takes(tmp_path):
                                                              ("w.npz", "wave")]
     assert said == [f"{tmp_path / 'ds' / 'squat'}: 1 take(s) in its sub-folders not read (a task's takes are "
                     "the files in its own folder)"]
+
+
+def test_a_robot_recording_names_the_channel_and_the_labelling_it_needs(tmp_path, capsys):
+    """A robot station's recording holds the commands as delivered, not /references: the
+    advice to `teleop dataset export FILE -o DIR` exported nothing from it ("no channel
+    /references"), and from an unlabelled one nothing either. The commands given now work."""
+    from teleop.record import Recorder
+
+    path = tmp_path / "robot.mcap"
+    clock = {"t": 0}
+    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False) as recorder:
+        for k in range(50):
+            clock["t"] = k * 10_000_000
+            recorder.log_delivered_command(RobotReferences.from_flat(k * 0.01, np.full(20, 0.01 * k)))
+    for command in (["retarget", path], ["stream-mvn", path, "--port", "9"]):
+        rc, _, err = run_cli(capsys, *command)
+        assert rc == 1 and error_line(err).endswith(
+            f"its labelled episodes are training data: label it first (teleop dataset label {path} --task NAME), "
+            f"then teleop dataset export {path} --channel delivered -o DIR, then teleop train DIR"), err
+    assert run_cli(capsys, "dataset", "label", path, "--task", "reach")[0] == 0
+    rc, _, err = run_cli(capsys, "retarget", path)
+    assert rc == 1 and error_line(err).endswith(f"training data: teleop dataset export {path} --channel delivered "
+                                                "-o DIR, then teleop train DIR")
+    rc, out, err = run_cli(capsys, "dataset", "export", path, "--channel", "delivered", "-o", tmp_path / "DIR")
+    assert rc == 0 and (tmp_path / "DIR" / "reach" / "robot_0.npz").is_file(), (out, err)

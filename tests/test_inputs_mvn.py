@@ -272,7 +272,7 @@ def test_stream_mvn_command(tmp_path):
         assert main(["stream-mvn", str(SYNTHETIC), "--port", str(source.address[1]), "--speed", "50",
                      "--duration", "0.05"]) == 0
         _receive_until(source, lambda f: True)
-    assert main(["stream-mvn", str(tmp_path / "missing.csv"), "--port", "9"]) == 2
+    assert main(["stream-mvn", str(tmp_path / "missing.csv"), "--port", "9"]) == 1
 
 
 # ------------------------------------------------------------- the real suit recordings

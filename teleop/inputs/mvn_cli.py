@@ -140,8 +140,9 @@ def _run(args: argparse.Namespace) -> int:
             takes_rate = args.rate and sniff_format(args.file) in ("xsens-csv", "amc")
             motion = read_motion(args.file, **({"rate_hz": args.rate} if takes_rate else {}))
     except (OSError, ValueError) as exc:   # ValueError: MotionFormatError and the recording's / references'
+        # Exit code 1, as every command gives for a file it cannot use (2: the command line).
         print(f"teleop stream-mvn: error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     print(f"streaming {args.file} ({len(motion)} frames, {motion.rate_hz:g} Hz) to {args.host}:{args.port}",
           file=sys.stderr)
     stats = {"samples": 0, "datagrams": 0, "bytes": 0, "send_errors": 0}
