@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from teleop.cli import main
+from tests.test_calibrate_sim_checks import recording  # noqa: F401 (a fixture: a short test recording)
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -29,15 +30,6 @@ def _error_line(capsys) -> str:
 
 
 # ----------------------------------------------------------------------- calibrate-sim
-@pytest.fixture()
-def recording(tmp_path, capsys) -> Path:
-    path = tmp_path / "simrec.npz"
-    assert main(["calibrate-sim", "--make-test-recording", str(path), "--groups", "r_elbow",
-                 "--duration", "0.2"]) == 0
-    capsys.readouterr()
-    return path
-
-
 def test_calibrate_sim_test_recording_is_not_overwritten_without_force(recording, capsys):
     before = recording.read_bytes()
     assert main(["calibrate-sim", "--make-test-recording", str(recording), "--groups", "r_elbow",
