@@ -28,6 +28,13 @@ def _env() -> dict[str, str]:
             "TELEOP_SECRET": "sighup-test-secret-0123456789abcdef"}
 
 
+def _hangup_at_default() -> None:
+    """In the child, before it runs: SIGHUP at its default, as a command started from a
+    terminal has it. The tests may run under ``nohup`` (a CI job), whose ignored SIGHUP the
+    child would inherit and, rightly, keep ignored."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _wait_for_data(path: Path, proc: subprocess.Popen, size: int = 2000) -> None:
     """Until ``path`` holds a first flush (polls, bounded: not a time measurement)."""
     for _ in range(1200):
@@ -38,7 +45,8 @@ def _wait_for_data(path: Path, proc: subprocess.Popen, size: int = 2000) -> None
 
 def _record_and_stop(path: Path, sig: signal.Signals) -> tuple[int, str, str]:
     proc = subprocess.Popen([sys.executable, "-m", "teleop", "record", "-o", str(path), "--task", "wave"],
-                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_hangup_at_default)
     try:
         _wait_for_data(path, proc)
         proc.send_signal(sig)
@@ -97,7 +105,8 @@ def test_sighup_stops_the_robot_station_cleanly(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "teleop", "robot", "--listen", f"127.0.0.1:{free_port()}",
                              "--video-to", f"127.0.0.1:{free_port()}", "--video-hz", "0", "--json",
                              "--record", str(path)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_hangup_at_default)
     try:
         _wait_for_data(path, proc)
         proc.send_signal(signal.SIGHUP)
@@ -125,7 +134,7 @@ def test_a_closed_terminal_stops_the_recorder_cleanly(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "teleop", "record", "-o", str(path), "--task", "wave"],
                                 cwd=REPO_ROOT, stdin=slave, stdout=slave, stderr=slave, env=_env(),
                                 start_new_session=True,    # its own session, this terminal its own
-                                preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+                                preexec_fn=lambda: (_hangup_at_default(), fcntl.ioctl(0, termios.TIOCSCTTY, 0)))
     finally:
         os.close(slave)
     try:
