@@ -96,3 +96,24 @@ def test_a_realtime_run_is_scored_at_the_video_delay_the_operator_reported(tmp_p
         # No report (0): RTT/2, and the 40 ms show as error (on one axis of the six averaged).
         assert result.tau_b_scored == (reported or 0.5)
         assert abs(result.whole["hand_cm"] - hand_cm) < 1e-6, (reported, result.whole["hand_cm"])
+
+
+def test_a_take_engaged_after_the_motion_ended_is_counted_apart_not_silently_dropped():
+    """A take recognised only after the operator had finished has no ticks left to score (its
+    window errors are NaN). Before, the means silently skipped it while the table still
+    counted it as averaged (`teleop trial` on HDM05 bd at 1.5 s printed "22/22" over 21)."""
+    from teleop.trials.report import format_table
+
+    late = (_run(True, "reach", 3.0, "reach"), _run(False, "reach", 3.0, None))
+    for run in late:
+        run.window = {"hand_cm": float("nan"), "com_cm": float("nan"), "posture_rad": float("nan")}
+    on_time = (_run(True, "reach", 1.0, "reach"), _run(False, "reach", 1.0, None))
+    summary = summarise({1.5: [late, on_time]}, ["1.5"])
+    entry = summary["rtt"]["1.5"]
+    assert entry["engaged_takes"] == 2
+    assert entry["scored_takes"] == 1 and entry["engaged_late_takes"] == 1
+    assert entry["per_task"]["reach"]["scored_takes"] == 1
+    table = format_table(summary)
+    row = next(line for line in table.splitlines() if line.strip().startswith("1.5"))
+    assert row.split()[1] == "1/2"
+    assert "1 take(s) engaged only after the operator's motion had ended" in table

@@ -28,17 +28,30 @@ def format_table(summary: dict) -> str:
         c, n = e["comp"], e["nocomp"]
         ratio = (n["hand_cm"] / c["hand_cm"]) if c["hand_cm"] and n["hand_cm"] else None
         lines.append(
-            f"{label:>7s} {e['engaged_takes']:>3d}/{e['takes']:<2d} {_fmt(c['hand_cm'], c['hand_cm_std']):>16s} "
+            f"{label:>7s} {e.get('scored_takes', e['engaged_takes']):>3d}/{e['takes']:<2d} {_fmt(c['hand_cm'], c['hand_cm_std']):>16s} "
             f"{_fmt(n['hand_cm'], n['hand_cm_std']):>11s} {_fmt(ratio, digits=1):>6s} {_fmt(c['com_cm']):>10s} "
             f"{_fmt(n['com_cm']):>8s} {_fmt(c['posture_rad'], digits=3):>13s} {_fmt(n['posture_rad'], digits=3):>8s} "
             f"{_fmt(c['whole']['hand_cm']):>12s} {_fmt(n['whole']['hand_cm']):>8s} "
             f"{e.get('wrong_task_engagements', 0):>10d} {_fmt(e.get('worst_excess_cm', {}).get('max')):>12s}")
-    lines.append("hands: per-axis RMS averaged over axes and hands, after compensation engaged and blended in "
+    lines.append("takes: those averaged (compensation engaged while there was motion left to score) / all; "
+                 "hands: per-axis RMS averaged over axes and hands, after compensation engaged and blended in "
                  "(same window without compensation); whole: over the whole take; wrong task: takes on which "
                  "compensation began with another task; worst excess: the most the compensated hand stayed "
                  "farther off than without compensation for 0.2 s in a row [cm], over all takes.")
+    lines += _late_engagement_lines(summary)
     lines += _per_task_lines(summary)
     return "\n".join(lines)
+
+
+def _late_engagement_lines(summary: dict) -> list[str]:
+    """Say which round trips left engaged takes out of the means, and why."""
+    lines = []
+    for label, e in summary["rtt"].items():
+        late = e.get("engaged_late_takes", 0)
+        if late:
+            lines.append(f"RTT {label} s: {late} take(s) engaged only after the operator's motion had ended "
+                         "(nothing left to score); left out of the window means, counted in 'whole'.")
+    return lines
 
 
 def _per_task_lines(summary: dict) -> list[str]:

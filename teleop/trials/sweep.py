@@ -3,7 +3,10 @@
 Aggregation follows the thesis (Table 5.3, Fig. 5.18): per take, the RMS errors over the
 window after compensation engaged and blended in (the uncompensated run of the take is
 scored over the same window), then mean and standard deviation over the takes that
-engaged. The same figures over the whole take (mean over all takes) and the time until
+engaged while there was still motion to score. A take that engaged only after the operator
+had finished (a late recognition on a short take) has an empty window: it is counted apart
+(``engaged_late_takes``) and left out of every window mean, so that the counts the table
+prints are the takes it averaged. The same figures over the whole take (mean over all takes) and the time until
 engagement (from the start of the padded take, lead-in rest included) are reported too,
 since a late engagement hides error outside the window.
 """
@@ -58,14 +61,17 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
     summary = {"rtt": {}}
     for label, (rtt, pairs) in zip(labels, results.items()):
         engaged = [(c, n) for c, n in pairs if c.engaged_at is not None]
+        scored = [(c, n) for c, n in engaged if _has_window(c)]
         entry = {}
         for name, idx in (("comp", 0), ("nocomp", 1)):
-            runs = [pair[idx] for pair in engaged]
+            runs = [pair[idx] for pair in scored]
             row = {m: _mean([r.window[m] for r in runs]) for m in METRICS}
             row.update({f"{m}_std": _std([r.window[m] for r in runs]) for m in METRICS})
             row["whole"] = {m: _mean([pair[idx].whole[m] for pair in pairs]) for m in METRICS}
             entry[name] = row
         entry["engaged_takes"] = len(engaged)
+        entry["scored_takes"] = len(scored)
+        entry["engaged_late_takes"] = len(engaged) - len(scored)
         entry["takes"] = len(pairs)
         entry["engage_after_s"] = _mean([c.engaged_at for c, _ in engaged])
         # Takes on which compensation began with another task than the take's own (the
@@ -78,6 +84,12 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
         entry["per_task"] = _per_task(pairs)
         summary["rtt"][label] = entry
     return summary
+
+
+def _has_window(comp: TakeResult) -> bool:
+    """The take has ticks to score after engagement (False when compensation engaged after
+    the operator's motion had ended: nothing it did could be seen before the take ended)."""
+    return comp.window.get("hand_cm") is not None and bool(np.isfinite(comp.window["hand_cm"]))
 
 
 def _wrong_start(comp: TakeResult) -> bool:
@@ -105,7 +117,7 @@ def _check_labels(results: dict, labels: Sequence[str]) -> None:
 
 
 def _per_task(pairs: list[tuple[TakeResult, TakeResult]]) -> dict:
-    """Where the error is: per task label (takes without one: ""), the engaged takes' hands
+    """Where the error is: per task label (takes without one: ""), the scored takes' hands
     error in the window with and without compensation [cm] (means) and the wrong starts
     (of all its takes, as in the summary; never for the takes without a label, see
     :func:`_wrong_start`)."""
@@ -113,10 +125,12 @@ def _per_task(pairs: list[tuple[TakeResult, TakeResult]]) -> dict:
     for label in sorted({c.label or "" for c, _ in pairs}):
         takes = [(c, n) for c, n in pairs if (c.label or "") == label]
         engaged = [(c, n) for c, n in takes if c.engaged_at is not None]
+        scored = [(c, n) for c, n in engaged if _has_window(c)]
         tasks[label] = {"takes": len(takes),
                         "engaged_takes": len(engaged),
-                        "hand_cm_comp": _mean([c.window["hand_cm"] for c, _ in engaged]),
-                        "hand_cm_nocomp": _mean([n.window["hand_cm"] for _, n in engaged]),
+                        "scored_takes": len(scored),
+                        "hand_cm_comp": _mean([c.window["hand_cm"] for c, _ in scored]),
+                        "hand_cm_nocomp": _mean([n.window["hand_cm"] for _, n in scored]),
                         "wrong_task_engagements": sum(1 for c, _ in takes if _wrong_start(c))}
     return tasks
 
