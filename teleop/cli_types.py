@@ -105,19 +105,41 @@ def address(text: str) -> str:
     return text
 
 
+#: Longest round trip [s] a demo or trial accepts. The compensation predicts one motion a
+#: few seconds ahead (the thesis's trials go to 4 s); past ~10 s the operator has finished any
+#: motion of the libraries before its first command arrives, and a trial would score only how
+#: early the robot reaches the final pose (and pad every take with a round trip of rest: 1e9 s
+#: exhausted the memory).
+MAX_ROUND_TRIP_S = 10.0
+
+
+def round_trip(text: str) -> float:
+    """A round-trip delay [s] in [0, :data:`MAX_ROUND_TRIP_S`]."""
+    value = non_negative_float(text)
+    if value > MAX_ROUND_TRIP_S:
+        raise argparse.ArgumentTypeError(
+            f"round trip {text} s is above the {MAX_ROUND_TRIP_S:g} s this product models: the operator would "
+            "finish a motion long before its first command reached the robot")
+    return value
+
+
 def delay_list(text: str) -> list[str]:
-    """A comma-separated, non-empty list of finite delays >= 0 [s], e.g. ``0,0.5,1.5``.
+    """A comma-separated, non-empty list of round-trip delays [s] in [0, :data:`MAX_ROUND_TRIP_S`],
+    e.g. ``0,0.5,1.5``.
 
     Returned as the items' text, checked (results are keyed by the delays as written), in
     the order given. A delay given twice, even written differently (``3,3.0``), is refused:
-    the two runs would be merged under one delay.
+    the two runs would be merged under one delay. An empty item (``1,,2``) is refused: it is
+    a typo, not a delay.
     """
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    if not items:
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
         raise argparse.ArgumentTypeError("give at least one delay, e.g. 1.5 or 0,1.5,3")
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty item; write the delays as e.g. 0,1.5,3")
     seen: dict[float, str] = {}
     for item in items:
-        value = non_negative_float(item)
+        value = round_trip(item)
         if value in seen:
             raise argparse.ArgumentTypeError(f"delay {item} is given twice ({seen[value]} and {item}); "
                                              "list each delay once")

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from teleop.cli_types import non_negative_float, positive_float
+from teleop.cli_types import positive_float, round_trip
 from teleop.data_args import check_out_folder
 
 
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("out") / "demo", help="output folder (default: out/demo)")
     p.add_argument("--duration", type=positive_float, default=20.0, help="simulated session length [s] (default: 20); a motion under way then is finished "
                         "and the session ends with the operator and the robot at rest")
-    p.add_argument("--rtt", type=non_negative_float, default=1.5, help="round-trip delay [s] (default: 1.5)")
+    p.add_argument("--rtt", type=round_trip, default=1.5, help="round-trip delay [s], at most 10 (default: 1.5)")
     p.add_argument("--seed", type=int, default=7, help="seed of the operator and the link")
     p.add_argument("--headless", action="store_true", help="print only the summary JSON on stdout")
     p.set_defaults(func=_run)

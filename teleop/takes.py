@@ -39,6 +39,7 @@ import filecmp
 import re
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -71,6 +72,19 @@ class Take:
     label: str
     performer: str
     trajectory: ReferenceTrajectory
+
+
+def _npz_format(path: Path) -> str | None:
+    """The ``format`` member of a .npz (the product's own files name themselves), or None
+    (none, or not a readable .npz: the motion reader then says so, naming the file)."""
+    from retarget.npz_checks import CheckedNpz
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            members = CheckedNpz(data)
+            return str(members["format"]) if "format" in members else None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error):
+        return None
 
 
 def _is_reference_npz(path: Path) -> bool:
@@ -198,6 +212,25 @@ def check_left_out(train: Sequence[tuple[Path, str]], test: Sequence[tuple[Path,
                              "set, or drop --leave-one-out")
 
 
+def tasks_not_learned(train: Sequence[tuple[Path, str]], test: Sequence[tuple[Path, str]],
+                      leave_one_out: bool) -> list[tuple[Path, str, str]]:
+    """The test takes whose task no training take teaches (with ``leave_one_out``: no training
+    take other than itself), as (file, label, why) with ``why`` a sentence for the user.
+    Takes are (file, label) pairs: runs before anything is read."""
+    tasks = ", ".join(sorted({lab for _, lab in train}))
+    out = []
+    for path, label in test:
+        if any(lab == label and not (leave_one_out and same_take(f, path)) for f, lab in train):
+            continue
+        if any(lab == label for _, lab in train):
+            why = (f"--leave-one-out: {path} is the only training take of task {label!r}, so no library is "
+                   "left that knows it; give at least two takes of each test task")
+        else:
+            why = f"test take {path} is of task {label!r}, which the training takes do not have (tasks: {tasks})"
+        out.append((path, label, why))
+    return out
+
+
 def recording_motion(path: Path) -> HumanMotion:
     """The operator input recorded in ``path`` (a ``teleop operator --record`` recording:
     its ``/operator/segments``, the raw human motion, whole) as one motion, so that
@@ -238,7 +271,13 @@ def check_human_motion_file(path: Path) -> None:
     """Refuse, saying what to do instead, robot references given where human motion is
     needed (a ReferenceTrajectory .npz from `teleop dataset export` or `teleop retarget`),
     which the motion reader would only call "not a human motion file". Raises ValueError."""
+    from promp.library import FORMAT_NAME as LIBRARY_FORMAT
+
     path = Path(path)
+    if path.is_file() and path.suffix.lower() == ".npz" and _npz_format(path) == LIBRARY_FORMAT:
+        raise ValueError(f"{path}: a ProMP task library (made by teleop train), not a motion: give it to "
+                         f"teleop robot --library {path}; teleop train, eval and trial learn their own from "
+                         "folders of takes")
     if path.is_file() and path.suffix.lower() == ".npz" and _is_reference_npz(path):
         raise ValueError(f"{path}: robot references (already retargeted), not a human motion: teleop train, eval "
                          f"and trial take it as a take (e.g. teleop train {path}, labelled {path.parent.name!r}); "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 from teleop.cli_types import int_at_least
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_output_location,
                                read_take_files, robot_target_of, take_files)
-from teleop.takes import check_left_out, list_take_files, same_take
+from teleop.takes import check_left_out, list_take_files, same_take, tasks_not_learned
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
 
@@ -69,6 +70,23 @@ def _learn(takes, basis: int = 20, covariance: str = "full"):
                          basis=RBFBasis(basis), covariance=covariance)
 
 
+def _each_once(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """The (file, label) takes with each file once (by resolved path), saying on stderr how
+    many were given more than once (``train S S``, or a dataset and one of its task folders):
+    a take learned twice would count double in its task's mean and covariance."""
+    seen: set[Path] = set()
+    out = []
+    for path, label in files:
+        key = Path(path).resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append((path, label))
+    if len(out) < len(files):
+        print(f"note: {len(files) - len(out)} take(s) given more than once (overlapping folders); each is learned once",
+              file=sys.stderr)
+    return out
+
+
 def _train(args: argparse.Namespace) -> int:
     if args.out.is_dir():   # found now, not after the learning
         raise ValueError(f"-o {args.out} is a folder: give the library file to write, e.g. {args.out / 'library.npz'}")
@@ -79,7 +97,8 @@ def _train(args: argparse.Namespace) -> int:
     listed = [pair for root in args.data for pair in list_take_files(root, warn=lambda _: None)]  # said once, above
     check_filter_names(args, listed, ", ".join(str(root) for root in args.data))
     target = robot_target_of(args)
-    takes = [take for files in chosen for take in read_take_files(args, files, target)]
+    files = _each_once([pair for files in chosen for pair in files])
+    takes = read_take_files(args, files, target)
     counts = Counter(t.label for t in takes)
     library = _learn(takes, args.basis, args.covariance)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -95,16 +114,9 @@ def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]]
     """Every test take's task must be learned from the training takes (with --leave-one-out:
     from the training takes other than itself), else it cannot be scored. Takes are
     (file, label) pairs, so this runs before anything is read."""
-    for path, label in test:
-        learned_from = [f for f, lab in train if lab == label and not (leave_one_out and same_take(f, path))]
-        if learned_from:
-            continue
-        tasks = ", ".join(sorted({lab for _, lab in train}))
-        if any(lab == label for _, lab in train):
-            raise ValueError(f"--leave-one-out: {path} is the only training take of task {label!r}, "
-                             "so no library is left that knows it; give at least two takes of each test task")
-        raise ValueError(f"test take {path} is of task {label!r}, which the training takes do not have "
-                         f"(tasks: {tasks})")
+    unlearned = tasks_not_learned(train, test, leave_one_out)
+    if unlearned:
+        raise ValueError(unlearned[0][2])
     if leave_one_out:
         check_left_out(train, test)
 
@@ -205,7 +217,9 @@ def _eval(args: argparse.Namespace) -> int:
     for level in ("none", "recog", "quarter", "half"):
         print(f"{level:10s} {result['hand_rms_cm'][level]:18.2f} {result['hand_rms_prior_cm'][level]:14.2f} "
               f"{result['hand_rms_whole_cm'][level]:18.2f} {result['posture_rms_rad'][level]:15.3f}")
-    print("(unconditioned: the prior mean's error over the same unobserved part)")
+    print("(observed: none; recog = the first 1 s, predicted as the task the estimator then recognised, right or "
+          "wrong; quarter, half = that fraction of the motion. unconditioned: the prior mean's error over the "
+          "same unobserved part)")
     print(f"2-sigma coverage of the unobserved part at 1/2: {result['coverage_2sigma']:.1%}")
     if len(result["per_task"]) > 1:
         width = max(12, *(len(label) for label in result["per_task"]))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from teleop.cli_types import delay_list, probability
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
                                take_files)
-from teleop.takes import check_left_out, same_take
+from teleop.takes import check_left_out, same_take, tasks_not_learned
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,12 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the operator sees the robot do and what the operator does. Virtual time.")
     p.add_argument("--train", type=Path, required=True, help="folder of training takes (one folder per task)")
     p.add_argument("--test", type=Path, required=True, help="folder of test takes")
-    p.add_argument("--rtt", type=delay_list, default="0,0.5,1,1.5,2,3,4", help="comma-separated round trips [s] (default: 0,0.5,1,1.5,2,3,4)")
+    p.add_argument("--rtt", type=delay_list, default="0,0.5,1,1.5,2,3,4",
+                   help="comma-separated round trips [s], each at most 10 (default: 0,0.5,1,1.5,2,3,4)")
     p.add_argument("--leave-one-out", action="store_true",
                    help="each test take is predicted by a library trained on all other training takes")
     p.add_argument("--seed", type=int, default=0, help="seed of the delay model")
     p.add_argument("--loss", type=probability, default=0.0, help="forward packet loss probability, in [0, 1)")
-    p.add_argument("--out", type=Path, default=Path("out") / "trial", help="folder for the table and plots")
+    p.add_argument("--out", type=Path, default=Path("out") / "trial", help="folder for the table and plots (default: out/trial)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--realtime", action="store_true",
                    help="run the real stations through the real UDP proxy on loopback (wall-clock time)")
@@ -37,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def check_leave_one_out(train: list[tuple[Path, str]], test: list[tuple[Path, str]]) -> None:
     """Each test take must leave some training take to learn from. (Unlike ``eval promp``, a
-    test task the library lacks is a valid trial: it measures wrong-task engagement.)"""
+    test task the library lacks is a valid trial: it measures wrong-task engagement; see
+    :func:`warn_unlearned_tasks`.)"""
     check_left_out(train, test)
     for path, _ in test:
         if all(same_take(f, path) for f, _ in train):
@@ -52,9 +55,39 @@ def read_trial_takes(args: argparse.Namespace) -> tuple[list[str], list[float], 
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
     if args.leave_one_out:
         check_leave_one_out(train_files, test_files)
+    warn_unlearned_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
-    return labels, [float(x) for x in labels], train, test
+    rtts = [float(x) for x in labels]
+    warn_round_trips_past_the_takes(rtts, [t.trajectory for t in test])
+    return labels, rtts, train, test
+
+
+def warn_unlearned_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]], leave_one_out: bool) -> None:
+    """Say which test takes are of a task their library does not know. Such a trial is valid
+    (it measures whether compensation starts a wrong motion, the "wrong task" column), but
+    unlike ``eval promp``, which refuses them, it must not pass for a trial of known tasks."""
+    unlearned = tasks_not_learned(train, test, leave_one_out)
+    if not unlearned:
+        return
+    print(f"note: {len(unlearned)} of {len(test)} test takes are of a task their library does not know; "
+          "their compensation can only start a wrong task or stay out (see 'wrong task'):", file=sys.stderr)
+    for _, _, why in unlearned[:5]:
+        print(f"  {why}", file=sys.stderr)
+    if len(unlearned) > 5:
+        print(f"  ... and {len(unlearned) - 5} more", file=sys.stderr)
+
+
+def warn_round_trips_past_the_takes(rtts: list[float], takes: list) -> None:
+    """Say which round trips [s] have a forward delay (half the round trip) longer than every
+    test take: the operator has finished each take before its first command reaches the robot, so the figures measure how soon
+    the robot shows the final pose, not how well it follows a motion."""
+    longest = max((float(t.times[-1] - t.times[0]) for t in takes), default=0.0)
+    past = [f"{r:g}" for r in rtts if r / 2.0 > longest]
+    if past and takes:
+        print(f"note: at round trip(s) {', '.join(past)} s the forward delay exceeds the longest test take "
+              f"({longest:.2f} s): the operator finishes before the first command arrives, and those rows score only how soon the robot shows "
+              "the final pose", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:

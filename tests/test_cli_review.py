@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SYNTHETIC, run_cli, synthetic_dataset
+from conftest import SYNTHETIC, error_line, run_cli, synthetic_dataset
 from teleop.cli import main
 from teleop.robot.description import DescriptionError, load_description
 from teleop.robot.model import RobotModel
-from tests.test_cli_bad_input_data import error_line
+
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,6 +84,16 @@ def test_train_checks_filter_names_across_all_its_folders(tmp_path, capsys):
     rc, out, err = run_cli(capsys, "train", a, b, "--tasks", "squat,reach_forward", "-o", tmp_path / "lib.npz")
     assert rc == 0, err
     assert "learned 2 tasks from 5 takes" in out
+
+
+def test_train_learns_a_take_given_twice_once(tmp_path, capsys):
+    """`train S S` (or a dataset and one of its task folders) learned every take twice: a
+    duplicated take counts double in its task's mean and covariance."""
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2, "reach_forward": 2})
+    rc, out, err = run_cli(capsys, "train", data, data / "squat", "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    assert "learned 2 tasks from 4 takes" in out
+    assert "note: 2 take(s) given more than once" in err
 
 
 @pytest.mark.parametrize("command", ["train", "eval"])

@@ -99,3 +99,51 @@ def test_the_error_vs_delay_plot_draws_the_points_in_increasing_round_trip(tmp_p
     expected = ([0.5, 2.0, 4.0], [0.75, 2.25, 4.25], [1.0, 4.0, 8.0], [1.75, 4.75, 8.75])
     for line, y in zip(lines, expected):
         np.testing.assert_allclose(line.get_ydata(), y, rtol=1e-12, err_msg=line.get_label())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1e9", "above the 10 s this product models"),
+    ("0,60", "above the 10 s this product models"),
+    ("1,,2", "has an empty item"),
+])
+def test_the_trial_refuses_round_trips_it_cannot_mean_with_a_usage_message(capsys, text, message):
+    """Before: --rtt 1e9 ran into a MemoryError traceback padding the takes, 60 s on a 5 s
+    take printed a meaningless 17x "win", and 1,,2 silently ran 1 and 2."""
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["trial", "--train", "a", "--test", "b", "--rtt", text])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --rtt:" in err and message in err
+
+
+def test_the_demo_refuses_a_round_trip_past_the_modelled_range(capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["demo", "--rtt", "1e9"])
+    assert exc.value.code == 2
+    assert "argument --rtt: round trip 1e9 s is above the 10 s" in capsys.readouterr().err
+
+
+def test_the_trial_says_which_test_takes_its_library_does_not_know(tmp_path, capsys):
+    """A trial on a task the library lacks is valid (it measures wrong starts) but is said so;
+    before, it ran silently, while `eval promp` refused the same takes."""
+    from conftest import run_cli, synthetic_dataset
+
+    train = synthetic_dataset(tmp_path / "train", {"squat": 2})
+    test = synthetic_dataset(tmp_path / "test", {"reach_forward": 1})
+    rc, out, err = run_cli(capsys, "trial", "--train", train, "--test", test, "--rtt", "0", "--json",
+                           "--out", tmp_path / "out")
+    assert rc == 0
+    assert "1 of 1 test takes are of a task their library does not know" in err
+    assert "'reach_forward', which the training takes do not have (tasks: squat)" in err
+
+
+def test_the_trial_warns_when_the_forward_delay_outlasts_every_take(capsys):
+    from retarget.references import FLAT_SIZE, ReferenceTrajectory
+    from teleop.trial_cli import warn_round_trips_past_the_takes
+
+    take = ReferenceTrajectory(np.linspace(0.0, 3.0, 31), np.zeros((31, FLAT_SIZE)), label="squat")
+    warn_round_trips_past_the_takes([1.5, 6.0, 8.0], [take])
+    err = capsys.readouterr().err
+    assert "round trip(s) 8 s the forward delay exceeds the longest test take (3.00 s)" in err
+    warn_round_trips_past_the_takes([1.5, 6.0], [take])
+    assert capsys.readouterr().err == ""

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing as mp
 import tempfile
 import threading
