@@ -87,6 +87,17 @@ class HumanMotion:
         self.orientations = np.asarray(self.orientations, dtype=float)
         self.segment_names = tuple(self.segment_names)
         n_t, n_s = len(self.times), len(self.segment_names)
+        if self.times.ndim != 1:
+            raise MotionFormatError(f"{self.source}: times must be (T,), got {self.times.shape}")
+        if not np.all(np.isfinite(self.times)):
+            raise MotionFormatError(f"{self.source}: sample times must be finite numbers")
+        steps = np.diff(self.times)
+        if np.any(steps <= 0):
+            # Everything downstream (resampling, phase, the ProMP) reads time as increasing;
+            # a clip whose time goes back or stands still is a corrupt file, said here once.
+            k = int(np.argmax(steps <= 0))
+            raise MotionFormatError(f"{self.source}: sample times must increase, but sample {k + 1} is at "
+                                    f"{self.times[k + 1]:.6g} s after sample {k} at {self.times[k]:.6g} s")
         unknown = set(self.segment_names) - set(SEGMENTS)
         if unknown:
             raise MotionFormatError(f"{self.source}: unknown segment names {sorted(unknown)}")

@@ -56,6 +56,13 @@ def synthetic_dataset(root: Path, tasks: dict[str, int]) -> Path:
     return root
 
 
+def error_line(err: str) -> str:
+    """The ``teleop CMD: error: ...`` line (the progress bar may share stderr)."""
+    lines = [ln for ln in err.splitlines() if ": error: " in ln]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0].split(": error: ", 1)[1]
+
+
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
     """``teleop ARGV`` in-process: (exit code, stdout, stderr)."""
     from teleop.cli import main

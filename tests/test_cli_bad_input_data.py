@@ -10,15 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SYNTHETIC, run_cli, shared_data, synthetic_dataset
+from conftest import SYNTHETIC, error_line, run_cli, shared_data, synthetic_dataset
 from teleop.cli import main
-
-
-def error_line(err: str) -> str:
-    """The ``teleop CMD: error: ...`` line (the progress bar may share stderr)."""
-    lines = [ln for ln in err.splitlines() if ": error: " in ln]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0].split(": error: ", 1)[1]
 
 
 def usage_error(capsys, *argv: str) -> str:

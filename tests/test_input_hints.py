@@ -11,17 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SYNTHETIC, run_cli, shared_data, synthetic_dataset
+from conftest import SYNTHETIC, error_line, run_cli, shared_data, synthetic_dataset
 from retarget.human import HumanMotion, MotionFormatError
 from retarget.references import RobotReferences
 from teleop.cli import main
-
-
-def error_line(err: str) -> str:
-    """The ``teleop CMD: error: ...`` line (the progress bar may share stderr)."""
-    lines = [ln for ln in err.splitlines() if ": error: " in ln]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0].split(": error: ", 1)[1]
 
 
 # ---------------------------------------------------------------- 1. dataset roots one level too deep
@@ -164,6 +157,22 @@ def test_exported_episodes_are_takes_for_train_and_refused_by_retarget_with_the_
             "motion file it was made from")
     rc, out, err = run_cli(capsys, "train", exported, "-o", tmp_path / "lib2.npz")   # as the message says
     assert rc == 0 and "squat" in out, err
+
+
+def test_a_task_library_given_as_a_motion_says_what_it_is_and_where_it_goes(tmp_path, capsys):
+    """A library from `teleop train` given to retarget, or left in a trial's take folder, said
+    only "not a human motion file (expected format humanmotion-v1)"."""
+    data = synthetic_dataset(tmp_path / "data", {"squat": 2})
+    library = tmp_path / "lib.npz"
+    assert run_cli(capsys, "train", data, "-o", library)[0] == 0
+    expected = (f"{library}: a ProMP task library (made by teleop train), not a motion: give it to teleop robot "
+                f"--library {library}; teleop train, eval and trial learn their own from folders of takes")
+    rc, _, err = run_cli(capsys, "retarget", library, "--out", tmp_path / "r")
+    assert rc == 1 and error_line(err) == expected
+    library.rename(data / "squat" / "lib.npz")
+    library = data / "squat" / "lib.npz"
+    rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--rtt", "1", "--out", tmp_path / "t")
+    assert rc == 1 and error_line(err) == expected.replace(str(tmp_path / "lib.npz"), str(library))
 
 
 # ---------------------------------------------------------------- 3. calibrate-sim --data FOLDER

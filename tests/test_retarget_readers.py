@@ -389,3 +389,20 @@ def test_an_mvnx_frame_nested_in_a_frame_is_a_located_error(tmp_path):
     with pytest.raises(MotionFormatError, match="<frame> inside another <frame>") as e:
         read_motion(path)
     assert_located(e, path, line)
+
+
+def test_a_motion_whose_time_goes_backwards_is_refused_naming_file_and_sample(tmp_path, capsys):
+    """`teleop retarget` used to retarget such a clip (and `train` refused it later, deep in the
+    ProMP): every reader now refuses it where the motion is made."""
+    from conftest import SYNTHETIC, error_line, run_cli
+
+    m = read_motion(SYNTHETIC / "squat" / "squat_0.npz")
+    m.times[6] = m.times[4]                  # a glitch in the producer's clock
+    m.save_npz(tmp_path / "glitch.npz")
+    with pytest.raises(MotionFormatError, match=r"sample times must increase, but sample 6 is at"):
+        read_motion(tmp_path / "glitch.npz")
+    rc, _, err = run_cli(capsys, "retarget", tmp_path / "glitch.npz", "--out", tmp_path / "out")
+    assert rc == 1
+    assert "glitch.npz: sample times must increase" in error_line(err)
+    with pytest.raises(MotionFormatError, match="finite"):
+        HumanMotion(np.array([0.0, np.nan]), ("pelvis",), np.zeros((2, 1, 3)), np.ones((2, 1, 4)))
