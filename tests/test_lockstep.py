@@ -97,6 +97,24 @@ def test_ten_thousand_steps_with_a_controller_in_another_process(server):
     assert summary["max_tracking_error_rad"] < 0.15
 
 
+def test_the_demo_clients_tracking_error_is_null_until_measured(robot):
+    """A session that ends within the start-up transient (0.5 s) tracked nothing: it reported
+    max_tracking_error_rad 0.0, which reads as perfect tracking."""
+    from teleop.robot.model import NQ_BASE
+    from teleop.sim.lockstep_client import make_demo_controller
+
+    joints = [i for i, name in enumerate(robot.joint_names) if "shoulder_pitch" in name]
+    welcome = {"joint_names": robot.joint_names, "controlled_joints": joints}
+    controller, stats = make_demo_controller(welcome, robot=robot)
+    q = np.zeros(robot.model.nq)
+    q[NQ_BASE:] = robot.home_joints()
+    state = ls.State(0, 0.1, q, np.zeros(robot.model.nv), np.zeros(len(robot.joint_names)))
+    controller(state)
+    assert stats["max_tracking_error_rad"] is None
+    controller(ls.State(1, 1.5, q, state.v, state.tau))     # the swing's trough: 0.2 rad off home
+    assert stats["max_tracking_error_rad"] == pytest.approx(0.2, abs=1e-9)
+
+
 @pytest.mark.parametrize("fault, applied, words", [("skip", 100, ["expected command seq 100", "got 101", "skipped"]),
                                                    ("duplicate", 101, ["expected command seq 101", "got 100",
                                                                        "duplicated"])])

@@ -50,7 +50,9 @@ def test_eye_frames_exist_and_are_apart(robot):
 
 
 def test_unknown_description_gives_clear_error():
-    with pytest.raises(DescriptionError, match="no robot description"):
+    # The names as a user types them (was "(available: ['icub'])", a Python list).
+    with pytest.raises(DescriptionError, match=r"no robot description 'no_such_robot' \(available: icub; or the "
+                                               r"path of a description \.toml\)"):
         load_description("no_such_robot")
 
 

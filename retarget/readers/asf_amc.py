@@ -341,5 +341,4 @@ def find_asf(amc_path) -> Path:
     if len(local) == 1:
         return local[0]
     raise error(amc_path, None, f"cannot find its ASF skeleton: put it next to the take as {amc_path.stem}.asf "
-                "(or as the folder's only .asf, or HDM05's ../skeletons/HDM_<performer>.asf); in Python, pass "
-                "asf_path=")
+                "(or as the folder's only .asf, or HDM05's ../skeletons/HDM_<performer>.asf)")

@@ -140,9 +140,11 @@ def run_netem(args: argparse.Namespace) -> int:
                                allow_remote=args.allow_remote)
         except OSError as exc:   # binding --listen (--target resolved above): in use, not of this machine
             raise OSError(f"--listen {args.listen}: {exc.strerror or exc}") from None
-    except (ValueError, PermissionError, OSError) as exc:
+    except (ValueError, OSError) as exc:
+        # 1 as every command for what is found after the options parsed (options that
+        # contradict each other, an address in use); argparse's 2 is for a malformed value.
         print(f"teleop netem: error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     with proxy:
         print(f"netem: {proxy.listen_address[0]}:{proxy.listen_address[1]} → "
               f"{proxy.target[0]}:{proxy.target[1]} | forward {_describe(forward)} | "

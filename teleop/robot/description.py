@@ -149,7 +149,8 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
         path = DESCRIPTIONS_DIR / f"{name_or_path}.toml"
     if not path.is_file():
         available = sorted(p.stem for p in DESCRIPTIONS_DIR.glob("*.toml"))
-        raise DescriptionError(f"no robot description {name_or_path!r} (available: {available})")
+        raise DescriptionError(f"no robot description {name_or_path!r} (available: {', '.join(available) or 'none'}; "
+                               "or the path of a description .toml)")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from teleop.cli import runs_on_without_its_reader
@@ -87,8 +88,14 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValueError(f"--joints: {exc.args[0]} (groups: {groups})") from None
     sim = Simulation(robot, visual=False, fixed_base=not args.floating_base)
     try:
-        with LockstepServer(sim, joints, host=args.host, port=args.port, max_steps=args.max_steps,
-                            command_timeout=args.timeout, clip_torques=not args.no_clip) as server:
+        try:
+            server = LockstepServer(sim, joints, host=args.host, port=args.port, max_steps=args.max_steps,
+                                    command_timeout=args.timeout, clip_torques=not args.no_clip)
+        except OSError as exc:   # the port in use (another server?) or the host not of this machine
+            # socket.create_server's strerror adds "(while attempting to bind on address (...))".
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise OSError(f"--port {args.port} on {args.host}: {reason}") from None
+        with server:
             host, port = server.address
             # With --json, stdout carries only the JSON session reports: the banner goes to stderr.
             print(f"lock-step server on {host}:{port}: {len(joints)} joints ({', '.join(names)}), "

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from teleop.cli_types import finite_float, port as port_number, positive_float, positive_int
-from teleop.sim.lockstep import (BYE, COMMAND, ERROR, HELLO, MESSAGE_NAMES, MODE_POSITION, MODE_TORQUE, STATE,
+from teleop.sim.lockstep import (BYE, ERROR, HELLO, MESSAGE_NAMES, MODE_POSITION, MODE_TORQUE, STATE,
                                  VERSION, WELCOME, E_PAYLOAD, E_SEQUENCE, E_UNEXPECTED, LockstepError,
                                  SequenceError, State,
                                  decode_error, decode_json, decode_state, encode_command, encode_error,
@@ -209,13 +209,15 @@ def make_demo_controller(welcome: dict, amplitude: float = 0.2, period: float = 
     impedance = JointImpedance(robot, joints, stiffness=stiffness)
     home = robot.home_joints()
     swing = np.array([("shoulder_pitch" in robot.joint_names[j]) for j in joints], dtype=float)
-    stats = {"max_tracking_error_rad": 0.0}
+    # None until measured: a session that ends within the start-up transient tracked nothing,
+    # and 0.0 would read as perfect tracking.
+    stats = {"max_tracking_error_rad": None}
 
     def controller(state: State):
         desired = home[joints] + swing * amplitude * np.sin(2 * np.pi * state.t / period)
         err = float(np.max(np.abs(desired - state.q[NQ_BASE + joints])))
         if state.t > 0.5:  # after the start-up transient
-            stats["max_tracking_error_rad"] = max(stats["max_tracking_error_rad"], err)
+            stats["max_tracking_error_rad"] = max(stats["max_tracking_error_rad"] or 0.0, err)
         if mode == "position":
             return MODE_POSITION, desired
         return MODE_TORQUE, impedance.torques(state.q, state.v, desired).tau
