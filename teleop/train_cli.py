@@ -203,7 +203,7 @@ def _eval(args: argparse.Namespace) -> int:
     check_test_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
-    result = evaluate(train, test, args.leave_one_out, progress=not args.json)
+    result = evaluate(train, test, args.leave_one_out, progress=True)   # on stderr, --json or not
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(result, indent=1))
     _plot_examples(train, test, args.leave_one_out, args.out / "predictions.png")

@@ -110,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
             library = _learn(train)
             cases = [SweepCase(t.trajectory, library) for t in test]
         results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss),
-                            progress=not args.json)
+                            progress=True)   # on stderr: --json keeps stdout for the JSON
         summary = summarise(results, labels)
         summary_name = "summary.json"
     args.out.mkdir(parents=True, exist_ok=True)

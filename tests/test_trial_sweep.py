@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -135,6 +136,8 @@ def test_the_trial_says_which_test_takes_its_library_does_not_know(tmp_path, cap
     assert rc == 0
     assert "1 of 1 test takes are of a task their library does not know" in err
     assert "'reach_forward', which the training takes do not have (tasks: squat)" in err
+    assert "trials: 100%" in err           # progress on stderr with --json too (stdout: the JSON alone)
+    assert json.loads(out)["rtt"]["0"]["takes"] == 1
 
 
 def test_the_trial_warns_when_the_forward_delay_outlasts_every_take(capsys):

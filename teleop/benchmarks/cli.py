@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         elif value is not None:
             print(f"teleop bench {args.name}: {reads}; --{option} ignored", file=sys.stderr)
     if "progress" in accepts:
-        options["progress"] = not args.json
+        options["progress"] = True   # on stderr: --json keeps stdout for the JSON
     result = module.run(**options)
     if "out" in options:
         print(f"plots written to {args.out}/", file=sys.stderr)

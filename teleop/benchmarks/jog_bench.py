@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path, help="folder for plots (figure8.png)")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, out=args.out, progress=not args.json)
+    result = run(quick=args.quick, out=args.out, progress=True)   # on stderr, --json or not
     print(json.dumps(result) if args.json else format_table(result))
     return 0
 

@@ -346,7 +346,7 @@ def run_realtime_trial(args: argparse.Namespace):
         results: dict[float, list] = {rtt: [] for rtt in rtts}
         rates = []
         jobs = [(rtt, i) for rtt in rtts for i in range(len(test))]
-        for rtt, i in progress_bar(jobs, desc="real-time trials", enabled=not args.json, leave=True):
+        for rtt, i in progress_bar(jobs, desc="real-time trials", leave=True):
             comp = run_take_realtime(test[i].trajectory, rtt, libraries[i], seed=args.seed * 100_003 + i,
                                      settings=settings)
             nocomp = run_take_realtime(test[i].trajectory, rtt, None, seed=args.seed * 100_003 + i,

@@ -69,7 +69,8 @@ def _settings(args: argparse.Namespace):
     from teleop.tuning.motions import read_human_motion
 
     settings = ExperimentSettings.quick() if args.quick else ExperimentSettings()
-    settings.progress = settings.optimiser.progress = not args.json and not args.quick
+    # Progress goes to stderr: --json keeps stdout for the JSON alone, and a long run still shows it.
+    settings.progress = settings.optimiser.progress = not args.quick
     settings.relay_per_heuristic = args.relay_per_heuristic
     # Each override changes one setup only: without that setup it would silently do nothing.
     for option, value, number in (("--payload-kg", args.payload_kg, 4), ("--limited-torque", args.limited_torque, 3)):
