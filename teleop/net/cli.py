@@ -9,6 +9,7 @@ the handler runs.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 
@@ -87,6 +88,14 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
         if delay_ms > args.max_delay_ms:
             raise ValueError(f"{option} {delay_ms:g} exceeds --max-delay-ms {args.max_delay_ms:g}; "
                              "raise --max-delay-ms")
+    jitter_ms = THESIS_JITTER_RATIO * args.delay_ms if args.jitter_ms is None else args.jitter_ms
+    for option, sigma, delay_ms in (("--jitter-ms", jitter_ms, args.delay_ms),
+                                    ("--back-jitter-ms", args.back_jitter_ms, back_delay)):
+        if sigma > delay_ms:
+            # Delays are clipped at 0: the link is then no longer the Gaussian the options describe.
+            print(f"teleop netem: warning: {option} {sigma:g} is more than the delay {delay_ms:g} ms: "
+                  f"{100 * _share_below_zero(delay_ms, sigma):.0f} % of the packets would have a negative delay "
+                  "and are sent at once", file=sys.stderr)
     common = dict(max_delay=ms(args.max_delay_ms), queue_limit=ms(args.queue_ms))
     forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms(args.jitter_ms), loss=args.loss,
                              duplicate=args.dup, keep_order=args.keep_order,
@@ -123,6 +132,11 @@ def _check_addresses(args: argparse.Namespace) -> None:
         if not args.allow_remote and not is_loopback(host):
             raise PermissionError(f"{option} {value}: refusing to {action} non-loopback address {host}; "
                                   "give --allow-remote to expose the proxy to the network")
+
+
+def _share_below_zero(mean_ms: float, sigma_ms: float) -> float:
+    """P(delay < 0) for a delay ~ N(mean, sigma²) [ms]: the share of packets clipped to 0."""
+    return 0.5 * (1.0 + math.erf(-mean_ms / (sigma_ms * math.sqrt(2.0))))
 
 
 def run_netem(args: argparse.Namespace) -> int:

@@ -155,7 +155,9 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(json_summary(results)))
     else:
         print(format_report(results))
-        print(f"\n{len(numbers)} setup(s) in {elapsed:.0f} s wall-clock ({args.jobs} process(es))")
+        processes = min(args.jobs, len(numbers))     # as run_experiment runs them
+        print(f"\n{len(numbers)} setup(s) in {elapsed:.0f} s wall-clock ({processes} process"
+              f"{'es' if processes > 1 else ''})")
         if files:
             print(f"written: {args.out}/ (summary.json, setup<N>_errors.png, setup<N>/<method>/"
                   "{gains,evaluation,dance,step}.json)")
