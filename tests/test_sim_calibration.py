@@ -149,5 +149,5 @@ def test_cli_makes_a_recording_and_writes_fitted_parameters(tmp_path, robot, cap
                                                                           com * scales["com_scale"])), link
     # A bad recording is a clear error naming the file, not a traceback.
     (tmp_path / "bad.json").write_text("{}")
-    assert main(["calibrate-sim", "--data", str(tmp_path / "bad.json"), "--out", str(out)]) == 2
+    assert main(["calibrate-sim", "--data", str(tmp_path / "bad.json"), "--out", str(out)]) == 1
     assert "bad.json" in capsys.readouterr().err

@@ -33,7 +33,7 @@ def _error_line(capsys) -> str:
 def test_calibrate_sim_test_recording_is_not_overwritten_without_force(recording, capsys):
     before = recording.read_bytes()
     assert main(["calibrate-sim", "--make-test-recording", str(recording), "--groups", "r_elbow",
-                 "--duration", "0.2", "--seed", "5"]) == 2
+                 "--duration", "0.2", "--seed", "5"]) == 1
     assert _error_line(capsys) == (f"teleop calibrate-sim: error: --make-test-recording {recording} exists: "
                                    "pass --force to overwrite it, or choose another file")
     assert recording.read_bytes() == before

@@ -79,7 +79,7 @@ def sniff_format(path) -> str:
     if ext == ".csv":   # a supported extension: "unsupported format (extension '.csv')" contradicted it
         raise MotionFormatError(f"{path}:1: not recognised as an Xsens MVN CSV export (first line: {first[:60]!r}): "
                                 f"{XSENS_CSV_LAYOUT}; a VR tracker CSV has a header line "
-                                "t,head_px,...,head_qz,left_hand_px,... after a '# vr-trackers v1' line (see 'Motion files' in the README)")
+                                "t,head_px,...,head_qz,left_hand_px,... (see 'Motion files' in the README)")
     raise MotionFormatError(f"{path}:1: unsupported motion format (extension {ext or 'none'!r}; "
                             "supported: Xsens CSV/MVNX, ASF/AMC, BVH, VR tracker CSV/JSON, .npz)")
 

@@ -7,14 +7,42 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Callable
 
-from teleop.cli_types import non_negative_float, positive_float, positive_int
+from teleop.cli_types import int_at_least, non_negative_float, positive_float, positive_int
 
 
 #: What a fit writes into --out.
 PARAMS_FILE, REPORT_FILE = "fitted_actuator.toml", "report.json"
+
+
+def _seed(text: str) -> int:
+    """A seed: an integer >= 0 (numpy's generators refuse negative ones, in words that name
+    no option)."""
+    return int_at_least(text, 0)
+
+
+def _option_error(message: str) -> int:
+    """Refuse a command-line option's value: one error line, exit code 2 (argparse's code,
+    for values it cannot check alone). A file or data the command cannot use is raised as
+    ValueError instead, which teleop.cli reports with exit code 1, as for every command."""
+    print(f"teleop calibrate-sim: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _reduction_text(before: float, after: float) -> str:
+    """How much lower the fitted joint RMSE is than the nominal's (RMSEs [rad]), in words
+    where a ratio means nothing: a perfect fit's ratio is infinite (or 0/0)."""
+    from teleop.sim.calibration import rmse_reduction
+
+    ratio = rmse_reduction(before, after)
+    if ratio is not None:
+        return f"{ratio:.1f}x lower"
+    if after == 0:
+        return "error 0 before and after fitting" if before == 0 else "error 0 after fitting"
+    return "no ratio: an RMSE is not finite"
 
 
 def _check_earlier_fit(out: Path, force: bool) -> None:
@@ -64,8 +92,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "fitted_actuator.toml and report.json an earlier fit left in --out")
     p.add_argument("--perturb", type=non_negative_float, default=0.2,
                    help="with --make-test-recording: hidden scales drawn in [1-P, 1+P], P < 0.7 (default 0.2)")
-    p.add_argument("--seed", type=int, default=0, help="with --make-test-recording: seed (default 0)")
-    p.add_argument("--duration", type=positive_float, default=3.0, help="with --make-test-recording: length [s] (default 3)")
+    p.add_argument("--seed", type=_seed, default=0, help="with --make-test-recording: seed >= 0 (default 0)")
+    p.add_argument("--duration", type=positive_float, default=3.0,
+                   help="with --make-test-recording: length [s] (default 3), long enough for a meaningful fit "
+                        "(10 values per fitted parameter; a shorter one is refused, saying how long)")
     p.add_argument("--noise", type=non_negative_float, default=2e-4,
                    help="with --make-test-recording: noise on the measured angles [rad] (default 2e-4)")
     p.add_argument("--groups", help="comma-separated joint groups or joints to calibrate "
@@ -75,7 +105,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fit-kp", action="store_true",
                    help="also fit the servo stiffness K_p (not identifiable together with the mass from angles "
                         "alone: see teleop/sim/calibration.py)")
-    p.add_argument("--max-evaluations", type=positive_int, default=200, help="budget of simulated replays (default 200)")
+    p.add_argument("--max-evaluations", type=positive_int, default=200,
+                   help="budget of simulated replays (default 200), at least 2 + 2 x (1 + the number of fitted "
+                        "parameters): one least-squares step")
     p.add_argument("--out", type=Path, default=Path("out") / "calibration",
                    help="folder for fitted_actuator.toml and report.json (default out/calibration)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (no progress bar)")
@@ -84,80 +116,136 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import sys
-
+    """Exit code 2 for an option value (checked before any work), 1 for a file or data the
+    command cannot use (raised, as ValueError or OSError, for teleop.cli to report)."""
     from teleop.robot.model import RobotModel
-    from teleop.sim.actuator import ActuatorFileError, description_actuator_params, load_actuator_params, \
-        write_actuator_params
-    from teleop.sim.calibration import DEFAULT_FIT, calibrate, check_recording, group_joints, make_test_recording
-    from teleop.data_args import check_out_folder, check_output_location
-    from teleop.sim.recording_io import RecordingError, load_recording, save_recording
+    from teleop.sim.calibration import DEFAULT_FIT, group_joints
 
     if (args.data is None) == (args.make_test_recording is None):
-        print("teleop calibrate-sim: error: give exactly one of --data RECORDING or --make-test-recording OUT",
-              file=sys.stderr)
-        return 2
-    out = args.make_test_recording
-    # Checked before any work: the recording is not made only to be refused when written.
-    problem = None
-    if out is not None:
-        if not 0.0 <= args.perturb < 0.7:
-            problem = f"--perturb must be in [0, 0.7), got {args.perturb:g}"
-        elif out.is_dir():
-            problem = f"--make-test-recording {out} is a folder: give a .npz or .json file"
-        elif out.suffix.lower() not in (".npz", ".json"):
-            problem = f"--make-test-recording {out}: unknown recording format (expected .npz or .json)"
-        elif out.exists() and not args.force:
-            problem = f"--make-test-recording {out} exists: pass --force to overwrite it, or choose another file"
-        else:
-            try:
-                check_output_location(out, "--make-test-recording")
-            except ValueError as exc:
-                problem = str(exc)
+        return _option_error("give exactly one of --data RECORDING or --make-test-recording OUT")
+    problem = _test_recording_option_problem(args) if args.make_test_recording is not None else None
     if problem:
-        print(f"teleop calibrate-sim: error: {problem}", file=sys.stderr)
-        return 2
+        return _option_error(problem)
     robot = RobotModel(args.robot)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
     for group in groups or ():
         try:
             group_joints(robot, group)
         except KeyError as exc:
-            print(f"teleop calibrate-sim: error: --groups {args.groups}: {exc.args[0]}", file=sys.stderr)
-            return 2
+            return _option_error(f"--groups {args.groups}: {exc.args[0]}")
     fit = (("kp",) if args.fit_kp else ()) + DEFAULT_FIT
+    if args.make_test_recording is not None:
+        return _make_test_recording(args, robot, groups or ["right_arm"], fit)
+    return _fit(args, robot, groups, fit)
+
+
+def _test_recording_option_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with --make-test-recording's own options (values, not files), or None."""
+    out = args.make_test_recording
+    if not 0.0 <= args.perturb < 0.7:
+        return f"--perturb must be in [0, 0.7), got {args.perturb:g}"
+    if out.is_dir():   # the wrong kind of path, as the stations' --record refuses a folder (exit 2)
+        return f"--make-test-recording {out} is a folder: give a .npz or .json file"
+    if out.suffix.lower() not in (".npz", ".json"):
+        return f"--make-test-recording {out}: unknown recording format (expected .npz or .json)"
+    return None
+
+
+def _duration_problem(robot, groups: list[str], fit: tuple[str, ...], duration: float) -> str | None:
+    """Why a test recording of ``duration`` [s] is too short to fit ``fit`` per group of
+    ``groups`` (fewer samples than teleop.sim.calibration.min_samples), or None."""
+    from teleop.sim.calibration import MIN_VALUES_PER_PARAMETER, TEST_SAMPLE_DT, group_joints, min_samples, \
+        n_parameters
+
+    n_joints = sum(len(group_joints(robot, g)) for g in groups)
+    n_params = n_parameters(len(groups), fit)
+    needed = min_samples(n_params, n_joints)
+    if int(round(duration / TEST_SAMPLE_DT)) >= needed:   # the samples make_test_recording makes
+        return None
+    joints = f"{n_joints} joint{'s' if n_joints != 1 else ''}"
+    return (f"--duration {duration:g} s is too short to fit: {n_params} parameters over {joints} need at least "
+            f"{needed} samples at {1 / TEST_SAMPLE_DT:g} Hz ({MIN_VALUES_PER_PARAMETER} residual values per "
+            f"parameter, after the first sample: the starting posture): give --duration "
+            f"{needed * TEST_SAMPLE_DT:g} or more")
+
+
+def _nominal(args: argparse.Namespace, robot):
+    """The nominal actuator parameters: --params, else the robot description's."""
+    from teleop.sim.actuator import description_actuator_params, load_actuator_params
+
+    if args.params:
+        return load_actuator_params(args.params, robot.joint_names, robot.limits.effort)
+    return description_actuator_params(robot)
+
+
+def _make_test_recording(args: argparse.Namespace, robot, groups: list[str], fit: tuple[str, ...]) -> int:
+    """--make-test-recording: a recording made with hidden parameters, written to OUT."""
+    from teleop.data_args import check_output_location
+    from teleop.sim.calibration import make_test_recording
+    from teleop.sim.recording_io import save_recording
+
+    out = args.make_test_recording
+    # Checked before any work: the recording is not made only to be refused when written.
+    problem = _duration_problem(robot, groups, fit, args.duration)
+    if problem:
+        return _option_error(problem)
+    if out.exists() and not args.force:
+        raise ValueError(f"--make-test-recording {out} exists: pass --force to overwrite it, or choose another file")
+    check_output_location(out, "--make-test-recording")
+    rec = make_test_recording(robot, _nominal(args, robot), groups, args.perturb, args.seed,
+                              duration=args.duration, noise_std=args.noise, perturbed=fit)
+    save_recording(rec, out)
+    print(f"written: {out} ({len(rec.time)} samples x {len(rec.joint_names)} joints; "
+          f"hidden parameters in its meta['truth'])")
+    return 0
+
+
+def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[str, ...]) -> int:
+    """--data: fit, write the parameter file and the report into --out, print the report."""
+    from teleop.data_args import check_out_folder, warn_skipped
+    from teleop.sim.actuator import write_actuator_params
+    from teleop.sim.calibration import calibrate, check_recording, groups_to_fit, min_evaluations, n_parameters
+    from teleop.sim.recording_io import RecordingError, load_recording
+
+    source = str(args.data)
+    nominal = _nominal(args, robot)
+    check_out_folder(args.out)   # before the minutes of replays, not when the results are written
+    rec = load_recording(args.data)
+    check_recording(robot, rec, source)
+    groups = groups_to_fit(robot, rec, groups, source)
+    n_params = n_parameters(len(groups), fit)
+    needed = min_evaluations(n_params)
+    if args.max_evaluations < needed:
+        # scipy would run its minimum anyway, past the budget, and stop on the nominal.
+        return _option_error(f"--max-evaluations {args.max_evaluations} is below the {needed} replays a fit of "
+                             f"{n_params} parameters needs (the nominal's and the result's, and one least-squares "
+                             f"step: 2 x (1 + {n_params}) for a residual and its finite-difference Jacobian, before "
+                             f"and after the step): give --max-evaluations {needed} or more")
+    # After the recording's own errors (fixed first, whatever the folder), before the fit.
+    _check_earlier_fit(args.out, args.force)
     try:
-        nominal = load_actuator_params(args.params, robot.joint_names, robot.limits.effort) if args.params \
-            else description_actuator_params(robot)
-        if args.make_test_recording is not None:
-            rec = make_test_recording(robot, nominal, groups or ["right_arm"], args.perturb, args.seed,
-                                      duration=args.duration, noise_std=args.noise, perturbed=fit)
-            save_recording(rec, args.make_test_recording)
-            print(f"written: {args.make_test_recording} ({len(rec.time)} samples x {len(rec.joint_names)} joints; "
-                  f"hidden parameters in its meta['truth'])")
-            return 0
-        check_out_folder(args.out)   # before the minutes of replays, not when the results are written
-        rec = load_recording(args.data)
-        check_recording(robot, rec, str(args.data))
-        # After the recording's own errors (fixed first, whatever the folder), before the fit.
-        _check_earlier_fit(args.out, args.force)
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
-                           progress=not args.json, fit=fit)
-    except (ActuatorFileError, RecordingError, KeyError, ValueError) as exc:
-        # A KeyError's str() is its message's repr (quoted): print the message itself.
-        print(f"teleop calibrate-sim: error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}",
-              file=sys.stderr)
-        return 2
+                           progress=not args.json, fit=fit, source=source)
+    except KeyError as exc:   # a key the recording's meta lacks (its 'truth'): the file's fault
+        raise RecordingError(f"{source}: {exc.args[0] if exc.args else exc}") from None
+    if result.data_warning:
+        warn_skipped(args, result.data_warning)
     args.out.mkdir(parents=True, exist_ok=True)
     params_path, report_path = args.out / PARAMS_FILE, args.out / REPORT_FILE
-    report = {"recording": str(args.data), **result.summary(rec.joint_names), "fitted_parameters": str(params_path)}
+    report = {"recording": source, **result.summary(rec.joint_names), "fitted_parameters": str(params_path)}
     _write_atomically({params_path: lambda tmp: write_actuator_params(result.params, tmp),
                        report_path: lambda tmp: tmp.write_text(json.dumps(report, indent=1))})
     if args.json:
         print(json.dumps(report))
-        return 0
+    else:
+        _print_report(result, fit, params_path, report_path)
+    return 0
+
+
+def _print_report(result, fit: tuple[str, ...], params_path: Path, report_path: Path) -> None:
+    """The fit as text: RMSE before and after, the fitted values, the files and how to use them."""
     print(f"joint RMSE before: {1000 * result.rmse_before:.3f} mrad   after: {1000 * result.rmse_after:.3f} mrad   "
-          f"({result.rmse_before / max(result.rmse_after, 1e-12):.1f}x lower; {result.evaluations} replays)")
+          f"({_reduction_text(result.rmse_before, result.rmse_after)}; {result.evaluations} replays)")
     print(f"latency: {1000 * result.fitted.latency:.2f} ms")
     for group, scales in result.fitted.scales.items():
         print(f"{group}: " + ", ".join(f"{k} x{v:.4f}" for k, v in scales.items() if k in fit))
@@ -167,4 +255,3 @@ def _run(args: argparse.Namespace) -> int:
     print(f"written: {params_path}, {report_path}")
     print(f"use it: TELEOP_SIM_ACTUATOR={params_path} teleop COMMAND (any command that simulates), or "
           "[sim.actuator] file = ... in the robot description, or Simulation(actuator=...) in Python")
-    return 0

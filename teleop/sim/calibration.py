@@ -34,6 +34,7 @@ when the recording says so, as a bench test of the limbs would be recorded.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,6 +61,13 @@ Q0_LIMIT_TOLERANCE = 1e-3
 #: the feet start inside the ground (with collisions: a blow-up); beyond 3 m no rig holds
 #: it, and a floating base would only fall for the whole recording: a unit or sign error.
 BASE_HEIGHT_RANGE = (0.0, 3.0)
+#: Fewest residual values per fitted parameter for a fit to mean something: regression's
+#: rule of thumb of ten observations per unknown. Neighbouring samples of a smooth motion
+#: are far from independent, so this is a floor (below it the fitted values are noise or
+#: the start point), not a promise that more data give a good fit.
+MIN_VALUES_PER_PARAMETER = 10
+#: Sample period of :func:`make_test_recording` [s] (500 Hz, a servo log's usual rate).
+TEST_SAMPLE_DT = 0.002
 
 
 def group_joints(robot: RobotModel, group: str) -> list[str]:
@@ -70,6 +78,73 @@ def group_joints(robot: RobotModel, group: str) -> list[str]:
         return [group]
     raise KeyError(f"{group} is neither a joint group ({', '.join(sorted(robot.description.groups))}) "
                    f"nor a joint of {robot.description.name}")
+
+
+def groups_to_fit(robot: RobotModel, rec: Recording, groups: list[str] | None = None,
+                  source: str = "recording") -> list[str]:
+    """The groups (or joints) a fit of ``rec`` calibrates: ``groups``, else the recording's
+    ``meta["groups"]``. Raises :class:`RecordingError` (naming ``source``) if there are none,
+    if a group of the meta names nothing of ``robot``, or if a group's joints are not all
+    recorded; :func:`group_joints`'s KeyError for an unknown group of ``groups``."""
+    from_meta = not groups
+    groups = list(groups or rec.meta.get("groups") or [])
+    if not groups:
+        raise RecordingError(f"{source}: no groups to calibrate: give --groups (the recording's meta names none)")
+    for group in groups:
+        try:
+            joints = group_joints(robot, group)
+        except KeyError as exc:
+            if not from_meta:
+                raise
+            raise RecordingError(f"{source}: meta 'groups': {exc.args[0]}") from None
+        missing = [j for j in joints if j not in rec.joint_names]
+        if missing:
+            raise RecordingError(f"{source}: group {group!r}: joints {missing} are not in the recording, so their "
+                                 f"parameters cannot be fitted")
+    return groups
+
+
+def n_parameters(n_groups: int, fit: tuple[str, ...] = DEFAULT_FIT) -> int:
+    """Length of the fitted parameter vector: the latency, and ``fit``'s scales per group."""
+    return 1 + len(fit) * n_groups
+
+
+def min_evaluations(n_params: int) -> int:
+    """Fewest replays in which :func:`calibrate` fits ``n_params`` parameters at all: the
+    nominal's replay and the result's, and one step of the least-squares solver, which
+    costs a residual and its finite-difference Jacobian (1 + n replays) at the start and
+    again at the point it steps to. With less, scipy stops at the start point (before the
+    budget was enforced, a budget of 2 + (1 + n) ran, and wrote the nominal as fitted)."""
+    return 2 + 2 * (1 + n_params)
+
+
+def min_samples(n_params: int, n_joints: int) -> int:
+    """Fewest samples of a recording of ``n_joints`` joints from which ``n_params``
+    parameters can be fitted meaningfully: :data:`MIN_VALUES_PER_PARAMETER` residual values
+    per parameter, not counting the first sample (the starting posture, read before the
+    first command: the same whatever the parameters)."""
+    return 1 + math.ceil(MIN_VALUES_PER_PARAMETER * n_params / n_joints)
+
+
+def too_few_data(n_samples: int, n_joints: int, n_params: int, source: str = "recording") -> str | None:
+    """Why ``n_samples`` samples of ``n_joints`` joints are too few to fit ``n_params``
+    parameters (:func:`min_samples`), or None if they are enough."""
+    needed = min_samples(n_params, n_joints)
+    if n_samples >= needed:
+        return None
+    joints = f"{n_joints} joint{'s' if n_joints != 1 else ''}"
+    return (f"{source}: too few data for a meaningful fit: {n_samples} samples x {joints} give "
+            f"{(n_samples - 1) * n_joints} residual values (the first sample, the starting posture, depends on no "
+            f"parameter) for {n_params} fitted parameters, under the {MIN_VALUES_PER_PARAMETER} per parameter a fit "
+            f"needs ({needed} samples here): the fitted values are not reliable")
+
+
+def rmse_reduction(before: float, after: float) -> float | None:
+    """``before / after`` (how many times lower the fitted RMSE is), or None where that is
+    no number: a fitted RMSE of 0 (a perfect fit), or an RMSE that is not finite."""
+    if after == 0 or not (math.isfinite(before) and math.isfinite(after)):
+        return None
+    return before / after
 
 
 def group_links(robot: RobotModel, group: str) -> list[str]:
@@ -257,14 +332,19 @@ def excitation(robot: RobotModel, joints: list[str], duration: float, sample_dt:
 
 
 def make_test_recording(robot: RobotModel, nominal: ActuatorParams, groups: list[str], perturb: float, seed: int,
-                        duration: float = 3.0, sample_dt: float = 0.002, noise_std: float = 2e-4,
+                        duration: float = 3.0, sample_dt: float = TEST_SAMPLE_DT, noise_std: float = 2e-4,
                         perturbed: tuple[str, ...] = DEFAULT_FIT) -> Recording:
     """A recording made in the simulation with hidden parameters: the latency and every
     scale factor in ``perturbed`` drawn uniformly in [1 - perturb, 1 + perturb] (the others
     stay 1), Gaussian noise of ``noise_std`` [rad] on the measured angles. The hidden
-    values are in ``meta["truth"]``."""
+    values are in ``meta["truth"]``. ``duration`` [s] must give at least 3 samples (a
+    recording's minimum; :func:`min_samples` says how many a meaningful fit needs)."""
     if not 0.0 <= perturb < 0.7:
         raise ValueError("perturb must be in [0, 0.7)")
+    samples = int(round(duration / sample_dt))   # as excitation() makes them
+    if samples < 3:   # np.gradient in excitation() fails on fewer than 2; a recording holds 3
+        raise ValueError(f"duration {duration:g} s gives {samples} samples at {1 / sample_dt:g} Hz: "
+                         f"a recording needs at least 3")
     rng = np.random.default_rng(seed)
     truth = CalibrationParameters(
         latency=nominal.latency * (1.0 + rng.uniform(-perturb, perturb)),
@@ -293,6 +373,8 @@ class CalibrationResult:
         noise_estimate: RMS of the fitted residual [rad] (the sensor noise if the fit is good).
         evaluations: number of simulated replays.
         recovery_error: parameter -> |fitted / hidden - 1| when the recording has a truth.
+        data_warning: why the recording is too short for the fit to mean something
+            (:func:`too_few_data`), or None.
     """
 
     fitted: CalibrationParameters
@@ -304,12 +386,18 @@ class CalibrationResult:
     noise_estimate: float
     evaluations: int
     recovery_error: dict[str, float] = field(default_factory=dict)
+    data_warning: str | None = None
 
     def summary(self, joint_names: list[str]) -> dict:
+        """The report as JSON-ready values; ``rmse_reduction`` is null where it is no number
+        (:func:`rmse_reduction`), ``enough_data`` false (and ``warnings`` says why) for a fit
+        of too few data."""
         return {
             "fitted": self.fitted.to_dict(),
+            "enough_data": self.data_warning is None,
+            "warnings": [self.data_warning] if self.data_warning else [],
             "rmse_before_rad": self.rmse_before, "rmse_after_rad": self.rmse_after,
-            "rmse_reduction": self.rmse_before / max(self.rmse_after, 1e-12),
+            "rmse_reduction": rmse_reduction(self.rmse_before, self.rmse_after),
             "rmse_per_joint_before_rad": dict(zip(joint_names, self.rmse_per_joint_before.tolist())),
             "rmse_per_joint_after_rad": dict(zip(joint_names, self.rmse_per_joint_after.tolist())),
             "noise_estimate_rad": self.noise_estimate, "evaluations": self.evaluations,
@@ -331,8 +419,8 @@ def recovery_errors(fitted: CalibrationParameters, truth: dict, fit: tuple[str, 
 
 
 def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups: list[str] | None = None,
-              max_evaluations: int = 200, progress: bool = True, fit: tuple[str, ...] = DEFAULT_FIT
-              ) -> CalibrationResult:
+              max_evaluations: int = 200, progress: bool = True, fit: tuple[str, ...] = DEFAULT_FIT,
+              source: str = "recording") -> CalibrationResult:
     """Fit latency and per-group scales so the replayed recording matches the measured one.
 
     Args:
@@ -340,9 +428,12 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
         rec: the recording (its ``meta["groups"]`` is the default ``groups``).
         nominal: nominal actuator parameters (the starting point; scales are relative to it).
         groups: groups (or joints) to calibrate; every joint of each must be recorded.
-        max_evaluations: budget of simulated replays.
+        max_evaluations: budget of simulated replays. Below :func:`min_evaluations` the fit
+            takes its start point (after 2 + (1 + n) replays, whatever the budget): the CLI
+            refuses such a budget.
         progress: show a progress bar of the replays.
         fit: which of :data:`GROUP_PARAMETERS` to fit (the others stay nominal).
+        source: the recording's name in error messages and the data warning (its file).
     """
     from scipy.optimize import least_squares
 
@@ -350,15 +441,8 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
     if unknown:
         raise ValueError(f"cannot fit {sorted(unknown)}: parameters are {GROUP_PARAMETERS}")
     fit = tuple(k for k in GROUP_PARAMETERS if k in fit)
-    check_recording(robot, rec)   # before any replay: a bad recording fails at once
-    groups = list(groups or rec.meta.get("groups") or [])
-    if not groups:
-        raise RecordingError("no groups to calibrate: give --groups (the recording's meta names none)")
-    for group in groups:
-        missing = [j for j in group_joints(robot, group) if j not in rec.joint_names]
-        if missing:
-            raise RecordingError(f"group {group!r}: joints {missing} are not in the recording, so their "
-                                 f"parameters cannot be fitted")
+    check_recording(robot, rec, source)   # before any replay: a bad recording fails at once
+    groups = groups_to_fit(robot, rec, groups, source)
     nominal_latency = nominal.latency if nominal.latency > 0 else 0.01
     # Start from the nominal itself (rmse_before is the nominal's): without a nominal
     # latency, 10 ms is only the unit of the latency's parameter and the fit starts at 0.
@@ -394,7 +478,8 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
         fitted=fitted, params=apply_parameters(robot, nominal, fitted),
         rmse_before=rmse(before, rec.measured), rmse_after=rmse(after, rec.measured),
         rmse_per_joint_before=per_joint(before), rmse_per_joint_after=per_joint(after),
-        noise_estimate=rmse(after, rec.measured), evaluations=evaluations[0])
+        noise_estimate=rmse(after, rec.measured), evaluations=evaluations[0],
+        data_warning=too_few_data(len(rec.time), len(rec.joint_names), len(x0), source))
     if "truth" in rec.meta:
         result.recovery_error = recovery_errors(fitted, rec.meta["truth"], fit)
     return result
