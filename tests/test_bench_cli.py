@@ -54,6 +54,11 @@ def test_bench_retarget_data_option(tmp_path, capsys):
     assert f"teleop bench: error: --data {empty}: no Xsens takes in it" in capsys.readouterr().err
     assert main(["bench", "retarget", "--quick", "--data", str(tmp_path / "nowhere")]) == 1
     assert "no such folder" in capsys.readouterr().err
+    a_file = tmp_path / "p1.csv"
+    a_file.write_text("1,2\n")
+    assert main(["bench", "retarget", "--quick", "--data", str(a_file)]) == 1   # was "no such folder"
+    assert f"--data {a_file} is a file: give the folder of Xsens pN.csv takes that holds it" in \
+        capsys.readouterr().err
     takes = tmp_path / "takes"
     takes.mkdir()
     for name in ("1.csv", "p1.csv"):

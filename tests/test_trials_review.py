@@ -117,3 +117,18 @@ def test_a_take_engaged_after_the_motion_ended_is_counted_apart_not_silently_dro
     row = next(line for line in table.splitlines() if line.strip().startswith("1.5"))
     assert row.split()[1] == "1/2"
     assert "1 take(s) engaged only after the operator's motion had ended" in table
+
+
+def test_takes_csv_writes_every_unmeasured_figure_as_an_empty_cell(tmp_path):
+    """engaged_at_s was empty for a take that never engaged while its window errors read
+    "nan": two spellings of "not measured" in one file."""
+    import csv
+
+    from teleop.trials.report import write_take_rows
+
+    never = (_run(True, "squat", None, None), _run(False, "squat", None, None))
+    results = {1.5: [never]}
+    path = write_take_rows(take_rows(results, ["1.5"], ["a"]), tmp_path / "takes.csv")
+    row = next(csv.DictReader(path.open()))
+    assert row["engaged_at_s"] == "" and row["hand_cm_comp"] == "" and row["hand_cm_nocomp"] == ""
+    assert row["whole_hand_cm_comp"] == "" and row["worst_excess_cm"] == "0"

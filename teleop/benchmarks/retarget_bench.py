@@ -85,6 +85,9 @@ def xsens_takes(data: Path | str | None) -> list[Path]:
     folder is absent or holds none)."""
     if data is not None:
         data = Path(data)
+        if data.is_file():
+            raise ValueError(f"--data {data} is a file: give the folder of Xsens pN.csv takes that holds it "
+                             f"(e.g. --data {data.parent})")
         if not data.is_dir():
             raise FileNotFoundError(f"--data {data}: no such folder (give a folder of Xsens pN.csv takes)")
         takes = sorted(data.glob("p*.csv"))

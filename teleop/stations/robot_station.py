@@ -248,10 +248,9 @@ class RobotStation:
         capture on ours, i.e. the true age plus the clock offset (operator − robot), which
         is removed here; ``default_tau_b`` until both a report and the offset are known.
         """
-        offset = self.clock_estimator.offset
-        if self._video_age_raw is None or offset is None:
+        if not self.tau_b_measured:
             return self.config.default_tau_b
-        return max(0.0, self._video_age_raw - offset)
+        return max(0.0, self._video_age_raw - self.clock_estimator.offset)
 
     @property
     def tau_b_measured(self) -> bool:

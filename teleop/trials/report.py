@@ -74,7 +74,9 @@ def _per_task_lines(summary: dict) -> list[str]:
 
 
 def write_take_rows(rows: list[dict], path: Path) -> Path:
-    """CSV of :func:`teleop.trials.sweep.take_rows` (one line per take and round trip)."""
+    """CSV of :func:`teleop.trials.sweep.take_rows` (one line per take and round trip). A
+    figure that was not measured (None, or NaN: never engaged, nothing left to score) is an
+    empty cell, one spelling for spreadsheets and pandas alike."""
     import csv
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,8 +84,14 @@ def write_take_rows(rows: list[dict], path: Path) -> Path:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["rtt"])
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()})
+            writer.writerow({k: _cell(v) for k, v in row.items()})
     return path
+
+
+def _cell(value):
+    if isinstance(value, float):
+        return f"{value:.4g}" if np.isfinite(value) else ""
+    return "" if value is None else value
 
 
 def plot_error_vs_delay(summary: dict, path: Path) -> Path:
