@@ -297,10 +297,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(path)
     for reason in result.skipped:
         print(f"skipped {reason}", file=sys.stderr)
-    print(f"{len(result.written)} trajectories written to {args.output}")
     if not result.written:  # nothing exported is worth a failing exit code in scripts, and a reason
         print(f"teleop dataset export: error: {_why_nothing_exported(result.skipped)}", file=sys.stderr)
         return 1
+    print(f"{len(result.written)} trajectories written to {args.output}")
     return 0
 
 

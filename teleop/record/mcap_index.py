@@ -137,6 +137,18 @@ class _Damaged(Exception):
     """Internal: the summary path cannot be trusted; fall back to a scan."""
 
 
+def _looks_like(head: bytes) -> str:
+    """What a file's first bytes suggest it is instead, for the error message."""
+    if head.startswith(b"PK"):
+        return "it looks like a zip archive, e.g. an .npz"
+    if head.startswith(b"\x93NUMPY"):
+        return "it looks like a .npy array"
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        return "it is some other binary file"
+    return "it looks like a text file" if text.isprintable() or text.strip() else "it is some other file"
+
 def _stream(body: bytes) -> ReadDataStream:
     return ReadDataStream(io.BytesIO(body))
 
@@ -177,8 +189,8 @@ def build_index(path: str | os.PathLike) -> FileIndex:
         if head != MAGIC:
             if len(head) < len(MAGIC) and MAGIC.startswith(head):
                 raise RecordingFormatError(f"{path}: truncated MCAP file ({size} bytes, shorter than its magic)")
-            raise RecordingFormatError(f"{path}: not an MCAP recording (starts with {head!r}, "
-                                       f"expected the MCAP magic {MAGIC!r})")
+            raise RecordingFormatError(f"{path}: not an MCAP recording (it does not begin with MCAP's "
+                                       f"{len(MAGIC)}-byte signature; {_looks_like(head)})")
         header, header_end = _read_header(f, path, size)
         try:
             index = _index_from_summary(f, path, size, header)
