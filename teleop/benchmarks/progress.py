@@ -1,7 +1,7 @@
 """Progress of a long benchmark on stderr: one line as each stage starts.
 
-``teleop bench`` turns it on unless ``--json`` (like the other commands' progress bars), so
-stdout carries only the result. Lines are not drawn inside the timed loops: printing there
+``teleop bench`` turns it on, ``--json`` or not (like the other commands' progress bars):
+it is on stderr, so stdout carries only the result. Lines are not drawn inside the timed loops: printing there
 would be part of what is measured.
 """
 

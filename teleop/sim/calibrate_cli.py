@@ -110,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "parameters): one least-squares step")
     p.add_argument("--out", type=Path, default=Path("out") / "calibration",
                    help="folder for fitted_actuator.toml and report.json (default out/calibration)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON (no progress bar)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (the progress bar stays on stderr)")
     p.add_argument("--robot", default="icub", help="robot description (default: icub)")
     p.set_defaults(func=_run)
 
@@ -225,7 +225,7 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
     _check_earlier_fit(args.out, args.force)
     try:
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
-                           progress=not args.json, fit=fit, source=source)
+                           progress=True, fit=fit, source=source)   # on stderr, --json or not
     except KeyError as exc:   # a key the recording's meta lacks (its 'truth'): the file's fault
         raise RecordingError(f"{source}: {exc.args[0] if exc.args else exc}") from None
     if result.data_warning:
