@@ -83,15 +83,21 @@ def positive_int(text: str) -> int:
     return int_at_least(text, 1)
 
 
-def port(text: str) -> int:
-    """A UDP/TCP port number, 0-65535 (0: any free port)."""
+def int_in_range(text: str, low: int, high: int, what: str) -> int:
+    """``text`` as an integer in [low, high]; ``what`` names it in the message ("port",
+    "AprilTag 36h11 id")."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {what}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{what} must be {low}-{high}, got {text}")
     return value
+
+
+def port(text: str) -> int:
+    """A UDP/TCP port number, 0-65535 (0: any free port)."""
+    return int_in_range(text, 0, 65535, "port")
 
 
 def address(text: str) -> str:

@@ -91,7 +91,7 @@ def test_bad_camera_source_is_a_clear_error(tmp_path, source, message):
     assert message in str(exc.value)
 
 
-def test_unreadable_video_and_bad_calibration(tmp_path, video):
+def test_unreadable_video_and_bad_calibration(tmp_path, video, capsys):
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"this is not a video")
     with pytest.raises(SystemExit) as exc:
@@ -101,10 +101,11 @@ def test_unreadable_video_and_bad_calibration(tmp_path, video):
     bad.write_text("{}")
     with pytest.raises(SystemExit) as exc:
         main(["jog", "--camera", str(video), "--calibration", str(bad)])
-    assert "bad --calibration" in str(exc.value)
-    with pytest.raises(SystemExit) as exc:
+    assert f"--calibration {bad}: not a calibration file: no 'camera_matrix'" in str(exc.value)
+    with pytest.raises(SystemExit) as exc:       # a bad option value: argparse's usage error
         main(["jog", "--camera", str(video), "--damping", "0"])
-    assert "[0.1, 1]" in str(exc.value)
+    assert exc.value.code == 2
+    assert "argument --damping: must be in [0.1, 1], got 0" in capsys.readouterr().err
 
 
 def test_live_loop_with_web_viewer(video, capsys):
@@ -152,9 +153,10 @@ def test_make_test_video_then_jog_on_it(tmp_path, capsys):
     assert "written:" in captured.out and "rendering 3 frames" in captured.err
     s = _jog(capsys, "--camera", str(video), "--tag-size", "0.1", "--no-collision-checks")
     assert s["frames"] == 90 and s["frames_with_tag"] == 90
-    # Still for 1 s, then half of a 4 cm circle away from the start: 8 cm, and the hand follows.
+    # Still for 1 s, then half a turn of the 8 cm tall ellipse: 8 cm up, and the hand follows.
     assert s["goal_moved_mm"] == pytest.approx(80, abs=10)
     assert s["hand_moved_mm"] > 40 and not s["fell"]
+    assert s["statuses"] == {"ok": 300} and s["hand_to_goal_max_mm"] < 5.0
 
 
 def test_jog_needs_a_camera_or_a_video_to_make(tmp_path, capsys):
@@ -164,7 +166,8 @@ def test_jog_needs_a_camera_or_a_video_to_make(tmp_path, capsys):
     assert "not both" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["jog", "--make-test-video", str(tmp_path / "v.mkv")])
-    assert "give a .mp4 or .avi file name" in str(exc.value)
+    assert exc.value.code == 2
+    assert "give a .mp4 or .avi file name" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["jog", "calibrate-camera"])
@@ -236,7 +239,7 @@ def test_a_test_video_is_not_overwritten_without_force_and_write_errors_name_it(
     video.write_bytes(b"an earlier video")
     with pytest.raises(SystemExit) as exc:
         main(["jog", "--make-test-video", str(video), "--duration", "0.1"])
-    assert "exists: pass --force" in str(exc.value)
+    assert "exists: pass --force" in str(exc.value)       # exit code 1: the file system, not a value
     assert video.read_bytes() == b"an earlier video"
     assert main(["jog", "--make-test-video", str(video), "--duration", "0.1", "--force"]) == 0
     assert video.stat().st_size > 1000

@@ -11,6 +11,7 @@ written by OpenCV's calibration sample) are read too.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -113,63 +114,177 @@ class CameraCalibration:
 
     @classmethod
     def load(cls, path: Path | str) -> "CameraCalibration":
+        """Read a calibration file (JSON, or OpenCV YAML/XML by its suffix).
+
+        Raises CalibrationError naming the file and what is wrong with it in one line (a
+        missing or malformed field, an unparsable file): never a KeyError, a numpy reshape
+        error or OpenCV's internal assertion text.
+        """
         path = Path(path)
+        if path.is_dir():
+            raise CalibrationError(f"{path} is a folder, not a calibration file")
         if not path.is_file():
-            raise CalibrationError(f"calibration file {path} does not exist")
+            raise CalibrationError(f"{path} does not exist")
+        try:
+            content = path.read_bytes()
+        except OSError as exc:
+            raise CalibrationError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        if not content.strip():
+            raise CalibrationError(f"{path}: the file is empty")
         if path.suffix.lower() in (".yaml", ".yml", ".xml"):
             return cls._load_opencv(path)
         try:
-            data = json_input.loads(path.read_bytes())
+            data = json_input.loads(content)
             if not isinstance(data, dict):
-                raise TypeError(f"expected a JSON object, got {type(data).__name__}")
-            K = np.array(data["camera_matrix"], dtype=float).reshape(3, 3)
-            dist = np.array(data.get("dist_coeffs", [0.0] * 5), dtype=float).ravel()
-            size = tuple(int(v) for v in data["image_size"])
+                raise ValueError(f"expected a JSON object, got {_json_kind(data)}")
+            for key in ("camera_matrix", "image_size"):
+                if key not in data:
+                    raise ValueError(f"no {key!r}")
+            K = _json_numbers(data["camera_matrix"], "'camera_matrix'", (9,), "3 rows of 3 numbers "
+                              "[[fx, 0, cx], [0, fy, cy], [0, 0, 1]]").reshape(3, 3)
+            dist = _json_numbers(data.get("dist_coeffs", [0.0] * 5), "'dist_coeffs'", DIST_COEFF_COUNTS,
+                                 "a list of 4, 5, 8, 12 or 14 numbers")
+            width, height = _json_numbers(data["image_size"], "'image_size'", (2,), "[width, height] in pixels")
+            if not (width.is_integer() and height.is_integer()):
+                raise ValueError(f"'image_size' must be whole pixels, got {_json_short(data['image_size'])}")
             rms = data.get("rms_px")
-            rms = float("nan") if rms is None else float(rms)
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise CalibrationError(f"{path}: not a calibration file ({type(exc).__name__}: {exc})") from None
-        return cls._validated(cls(K, dist, size, rms, str(path)), path)
+            # NaN = unknown: what save() writes for a calibration that was not fitted (pinhole).
+            if rms is None or (isinstance(rms, float) and math.isnan(rms)):
+                rms = float("nan")
+            elif isinstance(rms, bool) or not isinstance(rms, (int, float)):
+                raise ValueError(f"'rms_px' must be a number or null, got {_json_short(rms)}")
+            else:
+                rms = json_input.finite_float(rms, "'rms_px'")
+        except ValueError as exc:
+            raise CalibrationError(f"{path}: not a calibration file: {exc} ({EXPECTED_JSON})") from None
+        return cls._validated(cls(K, dist, (int(width), int(height)), rms, str(path)), path)
 
     @staticmethod
-    def _validated(cal: "CameraCalibration", path: Path) -> "CameraCalibration":
+    def _validated(cal: "CameraCalibration", path: Path, size_name: str = "image_size") -> "CameraCalibration":
         """``cal`` if it is a usable pinhole camera, else :class:`CalibrationError` (a file
-        with, e.g., fx = 0 would otherwise fail much later, inside solvePnP)."""
+        with, e.g., fx = 0 would otherwise fail much later, inside solvePnP). ``size_name``:
+        what the file calls the image size (JSON ``image_size``, OpenCV ``image_width``/``image_height``)."""
         K = cal.K
         if not (np.all(np.isfinite(K)) and np.all(np.isfinite(cal.dist))):
             raise CalibrationError(f"{path}: non-finite values in the calibration")
         if not (K[0, 0] > 0 and K[1, 1] > 0 and np.allclose(K[2], [0.0, 0.0, 1.0])):
             raise CalibrationError(f"{path}: camera_matrix must be [[fx, s, cx], [0, fy, cy], [0, 0, 1]] "
                                    "with fx, fy > 0")
-        if cal.dist.size not in (4, 5, 8, 12, 14):
+        if cal.dist.size not in DIST_COEFF_COUNTS:
             raise CalibrationError(f"{path}: {cal.dist.size} distortion coefficients (OpenCV takes 4, 5, 8, 12 or 14)")
         if len(cal.image_size) != 2 or min(cal.image_size) <= 0 or max(cal.image_size) >= 1 << 31:
-            raise CalibrationError(f"{path}: image_size must be [width, height] > 0 (and < 2^31)")
+            raise CalibrationError(f"{path}: {size_name} must be > 0 (and < 2^31) pixels, got "
+                                   f"{cal.image_size[0]}x{cal.image_size[1]}")
         return cal
 
     @classmethod
     def _load_opencv(cls, path: Path) -> "CameraCalibration":
+        fail = functools.partial(_opencv_error, path)
         # OpenCV raises cv2.error for a malformed file and SystemError for some text files
         # it cannot parse at all; either way the file is not one of its calibrations.
         try:
             fs = cv2.FileStorage(str(path), cv2.FILE_STORAGE_READ)
         except (cv2.error, SystemError) as exc:
-            raise CalibrationError(f"{path}: not an OpenCV calibration file ({getattr(exc, 'err', exc)})") from None
+            raise fail(f"OpenCV cannot parse it{_opencv_parse_error(exc)}") from None
         try:
-            K = fs.getNode("camera_matrix").mat()
-            dist = fs.getNode("distortion_coefficients").mat()
-            width, height = fs.getNode("image_width").real(), fs.getNode("image_height").real()
-        except (cv2.error, SystemError) as exc:   # e.g. a top level that is not a map
-            raise CalibrationError(f"{path}: not an OpenCV calibration file ({getattr(exc, 'err', exc)})") from None
+            if not fs.isOpened() or not fs.root().isMap():
+                raise fail("its top level is not a map of named nodes")
+            K = _opencv_matrix(fs, "camera_matrix", fail, required=True)
+            dist = _opencv_matrix(fs, "distortion_coefficients", fail, required=False)
+            width, height = (_opencv_number(fs, name, fail) for name in ("image_width", "image_height"))
         finally:
             fs.release()
-        if K is None or K.shape != (3, 3):
-            raise CalibrationError(f"{path}: no 3x3 'camera_matrix' node")
+        if K.shape != (3, 3):
+            raise fail(f"'camera_matrix' is {K.shape[0]}x{K.shape[1]}, not 3x3")
         dist = np.zeros(5) if dist is None else dist.ravel()
         if not (math.isfinite(width) and math.isfinite(height)):
-            raise CalibrationError(f"{path}: image_width/image_height must be finite, got {width}, {height}")
+            raise fail(f"image_width/image_height must be finite, got {width}, {height}")
         return cls._validated(cls(K.astype(float), dist.astype(float), (int(width), int(height)), source=str(path)),
-                              path)
+                              path, "image_width/image_height")
+
+
+#: Numbers of distortion coefficients OpenCV's models take.
+DIST_COEFF_COUNTS = (4, 5, 8, 12, 14)
+
+#: What a JSON calibration file holds (said when one does not).
+EXPECTED_JSON = ('expected {"image_size": [width, height], "camera_matrix": [[fx, 0, cx], [0, fy, cy], [0, 0, 1]], '
+                 '"dist_coeffs": [k1, k2, p1, p2, k3]}, as teleop calibrate-camera writes')
+
+#: What an OpenCV calibration file holds (said when one does not).
+EXPECTED_OPENCV = ("expected the nodes camera_matrix (3x3 !!opencv-matrix), image_width, image_height and "
+                   "optionally distortion_coefficients, as OpenCV's calibration sample writes")
+
+
+def _json_kind(value) -> str:
+    """A JSON value's kind in JSON's words (``list``, not Python's ``list`` type repr)."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _json_short(value) -> str:
+    """``value`` as (at most 40 characters of) JSON, for messages."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _json_numbers(value, name: str, sizes: tuple[int, ...], expected: str) -> np.ndarray:
+    """(n,) float array of a JSON list of numbers, or of a list of equal-length lists of
+    numbers (flattened row by row), with n in ``sizes``; ValueError naming ``name`` and
+    saying what was ``expected`` otherwise."""
+    def wrong() -> ValueError:
+        return ValueError(f"{name} must be {expected}, got {_json_short(value)}")
+
+    if not isinstance(value, list):
+        raise wrong()
+    rows = value if value and all(isinstance(row, list) for row in value) else [value]
+    if len({len(row) for row in rows}) != 1:
+        raise wrong()
+    numbers = [item for row in rows for item in row]
+    if len(numbers) not in sizes or any(isinstance(v, (bool, list, dict, str)) or v is None for v in numbers):
+        raise wrong()
+    return np.array([json_input.finite_float(v, name) for v in numbers])
+
+
+def _opencv_error(path: Path, reason: str) -> CalibrationError:
+    return CalibrationError(f"{path}: not an OpenCV calibration file: {reason} ({EXPECTED_OPENCV})")
+
+
+def _opencv_parse_error(exc: BaseException) -> str:
+    """": line N: <OpenCV's reason>" from a FileStorage parse error, or "" (OpenCV's text is
+    mostly its own source file and assertion; only the line and reason help the user)."""
+    import re
+
+    text = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None)
+    found = re.search(r"'[^']*\((\d+)\): ([^']+)'", text)
+    return f": line {found.group(1)}: {found.group(2).strip()}" if found else ""
+
+
+def _opencv_matrix(fs, name: str, fail, required: bool) -> np.ndarray | None:
+    """The matrix node ``name`` of an open cv2.FileStorage (None if absent and not
+    ``required``); ``fail(reason)`` is the error raised otherwise."""
+    node = fs.getNode(name)
+    if node.empty() or node.isNone():
+        if required:
+            raise fail(f"no {name!r} node")
+        return None
+    try:
+        matrix = node.mat() if node.isMap() else None
+    except (cv2.error, SystemError):
+        matrix = None
+    if matrix is None:
+        raise fail(f"{name!r} is not a matrix (an !!opencv-matrix with rows, cols, dt and data)")
+    return matrix
+
+
+def _opencv_number(fs, name: str, fail) -> float:
+    """The number node ``name`` of an open cv2.FileStorage; ``fail(reason)`` is raised if
+    it is missing or not a number."""
+    node = fs.getNode(name)
+    if node.empty() or node.isNone():
+        raise fail(f"no {name!r} node")
+    if not (node.isInt() or node.isReal()):
+        raise fail(f"{name!r} is not a number")
+    return node.real()
 
 
 def _read_grey(path: Path) -> np.ndarray:

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from teleop.cli_types import port, positive_float, positive_int
+from teleop.cli_types import int_in_range, port, positive_float, positive_int
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
 #: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
@@ -48,6 +48,56 @@ def _hfov(text: str) -> float:
     return value
 
 
+def _damping(text: str) -> float:
+    """``--damping``: the damping factor s in [0.1, 1] (0 would never move the hand)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.1 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be in [0.1, 1], got {text}")
+    return value
+
+
+#: AprilTag 36h11 has 587 tags.
+MAX_TAG_ID = 586
+
+
+def _tag_id(text: str) -> int:
+    """``--tag-id``: an AprilTag 36h11 id (another would make a whole session of "no tag yet")."""
+    return int_in_range(text, 0, MAX_TAG_ID, "AprilTag 36h11 id")
+
+
+def _axis_map(text: str) -> str:
+    """``--axis-map``: base x,y,z as signed camera axes, e.g. '-z,x,-y' (checked, kept as text)."""
+    from teleop.jog.mapping import parse_axis_map
+
+    try:
+        parse_axis_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _xyz(text: str) -> tuple[float, float, float]:
+    """``--offset``: three comma-separated finite numbers x,y,z [m]."""
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"must be three comma-separated numbers x,y,z [m], got {text!r}")
+    return values
+
+
+def _usage_error(message: str) -> SystemExit:
+    """A bad option value found after parsing (a combination of options, or an option and
+    the file system): said like argparse's own refusals, with its exit code 2. Files that
+    cannot be read or written exit 1, as in every command."""
+    print(f"teleop jog: error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jog", help="jog the robot's hand with an AprilTag held in front of a camera",
                        description="Absolute or relative (clutched) jogging of the simulated robot's hand from the "
@@ -58,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--camera", help="camera: device index (0), video file, or stream URL (required unless "
                                     "--make-test-video)")
     p.add_argument("--make-test-video", type=Path, metavar="OUT",
-                   help="instead of jogging, write a video of a tag circling 0.5 m in front of the camera to OUT "
+                   help="instead of jogging, write a video of a tag going round 0.5 m in front of the camera to OUT "
                         "(.mp4 or .avi; sized by --tag-size, --tag-id, --hfov, --duration, default 10 s) to try "
                         "teleop jog --camera OUT on")
     p.add_argument("--calibration", type=Path,
@@ -67,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hfov", type=_hfov, default=60.0,
                    help="horizontal field of view for the guess, in (0, 180) [deg] (default 60)")
     p.add_argument("--tag-size", type=positive_float, default=0.08, help="side of the tag's black square [m] (default 0.08)")
-    p.add_argument("--tag-id", type=int, help="follow only this tag id (default: the first tag seen, kept while others come into view)")
+    p.add_argument("--tag-id", type=_tag_id, help="follow only this tag id (default: the first tag seen, kept while others come into view)")
     p.add_argument("--detector", default="auto", choices=("auto", "aruco", "pupil"),
                    help="detector back-end (default auto: pupil-apriltags if installed, else OpenCV ArUco)")
     p.add_argument("--mode", default="absolute", choices=("absolute", "relative"),
@@ -75,12 +125,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clutch", choices=("held", "enter"),
                    help="relative mode's clutch: 'held' = engaged the whole run; 'enter' = Enter on the terminal "
                         "toggles it (default: enter on a terminal, else held)")
-    p.add_argument("--damping", type=float, default=1.0, help="damping factor s in [0.1, 1] (default 1: no slow-down)")
+    p.add_argument("--damping", type=_damping, default=1.0, help="damping factor s in [0.1, 1] (default 1: no slow-down)")
     p.add_argument("--hand", default="right", choices=("right", "left"), help="which hand (default right)")
     p.add_argument("--scale", type=positive_float, default=1.0, help="hand motion per tag motion (default 1)")
-    p.add_argument("--axis-map", default=None,
+    p.add_argument("--axis-map", type=_axis_map, default=None,
                    help="base x,y,z as signed camera axes (default '-z,x,-y': the camera faces the operator)")
-    p.add_argument("--offset", default=None,
+    p.add_argument("--offset", type=_xyz, default=None,
                    help="x,y,z [m]: base-frame point of the camera origin (absolute mode); default: chosen when "
                         "the tag is first seen so that the tag's pose then means the hand's pose then")
     p.add_argument("--no-orientation", action="store_true", help="follow the tag's position only")
@@ -120,18 +170,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # --------------------------------------------------------------------------- helpers
-def _vector(text: str, name: str):
-    import numpy as np
-
-    try:
-        v = np.array([float(x) for x in text.split(",")])
-    except ValueError:
-        raise SystemExit(f"teleop jog: error: {name} must be three comma-separated numbers, got {text!r}") from None
-    if v.shape != (3,) or not np.all(np.isfinite(v)):
-        raise SystemExit(f"teleop jog: error: {name} must be three comma-separated numbers, got {text!r}")
-    return v
-
-
 def _board(text: str) -> tuple[int, int]:
     try:
         cols, rows = (int(x) for x in text.lower().split("x"))
@@ -236,23 +274,17 @@ def _run_jog(args: argparse.Namespace) -> int:
         print("teleop jog: error: --camera SOURCE is required (a device index, a video file or a stream URL; "
               "--make-test-video OUT writes a video to try it on)", file=sys.stderr)
         return 2
-    if not 0.1 <= args.damping <= 1.0:
-        raise SystemExit(f"teleop jog: error: --damping must be in [0.1, 1], got {args.damping}")
-    if args.tag_id is not None and not 0 <= args.tag_id <= 586:   # else: a whole session of "no tag yet"
-        raise SystemExit(f"teleop jog: error: --tag-id {args.tag_id}: AprilTag 36h11 ids are 0-586")
-    try:
-        mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
-    except ValueError as exc:
-        raise SystemExit(f"teleop jog: error: --axis-map: {exc}") from None
+    # (--damping, --tag-id, --axis-map and --offset are checked by argparse: exit code 2.)
+    mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
     explicit_offset = args.offset is not None
     if explicit_offset:
-        mapping.offset = _vector(args.offset, "--offset")
+        mapping.offset = np.array(args.offset)
     calibration = None
     if args.calibration is not None:
         try:
             calibration = CameraCalibration.load(args.calibration)
-        except CalibrationError as exc:
-            raise SystemExit(f"teleop jog: error: bad --calibration: {exc}") from None
+        except CalibrationError as exc:   # a file that is no calibration: exit code 1, like unreadable files
+            raise SystemExit(f"teleop jog: error: --calibration {exc}") from None
     try:
         camera = CameraSource(args.camera, loop=args.loop)
         first = camera.read()
@@ -318,24 +350,140 @@ def _discard(partial: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
+#: What the tag of a test video needs to be detected in every frame, measured on videos of
+#: demo_tag_trajectory at 640x480 (.avi and .mp4, both detectors, --hfov 30-90):
+#:
+#: * its black square at least MIN_TAG_PX wide: from 22 px on the tag was found in every
+#:   frame of a 60 deg video, at 16-20 px up to 7 % of the frames were missed, at 12-14 px
+#:   half or more (36h11's 8 cells across get under 2 px each). 24 px = 3 px per cell;
+#: * its motion during a frame at most MAX_BLUR_CELLS of its 8 cells: of 2,250 frames,
+#:   pupil-apriltags missed none below 1.5 cells, 24 % at 1.5-1.75, nearly all beyond 1.75
+#:   (ArUco missed 0.6 % below 1.5 cells, whatever the blur). Motion and cell size scale with the
+#:   focal length, so only a larger tag (not another --hfov) helps: at 30 deg the tag moves
+#:   up to 6.8 px per frame and needs 36 px, at 60 deg 3.1 px and the 24 px floor holds;
+#: * the tag with its white border FRAME_MARGIN_PX inside the frame: the ArUco detector
+#:   missed the largest tags whenever their white border came within 10 px of the edge
+#:   (with the black square still 55-70 px inside; 11-14 % of the frames), and no frame
+#:   from 10.8 px on (its adaptive threshold's window reaches 11 px out).
+MIN_TAG_PX = 24.0
+MAX_BLUR_CELLS = 1.5
+FRAME_MARGIN_PX = 12.0
+
+#: The test video's frame size [px] and rate [frames/s].
+TEST_VIDEO_SIZE = (640, 480)
+TEST_VIDEO_FPS = 30.0
+
+
+def _round_up(x: float) -> float:
+    """``x`` > 0 rounded up to two significant digits (a size to suggest that passes)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / unit - 1e-9) * unit
+
+
+def _round_down(x: float) -> float:
+    """``x`` > 0 rounded down to two significant digits."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return math.floor(x / unit + 1e-9) * unit
+
+
+def check_test_video_options(tag_size_m: float, hfov_deg: float, duration_s: float) -> str | None:
+    """Why ``--make-test-video`` with these --tag-size [m], --hfov [deg] and --duration [s]
+    would make a video whose tag cannot be detected in every frame, or None. Decided on the
+    tag's size, motion and place in pixels in each frame (:class:`TagVideoGeometry`): its
+    black square at least :data:`MIN_TAG_PX` wide and moving at most :data:`MAX_BLUR_CELLS`
+    of its cells per frame, the tag with its white border :data:`FRAME_MARGIN_PX` inside the
+    frame throughout."""
+    import numpy as np
+
+    from teleop.jog.render import TAG_CELLS, TagVideoGeometry, default_camera_matrix, demo_tag_trajectory
+
+    w, h = TEST_VIDEO_SIZE
+    if int(round(duration_s * TEST_VIDEO_FPS)) < 1:
+        return (f"--duration {duration_s:g} s is shorter than one frame at {TEST_VIDEO_FPS:g} frames/s: give "
+                f"--duration {_round_up(1 / TEST_VIDEO_FPS):g} or more")
+    geometry = TagVideoGeometry(demo_tag_trajectory, duration_s, TEST_VIDEO_FPS,
+                                default_camera_matrix(w, h, hfov_deg), TEST_VIDEO_SIZE)
+    # The side each frame needs [px]: the floor, or enough cells for that frame's motion.
+    needed = np.maximum(MIN_TAG_PX, geometry.motion_px * TAG_CELLS / MAX_BLUR_CELLS)
+
+    def detectable(size_m: float) -> bool:
+        return bool(np.all(geometry.side_px(size_m) >= needed))
+
+    def in_frame(size_m: float) -> bool:
+        return geometry.leaves_frame_s(size_m, FRAME_MARGIN_PX) is None
+
+    def too_small(size_m: float) -> bool:
+        return not detectable(size_m)
+
+    if detectable(tag_size_m) and in_frame(tag_size_m):
+        return None
+    options = f"--tag-size {tag_size_m:g} m with --hfov {hfov_deg:g} deg"
+    # The sizes that work lie between a lower bound (the detectors) and an upper one (the
+    # frame): the side in pixels and the tag's extent both grow with its size.
+    bracket = _boundary(too_small, tag_size_m)
+    if bracket is None:
+        return (f"{options}: the tag would be too small to detect at any --tag-size (the detectors need "
+                f"{MIN_TAG_PX:g} px across its black square): give a narrower --hfov")
+    big_enough = _round_up(bracket[1])              # the smallest detectable size, rounded up
+    bracket = _boundary(in_frame, big_enough) if in_frame(big_enough) else None
+    small_enough = None if bracket is None else bracket[0]     # the largest that fits
+    if small_enough is None or _round_down(small_enough) < big_enough:
+        return (f"{options}: the tag going round 0.5 m from the camera would leave the {w}x{h} frame at any "
+                f"--tag-size large enough to detect: give a wider --hfov")
+    sizes = f"give --tag-size {big_enough:g} to {_round_down(small_enough):g}"
+    if not detectable(tag_size_m):
+        sides = geometry.side_px(tag_size_m)
+        k = int(np.argmax(needed - sides))            # the frame that falls shortest
+        if needed[k] > MIN_TAG_PX:
+            why = (f"moving {geometry.motion_px[k]:.1f} px during a frame, it needs {needed[k]:.0f} px (motion blur "
+                   f"over at most {MAX_BLUR_CELLS:g} of its {TAG_CELLS} cells)")
+            other = ""        # the motion grows with the focal length as the tag does
+        else:
+            why = f"the detectors need {MIN_TAG_PX:g} px"
+            other = ", or a narrower --hfov"
+        return (f"{options}: the tag's black square would be {sides[k]:.0f} px wide in the {w}x{h} video, too "
+                f"small to detect in every frame: {why}; {sizes}{other}")
+    return (f"{options}: the tag (with its white border) would not stay {FRAME_MARGIN_PX:g} px inside the {w}x{h} "
+            f"video (it leaves at {geometry.leaves_frame_s(tag_size_m, FRAME_MARGIN_PX):.1f} s): {sizes}, or a "
+            "wider --hfov")
+
+
+def _boundary(below, start_m: float, largest_m: float = 100.0) -> tuple[float, float] | None:
+    """(last size for which ``below(size)`` is True, first for which it is False) [m], 1e-12
+    of the search range apart (bisection: ``below`` is True for sizes under a boundary and
+    False above it, and True at ``start_m`` or at 0); None if it is True up to ``largest_m``."""
+    low, high = 0.0, max(start_m, 1e-3)
+    while below(high):
+        if high >= largest_m:
+            return None
+        low, high = high, high * 2.0
+    for _ in range(40):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if below(middle) else (low, middle)
+    return low, high
+
+
 def _make_test_video(args: argparse.Namespace) -> int:
     """``teleop jog --make-test-video OUT``: the tag of :func:`teleop.jog.render.demo_tag_trajectory`,
     filmed by a distortion-free 640x480 camera with ``--hfov`` (what ``teleop jog`` assumes
-    without ``--calibration``), 30 frames/s."""
+    without ``--calibration``), 30 frames/s. Option values that would make a video whose tag
+    cannot be detected are refused (exit code 2) before anything is written."""
     from teleop.jog.render import default_camera_matrix, demo_tag_trajectory, write_tag_video
 
-    out, duration, fps = args.make_test_video, args.duration or 10.0, 30.0
+    out, duration, fps = args.make_test_video, args.duration or 10.0, TEST_VIDEO_FPS
     if out.is_dir():
-        raise SystemExit(f"teleop jog: error: --make-test-video {out} is a folder: give the video file to write, "
-                         f"e.g. {out / 'tag.mp4'}")
+        raise _usage_error(f"--make-test-video {out} is a folder: give the video file to write, "
+                           f"e.g. {out / 'tag.mp4'}")
     if out.suffix.lower() not in (".mp4", ".avi"):
-        raise SystemExit(f"teleop jog: error: --make-test-video {out}: give a .mp4 or .avi file name")
+        raise _usage_error(f"--make-test-video {out}: give a .mp4 or .avi file name")
     if out.exists() and not args.force:
+        # What is on disk, not a malformed value: 1, as calibrate-sim's --make-test-recording.
         raise SystemExit(f"teleop jog: error: --make-test-video {out} exists: pass --force to overwrite it, "
                          "or choose another file")
-    tag_id = args.tag_id or 0
-    if not 0 <= tag_id <= 586:
-        raise SystemExit(f"teleop jog: error: --tag-id {tag_id}: AprilTag 36h11 ids are 0-586")
+    problem = check_test_video_options(args.tag_size, args.hfov, duration)
+    if problem:
+        raise _usage_error(problem)
+    tag_id = args.tag_id or 0   # (--tag-id is checked by argparse)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not args.json:
         print(f"rendering {int(round(duration * fps))} frames to {out}", file=sys.stderr, flush=True)
@@ -348,7 +496,8 @@ def _make_test_video(args: argparse.Namespace) -> int:
         # would be blamed on the container), the file system says why.
         partial.touch()
         frames = write_tag_video(partial, demo_tag_trajectory, duration, fps, tag_size_m=args.tag_size,
-                                 K=default_camera_matrix(640, 480, args.hfov), tag_id=tag_id)
+                                 K=default_camera_matrix(*TEST_VIDEO_SIZE, args.hfov), image_size=TEST_VIDEO_SIZE,
+                                 tag_id=tag_id)
         partial.replace(out)
     except RuntimeError as exc:   # OpenCV has no writer for this container
         _discard(partial)
@@ -369,7 +518,8 @@ def _make_test_video(args: argparse.Namespace) -> int:
                           "hfov_deg": args.hfov, "try": command}))
         return 0
     print(f"written: {out} ({frames} frames, {duration:g} s at {fps:g} frames/s, 640x480; AprilTag 36h11 id "
-          f"{tag_id}, {args.tag_size * 100:g} cm, circling 0.5 m in front of a {args.hfov:g} deg camera)")
+          f"{tag_id}, {args.tag_size * 100:g} cm, going round an upright ellipse 8 cm tall and 4 cm deep 0.5 m in "
+          f"front of a {args.hfov:g} deg camera)")
     print(f"try it: {command}")
     return 0
 
@@ -428,6 +578,10 @@ class JogRun:
         self.goal_start = None
         self.last_report = None
         self.sim_time = 0.0
+        self.goal_ticks = 0              # control ticks with a hand goal
+        self.orientation_ticks = 0       # ... whose goal orientation was the tag's
+        self.hand_to_goal_max = 0.0      # [m], committed hand to goal after each tick's step
+        self.reach_warned = False
 
     # -------------------------------------------------------------- per frame
     def measure_frame(self, t_frame: float, image) -> list:
@@ -458,12 +612,33 @@ class JogRun:
         report = self.jog.tick(t, clutch=self.clutch)
         self.sim.send(report.q)
         self.last_report = report
-        if report.goal is not None and self.goal_start is None:
-            self.goal_start = report.goal.position.copy()
+        if report.goal is not None:
+            if self.goal_start is None:
+                self.goal_start = report.goal.position.copy()
+            self.goal_ticks += 1
+            self.orientation_ticks += report.orientation_followed
+            self.hand_to_goal_max = max(self.hand_to_goal_max, report.hand_to_goal_m)
+        if report.status.startswith("out of reach") and not self.reach_warned:
+            self._warn_out_of_reach(t, report.hand_to_goal_m)
         z = float(self.sim.sim.state().q[2])
         self.min_base_height = min(self.min_base_height, z)
         if z < 0.5 * self.base_height0 or self.sim.sim.other_contacts() > 0:
             self.fell = True
+
+    def _warn_out_of_reach(self, t: float, hand_to_goal_m: float) -> None:
+        """Said once, when it first happens (live, the operator can still react); the
+        summary counts the ticks."""
+        self.reach_warned = True
+        if self.args.mode == "relative":
+            remedy = "release the clutch, bring the tag back and engage it again"
+        elif self.explicit_offset:   # the goal is where --offset and --scale put it
+            remedy = "check --offset and --scale"
+        else:
+            remedy = "move the tag back towards where it was first seen"
+        short = f"{hand_to_goal_m:.1f} m" if hand_to_goal_m >= 1.0 else f"{hand_to_goal_m * 1e3:.0f} mm"
+        print(f"teleop jog: warning: at {t:.2f} s the hand's goal went out of the arm's reach: the hand stays "
+              f"{short} short of it (more than {self.settings.reach_tolerance_m * 1e3:g} mm is 'out of reach' in "
+              f"the summary's statuses); {remedy}", file=sys.stderr)
 
     def publish(self, image, detections) -> None:
         if self.view is None:
@@ -475,7 +650,8 @@ class JogRun:
         stats = {"frames": self.frames, "detected": self.detected, "mode": self.args.mode,
                  "clutch": self.clutch, "status": r.status if r else "starting",
                  "detect_ms": self.detect_ms[-1] if self.detect_ms else None,
-                 "orientation_valid": bool(r and r.filtered and r.filtered.orientation_valid)}
+                 "orientation_valid": bool(r and r.filtered and r.filtered.orientation_valid),
+                 "orientation_followed": bool(r and r.orientation_followed)}
         self.view.publish(drawn, self.sim.sim.state().q, self.jog.q, stats)
 
     # -------------------------------------------------------------- loops
@@ -661,7 +837,16 @@ class JogRun:
             "hand_moved_mm": mm(sim_hand - self.sim_hand_start),
             "goal_moved_mm": None if goal is None or self.goal_start is None else mm(goal - self.goal_start),
             "hand_to_goal_mm": None if goal is None else mm(sim_hand - goal),
+            # The committed hand's distance to the goal after each tick's step, at most, and
+            # how far short of its goal a hand may stay before the tick is "out of reach".
+            "hand_to_goal_max_mm": self.hand_to_goal_max * 1e3 if self.goal_ticks else None,
+            "reach_tolerance_mm": self.settings.reach_tolerance_m * 1e3,
             "statuses": dict(self.jog.counts), "last_status": r.status if r else None,
+            # What the hand did (False throughout with --no-orientation), and the filter's
+            # orientation noise gate at the end (open or not, whether or not it was followed).
+            "orientation_followed": bool(r and r.orientation_followed),
+            "orientation_ticks": self.orientation_ticks, "goal_ticks": self.goal_ticks,
+            "orientation_enabled": self.settings.orientation,
             "orientation_valid": bool(r and r.filtered and r.filtered.orientation_valid),
             "base_height_start_m": self.base_height0, "base_height_min_m": self.min_base_height,
             "fell": bool(self.fell),
@@ -678,13 +863,22 @@ def format_summary(s: dict) -> str:
     def f(v, fmt="{:.1f}"):
         return "-" if v is None else fmt.format(v)
 
+    if not s["orientation_enabled"]:
+        orientation = "no (--no-orientation)"
+    elif not s["goal_ticks"]:
+        orientation = "no (no tag seen)"
+    elif not s["orientation_ticks"]:
+        orientation = "no (the tag's orientation never passed its noise gate)"
+    else:
+        orientation = f"yes, in {s['orientation_ticks']} of {s['goal_ticks']} control ticks"
     lines = [f"teleop jog: {s['camera']} ({s['mode']}, detector {s['detector']}, "
              f"{'wall-clock' if s['realtime'] else 'virtual'} time {s['duration_s']:.2f} s, {s['wall_s']:.1f} s wall"
              + (f", simulation real-time factor {s['realtime_factor']:.2f}" if s['realtime_factor'] else "") + ")",
              f"frames {s['frames']}, tag seen in {s['frames_with_tag']}, detection {f(s['detect_ms_mean'], '{:.1f}')} ms/frame",
              f"goal moved {f(s['goal_moved_mm'])} mm, simulated hand moved {f(s['hand_moved_mm'])} mm, "
-             f"hand-to-goal at the end {f(s['hand_to_goal_mm'])} mm",
-             f"statuses {s['statuses']}; orientation followed: {s['orientation_valid']}",
+             f"hand-to-goal at the end {f(s['hand_to_goal_mm'])} mm (commanded hand: at most "
+             f"{f(s['hand_to_goal_max_mm'])} mm; out of reach beyond {s['reach_tolerance_mm']:g} mm)",
+             f"statuses {s['statuses']}; orientation followed: {orientation}",
              f"robot {'FELL' if s['fell'] else 'kept its balance'} (base height {s['base_height_start_m']:.3f} m, "
              f"min {s['base_height_min_m']:.3f} m)"]
     return "\n".join(lines)

@@ -133,20 +133,100 @@ def tag_scene(tag_size_m: float, K: np.ndarray, image_size=(640, 480), tag_id: i
     return PlanarScene(texture, tag_size_m / fraction, K, image_size, seed=seed)
 
 
-def demo_tag_trajectory(t: float, radius_m: float = 0.04, period_s: float = 4.0, still_s: float = 1.0,
-                        distance_m: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+def demo_tag_trajectory(t: float, radius_m: float = 0.04, depth_m: float = 0.02, period_s: float = 4.0,
+                        still_s: float = 1.0, distance_m: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """A tag to jog with (``teleop jog --make-test-video``): facing the camera ``distance_m``
-    ahead, still for ``still_s``, then circling (``radius_m``, one turn per ``period_s``)
-    in the image plane while rocking by up to 10 deg. The circle starts where the tag
-    stands and lies to the image's left of it (with ``teleop jog``'s default axis map: the
-    right hand moves outwards and up, away from the body). Returns (R (3, 3), centre (3,)
-    [m]), camera frame."""
+    ahead, still for ``still_s``, then going round an upright ellipse through its start
+    point, ``2 radius_m`` tall and ``2 depth_m`` deep (one turn per ``period_s``: towards the
+    camera and up, then back and down), while nodding by up to 10 deg about the camera's
+    horizontal axis. Returns (R (3, 3), centre (3,) [m]), camera frame.
+
+    With ``teleop jog``'s default axis map the hand goes up and forwards and back, and
+    never sideways or about the vertical, so either hand can follow the whole of it: the
+    iCub's hand starts at the edge of its reach (97 % of the arm's length from the shoulder,
+    below and in front of it) with the upper arm close to the hip. Measured over 10 s: the
+    former circle, in the image plane beside the start, took the right hand's goal 40 mm
+    beyond reach and stopped the left arm before the hip for 7.9 s; a circle above the start
+    stays in reach, but its motion towards the body (from 2 cm on, or a rocking tag turning
+    the hand about the vertical) stopped the upper arm before the hip for 2.2 s (right) and
+    6 s (left). This one, jogged on its 10 s video: the hand within 3.5 mm of its goal
+    throughout, no collision stop, either hand (the goal passes at most 2.5 mm beyond the
+    reach sphere)."""
     u = max(0.0, t - still_s)
     ramp = min(1.0, u) ** 2 * (3 - 2 * min(1.0, u))     # smooth start: no velocity step
     w = 2 * np.pi / period_s
-    centre = np.array([-radius_m * (1 - np.cos(w * u)) * ramp, -radius_m * np.sin(w * u) * ramp, distance_m])
-    tilt = ramp * np.radians(10.0)
-    return rotation_from_rpy(tilt * np.sin(w * u), tilt * np.cos(w * u) - tilt, 0.0) @ FACING_CAMERA, centre
+    # Camera frame: -y is up, -z towards the camera.
+    centre = np.array([0.0, -radius_m * (1 - np.cos(w * u)) * ramp, distance_m - depth_m * np.sin(w * u) * ramp])
+    nod = ramp * np.radians(10.0) * np.sin(w * u)
+    return rotation_from_rpy(nod, 0.0, 0.0) @ FACING_CAMERA, centre
+
+
+def exposure_times(duration_s: float, fps: float, subframes: int) -> np.ndarray:
+    """(frames, subframes) times [s] the frames of a video integrate (frame k ends at
+    (k + 1) / fps and is exposed over its whole period)."""
+    n = int(round(duration_s * fps))
+    t_end = (np.arange(n) + 1.0) / fps
+    return t_end[:, None] - (1 - (np.arange(subframes) + 0.5) / subframes)[None, :] / fps
+
+
+class TagVideoGeometry:
+    """Where the tag of :func:`write_tag_video` (same arguments) lies in the video's frames,
+    from the camera geometry alone: every pose the frames integrate is projected, nothing
+    is rendered. The poses are sampled once; any tag size can then be asked about.
+
+    Args:
+        trajectory: t [s] -> (R (3, 3), centre (3,) [m]) of the tag, camera frame.
+        duration_s, fps, subframes: as :func:`write_tag_video`.
+        K: (3, 3) camera matrix [px]; image_size: (width, height) [px].
+    """
+
+    def __init__(self, trajectory, duration_s: float, fps: float, K: np.ndarray, image_size=(640, 480),
+                 subframes: int = 3) -> None:
+        times = exposure_times(duration_s, fps, subframes)
+        self.frames, self.subframes = times.shape
+        self.times = times.ravel()
+        poses = [trajectory(float(t)) for t in self.times]
+        self._R = np.array([r for r, _ in poses]).reshape(-1, 3, 3)
+        self._t = np.array([c for _, c in poses]).reshape(-1, 3)
+        self.K = np.asarray(K, float)
+        self.image_size = tuple(image_size)
+        #: Side of the whole texture (black square + white border) per side of the black square.
+        self._border = 1.0 / tag_texture(0)[1]
+        # The tag centre's image motion over each frame period [px]: how far a frame's
+        # exposure smears the tag (frame k is exposed from k / fps to (k + 1) / fps).
+        boundaries = np.array([trajectory(k / fps)[1] for k in range(self.frames + 1)]).reshape(-1, 3)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            centres = (boundaries @ self.K.T)[:, :2] / boundaries[:, 2:3]
+        self.motion_px = np.linalg.norm(np.diff(centres, axis=0), axis=1)
+
+    def _project(self, half_side_m: float) -> tuple[np.ndarray, np.ndarray]:
+        """((N, 4, 2) image points [px], (N, 4) depths [m]) of the corners of a square of
+        half side ``half_side_m`` centred on the tag, at each sampled pose."""
+        corners = half_side_m * np.array([[-1, 1, 0], [1, 1, 0], [1, -1, 0], [-1, -1, 0]], float)
+        p = np.einsum("nij,cj->nci", self._R, corners) + self._t[:, None, :]
+        z = p[..., 2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            uv = (p @ self.K.T)[..., :2] / np.where(z > 1e-9, z, np.nan)[..., None]
+        return uv, z
+
+    def side_px(self, tag_size_m: float) -> np.ndarray:
+        """(frames,) the shortest side of the tag's black square (``tag_size_m`` [m]) in
+        each frame [px] (0 where the tag is behind the camera)."""
+        uv, _ = self._project(0.5 * tag_size_m)
+        sides = np.linalg.norm(uv - np.roll(uv, 1, axis=1), axis=2).reshape(self.frames, -1)
+        return np.nan_to_num(np.min(sides, axis=1), nan=0.0)
+
+    def leaves_frame_s(self, tag_size_m: float, margin_px: float = 0.0) -> float | None:
+        """The first time [s] at which the tag with its white border is not wholly inside the
+        image, ``margin_px`` from its edges (or is behind the camera); None if it never is."""
+        uv, z = self._project(0.5 * tag_size_m * self._border)
+        w, h = self.image_size
+        m = margin_px
+        with np.errstate(invalid="ignore"):
+            inside = np.all((z > 1e-9) & (uv[..., 0] >= m) & (uv[..., 0] <= w - 1 - m) & (uv[..., 1] >= m)
+                            & (uv[..., 1] <= h - 1 - m), axis=1)
+        out = np.flatnonzero(~inside)
+        return None if out.size == 0 else float(self.times[out[0]])
 
 
 def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_size_m: float = 0.08,
@@ -177,11 +257,10 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
     writer = cv2.VideoWriter(str(path), fourcc, float(fps), tuple(image_size))
     if not writer.isOpened():
         raise RuntimeError(f"OpenCV cannot write the video file {path}")
-    n = int(round(duration_s * fps))
+    frames = exposure_times(duration_s, fps, subframes)
+    n = len(frames)
     try:
-        for k in range(n):
-            t_end = (k + 1) / fps
-            times = t_end - (1 - (np.arange(subframes) + 0.5) / subframes) / fps
+        for times in frames:
             grey = scene.render([trajectory(float(s)) for s in times], noise_std, rng)
             writer.write(cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR))
     finally:

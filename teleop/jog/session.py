@@ -10,7 +10,9 @@ absolute-jogging node runs at 10 Hz and waits on two ROS service round trips per
    (:meth:`TagMapping.absolute`) or, while the clutch is held, relative jogging
    (:class:`RelativeJog`); orientation only while it passes its noise gate;
 3. reachability: a goal beyond the arm's reach is pulled back onto the reachable sphere
-   around the shoulder (the hand goes as far as it can instead of freezing);
+   around the shoulder (the hand goes as far as it can instead of freezing), and a tick
+   after which the hand stays short of the goal is reported "out of reach" (see
+   :attr:`JogSettings.reach_tolerance_m`);
 4. damping (§B.5 Eq. 5.2, slerp), a Cartesian speed limit on the hand target, and an
    acceleration limit on its feed-forward velocity (camera frames make the target jump a
    little; unlimited, those jumps shook the simulated robot until its feet crept);
@@ -65,6 +67,16 @@ class JogSettings:
             (a hand-held tag's figure-eight needs ~0.2 m/s^2).
         reach_fraction: goals are kept within this fraction of the arm's reach from the shoulder
             (or within the hand's starting distance from it, if that is further).
+        reach_tolerance_m: a tick is "out of reach" when, after its step, the hand is farther
+            than this from the goal [m] and cannot close the gap: the goal lies beyond the
+            reachable sphere by more than this, or the step did not bring the hand closer to
+            the goal by ``approach_speed * control_dt`` (the hand is as close as it gets: joint
+            limits, balance). A hand still on its way to a goal it can reach is not. 15 mm:
+            following a tag that moves within reach, the hand lags its goal by 3.5 mm at
+            0.06 m/s (``--make-test-video``'s tag), 6 mm at 0.13 m/s and 12 mm at 0.25 m/s
+            (measured, either hand); beyond that speed it lags more but keeps approaching.
+        approach_speed: the least speed towards the goal [m/s] that counts as still on the way
+            (a hand reaching a goal 10 cm away closes in at 0.13-0.7 m/s until it is within 15 mm).
         predict_s: the filtered position is extrapolated by its velocity over the
             measurement's age, at most this long [s] (hides the camera's frame period).
         collision_checks: check interpolated states for collisions.
@@ -85,6 +97,8 @@ class JogSettings:
     max_hand_speed: float = 1.0
     max_hand_acceleration: float = 10.0
     reach_fraction: float = 0.95
+    reach_tolerance_m: float = 0.015
+    approach_speed: float = 0.05
     predict_s: float = 0.05
     collision_checks: bool = True
     clearance_m: float = 0.01
@@ -110,9 +124,14 @@ class TickReport:
         t: control time [s]. q: (nq,) committed configuration.
         goal: hand goal (base frame) or None before the first sighting.
         target: damped, speed-limited target given to the controller.
-        status: "ok", "held" (no tag yet / QP held), or the safety action taken.
+        status: "ok", "held" (no tag yet / QP held), "out of reach" (the hand stays short
+            of the goal: :attr:`JogSettings.reach_tolerance_m`), or the safety action taken.
         filtered: the filter's output (None before the first sighting).
         reachable: False if the goal had to be pulled back into reach.
+        hand_to_goal_m: distance from the hand (committed configuration) to the goal [m]
+            after the step; None without a goal.
+        orientation_followed: the goal's orientation is the tag's (False: held, because of
+            ``orientation=False`` or the orientation's noise gate).
         compute_ms: wall-clock time of the tick (filter + QP + safety) [ms].
         collision_ms: part of it spent in collision checks [ms].
     """
@@ -126,6 +145,8 @@ class TickReport:
     reachable: bool = True
     compute_ms: float = 0.0
     collision_ms: float = 0.0
+    hand_to_goal_m: float | None = None
+    orientation_followed: bool = False
 
 
 def jog_stack(settings: JogSettings):
@@ -213,6 +234,8 @@ class JogController:
         self.target: HandPose | None = None
         #: (3,) feed-forward velocity of the hand task [m/s], base frame.
         self.feedforward = np.zeros(3)
+        #: Whether the goal's orientation is the tag's (set with the goal, see _update_goal).
+        self.orientation_followed = False
         self._measurements: list[tuple[float, np.ndarray | None, np.ndarray | None]] = []
         self.counts: dict[str, int] = {}
 
@@ -252,11 +275,14 @@ class JogController:
         self._update_goal(filtered, clutch)
         reachable = True
         status = "ok"
+        beyond_m = 0.0
+        current = None
         if self.goal is None:
             status = "held: no tag yet"
         else:
             goal = self.goal
             reachable, goal_position = self._within_reach(goal.position)
+            beyond_m = float(np.linalg.norm(goal.position - goal_position))
             current = self.hand_pose(self.q)
             # Damping (Eq. 5.2): from the hand's committed pose towards the goal.
             target = damp(current, HandPose(goal_position, goal.rotation), s.damping)
@@ -303,11 +329,31 @@ class JogController:
                     collision_ms = (time.perf_counter() - c0) * 1e3
                     if not path.free:
                         status, q_new = f"stopped before collision: {path.hit}", path.q_safe
+        hand_to_goal = None
+        if current is not None:
+            hand_to_goal = float(np.linalg.norm(self.hand_pose(q_new).position - self.goal.position))
+            # Only an "ok" step: a refused or shortened one already says why the hand stays short.
+            if status == "ok" and self._out_of_reach(current.position, hand_to_goal, beyond_m):
+                status = f"out of reach: hand {hand_to_goal * 1e3:.0f} mm from the goal"
         key = status.split(":")[0]
         self.counts[key] = self.counts.get(key, 0) + 1
         self.q = q_new
         return TickReport(t, self.q.copy(), self.goal, self.target, status, filtered, reachable,
-                          (time.perf_counter() - started) * 1e3, collision_ms)
+                          (time.perf_counter() - started) * 1e3, collision_ms, hand_to_goal,
+                          self.goal is not None and self.orientation_followed)
+
+    def _out_of_reach(self, hand_before: np.ndarray, hand_to_goal: float, beyond_m: float) -> bool:
+        """Whether the hand, ``hand_to_goal`` [m] from the goal after this tick's step (from
+        ``hand_before`` (3,) [m]), stays short of it (:attr:`JogSettings.reach_tolerance_m`);
+        ``beyond_m``: how far the goal lies beyond the reachable sphere [m]."""
+        s = self.settings
+        if hand_to_goal <= s.reach_tolerance_m:
+            return False
+        if beyond_m > s.reach_tolerance_m:
+            # The controller aims at the sphere: the hand cannot come closer than this.
+            return True
+        approach = float(np.linalg.norm(hand_before - self.goal.position)) - hand_to_goal
+        return approach < s.approach_speed * s.control_dt
 
     def _update_goal(self, filtered: FilteredPose | None, clutch: bool) -> None:
         s = self.settings
@@ -339,6 +385,7 @@ class JogController:
             pose = s.mapping.absolute(position, rotation, self.hand_reference)
             use_rotation = s.orientation and filtered.orientation_valid
             self.goal = HandPose(pose.position, pose.rotation if use_rotation else held_rotation)
+            self.orientation_followed = use_rotation
             return
         # Relative: the clutch anchors tag and hand; released, the goal stays where it is.
         if clutch and not self.relative.engaged:
@@ -356,6 +403,7 @@ class JogController:
             pose = self.relative.target(position, rotation)
             use_rotation = s.orientation and filtered.orientation_valid
             self.goal = HandPose(pose.position, pose.rotation if use_rotation else held_rotation)
+            self.orientation_followed = use_rotation
 
     def _within_reach(self, position: np.ndarray) -> tuple[bool, np.ndarray]:
         """(reachable, position pulled onto the reachable sphere around the shoulder)."""
