@@ -80,8 +80,9 @@ def warn_unlearned_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, s
 
 def warn_round_trips_past_the_takes(rtts: list[float], takes: list) -> None:
     """Say which round trips [s] have a forward delay (half the round trip) longer than every
-    test take: the operator has finished each take before its first command reaches the robot, so the figures measure how soon
-    the robot shows the final pose, not how well it follows a motion."""
+    test take: the operator has finished each take before its first command reaches the
+    robot, so the figures measure how soon the robot shows the final pose, not how well it
+    follows a motion."""
     longest = max((float(t.times[-1] - t.times[0]) for t in takes), default=0.0)
     past = [f"{r:g}" for r in rtts if r / 2.0 > longest]
     if past and takes:
