@@ -19,6 +19,8 @@ import threading
 import time
 import zipfile
 
+from teleop.cli_types import UsageError
+
 #: Errors that mean "this input or setting is wrong", not "the program is wrong": the user
 #: gets the message (which names the file or value) without a traceback. Anything else
 #: is a bug and keeps its traceback. TELEOP_DEBUG=1 shows the traceback for these too.
@@ -86,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, BrokenPipeError) or not os.environ.get("TELEOP_DEBUG"):
             return _user_error(args, exc)      # a socket's peer went away, a missing file: real errors
         raise
+    except UsageError as exc:
+        if os.environ.get("TELEOP_DEBUG"):
+            raise
+        _tell(f"teleop {args.command}: error: {exc}\n(teleop {args.command} --help lists the options)")
+        return 2
     except USER_ERRORS as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise

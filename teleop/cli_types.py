@@ -10,6 +10,14 @@ import argparse
 import math
 
 
+class UsageError(ValueError):
+    """The command line cannot work: a value, or a combination of options, that argparse
+    could not check alone (it needs another option, a file's size, the robot's joints).
+    ``teleop``'s entry point reports it as argparse reports its own refusals: an error
+    line, a hint to ``--help``, exit code 2. Whatever else fails (a file, the data, the
+    network) is a ValueError or OSError: exit code 1."""
+
+
 def _number(text: str) -> float:
     try:
         value = float(text)
@@ -151,3 +159,16 @@ def delay_list(text: str) -> list[str]:
                                              "list each delay once")
         seen[value] = item
     return items
+
+
+def task_label(text: str) -> str:
+    """argparse type of ``--task`` (``teleop dataset label``, ``teleop record`` and ``teleop
+    operator|robot --record FILE --task NAME``): a non-empty name (an empty one would mean "unlabelled")
+    that can name the task's folder of an export (``dataset export`` writes DIR/<task>/, and
+    ``train`` reads the folder name as the task)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the task name must not be empty, e.g. --task wave")
+    if "/" in text or "\\" in text or text.strip() in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r}: a task name is a folder name in an exported dataset: no '/', "
+                                         "'\\', '.' or '..'")
+    return text

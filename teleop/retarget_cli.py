@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from teleop.cli_types import positive_float
+from teleop.cli_types import UsageError, positive_float
 from teleop.data_args import check_output_location
 from teleop.json_safe import dumps
 
@@ -79,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
 
     for option, given in (("--view", args.view), ("--no-zmp-correction", args.no_zmp_correction)):
         if given and not args.execute:   # else silently ignored: the user expects a window or a raw CoM
-            raise ValueError(f"{option} is about playing the references on the robot: give --execute too")
+            raise UsageError(f"{option} is about playing the references on the robot: give --execute too")
     if args.file.is_dir():
         raise ValueError(f"{args.file} is a folder: teleop retarget takes one motion file "
                          "(teleop train, eval and trial read folders of takes)")

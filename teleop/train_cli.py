@@ -103,7 +103,8 @@ def _train(args: argparse.Namespace) -> int:
     library = _learn(takes, args.basis, args.covariance)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     library.save(args.out)
-    print(f"learned {len(library)} tasks from {len(takes)} takes -> {args.out}")
+    print(f"learned {len(library)} task{'s' if len(library) != 1 else ''} from {len(takes)} "
+          f"take{'s' if len(takes) != 1 else ''} -> {args.out}")
     for label in library.labels:
         promp = library[label]
         print(f"  {label:32s} {counts[label]:3d} takes, mean motion {promp.duration:.2f} s")

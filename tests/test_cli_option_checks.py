@@ -192,10 +192,11 @@ def test_operator_refuses_a_remote_mvn_stream_without_python_keywords(secret):
 
 
 @pytest.mark.parametrize("spec", ["xsens-live:abc", "xsens-live:127.0.0.1:abc", "xsens-live:70000"])
-def test_operator_says_what_a_bad_mvn_port_must_be(secret, spec):
-    """It said "bad MVN port 'abc' in 'abc': expected [HOST:]PORT"."""
-    assert _operator_input_error(["--input", spec], secret) == \
-        f"teleop operator: error: --input {spec}: the MVN port must be a number 1-65535"
+def test_operator_says_what_a_bad_mvn_port_must_be(capsys, spec):
+    """It said "bad MVN port 'abc' in 'abc': expected [HOST:]PORT", then exited 1 where --robot
+    with a bad port exits 2: refused by argparse now, with the usage."""
+    assert usage_error(capsys, ["operator", "--input", spec]) == \
+        f"teleop operator: error: argument --source/--input: {spec}: the MVN port must be a number 1-65535"
 
 
 def test_eval_names_its_missing_positional_by_its_choices(capsys):
@@ -235,7 +236,7 @@ def test_bench_names_its_missing_positional_by_the_benchmarks(capsys):
 def test_options_that_do_not_apply_are_refused(capsys, argv, expected):
     """They were accepted and ignored, unlike --task without --record; refused before the
     station starts (no secret, no port)."""
-    line = error_line(capsys, [*argv, "--duration", "0.1"])
+    line = error_line(capsys, [*argv, "--duration", "0.1"], code=2)     # the command line cannot work
     assert line == f"teleop {argv[0]}: error: {expected}"
 
 

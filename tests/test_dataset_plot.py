@@ -353,14 +353,14 @@ def test_plot_draws_the_window_asked_for(robot_file, capsys):
     out = robot_file.parent / "window.png"
     assert plot(robot_file, "--start", "0.5", "--end", "1.5", "-o", out) == 0
     assert_png_with_content(out)
-    assert plot(robot_file, "--start", "2", "--end", "1", "-o", out, "--force") == 1
+    assert plot(robot_file, "--start", "2", "--end", "1", "-o", out, "--force") == 2   # options that cannot go together
     assert "--end (1.0 s) must not come before --start (2.0 s)" in capsys.readouterr().err
     assert plot(robot_file, "--start", "9", "-o", robot_file.parent / "late.png") == 1
     assert "nothing from --start 9 s on (the recording lasts 2.990 s)" in capsys.readouterr().err
     assert not (robot_file.parent / "late.png").exists()
     # One instant (it drew a figure of empty panels: every line a single point).
     for window in (("--end", "0"), ("--start", "1", "--end", "1")):
-        assert plot(robot_file, *window, "-o", robot_file.parent / "instant.png") == 1
+        assert plot(robot_file, *window, "-o", robot_file.parent / "instant.png") == 2   # a usage error
         assert "a plot shows a time span: give an --end after --start" in capsys.readouterr().err
     assert not (robot_file.parent / "instant.png").exists()
     with pytest.raises(SystemExit) as exc:                               # argparse, as `trim`

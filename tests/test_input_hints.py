@@ -47,7 +47,7 @@ def test_train_on_a_mixed_folder_reads_its_tasks_and_warns_about_the_skipped_one
     inner = synthetic_dataset(data / "more", {"reach_forward": 2, "side_reach": 1})
     rc, out, err = run_cli(capsys, "train", data, "-o", tmp_path / "lib.npz")
     assert rc == 0, err
-    assert "learned 1 tasks from 2 takes" in out
+    assert "learned 1 task from 2 takes" in out
     warnings = [ln for ln in err.splitlines() if "warning:" in ln]
     assert warnings == [f"teleop train: warning: {inner} skipped (3 takes): it holds task folders, not takes; "
                         f"give it directly to read them (e.g. teleop train {inner})"]
@@ -147,7 +147,7 @@ def test_exported_episodes_are_takes_for_train_and_refused_by_retarget_with_the_
                                            f"episodes first (teleop dataset export {recording} -o DIR) and give DIR")
     assert run_cli(capsys, "dataset", "export", recording, "-o", tmp_path / "demos")[0] == 0
     rc, out, err = run_cli(capsys, "train", tmp_path / "demos", "-o", tmp_path / "lib.npz")
-    assert rc == 0 and "learned 1 tasks from 1 takes" in out, err
+    assert rc == 0 and "learned 1 task from 1 take" in out, err
     exported = tmp_path / "demos" / "squat" / "op_0.npz"
     for command in (["retarget", exported], ["stream-mvn", exported, "--port", "9"]):
         rc, _, err = run_cli(capsys, *command)

@@ -402,3 +402,22 @@ def test_the_receiver_says_why_no_pose_came_from_what_arrived():
             "MVN sends message types 03 (points), 24 (centre of mass) but no 02 (pose, quaternions)")
     finally:
         source.close()
+
+
+def test_the_receiver_says_the_stream_stopped_after_poses_came():
+    """After poses had come, a stopped stream was diagnosed "MVN's poses arrive but none could
+    be used (see the receiver's counts)": nothing was arriving, and no counts were shown."""
+    codec = MvnCodec()
+    source = XsensLiveSource(("127.0.0.1", 0))
+    try:
+        pose = {"pelvis": (np.array([0.0, 0.0, 0.9]), np.array([1.0, 0, 0, 0]))}
+        for k in range(3):
+            for datagram in codec.encode_pose(k, 10 * k, pose):
+                source.handle_datagram(datagram, 0.01 * k)
+        assert source.stats["samples"] == 3
+        assert source.pose_stream_hint().startswith("the stream stopped: nothing has arrived on this port since "
+                                                    "its last pose")
+        source.handle_datagram(b"GET / HTTP/1.1\r\n\r\n" + bytes(20), 1.0)    # something else arrives now
+        assert "the stream stopped" not in source.pose_stream_hint()
+    finally:
+        source.close()

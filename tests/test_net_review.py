@@ -2,6 +2,7 @@
 
 import argparse
 import math
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,18 @@ def test_a_pong_from_another_peer_is_not_paired_with_our_ping():
     assert client.handle(dataclasses.replace(pong, peer=("10.0.0.9", 7000)))   # consumed...
     assert client.estimator.offset is None                                    # ...not counted
     assert client.handle(pong) and client.estimator.offset is not None        # ours still pairs
+
+
+def test_the_secret_tool_parses_its_options(tmp_path, capsys):
+    """`python -m teleop.net.secret --help` wrote a secret file named "--help" (the error
+    messages suggest running the tool)."""
+    from teleop.net.secret import main, read_secret_file
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0 and "usage: python -m teleop.net.secret" in capsys.readouterr().out
+    assert not (Path.cwd() / "--help").exists()
+    target = tmp_path / "station" / "secret"
+    assert main([str(target)]) == 0
+    assert capsys.readouterr().out.strip() == str(target)
+    assert len(read_secret_file(target)) >= 32

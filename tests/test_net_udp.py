@@ -43,10 +43,11 @@ def test_send_and_receive_references(pair):
     assert robot.poll() == []  # timeout 0 never blocks
 
 
-def test_garbage_oversized_and_wrong_secret_are_dropped_and_counted(pair):
+def test_garbage_oversized_and_wrong_secret_are_dropped_and_counted(pair, caplog):
     operator, robot = pair
     raw = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     stranger = UdpEndpoint(PacketCodec(b"some-other-secret-0123456"))
+    port = stranger.address[1]
     try:
         raw.sendto(b"hello", robot.address)
         raw.sendto(bytes(5000), robot.address)
@@ -62,6 +63,9 @@ def test_garbage_oversized_and_wrong_secret_are_dropped_and_counted(pair):
     assert robot.stats.rx.dropped == {"truncated": 1, "oversized": 1, "bad_mac": 1}
     summary = robot.stats.summary()
     assert summary["received"] == 4 and summary["dropped_oversized"] == 1
+    # Said in the user's words (was "bad MAC (from ('127.0.0.1', 60319)) ... see teleop.net.secret").
+    assert (f"packets from 127.0.0.1:{port} fail authentication and are dropped: do both stations use the same "
+            "secret ($TELEOP_SECRET or --secret-file)?") in caplog.text
 
 
 def test_kernel_timestamps_exclude_the_time_spent_waiting_for_poll(pair):

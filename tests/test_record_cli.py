@@ -100,3 +100,19 @@ def test_dataset_recover_writes_a_complete_copy(tmp_path, capsys):
     repaired = open_recording(out)
     assert repaired.complete and repaired.message_count == 21
     rec.close()
+
+
+@pytest.mark.parametrize("task, message", [
+    ("", "the task name must not be empty"),
+    ("../../escaped", "a task name is a folder name in an exported dataset"),
+    ("a/b", "a task name is a folder name in an exported dataset"),
+])
+def test_record_refuses_a_task_name_that_cannot_label_an_episode(tmp_path, capsys, task, message):
+    """`record --task ""` recorded no episode without a word (export then found none), and a
+    name with '/' was exported to another folder than the one it names."""
+    from teleop.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["record", "--duration", "0.2", "--task", task, "-o", str(tmp_path / "r.mcap")])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "r.mcap").exists()

@@ -209,6 +209,9 @@ def test_a_restarted_operator_takes_over_once_the_first_is_silent(robot, station
         assert first[id(a)] > 0 and station.operator == a.address
         both = run([a, b], 20)                     # B while A is active: refused
         assert station.operator == a.address and station.foreign_references > 0
+        # Said, not only counted: the refused station sees a robot that never answers.
+        assert station.first_foreign_sender == f"{b.address[0]}:{b.address[1]}"
+        assert station.telemetry()["refused_other_operator"] == station.foreign_references
         time.sleep(0.3)                            # A goes silent for longer than stale_timeout
         later = run([b], 60)
         assert station.operator == b.address and station.operators_attached == 2

@@ -144,7 +144,7 @@ def test_the_operator_refuses_a_command_link_that_cannot_reach_the_robot(secret,
     robot", and `--bind 0.0.0.0:0` was refused for lack of an --allow-remote it did not
     have. Nothing is sent here: the command is refused before the station starts."""
     assert main(["operator", "--robot", robot, "--video-listen", f"127.0.0.1:{_free_udp_port()}",
-                 "--duration", "0.3"]) == 1
+                 "--duration", "0.3"]) == 2          # --robot and --bind cannot go together
     err = capsys.readouterr().err
     assert f"--robot {robot}" in err and expected in err
     # The option the message asks for exists.

@@ -80,8 +80,10 @@ def sniff_format(path) -> str:
         raise MotionFormatError(f"{path}:1: not recognised as an Xsens MVN CSV export (first line: {first[:60]!r}): "
                                 f"{XSENS_CSV_LAYOUT}; a VR tracker CSV has a header line "
                                 "t,head_px,...,head_qz,left_hand_px,... (see 'Motion files' in the README)")
-    raise MotionFormatError(f"{path}:1: unsupported motion format (extension {ext or 'none'!r}; "
-                            "supported: Xsens CSV/MVNX, ASF/AMC, BVH, VR tracker CSV/JSON, .npz)")
+    # No line number: nothing in the file was recognised, not one line of it.
+    raise MotionFormatError(f"{path}: unsupported motion format (extension {ext or 'none'!r}; "
+                            "supported: Xsens CSV/MVNX, ASF/AMC, BVH, VR tracker CSV/JSON, .npz; see 'Motion "
+                            "files' in the README)")
 
 
 def _is_number_row(line: str) -> bool:

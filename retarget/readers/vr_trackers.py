@@ -90,7 +90,7 @@ def _read_csv(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     for seg in segments:
         missing = [f"{seg}_{x}" for x in _SUFFIXES if f"{seg}_{x}" not in header]
         if missing:
-            raise error(path, header_line, f"tracker {seg} lacks columns {missing}")
+            raise error(path, header_line, f"tracker {seg} lacks columns {', '.join(missing)}")
     if not rows:
         raise error(path, None, "no samples")
     table = np.stack(rows)
@@ -154,7 +154,8 @@ def read_vr_trackers(path, npose_frame: int | None = 0, label: str = "") -> Huma
         times, poses, axes = _read_csv(path)
     missing = [s for s in REQUIRED if s not in poses]
     if missing:
-        raise error(path, None, f"trackers {missing} are required (head and both hands)")
+        raise error(path, None, f"trackers {', '.join(missing)} are missing: head, left_hand and right_hand are "
+                                "required")
     if np.any(np.diff(times) <= 0):
         raise error(path, None, f"times must increase (sample {int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1})")
     c = AXES[axes]
@@ -186,7 +187,7 @@ def write_vr_csv(motion: HumanMotion, path) -> None:
     names = [s for s in TRACKER_SEGMENTS if s in motion.segment_names]
     missing = [s for s in REQUIRED if s not in names]
     if missing:
-        raise ValueError(f"motion lacks trackers {missing}")
+        raise ValueError(f"motion lacks trackers {', '.join(missing)}")
     cols = ["t"] + [f"{s}_{x}" for s in names for x in _SUFFIXES]
     with open(path, "w", encoding="utf-8") as f:
         f.write("# vr-trackers v1\n# axes: z-up\n" + ",".join(cols) + "\n")

@@ -127,9 +127,10 @@ def _run(args: argparse.Namespace) -> int:
         # would "succeed" with 0 datagrams sent.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET  # as stream_motion's socket
         socket.getaddrinfo(args.host, args.port, family, socket.SOCK_DGRAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        print(f"teleop stream-mvn: error: --host {args.host}: cannot resolve it ({exc})", file=sys.stderr)
-        return 2
+    except (socket.gaierror, UnicodeError) as exc:   # the name service, not the command line: 1
+        reason = getattr(exc, "strerror", None) or exc
+        print(f"teleop stream-mvn: error: --host {args.host}: cannot resolve it ({reason})", file=sys.stderr)
+        return 1
     try:
         if args.file.suffix.lower() == ".mcap" and args.file.is_file():
             motion = recording_motion(args.file)    # a recorded session's operator input, replayed

@@ -132,6 +132,7 @@ class XsensLiveSource:
         self._sock.setblocking(False)
         self._reassembler = Reassembler()
         self.stats: Counter = Counter()
+        self._datagrams_at_last_sample = 0   # how many datagrams had come with the newest pose
         self.com: np.ndarray | None = None
         self.joint_angles = None
         self.meta: dict[str, str] = {}
@@ -212,6 +213,7 @@ class XsensLiveSource:
         self._newest_sample = header.sample_counter
         self._returned = False
         self.stats["samples"] += 1
+        self._datagrams_at_last_sample = self.stats["datagrams"]
 
     def _detect_unit(self, pose: dict) -> dict:
         """Decide the stream's position unit from ``pose`` (decoded as centimetres) and
@@ -245,20 +247,24 @@ class XsensLiveSource:
         return n
 
     def pose_stream_hint(self) -> str:
-        """Why no pose has come yet, from what did arrive (for a user-facing warning): nothing
-        on the port, datagrams that are not MVN's, or MVN messages of other types only (the
-        streamer set to Euler angles or points instead of quaternions)."""
+        """Why no pose has come for a while, from what did arrive (for a user-facing
+        warning): nothing on the port, the stream stopped after poses came, datagrams that
+        are not MVN's, or MVN messages of other types only (the streamer set to Euler angles
+        or points instead of quaternions)."""
         if not self.stats["datagrams"]:
             return "is MVN's network streamer (or `teleop stream-mvn`) sending to this port?"
+        if self.stats["samples"] and self.stats["datagrams"] == self._datagrams_at_last_sample:
+            return ("the stream stopped: nothing has arrived on this port since its last pose (was MVN's network "
+                    "streamer, or `teleop stream-mvn`, stopped?)")
         seen = sorted(key[len("messages_"):] for key, n in self.stats.items() if key.startswith("messages_") and n)
+        dropped = ", ".join(f"{k[len('dropped_'):]} {n}" for k, n in sorted(self.stats.items())
+                            if k.startswith("dropped_") and n)
         if POSE_QUATERNION in seen:
-            return "MVN's poses arrive but none could be used (see the receiver's counts)"
+            return f"MVN's poses arrive but none could be used (dropped: {dropped or 'none'})"
         if seen:
             names = ", ".join(f"{t} ({MESSAGE_NAMES.get(t, 'type ' + t)})" for t in seen)
             return (f"MVN sends message types {names} but no {POSE_QUATERNION} ({MESSAGE_NAMES[POSE_QUATERNION]}): "
                     f"tick \"Position + Orientation (Quaternion)\" in MVN's Network Streamer")
-        dropped = ", ".join(f"{k[len('dropped_'):]} {n}" for k, n in sorted(self.stats.items())
-                            if k.startswith("dropped_") and n)
         return f"datagrams arrive on this port but are not an MVN stream (dropped: {dropped or 'none'})"
 
     # --------------------------------------------------------------- interface

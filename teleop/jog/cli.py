@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from teleop.cli_types import int_in_range, port, positive_float, positive_int
+from teleop.cli_types import UsageError, int_in_range, port, positive_float, positive_int
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
 #: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
@@ -90,12 +90,11 @@ def _xyz(text: str) -> tuple[float, float, float]:
     return values
 
 
-def _usage_error(message: str) -> SystemExit:
+def _usage_error(message: str) -> UsageError:
     """A bad option value found after parsing (a combination of options, or an option and
-    the file system): said like argparse's own refusals, with its exit code 2. Files that
-    cannot be read or written exit 1, as in every command."""
-    print(f"teleop jog: error: {message}", file=sys.stderr)
-    return SystemExit(2)
+    the file system): ``raise _usage_error(...)``, reported like argparse's own refusals,
+    with its exit code 2. Files that cannot be read or written exit 1, as in every command."""
+    return UsageError(message)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -152,7 +151,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "reprojection error and writes the file teleop jog --calibration reads.")
     c.add_argument("--images", nargs="+", required=True, help="image files, folders or glob patterns")
     c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"))
-    c.add_argument("--board", default="9x6",
+    c.add_argument("--board", type=_board, default="9x6",
                    help="COLSxROWS: inner corners (chessboard) or squares (ChArUco) (default 9x6)")
     c.add_argument("--square-size", type=positive_float, default=0.025, help="square side [m] (default 0.025)")
     c.add_argument("--marker-size", type=positive_float,
@@ -171,12 +170,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --------------------------------------------------------------------------- helpers
 def _board(text: str) -> tuple[int, int]:
+    """``--board``: inner corners (chessboard) or squares (ChArUco) as COLSxROWS, e.g. 9x6."""
     try:
         cols, rows = (int(x) for x in text.lower().split("x"))
     except ValueError:
-        raise SystemExit(f"teleop calibrate-camera: error: --board must look like 9x6, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must look like 9x6, got {text!r}") from None
     if cols < 2 or rows < 2:
-        raise SystemExit(f"teleop calibrate-camera: error: --board needs at least 2x2, got {text!r}")
+        raise argparse.ArgumentTypeError(f"needs at least 2x2, got {text!r}")
     return cols, rows
 
 
@@ -189,7 +189,7 @@ def _run_calibrate(args: argparse.Namespace) -> int:
 
     from teleop.data_args import check_output_location
 
-    cols, rows = _board(args.board)
+    cols, rows = args.board
     # The output is checked before the calibration, not when it is saved after it.
     if args.out.is_dir():
         raise fail(f"--out {args.out} is a folder: give the calibration file to write, e.g. {args.out / 'camera.json'}")
@@ -267,13 +267,11 @@ def _run_jog(args: argparse.Namespace) -> int:
 
     if args.make_test_video is not None:
         if args.camera is not None:
-            print("teleop jog: error: give --camera SOURCE to jog, or --make-test-video OUT, not both", file=sys.stderr)
-            return 2
+            raise _usage_error("give --camera SOURCE to jog, or --make-test-video OUT, not both")
         return _make_test_video(args)
     if args.camera is None:
-        print("teleop jog: error: --camera SOURCE is required (a device index, a video file or a stream URL; "
-              "--make-test-video OUT writes a video to try it on)", file=sys.stderr)
-        return 2
+        raise _usage_error("--camera SOURCE is required (a device index, a video file or a stream URL; "
+                           "--make-test-video OUT writes a video to try it on)")
     # (--damping, --tag-id, --axis-map and --offset are checked by argparse: exit code 2.)
     mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
     explicit_offset = args.offset is not None
@@ -878,7 +876,8 @@ def format_summary(s: dict) -> str:
              f"goal moved {f(s['goal_moved_mm'])} mm, simulated hand moved {f(s['hand_moved_mm'])} mm, "
              f"hand-to-goal at the end {f(s['hand_to_goal_mm'])} mm (commanded hand: at most "
              f"{f(s['hand_to_goal_max_mm'])} mm; out of reach beyond {s['reach_tolerance_mm']:g} mm)",
-             f"statuses {s['statuses']}; orientation followed: {orientation}",
+             f"statuses {', '.join(f'{name} {n}' for name, n in s['statuses'].items())}; "
+             f"orientation followed: {orientation}",
              f"robot {'FELL' if s['fell'] else 'kept its balance'} (base height {s['base_height_start_m']:.3f} m, "
              f"min {s['base_height_min_m']:.3f} m)"]
     return "\n".join(lines)

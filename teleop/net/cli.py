@@ -14,7 +14,7 @@ import signal
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import address, fraction, non_negative_float, positive_float
+from teleop.cli_types import UsageError, address, fraction, non_negative_float, positive_float
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
 
 
@@ -147,16 +147,18 @@ def run_netem(args: argparse.Namespace) -> int:
         forward, backward = models_from_args(args)
         _check_addresses(args)
         if _same_address(args.listen, args.target):
-            raise ValueError(f"--listen {args.listen} and --target {args.target} are one address: the proxy "
+            raise UsageError(f"--listen {args.listen} and --target {args.target} are one address: the proxy "
                              "would forward to itself; --target is the robot station's address")
         try:
             proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
                                allow_remote=args.allow_remote)
         except OSError as exc:   # binding --listen (--target resolved above): in use, not of this machine
             raise OSError(f"--listen {args.listen}: {exc.strerror or exc}") from None
+    except UsageError:
+        raise                     # options that cannot go together: teleop's main says so, exit code 2
     except (ValueError, OSError) as exc:
-        # 1 as every command for what is found after the options parsed (options that
-        # contradict each other, an address in use); argparse's 2 is for a malformed value.
+        # 1, as every command, for what the command line cannot help: an address in use, a
+        # host that does not resolve, a non-loopback address without --allow-remote.
         print(f"teleop netem: error: {exc}", file=sys.stderr)
         return 1
     with proxy:

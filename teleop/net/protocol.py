@@ -719,8 +719,10 @@ class PacketFilter:
             reason = exc.reason
             if reason == "bad_mac" and not self._warned_bad_mac:
                 self._warned_bad_mac = True
-                log.warning("dropping packets with a bad MAC (from %s): if this persists the two "
-                            "stations use different secrets, see teleop.net.secret", peer)
+                host, port = peer[0], peer[1]
+                log.warning("packets from %s fail authentication and are dropped: do both stations use the "
+                            "same secret ($TELEOP_SECRET or --secret-file)?",
+                            f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}")
         except Exception:  # a bug in a payload decoder must not kill the robot's loop
             log.exception("unexpected error while decoding a packet")
             reason = "internal_error"

@@ -153,6 +153,26 @@ def _checked(secret: bytes, source: str) -> bytes:
     return secret
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    """``python -m teleop.net.secret [FILE]``: create a station secret (kept if it exists)
+    and print its path. Options are parsed, so ``--help`` is help, not a file name."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m teleop.net.secret",
+                                     description="Create the shared secret of the two stations (32 random bytes, "
+                                                 "owner-only) unless the file exists, and print its path. Copy it "
+                                                 f"to the other station, or set {ENV_VAR} on both.")
+    parser.add_argument("file", nargs="?", type=Path,
+                        help=f"where to write it (default: {default_secret_path()})")
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(create_secret_file(sys.argv[1] if len(sys.argv) > 1 else None))
+    try:
+        print(create_secret_file(args.file))
+    except SecretError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

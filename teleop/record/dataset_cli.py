@@ -46,8 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from teleop.cli import describe, end_output_quietly, stdout_reader_gone
-from teleop.cli_types import non_negative_float
-from teleop.data_args import check_out_folder
+from teleop.cli_types import UsageError, non_negative_float, task_label
+from teleop.data_args import check_out_folder, check_output_location
 
 from .channels import ROBOT_STATE
 from .export import NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in
@@ -150,6 +150,7 @@ def _check_output(output: Path, force: bool) -> None:
     is often the only copy of a session)."""
     if output.is_dir():
         raise ValueError(f"-o {output} is a directory: give a file name")
+    check_output_location(output, "-o")     # below a file: the OS's "File exists" when written
     if output.exists() and not force:
         raise ValueError(f"-o {output} exists: pass --force to overwrite it, or choose another -o")
 
@@ -162,7 +163,7 @@ def _window_ns(recording: Recording, args: argparse.Namespace) -> tuple[int | No
     # --end is inclusive: the window passed on is [start, end + 1 ns).
     end_ns = None if args.end is None else origin + round(args.end * 1e9) + 1
     if start_ns is not None and end_ns is not None and end_ns <= start_ns:
-        raise ValueError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
+        raise UsageError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
     return start_ns, end_ns
 
 
@@ -204,7 +205,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     start_ns, end_ns = _window_ns(recording, args)
     if args.end is not None and args.end <= (args.start or 0.0):
         # One instant: every panel a single point, nothing a figure can show.
-        raise ValueError(f"--end {args.end:g} s: a plot shows a time span: give an --end after --start "
+        raise UsageError(f"--end {args.end:g} s: a plot shows a time span: give an --end after --start "
                          f"({args.start or 0:g} s)")
     _check_window_has_messages(recording, args, start_ns, end_ns, "to plot")
     data = gather_plot_data(recording, args.start, args.end)
@@ -277,7 +278,7 @@ def cmd_label(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.file} has episodes {existing}: relabel one with --episode N, or add a new "
                              "episode with --start S --end E (--start 0: the whole recording)")
         if args.start is not None and args.end is not None and args.end < args.start:
-            raise ValueError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
+            raise UsageError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
         episodes, new = add_episode(recording, args.task, args.start, args.end)
         origin = recording.start_ns
         span = f"{(new.start_ns - origin) * 1e-9:.3f} s .. {(new.stop_ns - origin) * 1e-9:.3f} s"
@@ -326,19 +327,15 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
-def task_label(text: str) -> str:
-    """argparse type of ``--task`` (here and ``teleop operator|robot --record FILE --task NAME``):
-    a non-empty name (an empty one would mean "unlabelled")."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("the task name must not be empty, e.g. --task wave")
-    return text
-
-
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Turn expected failures (bad file, unknown channel...) into a message and exit code 1."""
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
+        except UsageError as exc:     # options that cannot go together: argparse's exit code
+            print(f"teleop dataset {args.dataset_command}: error: {exc}\n"
+                  f"(teleop dataset {args.dataset_command} --help lists the options)", file=sys.stderr)
+            return 2
         except (RecordingFormatError, OSError, KeyError, ValueError, TypeError) as exc:
             if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
                 return end_output_quietly()   # `teleop dataset inspect FILE | head`: not an error

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import positive_float
+from teleop.cli_types import UsageError, positive_float, task_label
 
 from .messages import EpisodeMarker
 from .recorder import Recorder
@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=None,
                         help="output .mcap file (default: runs/recordings/session-<date>-<time>.mcap)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
-    parser.add_argument("--task", default=None,
+    parser.add_argument("--task", type=task_label, default=None,
                         help="record the whole session as one episode with this task label")
     parser.add_argument("--flush-interval", type=positive_float, default=0.5, metavar="S",
                         help="longest time data waits in memory, i.e. what a crash can lose [s] (default 0.5)")
@@ -89,17 +89,17 @@ def register(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Record according to parsed options; returns the exit code."""
     if args.source not in SOURCES:
-        print(f"teleop record: error: unknown source {args.source!r} (known: {', '.join(SOURCES)})", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown source {args.source!r} (known: {', '.join(SOURCES)})")
     output = args.output or _default_output()
     # Checked before the source starts: a recording is often the only copy of a session.
     if output.is_dir():
-        print(f"teleop record: error: -o {output} is a directory: give a file name", file=sys.stderr)
-        return 2
+        raise UsageError(f"-o {output} is a directory: give a file name")
+    from teleop.data_args import check_output_location
+
+    check_output_location(output, "-o")     # below a file: "File exists" from the recorder
     if output.exists() and not args.force:
-        print(f"teleop record: error: {output} exists: pass --force to overwrite it, or choose another -o",
-              file=sys.stderr)
-        return 2
+        # What is on disk, not a malformed value: exit code 1, as every command's OUT that exists.
+        raise ValueError(f"{output} exists: pass --force to overwrite it, or choose another -o")
     items = SOURCES[args.source](args)
     recorder = Recorder(output, flush_interval_s=args.flush_interval,
                         metadata={"source": args.source, "command": "teleop record"})
@@ -122,14 +122,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for ``teleop record`` on its own (tests, ``python -m``)."""
-    parser = argparse.ArgumentParser(prog="teleop record", description=__doc__.split("\n\n")[0].replace("``", ""))
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    from teleop.cli import sigterm_as_interrupt
+    """Entry point for ``teleop record`` on its own (tests, ``python -m``): ``teleop record
+    ARGV``, with its error reporting and exit codes."""
+    from teleop.cli import main as teleop_main
 
-    with sigterm_as_interrupt():
-        return run(args)
+    return teleop_main(["record", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

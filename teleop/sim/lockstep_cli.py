@@ -9,7 +9,7 @@ import os
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import port, positive_float, positive_int
+from teleop.cli_types import UsageError, port, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -85,7 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
         joints = [int(i) for name in names for i in robot.group_indices(name)]
     except KeyError as exc:   # a typo in --joints: one line, not a traceback
         groups = ", ".join(sorted(robot.description.groups))
-        raise ValueError(f"--joints: {exc.args[0]} (groups: {groups})") from None
+        raise UsageError(f"--joints: {exc.args[0]} (groups: {groups})") from None
     sim = Simulation(robot, visual=False, fixed_base=not args.floating_base)
     try:
         try:

@@ -119,7 +119,8 @@ def load_recording(path: str | Path) -> Recording:
         raise RecordingError(f"{path}: cannot read recording ({type(exc).__name__}: {reason})") from None
     missing = [k for k in ("time", "joint_names", "commanded", "measured") if k not in raw]
     if missing:
-        raise RecordingError(f"{path}: missing {missing} (a recording needs time, joint_names, commanded, measured)")
+        raise RecordingError(f"{path}: missing {', '.join(missing)} (a recording needs time, joint_names, "
+                             "commanded, measured)")
     try:
         rec = Recording(
             time=np.asarray(raw["time"], dtype=float),

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import address, non_negative_float, port, positive_float
+from teleop.cli_types import UsageError, address, non_negative_float, port, positive_float, task_label
 from teleop.json_safe import dumps
-from teleop.record.dataset_cli import task_label
 from teleop.stations.loop_timing import LoopTiming
 
 
@@ -28,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--video-to", type=address, default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
     robot.add_argument("--video-hz", type=non_negative_float, default=10.0,
                        help="eye camera frame rate [Hz] (default: 10; 0 = no video)")
-    robot.add_argument("--stale-timeout", type=positive_float, default=0.5, help="hold a safe pose after this long without commands [s]")
+    robot.add_argument("--stale-timeout", type=positive_float, default=0.5, help="hold a safe pose after this long without commands [s] (default: 0.5)")
     robot.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: run until Ctrl-C)")
     robot.add_argument("--secret-file", type=_file, help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
     robot.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
@@ -52,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--allow-remote", action="store_true",
                     help="allow non-loopback addresses: --bind and --video-listen (a robot on another host) and "
                          "xsens-live:HOST:PORT (MVN streaming from another PC)")
-    op.add_argument("--source", "--input", dest="source", default="synthetic",
+    op.add_argument("--source", "--input", dest="source", type=_input_spec, default="synthetic",
                     help="'synthetic', 'xsens-live[:PORT]' (MVN network stream, default port 9763), 'openvr' (SteamVR), "
                          "or a motion file replayed at its true rate (default: synthetic)")
     op.add_argument("--vr-config", type=Path, help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
@@ -66,11 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--loop", action="store_true", help="loop a file source")
     op.add_argument("--rate-hz", type=positive_float, default=None,
                     help="rate of an Xsens CSV file source [Hz] (default 100: the export does not state it)")
-    op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator")
-    op.add_argument("--video-listen", type=address, default="127.0.0.1:9003", help="where to receive the robot's video")
-    op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0, help="video jitter buffer length [s]")
+    op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator (default: 0)")
+    op.add_argument("--video-listen", type=address, default="127.0.0.1:9003", help="where to receive the robot's video (default: 127.0.0.1:9003)")
+    op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0, help="video jitter buffer length [s] (default: 0, none)")
     op.add_argument("--view", choices=("none", "web", "headset"), default="none",
-                    help="display: none, the local web viewer, or the VR headset (SteamVR)")
+                    help="display: none, the local web viewer, or the VR headset (SteamVR) (default: none)")
     op.add_argument("--port", type=port, default=None, help="web viewer port (default: 8080)")
     op.add_argument("--duration", type=positive_float, help="stop after this many seconds")
     op.add_argument("--secret-file", type=_file, help="shared secret file")
@@ -131,6 +130,19 @@ class _SilenceWatch:
         print(f"[operator] warning: no {self.what} {when}: {hint}", file=sys.stderr)
 
 
+def _input_spec(text: str) -> str:
+    """``--input``: an ``xsens-live[:[HOST:]PORT]`` spec's port checked by argparse (exit
+    code 2, as --robot's); the other inputs (a file, openvr) are checked when opened."""
+    if text.startswith("xsens-live:"):
+        from teleop.inputs.xsens_live import parse_bind
+
+        try:
+            parse_bind(text[len("xsens-live:"):])
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+    return text
+
+
 def _bound(option: str, value, open_: Callable):
     """``open_()``, which binds the address given by ``option``: an address in use (another
     station, a proxy) or not available here fails naming the option and the address, as
@@ -162,11 +174,11 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
         robot = socket.getaddrinfo(host, port, family=family, type=socket.SOCK_DGRAM)[0][4]
     except socket.gaierror:
         robot_family, _ = _bound("--robot", args.robot, lambda: resolve((host, port)))
-        raise ValueError(f"--robot {args.robot} and --bind {args.bind} are of different address families "
+        raise UsageError(f"--robot {args.robot} and --bind {args.bind} are of different address families "
                          f"(IPv4 and IPv6): bind an address of the robot's family, e.g. --bind "
                          f"{'[::1]:0' if robot_family == socket.AF_INET6 else '127.0.0.1:0'}") from None
     if is_loopback(bind[0]) and not is_loopback(robot[0]):
-        raise ValueError(f"--robot {args.robot} is not on this host, and the command link is bound to loopback "
+        raise UsageError(f"--robot {args.robot} is not on this host, and the command link is bound to loopback "
                          f"(--bind {args.bind}), which cannot reach it: pass --bind "
                          f"{'[::]:0' if family == socket.AF_INET6 else '0.0.0.0:0'} --allow-remote "
                          f"(or this host's address on that network)")
@@ -176,12 +188,16 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
 def _check_record_target(args: argparse.Namespace) -> None:
     """Refuse to overwrite a recording (often the only copy of a session) unless --force,
     before anything starts."""
+    from teleop.data_args import check_output_location
+
+    if args.record is not None:
+        check_output_location(args.record, "--record")   # below a file: "File exists" once recording
     if args.record is not None and args.record.exists() and not args.force:
         raise ValueError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
     if args.task and args.record is None:
-        raise ValueError("--task NAME labels the recording: give --record FILE too")
+        raise UsageError("--task NAME labels the recording: give --record FILE too")
     if args.force and args.record is None:
-        raise ValueError("--force overwrites an existing recording: give --record FILE too")
+        raise UsageError("--force overwrites an existing recording: give --record FILE too")
 
 
 def _is_file_source(spec: str) -> bool:
@@ -195,16 +211,16 @@ def _check_operator_options(args: argparse.Namespace) -> None:
     (as --task without --record): the user expects it to act. Only options given are
     refused (their defaults are None or False), never a default."""
     if args.vr_config is not None and args.source != "openvr":
-        raise ValueError(f"--vr-config configures the OpenVR input: give --input openvr too "
+        raise UsageError(f"--vr-config configures the OpenVR input: give --input openvr too "
                          f"(not --input {args.source})")
     if not _is_file_source(args.source):
         for option, given in (("--loop", args.loop), ("--speed", args.speed is not None),
                               ("--rate-hz", args.rate_hz is not None)):
             if given:
-                raise ValueError(f"{option} is about replaying a motion file: give --input FILE "
+                raise UsageError(f"{option} is about replaying a motion file: give --input FILE "
                                  f"(not --input {args.source})")
     if args.port is not None and args.view != "web":
-        raise ValueError("--port is the web viewer's port: give --view web too")
+        raise UsageError("--port is the web viewer's port: give --view web too")
 
 
 def _secret(path, command: str):
@@ -276,8 +292,9 @@ def _close_recording(recording) -> OSError | None:
 
 
 def _seconds(value: float | None) -> str:
-    """A delay for the status lines: "0.750 s", or "-" before any packet measured it (not "nan s")."""
-    return f"{value:.3f} s" if value is not None and value == value else "-"
+    """A delay for the status lines: "0.750 s", or "n/a" before any packet measured it (not
+    "nan s"; "-" read as a minus sign: "tau_f - tau_b 0.750 s")."""
+    return f"{value:.3f} s" if value is not None and value == value else "n/a"
 
 
 def _tau_b(telemetry: dict) -> str:
@@ -330,7 +347,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.sim.lowpoly_render import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
     from teleop.sim.simulator import Simulation
-    from teleop.stations.robot_station import RobotStation, RobotStationConfig
+    from teleop.stations.robot_station import RobotStation, RobotStationConfig, host_port
     from teleop.video.sender import VideoSender
 
     library = TaskLibrary.load(args.library) if args.library else None
@@ -365,6 +382,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         loop_timing = LoopTiming(station.dt)     # filled by _loop, read by the status lines
 
         fall_reported = [False]
+        other_operator_reported = [False]
 
         def tick():
             record = station.tick()
@@ -375,6 +393,12 @@ def _run_robot(args: argparse.Namespace) -> int:
                 fall_reported[0] = True
                 print("[robot] warning: the robot fell (a body part other than the feet touches the ground); "
                       "restart the robot station to stand it up again", file=sys.stderr)
+            if station.first_foreign_sender is not None and not other_operator_reported[0]:
+                # Said at once: the second operator's station only sees a robot that never answers.
+                other_operator_reported[0] = True
+                print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
+                      f"({host_port(station.operator)}) is active; the robot follows the first until it has been "
+                      f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
             if time.monotonic() - last_print[0] > 2.0:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
@@ -403,7 +427,9 @@ def _run_robot(args: argparse.Namespace) -> int:
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
               f"tau_b {_tau_b(telemetry)}, {loop_timing.short()}, joint speeds up to "
-              f"{telemetry['max_joint_speed_ratio']:.2f} of their limits" + (", the robot fell" if telemetry["fell"] else ""))
+              f"{telemetry['max_joint_speed_ratio']:.2f} of their limits" + (", the robot fell" if telemetry["fell"] else "")
+              + (f", {telemetry['refused_other_operator']} commands of another operator refused"
+                 if telemetry["refused_other_operator"] else ""))
     if recording_error is not None:
         raise recording_error
     return 0

@@ -32,7 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 from promp.library import TaskLibrary
-from retarget.references import CARTESIAN_INDICES, FLAT_SIZE, POSTURE_INDICES, SIGNAL_SLICES, RobotReferences
+from retarget.references import CARTESIAN_INDICES, POSTURE_INDICES, SIGNAL_SLICES, RobotReferences
 from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
 from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
@@ -175,6 +175,8 @@ class RobotStation:
         self._operator_source: int | None = None   # the operator's packet source id
         self.operators_attached = 0
         self.foreign_references = 0    # references from another sender while the operator is active
+        #: The first sender refused while another operator was active, as "host:port" (None: none yet).
+        self.first_foreign_sender: str | None = None
         self._last_ref_arrival = -np.inf
         # The operator's last video report, arrival on its clock minus capture on ours, plus
         # its jitter buffer [s]: τ̂_b once the clock offset is known (see tau_b).
@@ -306,6 +308,8 @@ class RobotStation:
                 if received.peer != self.operator:
                     if self.refuses(received) or self._is_operators_past(packet, refs):
                         self.foreign_references += 1    # two operators at once: keep the first
+                        if self.first_foreign_sender is None:
+                            self.first_foreign_sender = host_port(received.peer)
                         continue
                     self._attach_operator(received.peer)
                     self._operator_source = packet.source_id
@@ -425,4 +429,11 @@ class RobotStation:
                 "tau_b_s": self.tau_b, "tau_b_measured": self.tau_b_measured,
                 "compensation": self.compensator.state.value,
                 "network": self.endpoint.stats.summary(),
-                "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None}
+                "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None,
+                "refused_other_operator": self.foreign_references}
+
+
+def host_port(peer) -> str:
+    """A socket address as a user writes it: "127.0.0.1:9001", "[::1]:9001"."""
+    host, port = peer[0], peer[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"

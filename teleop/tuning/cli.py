@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="torque limits of setup 3 as a fraction of the iCub's efforts (default 0.2; the "
                         "optimiser meets the target from 0.3, measured)")
     p.add_argument("--jobs", type=positive_int, default=2, help="setups run in parallel processes (default: 2)")
-    p.add_argument("--out", type=Path, default=Path("out") / "tune", help="folder for plots, gains and data")
+    p.add_argument("--out", type=Path, default=Path("out") / "tune", help="folder for plots, gains and data (default: out/tune)")
     p.add_argument("--no-save", action="store_true", help="write no files (table / JSON only)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_run)
