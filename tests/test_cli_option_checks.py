@@ -269,3 +269,21 @@ def test_netem_warns_when_its_jitter_exceeds_its_delay(capsys):
     assert "warning: --jitter-ms 300 is more than the delay 100 ms: 37 % of the packets" in err
     assert main([*args, "--delay-ms", "100"]) == 0                # the thesis's 2/15: no warning
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["robot", "--record"], ["operator", "--record"], ["record", "-o"],
+                                  ["dataset", "trim", "{rec}", "-o"]])
+def test_an_output_below_a_file_names_the_option_and_the_file(tmp_path, capsys, argv):
+    """Was the OS's "/tmp/.../library.npz: File exists" once the station started."""
+    notes = tmp_path / "library.npz"
+    notes.write_text("not a folder")
+    target = notes / "x.mcap"
+    rec = tmp_path / "rec.mcap"
+    if "{rec}" in argv:
+        assert main(["record", "--duration", "0.2", "-o", str(rec)]) == 0
+        capsys.readouterr()
+    args = [a.format(rec=rec) for a in argv] + [str(target)]
+    rc = main(args + (["--duration", "0.1"] if argv[0] in ("robot", "operator", "record") else []))
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert f"{argv[-1]} {target}: {notes} is a file, not a folder" in err and "File exists" not in err

@@ -99,7 +99,32 @@ def test_dataset_recover_writes_a_complete_copy(tmp_path, capsys):
     assert "recovered" in capsys.readouterr().out
     repaired = open_recording(out)
     assert repaired.complete and repaired.message_count == 21
+    # Listed as what it may be (a live session's file has no footer either), not "recovered".
+    assert dataset_cli.main(["inspect", str(path)]) == 0
+    assert "state:     incomplete (no footer: still being written, or cut short)" in capsys.readouterr().out
+    rec2 = Recorder(tmp_path / "live.mcap", threaded=False, flush_interval_s=0.01)
+    rec2.start_episode("wave", log_time_ns=0)
+    for i in range(21):
+        if i == 20:
+            time.sleep(0.02)
+        rec2.log_references(RobotReferences.from_flat(i * 0.01, np.zeros(FLAT_SIZE)), log_time_ns=i * 10_000_000)
+    assert dataset_cli.main(["export", str(tmp_path / "live.mcap"), "-o", str(tmp_path / "demos")]) == 0
+    assert "live.mcap is incomplete (no footer: still being written, or cut short)" in capsys.readouterr().err
+    rec2.close()
     rec.close()
+
+
+def test_dataset_recover_of_nothing_readable_writes_nothing_and_says_so(tmp_path, capsys):
+    """A file cut within its first chunk: "recovered ... 0 messages; complete copy written", exit 0."""
+    path = tmp_path / "cut.mcap"
+    rec = Recorder(path, threaded=False, flush_interval_s=60.0)
+    rec.log_references(RobotReferences.from_flat(0.0, np.zeros(FLAT_SIZE)), log_time_ns=1)
+    rec.close()
+    path.write_bytes(path.read_bytes()[:60])          # the header, no message
+    out = tmp_path / "copy.mcap"
+    assert dataset_cli.main(["recover", str(path), "-o", str(out)]) == 1
+    assert "nothing readable to recover" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("task, message", [

@@ -61,9 +61,13 @@ from .rewrite import write_copy
 
 
 def _state(recording: Recording) -> str:
+    """"complete", or "incomplete" with why: a file without its footer is either still being
+    written (a live session) or was cut short by a crash; its readable part is listed
+    (``dataset recover`` writes a complete copy of it)."""
     if recording.complete:
         return "complete"
-    return "recovered" + (f" ({recording.problem})" if recording.problem else " (no footer)")
+    return "incomplete" + (f" ({recording.problem})" if recording.problem else
+                           " (no footer: still being written, or cut short)")
 
 
 def _task(task: str) -> str:
@@ -298,6 +302,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(path)
     for reason in result.skipped:
         print(f"skipped {reason}", file=sys.stderr)
+    for path in result.incomplete:
+        print(f"warning: {path} is incomplete (no footer: still being written, or cut short): its last episode "
+              "may end early; `teleop dataset recover` makes a complete copy once it is over", file=sys.stderr)
     if not result.written:  # nothing exported is worth a failing exit code in scripts, and a reason
         print(f"teleop dataset export: error: {_why_nothing_exported(result.skipped)}", file=sys.stderr)
         return 1
@@ -323,6 +330,10 @@ def _why_nothing_exported(skipped: list[str]) -> str:
 def cmd_recover(args: argparse.Namespace) -> int:
     """Report what a (crashed) recording holds and write a complete copy."""
     _check_output(args.output, args.force)
+    found = open_recording(args.file)
+    if not found.message_count:   # before writing: a copy of nothing helps no one
+        raise ValueError(f"{args.file}: nothing readable to recover (no message survived before "
+                         f"{found.problem or 'the end of the file'}); no copy written")
     print(recover(args.file, args.output).summary())
     return 0
 

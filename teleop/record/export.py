@@ -68,10 +68,13 @@ NO_TASK_LABEL = ": no task label"
 
 @dataclass
 class ExportResult:
-    """Files written and episodes skipped (with the reason) by :func:`export_episodes`."""
+    """Files written, episodes skipped (with the reason) and recordings exported although
+    incomplete (no footer: a live session's file, or one cut short; their last episode may
+    end early) by :func:`export_episodes`."""
 
     written: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    incomplete: list[Path] = field(default_factory=list)
 
 
 def recordings_in(path: str | os.PathLike) -> list[Path]:
@@ -244,6 +247,8 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
             result.skipped.append(f"{file.name}: {exc}")
             continue
         topic = resolve_topic(channel)
+        if not recording.complete:
+            result.incomplete.append(file)
         episodes = recording.episodes()
         if not episodes:
             result.skipped.append(f"{file.name}{NO_EPISODES}")
