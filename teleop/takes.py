@@ -243,7 +243,9 @@ def recording_motion(path: Path) -> HumanMotion:
     try:
         recording = open_recording(path)
     except (RecordingFormatError, OSError) as exc:
-        raise ValueError(f"{path}: not a readable recording ({exc})") from None
+        # The reader's message names the file already: once is enough.
+        reason = str(exc).removeprefix(f"{path}: ")
+        raise ValueError(f"{path}: not a readable recording ({reason})") from None
     if OPERATOR_INPUT not in recording.channels:
         raise ValueError(f"{path}: a recording without operator input ({OPERATOR_INPUT}, which `teleop operator "
                          f"--record` records), so no human motion to read; {_what_it_is_good_for(recording, path)}")

@@ -287,3 +287,13 @@ def test_an_output_below_a_file_names_the_option_and_the_file(tmp_path, capsys, 
     assert rc == 1
     err = capsys.readouterr().err
     assert f"{argv[-1]} {target}: {notes} is a file, not a folder" in err and "File exists" not in err
+
+
+def test_an_unknown_option_is_refused_by_the_commands_own_parser(capsys):
+    """`teleop demo --nosuch` showed the top-level usage ("teleop [-h] COMMAND ..."), which
+    lists none of demo's options."""
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--nosuch"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("usage: teleop demo ")
+    assert err.strip().endswith("teleop demo: error: unrecognized arguments: --nosuch")

@@ -293,6 +293,8 @@ def test_plot_does_not_overwrite_without_force(robot_file, capsys):
     assert plot(robot_file) == 1
     err = capsys.readouterr().err
     assert err.startswith("teleop dataset plot: error: ") and "--force" in err and err.count("\n") == 1
+    # No -o was given: not "-o X exists".
+    assert f"{existing} exists (the plot's default file, next to the recording)" in err and "-o " + str(existing) not in err
     assert existing.read_bytes() == b"someone's figure"
     assert plot(robot_file, "--force") == 0
     assert_png_with_content(existing)

@@ -323,3 +323,18 @@ def test_the_operator_final_line_gives_the_loop_in_short(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.startswith("sent ")
     assert re.search(r", loop: \d+\.\d % late, body p99 [\d.]+ ms, max [\d.]+ ms$", out.strip()), out
+
+
+def test_falling_a_second_behind_is_said_at_most_every_30_s(capsys):
+    """On a loaded machine the warning came every 2 s (6 times in 14 s); the resyncs are all
+    counted, the warning is repeated at most every 30 s like the overload warning."""
+    fake, calls = FakeTime(), [0]
+
+    def body():
+        fake.spend(1.5 if calls[0] % 2 == 0 else 0.0)    # every other tick: 1.5 s late
+        calls[0] += 1
+
+    timing = _loop(0.1, 40.0, body, "robot", LoopTiming(0.1), clock=fake.clock, sleep=fake.sleep)
+    said = [line for line in capsys.readouterr().err.splitlines() if "fell" in line]
+    assert timing.resyncs >= 20 and len(said) == 2          # at 1.5 s and ~31.5 s
+    assert "(the status lines count the resyncs)" in said[0]

@@ -228,6 +228,10 @@ def _check_plot_output(output: Path, recording: Recording, force: bool) -> None:
         raise ValueError(f"-o {output}: the plot is a PNG image: give a .png file name")
     if output.exists() and output.resolve() == recording.path.resolve():
         raise ValueError(f"-o {output} is the recording itself: choose another -o")
+    if output.exists() and not force and not output.is_dir() and output == recording.path.with_suffix(".png"):
+        # The default output (no -o given): say so, not "-o X exists".
+        raise ValueError(f"{output} exists (the plot's default file, next to the recording): pass --force to "
+                         "overwrite it, or give -o")
     _check_output(output, force)
     if not output.parent.is_dir():               # before the work, not when the figure is saved
         raise ValueError(f"-o {output}: no folder {output.parent}")

@@ -302,6 +302,10 @@ def _tau_b(telemetry: dict) -> str:
     return f"{telemetry['tau_b_s']:.3f} s" + ("" if telemetry["tau_b_measured"] else " (assumed: no video report yet)")
 
 
+#: Shortest time [s] between two "the loop fell behind" warnings of a station.
+RESYNC_WARNING_INTERVAL_S = 30.0
+
+
 def _loop(period: float, duration: float | None, body, station: str = "station", timing: LoopTiming | None = None,
           *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> LoopTiming:
     """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration`` [s], or
@@ -316,6 +320,7 @@ def _loop(period: float, duration: float | None, body, station: str = "station",
     were late. ``clock`` [s] and ``sleep`` are the time source, replaceable in tests."""
     timing = LoopTiming(period) if timing is None else timing
     start = began = now = clock()
+    last_resync_warning = -float("inf")
     k = 0
     # The duration counts from `began`: `start` moves when the schedule resynchronises.
     while duration is None or now - began < duration:
@@ -329,8 +334,11 @@ def _loop(period: float, duration: float | None, body, station: str = "station",
         if delay > 0:
             sleep(delay)
         elif delay < -1.0:
-            print(f"[{station}] warning: the {1 / period:g} Hz loop fell {-delay:.1f} s behind (the machine is "
-                  "overloaded?): carrying on from now", file=sys.stderr)
+            if ended - last_resync_warning >= RESYNC_WARNING_INTERVAL_S:
+                # At most every 30 s, as the overload warning: a busy machine repeats it every 2 s.
+                last_resync_warning = ended
+                print(f"[{station}] warning: the {1 / period:g} Hz loop fell {-delay:.1f} s behind (the machine is "
+                      "overloaded?): carrying on from now (the status lines count the resyncs)", file=sys.stderr)
             timing.resynced()
             start, k = clock(), 0
         now = clock()
