@@ -108,15 +108,22 @@ def port(text: str) -> int:
     return int_in_range(text, 0, 65535, "port")
 
 
+def checked_text(text: str, parse, prefix: str = "") -> str:
+    """``text``, once ``parse(text)`` accepted it: for options kept as written but parsed by
+    the command (an address, an axis map); its ValueError becomes argparse's refusal (with
+    ``prefix`` before the message)."""
+    try:
+        parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{prefix}{exc}") from None
+    return text
+
+
 def address(text: str) -> str:
     """``host:port``, ``[v6host]:port`` or ``:port``; checked here, parsed by the command."""
     from teleop.net.udp import parse_address
 
-    try:
-        parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return checked_text(text, parse_address)
 
 
 #: Longest round trip [s] a demo or trial accepts. The compensation predicts one motion a

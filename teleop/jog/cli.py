@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from teleop.cli_types import UsageError, int_in_range, port, positive_float, positive_int
+from teleop.cli_types import UsageError, checked_text, int_in_range, port, positive_float, positive_int
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
 #: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
@@ -72,11 +72,7 @@ def _axis_map(text: str) -> str:
     """``--axis-map``: base x,y,z as signed camera axes, e.g. '-z,x,-y' (checked, kept as text)."""
     from teleop.jog.mapping import parse_axis_map
 
-    try:
-        parse_axis_map(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return checked_text(text, parse_axis_map)
 
 
 def _xyz(text: str) -> tuple[float, float, float]:

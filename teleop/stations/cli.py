@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, address, non_negative_float, port, positive_float, task_label
+from teleop.cli_types import UsageError, address, checked_text, non_negative_float, port, positive_float, task_label
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming
 
@@ -136,10 +136,7 @@ def _input_spec(text: str) -> str:
     if text.startswith("xsens-live:"):
         from teleop.inputs.xsens_live import parse_bind
 
-        try:
-            parse_bind(text[len("xsens-live:"):])
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+        return checked_text(text, lambda spec: parse_bind(spec[len("xsens-live:"):]), prefix=f"{text}: ")
     return text
 
 
