@@ -74,25 +74,25 @@ class Take:
     trajectory: ReferenceTrajectory
 
 
-def _npz_format(path: Path) -> str | None:
-    """The ``format`` member of a .npz (the product's own files name themselves), or None
-    (none, or not a readable .npz: the motion reader then says so, naming the file)."""
+def _npz_kind(path: Path) -> str | None:
+    """What the product's own .npz at ``path`` is, from its member names (one read of the
+    archive's directory and, for a named one, its small ``format`` member): "references" (a
+    ReferenceTrajectory: ``values`` and no ``format``), the ``format`` it names (a task
+    library, a human motion), or None (neither, or not a readable .npz: the motion reader
+    then says so, naming the file)."""
     from retarget.npz_checks import CheckedNpz
 
     try:
         with np.load(path, allow_pickle=False) as data:
-            members = CheckedNpz(data)
-            return str(members["format"]) if "format" in members else None
+            if "format" not in data:
+                return "references" if "values" in data else None
+            return str(CheckedNpz(data)["format"])
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error):
         return None
 
 
 def _is_reference_npz(path: Path) -> bool:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return "values" in data and "format" not in data
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        return False   # not a readable .npz: the motion reader says so, naming the file
+    return _npz_kind(path) == "references"
 
 
 def _motion_files(folder: Path) -> list[Path]:
@@ -276,11 +276,12 @@ def check_human_motion_file(path: Path) -> None:
     from promp.library import FORMAT_NAME as LIBRARY_FORMAT
 
     path = Path(path)
-    if path.is_file() and path.suffix.lower() == ".npz" and _npz_format(path) == LIBRARY_FORMAT:
+    kind = _npz_kind(path) if path.is_file() and path.suffix.lower() == ".npz" else None
+    if kind == LIBRARY_FORMAT:
         raise ValueError(f"{path}: a ProMP task library (made by teleop train), not a motion: give it to "
                          f"teleop robot --library {path}; teleop train, eval and trial learn their own from "
                          "folders of takes")
-    if path.is_file() and path.suffix.lower() == ".npz" and _is_reference_npz(path):
+    if kind == "references":
         raise ValueError(f"{path}: robot references (already retargeted), not a human motion: teleop train, eval "
                          f"and trial take it as a take (e.g. teleop train {path}, labelled {path.parent.name!r}); "
                          "here give the human motion file it was made from")

@@ -719,10 +719,8 @@ class PacketFilter:
             reason = exc.reason
             if reason == "bad_mac" and not self._warned_bad_mac:
                 self._warned_bad_mac = True
-                host, port = peer[0], peer[1]
                 log.warning("packets from %s fail authentication and are dropped: do both stations use the "
-                            "same secret ($TELEOP_SECRET or --secret-file)?",
-                            f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}")
+                            "same secret ($TELEOP_SECRET or --secret-file)?", format_address(peer))
         except Exception:  # a bug in a payload decoder must not kill the robot's loop
             log.exception("unexpected error while decoding a packet")
             reason = "internal_error"
@@ -753,3 +751,9 @@ class PacketFilter:
         if reason is None:
             self._windows.move_to_end(key)
         return reason
+
+
+def format_address(peer) -> str:
+    """A socket address (host, port, ...) as a user writes it: "127.0.0.1:9001", "[::1]:9001"."""
+    host, port = peer[0], peer[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"

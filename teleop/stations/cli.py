@@ -352,7 +352,8 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.sim.lowpoly_render import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
     from teleop.sim.simulator import Simulation
-    from teleop.stations.robot_station import RobotStation, RobotStationConfig, host_port
+    from teleop.net.protocol import format_address
+    from teleop.stations.robot_station import RobotStation, RobotStationConfig
     from teleop.video.sender import VideoSender
 
     library = TaskLibrary.load(args.library) if args.library else None
@@ -402,7 +403,7 @@ def _run_robot(args: argparse.Namespace) -> int:
                 # Said at once: the second operator's station only sees a robot that never answers.
                 other_operator_reported[0] = True
                 print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
-                      f"({host_port(station.operator)}) is active; the robot follows the first until it has been "
+                      f"({format_address(station.operator)}) is active; the robot follows the first until it has been "
                       f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
             if time.monotonic() - last_print[0] > 2.0:
                 last_print[0] = time.monotonic()

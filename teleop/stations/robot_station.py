@@ -36,7 +36,7 @@ from retarget.references import CARTESIAN_INDICES, POSTURE_INDICES, SIGNAL_SLICE
 from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
 from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
-from teleop.net.protocol import Feedback, PacketType, VideoReport
+from teleop.net.protocol import Feedback, PacketType, VideoReport, format_address
 from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import (CompensationState, CompensatorConfig, CompensatorOutput,
                                           PrescientCompensator)
@@ -309,7 +309,7 @@ class RobotStation:
                     if self.refuses(received) or self._is_operators_past(packet, refs):
                         self.foreign_references += 1    # two operators at once: keep the first
                         if self.first_foreign_sender is None:
-                            self.first_foreign_sender = host_port(received.peer)
+                            self.first_foreign_sender = format_address(received.peer)
                         continue
                     self._attach_operator(received.peer)
                     self._operator_source = packet.source_id
@@ -431,9 +431,3 @@ class RobotStation:
                 "network": self.endpoint.stats.summary(),
                 "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None,
                 "refused_other_operator": self.foreign_references}
-
-
-def host_port(peer) -> str:
-    """A socket address as a user writes it: "127.0.0.1:9001", "[::1]:9001"."""
-    host, port = peer[0], peer[1]
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
