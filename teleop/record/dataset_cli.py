@@ -338,7 +338,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if not found.message_count:   # before writing: a copy of nothing helps no one
         raise ValueError(f"{args.file}: nothing readable to recover (no message survived before "
                          f"{found.problem or 'the end of the file'}); no copy written")
-    print(recover(args.file, args.output).summary())
+    print(recover(args.file, args.output, recording=found).summary())
     return 0
 
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .reader import open_recording
+from .reader import Recording, open_recording
 from .rewrite import write_copy
 
 
@@ -57,17 +57,19 @@ class RecoveryReport:
         return text + (f"; complete copy written to {self.output}" if self.output else "")
 
 
-def recover(path: str | os.PathLike, output: str | os.PathLike | None = None) -> RecoveryReport:
+def recover(path: str | os.PathLike, output: str | os.PathLike | None = None,
+            recording: Recording | None = None) -> RecoveryReport:
     """Read what a recording holds, complete or crashed, and optionally write a complete copy.
 
     Args:
         path: the recording.
         output: where to write a complete, properly closed copy (None: only report).
+        recording: ``path`` already opened by the caller (its index is not read twice).
 
     Raises:
         RecordingFormatError: not an MCAP file, or cut short before its header ended.
     """
-    recording = open_recording(path)
+    recording = recording if recording is not None else open_recording(path)
     written = None
     if output is not None:
         written = write_copy(recording, output, operation="recover")
