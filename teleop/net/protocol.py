@@ -754,6 +754,9 @@ class PacketFilter:
 
 
 def format_address(peer) -> str:
-    """A socket address (host, port, ...) as a user writes it: "127.0.0.1:9001", "[::1]:9001"."""
+    """A socket address (host, port, ...) as a user writes it: "127.0.0.1:9001", "[::1]:9001"
+    ("an unknown sender" for None: a filter fed datagrams without their sender)."""
+    if peer is None:
+        return "an unknown sender"
     host, port = peer[0], peer[1]
     return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
