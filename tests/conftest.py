@@ -79,3 +79,16 @@ def secret(tmp_path):
     path.write_bytes(b"0123456789abcdef0123456789abcdef")
     path.chmod(0o600)
     return path
+
+
+@pytest.fixture()
+def recording(tmp_path, capsys) -> Path:
+    """A calibrate-sim test recording: 0.2 s of r_elbow (100 samples), as
+    ``teleop calibrate-sim --make-test-recording`` writes it."""
+    from teleop.cli import main
+
+    path = tmp_path / "simrec.npz"
+    assert main(["calibrate-sim", "--make-test-recording", str(path), "--groups", "r_elbow",
+                 "--duration", "0.2"]) == 0
+    capsys.readouterr()
+    return path

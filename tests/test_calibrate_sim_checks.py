@@ -98,13 +98,7 @@ def test_cli_refuses_an_impossible_start_before_fitting(robot, tmp_path, capsys,
 
 
 # ------------------------------------------------------------------ --out and --force
-@pytest.fixture()
-def recording(tmp_path, capsys) -> Path:
-    path = tmp_path / "simrec.npz"
-    assert main(["calibrate-sim", "--make-test-recording", str(path), "--groups", "r_elbow",
-                 "--duration", "0.2"]) == 0
-    capsys.readouterr()
-    return path
+# (the ``recording`` fixture, a short test recording of r_elbow, is in conftest.py)
 
 
 def _fit(recording: Path, out: Path, *extra: str) -> int:

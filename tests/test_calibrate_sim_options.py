@@ -13,7 +13,6 @@ import pytest
 
 from conftest import run_cli
 from teleop.cli import main
-from tests.test_calibrate_sim_checks import recording  # noqa: F401 (a fixture: 0.2 s of r_elbow, 100 samples)
 
 #: The smallest --max-evaluations for r_elbow's 6 fitted parameters (latency + 5 scales):
 #: the nominal's and the result's replays, and one least-squares step, 2 x (1 + 6).

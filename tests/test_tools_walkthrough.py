@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from teleop.cli import main
-from tests.test_calibrate_sim_checks import recording  # noqa: F401 (a fixture: a short test recording)
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
