@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise
-        _tell(f"teleop {args.command}: error: {exc}\n(teleop {args.command} --help lists the options)")
-        return 2
+        _tell(exc.report(args.command))
+        return exc.EXIT_CODE
     except USER_ERRORS as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise

@@ -17,6 +17,13 @@ class UsageError(ValueError):
     line, a hint to ``--help``, exit code 2. Whatever else fails (a file, the data, the
     network) is a ValueError or OSError: exit code 1."""
 
+    #: The exit code of a refused command line (argparse's).
+    EXIT_CODE = 2
+
+    def report(self, command: str) -> str:
+        """The lines said on stderr: ``teleop COMMAND: error: ...`` and where the options are."""
+        return f"teleop {command}: error: {self}\n(teleop {command} --help lists the options)"
+
 
 def _number(text: str) -> float:
     try:

@@ -86,13 +86,6 @@ def _xyz(text: str) -> tuple[float, float, float]:
     return values
 
 
-def _usage_error(message: str) -> UsageError:
-    """A bad option value found after parsing (a combination of options, or an option and
-    the file system): ``raise _usage_error(...)``, reported like argparse's own refusals,
-    with its exit code 2. Files that cannot be read or written exit 1, as in every command."""
-    return UsageError(message)
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jog", help="jog the robot's hand with an AprilTag held in front of a camera",
                        description="Absolute or relative (clutched) jogging of the simulated robot's hand from the "
@@ -263,10 +256,10 @@ def _run_jog(args: argparse.Namespace) -> int:
 
     if args.make_test_video is not None:
         if args.camera is not None:
-            raise _usage_error("give --camera SOURCE to jog, or --make-test-video OUT, not both")
+            raise UsageError("give --camera SOURCE to jog, or --make-test-video OUT, not both")
         return _make_test_video(args)
     if args.camera is None:
-        raise _usage_error("--camera SOURCE is required (a device index, a video file or a stream URL; "
+        raise UsageError("--camera SOURCE is required (a device index, a video file or a stream URL; "
                            "--make-test-video OUT writes a video to try it on)")
     # (--damping, --tag-id, --axis-map and --offset are checked by argparse: exit code 2.)
     mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
@@ -466,17 +459,17 @@ def _make_test_video(args: argparse.Namespace) -> int:
 
     out, duration, fps = args.make_test_video, args.duration or 10.0, TEST_VIDEO_FPS
     if out.is_dir():
-        raise _usage_error(f"--make-test-video {out} is a folder: give the video file to write, "
+        raise UsageError(f"--make-test-video {out} is a folder: give the video file to write, "
                            f"e.g. {out / 'tag.mp4'}")
     if out.suffix.lower() not in (".mp4", ".avi"):
-        raise _usage_error(f"--make-test-video {out}: give a .mp4 or .avi file name")
+        raise UsageError(f"--make-test-video {out}: give a .mp4 or .avi file name")
     if out.exists() and not args.force:
         # What is on disk, not a malformed value: 1, as calibrate-sim's --make-test-recording.
         raise SystemExit(f"teleop jog: error: --make-test-video {out} exists: pass --force to overwrite it, "
                          "or choose another file")
     problem = check_test_video_options(args.tag_size, args.hfov, duration)
     if problem:
-        raise _usage_error(problem)
+        raise UsageError(problem)
     tag_id = args.tag_id or 0   # (--tag-id is checked by argparse)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not args.json:

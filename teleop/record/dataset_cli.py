@@ -203,7 +203,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
                          "lists those in it)")
     recording = open_recording(args.file)
     output = Path(args.output) if args.output is not None else recording.path.with_suffix(".png")
-    _check_plot_output(output, recording, args.force)
+    _check_plot_output(output, recording, args.force, default=args.output is None)
     if not recording.message_count:
         raise ValueError(f"{args.file}: the recording holds no messages: nothing to plot")
     start_ns, end_ns = _window_ns(recording, args)
@@ -221,15 +221,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_plot_output(output: Path, recording: Recording, force: bool) -> None:
+def _check_plot_output(output: Path, recording: Recording, force: bool, default: bool = False) -> None:
     """Where ``plot`` writes: a .png file in an existing folder, not over the recording (even
-    with --force), nor over another file without --force."""
+    with --force), nor over another file without --force. ``default``: no -o was given
+    (``output`` is the file next to the recording), which the messages say."""
     if output.suffix.lower() != ".png" and not output.is_dir():   # a folder: _check_output says so
         raise ValueError(f"-o {output}: the plot is a PNG image: give a .png file name")
     if output.exists() and output.resolve() == recording.path.resolve():
         raise ValueError(f"-o {output} is the recording itself: choose another -o")
-    if output.exists() and not force and not output.is_dir() and output == recording.path.with_suffix(".png"):
-        # The default output (no -o given): say so, not "-o X exists".
+    if default and output.exists() and not force:
+        # No -o given: say so, not "-o X exists".
         raise ValueError(f"{output} exists (the plot's default file, next to the recording): pass --force to "
                          "overwrite it, or give -o")
     _check_output(output, force)
@@ -348,9 +349,8 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         try:
             return handler(args)
         except UsageError as exc:     # options that cannot go together: argparse's exit code
-            print(f"teleop dataset {args.dataset_command}: error: {exc}\n"
-                  f"(teleop dataset {args.dataset_command} --help lists the options)", file=sys.stderr)
-            return 2
+            print(exc.report(f"dataset {args.dataset_command}"), file=sys.stderr)
+            return exc.EXIT_CODE
         except (RecordingFormatError, OSError, KeyError, ValueError, TypeError) as exc:
             if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
                 return end_output_quietly()   # `teleop dataset inspect FILE | head`: not an error

@@ -23,13 +23,6 @@ def _seed(text: str) -> int:
     return int_at_least(text, 0)
 
 
-def _option_error(message: str) -> UsageError:
-    """A command-line option's value refused (exit code 2, argparse's code, for values it
-    cannot check alone): ``raise _option_error(...)``. A file or data the command cannot use
-    is raised as ValueError instead, which teleop.cli reports with exit code 1."""
-    return UsageError(message)
-
-
 def _reduction_text(before: float, after: float) -> str:
     """How much lower the fitted joint RMSE is than the nominal's (RMSEs [rad]), in words
     where a ratio means nothing: a perfect fit's ratio is infinite (or 0/0)."""
@@ -120,17 +113,17 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.sim.calibration import DEFAULT_FIT, group_joints
 
     if (args.data is None) == (args.make_test_recording is None):
-        raise _option_error("give exactly one of --data RECORDING or --make-test-recording OUT")
+        raise UsageError("give exactly one of --data RECORDING or --make-test-recording OUT")
     problem = _test_recording_option_problem(args) if args.make_test_recording is not None else None
     if problem:
-        raise _option_error(problem)
+        raise UsageError(problem)
     robot = RobotModel(args.robot)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
     for group in groups or ():
         try:
             group_joints(robot, group)
         except KeyError as exc:
-            raise _option_error(f"--groups {args.groups}: {exc.args[0]}")
+            raise UsageError(f"--groups {args.groups}: {exc.args[0]}")
     fit = (("kp",) if args.fit_kp else ()) + DEFAULT_FIT
     if args.make_test_recording is not None:
         return _make_test_recording(args, robot, groups or ["right_arm"], fit)
@@ -186,7 +179,7 @@ def _make_test_recording(args: argparse.Namespace, robot, groups: list[str], fit
     # Checked before any work: the recording is not made only to be refused when written.
     problem = _duration_problem(robot, groups, fit, args.duration)
     if problem:
-        raise _option_error(problem)
+        raise UsageError(problem)
     if out.exists() and not args.force:
         raise ValueError(f"--make-test-recording {out} exists: pass --force to overwrite it, or choose another file")
     check_output_location(out, "--make-test-recording")
@@ -215,7 +208,7 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
     needed = min_evaluations(n_params)
     if args.max_evaluations < needed:
         # scipy would run its minimum anyway, past the budget, and stop on the nominal.
-        raise _option_error(f"--max-evaluations {args.max_evaluations} is below the {needed} replays a fit of "
+        raise UsageError(f"--max-evaluations {args.max_evaluations} is below the {needed} replays a fit of "
                              f"{n_params} parameters needs (the nominal's and the result's, and one least-squares "
                              f"step: 2 x (1 + {n_params}) for a residual and its finite-difference Jacobian, before "
                              f"and after the step): give --max-evaluations {needed} or more")
