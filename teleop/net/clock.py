@@ -78,6 +78,7 @@ class ClockOffsetEstimator:
             raise ValueError(f"method must be one of {self.METHODS}")
         self.method = method
         self.samples: deque[ClockSample] = deque(maxlen=window)
+        self._median: float | None = None   # median_offset, cached until the next sample
         self.rejected = 0  # exchanges with a negative RTT (clock stepped mid-exchange) or non-finite times
 
     def add(self, t1: float, t2: float, t3: float, t4: float) -> ClockSample | None:
@@ -90,6 +91,7 @@ class ClockOffsetEstimator:
             return None
         sample = ClockSample(offset, rtt, t4)
         self.samples.append(sample)
+        self._median = None
         return sample
 
     @property
@@ -115,7 +117,11 @@ class ClockOffsetEstimator:
     @property
     def median_offset(self) -> float | None:
         """Median offset over the window [s]."""
-        return statistics.median(s.offset for s in self.samples) if self.samples else None
+        # Cached: a station reads the offset several times per 10 ms tick, over a window of
+        # a hundred exchanges that changes a few times per second.
+        if self._median is None and self.samples:
+            self._median = statistics.median(s.offset for s in self.samples)
+        return self._median
 
     @property
     def rtt(self) -> float | None:
