@@ -35,9 +35,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pinocchio as pin
-import pybullet as pb
 
 from teleop.robot.model import NQ_BASE, RobotModel
+from teleop.sim.pybullet_module import pb
 from teleop.sim.scene import SceneObject, add_to_simulation
 from teleop.sim.urdf_prep import prepare_urdf
 

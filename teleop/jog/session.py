@@ -442,7 +442,7 @@ class SimulatedRobot:
     def send(self, q: np.ndarray) -> None:
         """Ramp the joint targets to q[7:] over one control period, counting physics
         steps in which the robot touches an obstacle."""
-        import pybullet as pb
+        from teleop.sim.pybullet_module import pb
 
         joints = q[NQ_BASE:]
         for i in range(1, self.physics_steps + 1):

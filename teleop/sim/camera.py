@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pybullet as pb
 
 from teleop.robot.model import RobotModel
+from teleop.sim.pybullet_module import pb
 from teleop.sim.simulator import Simulation
 
 #: Image sizes the product uses, (width, height).

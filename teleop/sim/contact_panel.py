@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pybullet as pb
+
+from teleop.sim.pybullet_module import pb
 
 if TYPE_CHECKING:
     from teleop.sim.simulator import Simulation

@@ -257,7 +257,7 @@ class LockstepServer:
     def __init__(self, sim: "Simulation", joints, host: str = "127.0.0.1", port: int = 0,
                  max_steps: int | None = None, command_timeout: float = 10.0, reset_on_connect: bool = True,
                  clip_torques: bool = True) -> None:
-        import pybullet as pb  # the server needs the simulator; the codec above does not
+        from teleop.sim.pybullet_module import pb  # the server needs the simulator; the codec above does not
 
         self._pb = pb
         self.sim = sim

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Union
 
 import numpy as np
-import pybullet as pb
+
+from teleop.sim.pybullet_module import pb
 
 if TYPE_CHECKING:  # only for annotations: the scene description needs no simulator
     from teleop.sim.simulator import Simulation

@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pybullet as pb
 import pybullet_data
 
 from teleop.clock import RealTimePacer
 from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel, convex_hull_2d
 from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_actuator_params, link_scale_for,
                                  params_from_dict, read_parameter_file)
+from teleop.sim.pybullet_module import pb
 from teleop.sim.target_spline import TickInterpolator
 from teleop.sim.urdf_prep import cache_dir, prepare_urdf
 

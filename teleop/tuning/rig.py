@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
-import pybullet as pb
 
 from teleop.robot.model import NV_BASE, RobotModel
+from teleop.sim.pybullet_module import pb
 from teleop.tuning.experiment_data import Recording
 from teleop.tuning.pid import PidController, PidGains
 from teleop.tuning.setups import LEFT_ARM, PAYLOAD_LINK, PAYLOAD_RADIUS_M, Setup
