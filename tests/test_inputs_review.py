@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 
-import numpy as np
 import pytest
 
 from teleop.cli import main

@@ -9,9 +9,7 @@ acceleration phase in the model.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence
-
-import numpy as np
+from typing import Iterable, Sequence
 
 from promp.learning import Demonstration
 from promp.library import TaskLibrary

@@ -918,7 +918,6 @@ class LowPolyRenderer:
         origin = normal * offset
         planar = ((on_plane - origin) @ np.column_stack([axis_u, axis_v])).astype(np.float32)
         h, w = image.shape[:2]
-        K = self.K
         mask = np.zeros((h, w), np.uint8)
         for part in np.flatnonzero(casters).tolist():
             start, stop = b.vertex_slices[part]

@@ -26,7 +26,6 @@ import multiprocessing
 
 import sys
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 

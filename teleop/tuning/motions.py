@@ -26,7 +26,6 @@ import numpy as np
 
 from retarget import postures, quat
 from retarget.human import HumanMotion
-from teleop.tuning.setups import LEFT_ARM
 
 LIMIT_MARGIN = np.radians(3.0)
 #: Synthetic demonstrations that move the left arm: (evaluation, training) file names.

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from teleop.tuning.experiment import COLUMNS, OPTIMISER
 from teleop.tuning.heuristics import HEURISTICS, REFERENCE_LABELS
 
