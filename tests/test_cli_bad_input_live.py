@@ -147,6 +147,35 @@ def test_silence_after_the_robot_answered_is_reported_once_per_silence(capsys):
     assert len(err) == 2 and all("no feedback from the robot for the last" in line for line in err)
 
 
+def test_what_arrives_again_after_a_silence_warning_is_said_once(capsys):
+    """The robot station restarted (or the suit came back): the warning is answered."""
+    import time
+
+    from teleop.stations.cli import _SilenceWatch
+
+    count = [0]
+    watch = _SilenceWatch(lambda: count[0], "feedback from the robot", "is it running?", after=0.05)
+    count[0] = 5
+    watch.check()                    # it answered
+    time.sleep(0.1)
+    watch.check()                    # the warning
+    count[0] = 6
+    watch.check()                    # back
+    count[0] = 7
+    watch.check()                    # still flowing: nothing more to say
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "no feedback from the robot for the last" in err[0]
+    assert re.fullmatch(r"\[operator\] Feedback from the robot: arriving again after 0\.\d s of silence", err[1]), err
+
+    late = _SilenceWatch(lambda: count[0], "MVN poses", "is MVN streaming?", after=0.05)
+    time.sleep(0.1)
+    late.check()                     # nothing yet
+    count[0] = 8
+    late.check()                     # the first poses: not "again"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and re.fullmatch(r"\[operator\] MVN poses: arriving 0\.\d s after the start", err[1]), err
+
+
 # ------------------------------------------------------------------ 3. record
 def test_record_refuses_to_overwrite_without_force(capsys, tmp_path):
     out = tmp_path / "take.mcap"

@@ -109,9 +109,16 @@ class _SilenceWatch:
         self.warned = False
 
     def check(self) -> None:
-        """Once per tick: warn once per silence longer than ``after``."""
+        """Once per tick: warn once per silence longer than ``after``, and say when what was
+        missing arrives again (else the warning stood unanswered, the user left wondering
+        whether the robot or the suit was back)."""
         now, count = time.monotonic(), self.heard()
         if count != self.count:
+            if self.warned:
+                what = self.what[0].upper() + self.what[1:]
+                when = (f"again after {now - self.last_change:.1f} s of silence" if self.ever
+                        else f"{now - self.began:.1f} s after the start")
+                print(f"[operator] {what}: arriving {when}", file=sys.stderr)
             self.count, self.last_change, self.ever, self.warned = count, now, True, False
         elif not self.warned and now - self.last_change >= self.after:
             self.warned = True
