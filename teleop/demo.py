@@ -87,6 +87,13 @@ def train_library(dataset: Path):
     return learn_library([t.trajectory for t in takes]), len(takes)
 
 
+def _robot_figures(log: SessionLog) -> dict:
+    """What one session's robot did: fell, foot slip [mm], the CoP's smallest margin to the
+    edges of the feet [mm] (negative: outside), fastest joint speed / its limit."""
+    return {"fell": log.fell, "max_foot_slip_mm": log.max_foot_slip_mm, "min_cop_margin_mm": log.min_cop_margin_mm,
+            "max_joint_speed_ratio": log.max_joint_speed_ratio}
+
+
 def run_session(settings: DemoSettings, library, *, with_video: bool, progress: bool) -> SessionLog:
     """One session of the full loop on a virtual clock."""
     from retarget.polygon import contains, project
@@ -296,7 +303,9 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         "library": {"tasks": library.labels, "demonstrations": n_demos},
         "robot": {"fell": comp.fell or delayed.fell, "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
                   "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm),
-                  "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio)},
+                  "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio),
+                  # The worst of the two runs above; each run's own here, to say which it was.
+                  "sessions": {name: _robot_figures(log) for name, log in (("compensated", comp), ("delayed", delayed))}},
         "seen_hand_error_cm": {"compensated": seen_comp, "delayed": seen_delayed},
         "compensation_ticks": states,
         "controller_timing_ms": comp.telemetry.get("controller_timing_ms"),

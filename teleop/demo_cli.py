@@ -49,9 +49,10 @@ def _run(args: argparse.Namespace) -> int:
     if seen["compensated"].get("predicting_cm") is not None and seen["delayed"].get("predicting_cm") is not None:
         print(f"  while the robot executes predictions: {seen['compensated']['predicting_cm']:.1f} cm with, "
               f"{seen['delayed']['predicting_cm']:.1f} cm without")
-    print(f"Robot: fell={robot['fell']}, max foot slip {robot['max_foot_slip_mm']:.1f} mm, "
-          f"min CoP margin {robot['min_cop_margin_mm']:.1f} mm, joint speeds up to "
-          f"{robot['max_joint_speed_ratio']:.2f} of their limits")
+    margins = {name: figures["min_cop_margin_mm"] for name, figures in robot["sessions"].items()}
+    print(f"Robot: fell={robot['fell']}, max foot slip {robot['max_foot_slip_mm']:.1f} mm, min CoP margin "
+          f"{margins['compensated']:+.1f} mm with compensation, {margins['delayed']:+.1f} mm without (0: at a "
+          f"sole's edge), joint speeds up to {robot['max_joint_speed_ratio']:.2f} of their limits")
     timing = summary.get("controller_timing_ms") or {}
     if timing:
         print("Controller per tick [ms]: " + ", ".join(f"{k.removesuffix('_ms')} {v:.3f}" for k, v in timing.items()

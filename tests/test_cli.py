@@ -65,6 +65,9 @@ def test_demo_headless_prints_the_summary_and_writes_its_outputs(tmp_path):
     for key in ("round_trip_s", "robot", "seen_hand_error_cm", "controller_timing_ms", "video", "library"):
         assert key in summary
     assert summary["robot"]["fell"] is False
+    sessions = summary["robot"]["sessions"]     # each run's own figures, the worst of them above
+    assert set(sessions) == {"compensated", "delayed"}
+    assert summary["robot"]["min_cop_margin_mm"] == min(s["min_cop_margin_mm"] for s in sessions.values())
     assert set(summary["seen_hand_error_cm"]["compensated"]) == {"moving_cm", "all_cm", "predicting_cm"}
     assert summary["video"]["frames_displayed"] > 5
     assert (out / "summary.json").is_file() and (out / "demo.png").stat().st_size > 10_000

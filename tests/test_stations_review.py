@@ -81,7 +81,8 @@ def test_the_demo_prints_a_session_in_which_the_operator_did_not_move(monkeypatc
 
     summary = {"round_trip_s": 1.5, "duration_s": 1.99, "library": {"tasks": ["a", "b"], "demonstrations": 12},
                "robot": {"fell": False, "max_foot_slip_mm": 0.1, "min_cop_margin_mm": 5.1,
-                         "max_joint_speed_ratio": 0.9},
+                         "max_joint_speed_ratio": 0.9,
+                         "sessions": {"compensated": {"min_cop_margin_mm": 7.2}, "delayed": {"min_cop_margin_mm": 5.1}}},
                "seen_hand_error_cm": {"compensated": {"moving_cm": None, "all_cm": 0.13, "predicting_cm": None},
                                       "delayed": {"moving_cm": None, "all_cm": 0.13, "predicting_cm": None}},
                "controller_timing_ms": {}, "video": {"frames_displayed": 7}}
@@ -89,6 +90,7 @@ def test_the_demo_prints_a_session_in_which_the_operator_did_not_move(monkeypatc
     assert main(["demo", "--duration", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "none measured" in out and "Robot: fell=False" in out
+    assert "min CoP margin +7.2 mm with compensation, +5.1 mm without" in out
 
 
 @pytest.mark.parametrize("failure", ["input", "video-port"])
