@@ -85,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
+    return run_command(args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed subcommand (``args.func``, ``args.command``) and turn what goes wrong into
+    the exit-code rule of every command: 2 and the command line's fault said for a
+    :class:`UsageError`, 1 and one line for a file, data or network error, 130 when
+    interrupted. ``TELEOP_DEBUG=1`` lets the traceback through."""
     try:
         with sigterm_as_interrupt():
             result = args.func(args)

@@ -340,7 +340,9 @@ def test_netem_refuses_to_forward_to_itself_and_names_a_listen_address_in_use(ca
         taken.bind(("127.0.0.1", 0))
         busy = taken.getsockname()[1]
         assert main(["netem", "--listen", f"127.0.0.1:{busy}", "--duration", "0.1"]) == 1
-    assert capsys.readouterr().err.strip() == f"teleop netem: error: --listen 127.0.0.1:{busy}: Address already in use"
+    # The error line of every command: one line, and where to look for more.
+    assert capsys.readouterr().err.splitlines() == [f"teleop netem: error: --listen 127.0.0.1:{busy}: Address already in use",
+                                                    "(TELEOP_DEBUG=1 shows where it happened)"]
 
 
 # ------------------------------------------------------------------ 10. dataset

@@ -216,3 +216,19 @@ def test_queued_bytes_are_bounded_not_only_queued_datagrams():
         proxy.close()
         client.close()
         robot.close()
+
+
+def test_the_standalone_netem_gives_the_error_line_and_exit_code_of_every_command():
+    """`python -m teleop.net netem` on a port in use: one error line and exit code 1, as
+    `teleop netem`, not a traceback; an option that cannot go together with another: 2."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        busy = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "teleop.net", "netem", "--listen", f"127.0.0.1:{busy}",
+                               "--duration", "0.1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == f"teleop netem: error: --listen 127.0.0.1:{busy}: Address already in use"
+    same = subprocess.run([sys.executable, "-m", "teleop.net", "netem", "--listen", "127.0.0.1:9050",
+                           "--target", "127.0.0.1:9050", "--duration", "0.1"], capture_output=True, text=True, timeout=60)
+    assert same.returncode == 2 and "Traceback" not in same.stderr
+    assert "are one address" in same.stderr

@@ -129,21 +129,17 @@ def _run(args: argparse.Namespace) -> int:
         socket.getaddrinfo(args.host, args.port, family, socket.SOCK_DGRAM)
     except (socket.gaierror, UnicodeError) as exc:   # the name service, not the command line: 1
         reason = getattr(exc, "strerror", None) or exc
-        print(f"teleop stream-mvn: error: --host {args.host}: cannot resolve it ({reason})", file=sys.stderr)
-        return 1
-    try:
-        if args.file.suffix.lower() == ".mcap" and args.file.is_file():
-            motion = recording_motion(args.file)    # a recorded session's operator input, replayed
-        else:
-            # Robot references: what to do instead, as retarget and operator --input say.
-            check_human_motion_file(args.file)
-            # Only the Xsens CSV and AMC readers take a rate: the other formats store theirs.
-            takes_rate = args.rate and sniff_format(args.file) in ("xsens-csv", "amc")
-            motion = read_motion(args.file, **({"rate_hz": args.rate} if takes_rate else {}))
-    except (OSError, ValueError) as exc:   # ValueError: MotionFormatError and the recording's / references'
-        # Exit code 1, as every command gives for a file it cannot use (2: the command line).
-        print(f"teleop stream-mvn: error: {exc}", file=sys.stderr)
-        return 1
+        raise OSError(f"--host {args.host}: cannot resolve it ({reason})") from None
+    # A file it cannot use (OSError, or ValueError: MotionFormatError and the recording's /
+    # references' errors): exit code 1 and one line from teleop.cli.run_command.
+    if args.file.suffix.lower() == ".mcap" and args.file.is_file():
+        motion = recording_motion(args.file)    # a recorded session's operator input, replayed
+    else:
+        # Robot references: what to do instead, as retarget and operator --input say.
+        check_human_motion_file(args.file)
+        # Only the Xsens CSV and AMC readers take a rate: the other formats store theirs.
+        takes_rate = args.rate and sniff_format(args.file) in ("xsens-csv", "amc")
+        motion = read_motion(args.file, **({"rate_hz": args.rate} if takes_rate else {}))
     print(f"streaming {args.file} ({len(motion)} frames, {motion.rate_hz:g} Hz) to {args.host}:{args.port}",
           file=sys.stderr)
     stats = {"samples": 0, "datagrams": 0, "bytes": 0, "send_errors": 0}

@@ -143,24 +143,19 @@ def run_netem(args: argparse.Namespace) -> int:
     """Run the proxy until SIGINT/SIGTERM or ``--duration``; returns the exit code."""
     from teleop.net.netem import NetemProxy  # here, not at the top: keeps `teleop --help` fast
 
+    # Errors are teleop's (teleop.cli.run_command): 2 for options that cannot go together, 1
+    # for what the command line cannot help (an address in use, a host that does not
+    # resolve, a non-loopback address without --allow-remote).
+    forward, backward = models_from_args(args)
+    _check_addresses(args)
+    if _same_address(args.listen, args.target):
+        raise UsageError(f"--listen {args.listen} and --target {args.target} are one address: the proxy "
+                         "would forward to itself; --target is the robot station's address")
     try:
-        forward, backward = models_from_args(args)
-        _check_addresses(args)
-        if _same_address(args.listen, args.target):
-            raise UsageError(f"--listen {args.listen} and --target {args.target} are one address: the proxy "
-                             "would forward to itself; --target is the robot station's address")
-        try:
-            proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
-                               allow_remote=args.allow_remote)
-        except OSError as exc:   # binding --listen (--target resolved above): in use, not of this machine
-            raise OSError(f"--listen {args.listen}: {exc.strerror or exc}") from None
-    except UsageError:
-        raise                     # options that cannot go together: teleop's main says so, exit code 2
-    except (ValueError, OSError) as exc:
-        # 1, as every command, for what the command line cannot help: an address in use, a
-        # host that does not resolve, a non-loopback address without --allow-remote.
-        print(f"teleop netem: error: {exc}", file=sys.stderr)
-        return 1
+        proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
+                           allow_remote=args.allow_remote)
+    except OSError as exc:   # binding --listen (--target resolved above): in use, not of this machine
+        raise OSError(f"--listen {args.listen}: {exc.strerror or exc}") from None
     with proxy:
         print(f"netem: {proxy.listen_address[0]}:{proxy.listen_address[1]} → "
               f"{proxy.target[0]}:{proxy.target[1]} | forward {_describe(forward)} | "
@@ -192,4 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m teleop.net")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.func(args)
+    from teleop.cli import run_command   # the exit codes and error lines of every command
+
+    return run_command(args)
