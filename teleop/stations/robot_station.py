@@ -92,7 +92,8 @@ class RobotStationConfig:
             40 s links; at worst 34 ms), an error τ_f and τ̂_b carry with opposite signs (a
             README two-proxy session: τ̂_b 0.780 s for a video delay of 0.765 s, τ_f
             0.739 s for 0.750 s). 128 exchanges 0.25 s apart: 5 ms (at worst 14 ms), and
-            the 32 s window still follows a 50 ppm clock drift within 1 ms.
+            the 32 s window still follows a 50 ppm clock drift within 1 ms; a clock that
+            steps (NTP correcting a host) is followed after half the window, 16 s.
     """
 
     control_hz: float = 100.0
@@ -186,7 +187,7 @@ class RobotStation:
         self.zmp = ZmpPrefilter(dt=self.dt, margin=cfg.zmp_margin) if cfg.zmp_correction else None
         self.smoother = CriticallyDampedFilter(cfg.smoothing_hz, self.dt) if cfg.smoothing_hz > 0 else None
         self.video_out, self.render = video_out, render
-        self.clock_estimator = self._new_clock_estimator()
+        self.clock_estimator = clock_offset_estimator(self.config)
         self.clock_sync: ClockSyncClient | None = None
         self.operator: tuple | None = None
         self._operator_source: int | None = None   # the operator's packet source id
@@ -254,9 +255,6 @@ class RobotStation:
         self.tracker.reset(q)
 
     # ---------------------------------------------------------------- clocks
-    def _new_clock_estimator(self) -> ClockOffsetEstimator:
-        return clock_offset_estimator(self.config)
-
     def operator_time(self, t_robot: float) -> float:
         """Robot-clock time expressed on the operator's clock (0 offset until measured)."""
         offset = self.clock_estimator.offset
@@ -296,7 +294,7 @@ class RobotStation:
             self._video_age_raw = None
         self.operator = peer
         self.operators_attached += 1
-        self.clock_estimator = self._new_clock_estimator()
+        self.clock_estimator = clock_offset_estimator(self.config)
         self.clock_sync = ClockSyncClient(self.endpoint, peer, interval=self.config.clock_ping_interval,
                                           estimator=self.clock_estimator)
 
