@@ -48,6 +48,7 @@ import numpy as np
 from retarget import quat, skeleton
 from retarget.readers.vr_trackers import OPENVR_TO_Z_UP
 from teleop import json_input
+from teleop.native_stderr import native_stderr_silenced
 from teleop.inputs.base import Frame, InputEvent, StationEvent
 
 #: SteamVR tracker role (from Prop_ControllerType_String) -> segment.
@@ -88,7 +89,10 @@ def import_openvr():
 def init_openvr(openvr, application_type):
     """``openvr.init`` with a clear error when SteamVR is not running (returns IVRSystem)."""
     try:
-        return openvr.init(application_type)
+        # openvr's library prints why on stderr ("Unable to read VR Path Registry from ..."),
+        # ahead of the error below, which says it for the user.
+        with native_stderr_silenced():
+            return openvr.init(application_type)
     except Exception as exc:  # openvr raises openvr.error_code.InitError_* subclasses
         if not isinstance(exc, getattr(getattr(openvr, "error_code", None), "OpenVRError", Exception)):
             raise

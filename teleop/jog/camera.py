@@ -18,6 +18,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from teleop.video.opencv_log import opencv_warnings_silenced
+
 
 class CameraError(RuntimeError):
     """A camera source that cannot be opened or stopped delivering frames."""
@@ -47,7 +49,8 @@ class CameraSource:
         self.is_file = isinstance(self.source, str) and "://" not in self.source
         if self.is_file and not Path(self.source).exists():
             raise CameraError(f"camera source {source!r}: no such file (give a device index, a video file or a URL)")
-        self.capture = cv2.VideoCapture(self.source)
+        with opencv_warnings_silenced():     # the error below says it for the user
+            self.capture = cv2.VideoCapture(self.source)
         if not self.capture.isOpened():
             self.capture.release()
             kind = "device" if isinstance(self.source, int) else ("file" if self.is_file else "stream")

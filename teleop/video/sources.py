@@ -31,6 +31,7 @@ import cv2
 import numpy as np
 
 from teleop.video.clock import Clock, monotonic_s
+from teleop.video.opencv_log import opencv_warnings_silenced
 
 
 class SourceOpenError(RuntimeError):
@@ -91,7 +92,8 @@ class OpenCVCaptureSource:
             cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, int(open_timeout_s * 1000),
             cv2.CAP_PROP_READ_TIMEOUT_MSEC, int(read_timeout_s * 1000),
         ]
-        self._capture = cv2.VideoCapture(target, cv2.CAP_ANY, timeouts)
+        with opencv_warnings_silenced():     # SourceOpenError below says it for the user
+            self._capture = cv2.VideoCapture(target, cv2.CAP_ANY, timeouts)
         if not self._capture.isOpened():
             self._capture.release()
             kind = "camera device" if isinstance(target, int) else "file or URL"
