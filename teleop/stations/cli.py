@@ -306,6 +306,8 @@ def _tau_b(telemetry: dict) -> str:
     return f"{telemetry['tau_b_s']:.3f} s" + ("" if telemetry["tau_b_measured"] else " (assumed: no video report yet)")
 
 
+#: Time [s] between two status lines of a station.
+STATUS_INTERVAL_S = 2.0
 #: Shortest time [s] between two "the loop fell behind" warnings of a station.
 RESYNC_WARNING_INTERVAL_S = 30.0
 
@@ -412,7 +414,7 @@ def _run_robot(args: argparse.Namespace) -> int:
                 print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
                       f"({format_address(station.operator)}) is active; the robot follows the first until it has been "
                       f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
-            if time.monotonic() - last_print[0] > 2.0:
+            if time.monotonic() - last_print[0] > STATUS_INTERVAL_S:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
                 print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {_seconds(tel['tau_f_mean_s'])} "
@@ -582,6 +584,17 @@ def _run_operator(args: argparse.Namespace) -> int:
         lost: list[tuple[str, ...]] = [()]
         ended = [False]
         warned_auth = [False]
+        # (time, references sent, frames shown) at the last status line
+        last_status = [(time.monotonic(), 0, 0)]
+
+        def print_status() -> None:
+            from teleop.stations.operator_status import status_line
+
+            now = time.monotonic()
+            then, sent_then, shown_then = last_status[0]
+            last_status[0] = (now, station.sent, video.displayed)
+            print(status_line(now - then, station.sent - sent_then, video.displayed - shown_then, station.feedback,
+                              video.buffer.report(), loop_timing.short()), file=sys.stderr)
 
         def tick():
             video.poll_socket()
@@ -608,6 +621,8 @@ def _run_operator(args: argparse.Namespace) -> int:
                 if refs is not None:
                     recording.references(refs)
                 recording.after_tick(endpoint, video)
+            if time.monotonic() - last_status[0][0] >= STATUS_INTERVAL_S:
+                print_status()
 
         loop_timing = LoopTiming(0.01)
         try:

@@ -42,6 +42,7 @@ from teleop.json_safe import json_safe
 from teleop.net.watchdog import WatchdogState
 from teleop.prescient.compensator import CompensationState
 from teleop.robot.model import RobotModel
+from teleop.stations.operator_status import state_name
 
 #: Names of the three poses, in drawing order (the translucent ghost last, on top).
 POSE_NAMES = ("actual", "predicted", "ghost")
@@ -296,8 +297,8 @@ class RobotPoseView:
         details: dict[str, Any] = {}
         if feedback is not None:
             details = {"forward_delay_s": feedback.forward_delay, "last_ref_time": feedback.last_ref_time,
-                       "compensation": _state_name(CompensationState, feedback.compensation_state),
-                       "watchdog": _state_name(WatchdogState, feedback.watchdog_state)}
+                       "compensation": state_name(CompensationState, feedback.compensation_state),
+                       "watchdog": state_name(WatchdogState, feedback.watchdog_state)}
         with self._lock:
             poses: dict[str, Any] = dict.fromkeys(POSE_NAMES)
             poses["ghost"] = self._ghost_pose(getattr(station, "current", None), details)
@@ -322,11 +323,5 @@ class RobotPoseView:
         document = self._document_from_station(station)
         self._cached = (now, document)
         return document
-
-
-def _state_name(states: type, code: int) -> str:
-    """Name of a state code carried by FEEDBACK (the robot station numbers the enum in order)."""
-    members = list(states)
-    return members[code].name.lower() if 0 <= code < len(members) else f"code {code}"
 
 

@@ -1,0 +1,58 @@
+"""The operator station's status line, every 2 s on stderr, as the robot station has its own.
+
+Without it an operator station said nothing from start to end unless something went wrong:
+the user could not tell whether the robot was following, predicting or holding, nor how old
+the images were. The line says what the robot reports doing with our commands (its FEEDBACK),
+the forward delay it measures, and the video shown: frames per second and their age.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+from teleop.net.protocol import Feedback
+from teleop.net.watchdog import WatchdogState
+from teleop.prescient.compensator import CompensationState
+
+
+def state_name(states: type[Enum], code: int) -> str:
+    """Name of a state code carried by FEEDBACK (the robot station numbers the enum in order)."""
+    members = list(states)
+    return members[code].name.lower() if 0 <= code < len(members) else f"code {code}"
+
+
+def image_age_s(video_report: dict, feedback: Feedback | None) -> float | None:
+    """Age of the images shown [s]: the jitter buffer's ``tau_b_s`` (arrival on our clock
+    minus capture on the robot's, plus the buffer) with the clock offset the robot reports
+    (robot − operator) put back; None before a frame, or with no offset known yet."""
+    raw = video_report.get("tau_b_s")
+    offset = feedback.clock_offset if feedback is not None else math.nan
+    if raw is None or not math.isfinite(offset):
+        return None
+    return float(raw) + offset
+
+
+def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | None, video_report: dict,
+                loop_text: str) -> str:
+    """One status line.
+
+    Args:
+        interval_s: time since the previous line [s].
+        sent: reference packets sent in that interval.
+        shown: video frames released for display in that interval.
+        feedback: the robot's latest FEEDBACK (None: none yet).
+        video_report: :meth:`teleop.video.jitter_buffer.JitterBuffer.report`.
+        loop_text: the loop timing, :meth:`teleop.stations.loop_timing.LoopTiming.short`.
+    """
+    if feedback is None:
+        robot = "robot: no feedback yet"
+    else:
+        watchdog = state_name(WatchdogState, feedback.watchdog_state).upper()
+        compensation = state_name(CompensationState, feedback.compensation_state)
+        tau_f = (f"tau_f {feedback.forward_delay:.3f} s" if math.isfinite(feedback.forward_delay)
+                 else "tau_f n/a")
+        robot = f"robot {watchdog:8s} {compensation:11s} {tau_f}"
+    age = image_age_s(video_report, feedback)
+    video = f"video {shown / interval_s:4.1f} fps" + (f", {age:.3f} s old" if age is not None else "")
+    return f"[operator] {robot}  sent {sent / interval_s:5.1f}/s  {video}  {loop_text}"

@@ -1,0 +1,32 @@
+"""The operator station's status line."""
+
+import pytest
+
+from teleop.net.protocol import Feedback
+from teleop.net.watchdog import WatchdogState
+from teleop.prescient.compensator import CompensationState
+from teleop.stations.operator_status import image_age_s, state_name, status_line
+from teleop.stations.robot_station import STATE_CODES
+
+
+def test_the_line_says_what_the_robot_does_and_how_old_the_images_are():
+    # Robot clock 3 s ahead of ours: the frames' raw age (our arrival − its capture) is 3 s short.
+    feedback = Feedback(watchdog_state=WatchdogState.ACTIVE, compensation_state=STATE_CODES[CompensationState.PREDICTING],
+                        forward_delay=0.75, clock_offset=3.0)
+    line = status_line(2.0, 200, 20, feedback, {"tau_b_s": -2.23}, "loop: 0.1 % late")
+    assert line == ("[operator] robot ACTIVE   predicting  tau_f 0.750 s  sent 100.0/s  video 10.0 fps, 0.770 s old  "
+                    "loop: 0.1 % late")
+
+
+def test_before_the_robot_answered_nothing_is_made_up():
+    line = status_line(2.0, 200, 0, None, {"tau_b_s": None}, "loop: 0.0 % late")
+    assert line == "[operator] robot: no feedback yet  sent 100.0/s  video  0.0 fps  loop: 0.0 % late"
+    unmeasured = Feedback(watchdog_state=WatchdogState.WAITING)        # NaN delay and offset
+    assert "tau_f n/a" in status_line(2.0, 0, 0, unmeasured, {"tau_b_s": 0.8}, "")
+    assert image_age_s({"tau_b_s": 0.8}, unmeasured) is None
+
+
+@pytest.mark.parametrize("state", list(CompensationState))
+def test_the_state_codes_read_back_as_the_robot_station_numbers_them(state):
+    assert state_name(CompensationState, STATE_CODES[state]) == state.name.lower()
+    assert state_name(CompensationState, 200) == "code 200"
