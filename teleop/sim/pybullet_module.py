@@ -8,14 +8,9 @@ import pb``): the first import runs with descriptor 2 silenced (teleop.native_st
 
 from __future__ import annotations
 
-import sys
-
 from teleop.native_stderr import native_stderr_silenced
 
-if "pybullet" in sys.modules:       # already imported: the banner is long gone
+with native_stderr_silenced():      # (an import already done prints nothing again)
     import pybullet as pb
-else:
-    with native_stderr_silenced():
-        import pybullet as pb
 
 __all__ = ["pb"]

@@ -587,9 +587,9 @@ def _run_operator(args: argparse.Namespace) -> int:
         # (time, references sent, frames shown) at the last status line
         last_status = [(time.monotonic(), 0, 0)]
 
-        def print_status() -> None:
-            from teleop.stations.operator_status import status_line
+        from teleop.stations.operator_status import status_line
 
+        def print_status() -> None:
             now = time.monotonic()
             then, sent_then, shown_then = last_status[0]
             last_status[0] = (now, station.sent, video.displayed)
