@@ -301,6 +301,17 @@ def _seconds(value: float | None) -> str:
     return f"{value:.3f} s" if value is not None and value == value else "n/a"
 
 
+def _recognised(output) -> str:
+    """The task compensation follows, for the robot's status line: " squat p=0.97 x1.10" (its
+    posterior probability and the operator's speed relative to the demonstrations), or ""
+    in pass-through and before any task was recognised."""
+    from teleop.prescient.compensator import CompensationState
+
+    if output is None or output.task is None or output.state is CompensationState.PASSTHROUGH:
+        return ""
+    return f" {output.task} p={output.task_probability:.2f} x{output.speed:.2f}"
+
+
 def _tau_b(telemetry: dict) -> str:
     """τ̂_b for the status lines, saying when it is the assumed default, not a measurement."""
     return f"{telemetry['tau_b_s']:.3f} s" + ("" if telemetry["tau_b_measured"] else " (assumed: no video report yet)")
@@ -417,7 +428,8 @@ def _run_robot(args: argparse.Namespace) -> int:
             if time.monotonic() - last_print[0] > STATUS_INTERVAL_S:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
-                print(f"[robot] {record.watchdog:8s} {record.compensation:11s} tau_f {_seconds(tel['tau_f_mean_s'])} "
+                print(f"[robot] {record.watchdog:8s} {record.compensation:11s}{_recognised(station.last_compensator_output)} "
+                      f"tau_f {_seconds(tel['tau_f_mean_s'])} "
                       f"tau_b {_tau_b(tel)}  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
                       f"{loop_timing.short()}",
                       file=sys.stderr)

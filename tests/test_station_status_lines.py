@@ -1,4 +1,4 @@
-"""The operator station's status line."""
+"""The stations' status lines: the operator's, and the task the robot's names."""
 
 import pytest
 
@@ -30,3 +30,17 @@ def test_before_the_robot_answered_nothing_is_made_up():
 def test_the_state_codes_read_back_as_the_robot_station_numbers_them(state):
     assert state_name(CompensationState, STATE_CODES[state]) == state.name.lower()
     assert state_name(CompensationState, 200) == "code 200"
+
+
+def test_the_robot_status_names_the_task_it_predicts():
+    import numpy as np
+
+    from teleop.prescient.compensator import CompensatorOutput
+    from teleop.stations.cli import _recognised
+
+    predicting = CompensatorOutput(np.zeros(20), CompensationState.PREDICTING, task="squat", task_probability=0.973,
+                                   speed=1.1)
+    assert _recognised(predicting) == " squat p=0.97 x1.10"
+    # Pass-through (the task of a motion that ended is still known): nothing to name.
+    assert _recognised(CompensatorOutput(np.zeros(20), CompensationState.PASSTHROUGH, task="squat")) == ""
+    assert _recognised(None) == ""
