@@ -12,7 +12,7 @@ import pytest
 
 from retarget.human import HumanMotion
 from teleop.cli import main
-from teleop.inputs.replay import FileReplay
+from teleop.inputs.replay import RETURN_MIN_S, FileReplay, with_return_to_start
 from teleop.inputs.synthetic import VirtualClock
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,8 @@ def test_replay_polled_at_the_frames_own_times_returns_each_frame_when_due(loop)
     get the frame before it: the whole replay ran one frame period late (and, past the loop
     seam, skipped every other frame)."""
     motion = _numbered(HumanMotion.load_npz(SQUAT))
-    n = len(motion)
+    played = with_return_to_start(motion) if loop else motion    # a loop returns to the start between laps
+    n = len(played)
     clock = VirtualClock(10.0)
     replay = FileReplay(motion, clock=clock, loop=loop)
     frames, nows = [], []
@@ -42,9 +43,35 @@ def test_replay_polled_at_the_frames_own_times_returns_each_frame_when_due(loop)
         nows.append(clock())
         clock.advance(1.0 / motion.rate_hz)
     assert all(frame is not None for frame in frames)
-    indices = [int(round(pose["pelvis"][0][0])) for _, pose in frames]
-    assert indices == (list(range(n)) * 2 if loop else list(range(n)))
+    pelvis_x = [pose["pelvis"][0][0] for _, pose in frames]
+    expected = played.positions[:, played.index("pelvis"), 0]
+    assert np.allclose(pelvis_x, np.tile(expected, 2) if loop else expected)
     assert np.allclose([t for t, _ in frames], nows, atol=1e-9)
+
+
+def test_a_looped_replay_returns_to_its_first_pose_without_a_jump():
+    """Looped as recorded, the pose jumped from the last frame to the first in one sample
+    (the hands 36 cm on an Xsens put-aside take) and the robot was told to follow."""
+    motion = HumanMotion.load_npz(SQUAT)
+    shifted = motion.positions.copy()
+    shifted[-20:] += np.linspace(0.0, 0.4, 20)[:, None, None] * np.array([1.0, 0.0, 0.0])   # ends 40 cm away
+    motion = HumanMotion(motion.times, motion.segment_names, shifted, motion.orientations, motion.com,
+                         "shifted", motion.rate_hz)
+    clock = VirtualClock(0.0)
+    replay = FileReplay(motion, clock=clock, loop=True)
+    poses = []
+    for _ in range(2 * len(motion) + 400):
+        frame = replay.poll()
+        if frame is not None:
+            poses.append(frame[1])
+        clock.advance(1.0 / motion.rate_hz)
+    positions = np.array([[pose[name][0] for name in motion.segment_names] for pose in poses])     # (T, S, 3)
+    steps = np.linalg.norm(np.diff(positions, axis=0), axis=-1).max(axis=1)                       # (T-1,) [m]
+    recorded = np.linalg.norm(np.diff(motion.positions, axis=0), axis=-1).max()
+    assert steps.max() <= max(recorded, 0.4 / (RETURN_MIN_S * motion.rate_hz) * 1.875 * 1.1)
+    assert steps.max() < 0.05        # the seam was 40 cm in one sample
+    orientations = np.array([[pose[name][1] for name in motion.segment_names] for pose in poses])
+    assert np.allclose(np.linalg.norm(orientations, axis=-1), 1.0, atol=1e-4)   # (as recorded: 1 ± 1e-5)
 
 
 def test_retarget_out_below_a_file_is_refused_before_reading(tmp_path, capsys, monkeypatch):

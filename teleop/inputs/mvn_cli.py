@@ -52,6 +52,10 @@ def stream_motion(motion: HumanMotion, destination: tuple[str, int], *, speed: f
     if len(motion) < 1:
         raise ValueError(f"{motion.source}: nothing to stream")
     codec = codec or MvnCodec()
+    if loop:    # back to the first pose between laps, as an operator --input file --loop
+        from teleop.inputs.replay import with_return_to_start
+
+        motion = with_return_to_start(motion)
     times = motion.times - motion.times[0]
     period = float(times[1] - times[0]) if len(times) > 1 else 0.01
     stats = {} if stats is None else stats
@@ -111,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--rate", type=positive_float, default=None,
                         help="sampling rate of files that do not store one (Xsens CSV) [Hz] (default 100)")
     parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
-    parser.add_argument("--loop", action="store_true", help="start over at the end")
+    parser.add_argument("--loop", action="store_true", help="start over at the end (after returning to the first pose over 0.5-3 s)")
     parser.add_argument("--duration", type=positive_float, default=None, help="stop after this many seconds")
     parser.add_argument("--unit", type=positive_float, default=0.01,
                         help="metres per position unit on the wire (the spec's cm: 0.01)")

@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "it; its later episodes get the same label)")
     op.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     op.add_argument("--speed", type=positive_float, default=None, help="replay speed factor for a file source (default: 1)")
-    op.add_argument("--loop", action="store_true", help="loop a file source")
+    op.add_argument("--loop", action="store_true", help="loop a file source (it returns to its first pose over 0.5-3 s between laps)")
     op.add_argument("--rate-hz", type=positive_float, default=None,
                     help="rate of an Xsens CSV file source [Hz] (default 100: the export does not state it)")
     op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator (default: 0)")
