@@ -310,6 +310,7 @@ def test_both_stations_report_their_loop_in_the_json_and_the_status_lines(tmp_pa
 
     stats = strict_json(op_out.strip().splitlines()[-1])
     assert {"references_sent", "feedback_received", "video_frames_displayed", "video", "network"} <= stats.keys()
+    assert stats["image_age_s"] is None      # no robot answered: no clock offset, no age made up
     _check_loop_object(stats["loop"], 10.0)
     assert stats["loop"]["ticks"] >= stats["references_sent"] > 0      # one reference at most per tick
 

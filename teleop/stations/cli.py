@@ -644,14 +644,20 @@ def _run_operator(args: argparse.Namespace) -> int:
         for watch in watches:
             watch.finish()
         recording_error = _close_recording(recording)
+    from teleop.stations.operator_status import image_age_s
+
+    report = video.buffer.report()
+    # The buffer's delays are our arrival minus the robot's capture, two clocks: the age of the
+    # images shown needs the offset the robot measured (None until it has).
     stats = {"references_sent": station.sent, "feedback_received": station.feedback_received,
-             "video_frames_displayed": video.displayed,
-             "video": video.buffer.report(), "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
+             "video_frames_displayed": video.displayed, "image_age_s": image_age_s(report, station.feedback),
+             "video": report, "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
     if args.json:
         print(dumps(stats))
     else:
-        shown = (f"displayed {video.displayed} video frames" if args.view != "none" else
-                 f"received {video.displayed} video frames on time for display (not shown: --view none)")
+        age = f", {stats['image_age_s']:.3f} s old" if stats["image_age_s"] is not None else ""
+        shown = (f"displayed {video.displayed} video frames{age}" if args.view != "none" else
+                 f"received {video.displayed} video frames on time for display{age} (not shown: --view none)")
         print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, {shown}, "
               f"{loop_timing.short()}")
     if recording_error is not None:
