@@ -305,7 +305,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
                   "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm),
                   "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio),
                   # The worst of the two runs above; each run's own here, to say which it was.
-                  "sessions": {name: _robot_figures(log) for name, log in (("compensated", comp), ("delayed", delayed))}},
+                  "sessions": {"compensated": _robot_figures(comp), "delayed": _robot_figures(delayed)}},
         "seen_hand_error_cm": {"compensated": seen_comp, "delayed": seen_delayed},
         "compensation_ticks": states,
         "controller_timing_ms": comp.telemetry.get("controller_timing_ms"),

@@ -115,7 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--rate", type=positive_float, default=None,
                         help="sampling rate of files that do not store one (Xsens CSV) [Hz] (default 100)")
     parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
-    parser.add_argument("--loop", action="store_true", help="start over at the end (after returning to the first pose over 0.5-3 s)")
+    parser.add_argument("--loop", action="store_true",
+                        help="start over at the end (after returning to the first pose over 0.5-3 s)")
     parser.add_argument("--duration", type=positive_float, default=None, help="stop after this many seconds")
     parser.add_argument("--unit", type=positive_float, default=0.01,
                         help="metres per position unit on the wire (the spec's cm: 0.01)")

@@ -22,8 +22,8 @@ from teleop.inputs.base import Frame
 #: Motion time [s] by which a frame may be early and still count as due (rounding only).
 _DUE_TOLERANCE_S = 1e-9
 #: Average speed [m/s] of the segments' return to the first pose when a replay loops, and the
-#: shortest and longest return [s]: a put-aside take ends with the hands 36 cm from where it
-#: starts (1.4 s).
+#: shortest and longest return [s]: an Xsens put-aside take ends with a hand 1.1 m (in the
+#: world) from where it starts, a return of 3 s.
 RETURN_SPEED_M_S = 0.25
 RETURN_MIN_S = 0.5
 RETURN_MAX_S = 3.0
@@ -36,11 +36,11 @@ def with_return_to_start(motion: HumanMotion) -> HumanMotion:
     was commanded to follow that jump at each lap.
 
     The return takes the largest segment displacement / ``RETURN_SPEED_M_S``, within
-    [``RETURN_MIN_S``, ``RETURN_MAX_S``], on a minimum-jerk profile s(u) = 10u³ − 15u⁴ + 6u⁵ (zero velocity and acceleration at both
-    ends), sampled at the motion's own period; positions (and the CoM) are interpolated
-    linearly in s, orientations by normalised linear interpolation on the nearer hemisphere
-    (a rotation path close to the slerp's for the few tens of degrees a take's end and start
-    differ by).
+    [``RETURN_MIN_S``, ``RETURN_MAX_S``], on a minimum-jerk profile s(u) = 10u³ − 15u⁴ + 6u⁵
+    (zero velocity and acceleration at both ends), sampled at the motion's own period;
+    positions (and the CoM) are interpolated linearly in s, orientations by normalised linear
+    interpolation on the nearer hemisphere (close to the slerp's path for the few tens of
+    degrees a take's end and start differ by).
     """
     if len(motion) < 2:
         return motion
