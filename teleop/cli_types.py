@@ -56,15 +56,26 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-def _in_unit_interval(text: str, low_open: bool, high_open: bool) -> float:
-    """A number in [0, 1] with either end excluded; the message writes the interval."""
-    value = _number(text)
-    above = value > 0 if low_open else value >= 0
-    below = value < 1 if high_open else value <= 1
-    if not (above and below):
-        interval = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
-        raise argparse.ArgumentTypeError(f"must be in {interval}, got {text}")
+def float_in_interval(text: str, low: float, high: float, *, low_open: bool = False, high_open: bool = False,
+                      unit: str = "") -> float:
+    """A number in the interval from ``low`` to ``high`` (either end excluded); the message
+    writes the interval and ``unit`` ("must be in (0, 180) degrees, got 200"); nan is outside."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    if not (above and below):     # (False for nan)
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise argparse.ArgumentTypeError(f"must be in {interval}{' ' + unit if unit else ''}, got {text}")
     return value
+
+
+def _in_unit_interval(text: str, low_open: bool, high_open: bool) -> float:
+    """A finite number in [0, 1] with either end excluded."""
+    _number(text)          # nan and inf: "not a finite number", as the other numbers
+    return float_in_interval(text, 0.0, 1.0, low_open=low_open, high_open=high_open)
 
 
 def probability(text: str) -> float:

@@ -28,7 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from teleop.cli_types import UsageError, checked_text, int_in_range, port, positive_float, positive_int
+from teleop.cli_types import (UsageError, checked_text, float_in_interval, int_in_range, port, positive_float,
+                              positive_int)
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
 #: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
@@ -39,24 +40,12 @@ ARUCO_DICTIONARIES = tuple(f"DICT_{n}X{n}_{k}" for n in (4, 5, 6, 7) for k in (5
 
 def _hfov(text: str) -> float:
     """``--hfov``: a field of view in (0, 180) degrees (0 would mean an infinite focal length)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < 180:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be in (0, 180) degrees, got {text}")
-    return value
+    return float_in_interval(text, 0.0, 180.0, low_open=True, high_open=True, unit="degrees")
 
 
 def _damping(text: str) -> float:
     """``--damping``: the damping factor s in [0.1, 1] (0 would never move the hand)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.1 <= value <= 1.0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be in [0.1, 1], got {text}")
-    return value
+    return float_in_interval(text, 0.1, 1.0)
 
 
 #: AprilTag 36h11 has 587 tags.
