@@ -28,7 +28,7 @@ def format_table(summary: dict) -> str:
         c, n = e["comp"], e["nocomp"]
         ratio = (n["hand_cm"] / c["hand_cm"]) if c["hand_cm"] and n["hand_cm"] else None
         lines.append(
-            f"{label:>7s} {e.get('scored_takes', e['engaged_takes']):>3d}/{e['takes']:<2d} {_fmt(c['hand_cm'], c['hand_cm_std']):>16s} "
+            f"{label:>7s} {e['scored_takes']:>3d}/{e['takes']:<2d} {_fmt(c['hand_cm'], c['hand_cm_std']):>16s} "
             f"{_fmt(n['hand_cm'], n['hand_cm_std']):>11s} {_fmt(ratio, digits=1):>6s} {_fmt(c['com_cm']):>10s} "
             f"{_fmt(n['com_cm']):>8s} {_fmt(c['posture_rad'], digits=3):>13s} {_fmt(n['posture_rad'], digits=3):>8s} "
             f"{_fmt(c['whole']['hand_cm']):>12s} {_fmt(n['whole']['hand_cm']):>8s} "
