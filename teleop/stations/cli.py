@@ -409,6 +409,7 @@ def _run_robot(args: argparse.Namespace) -> int:
 
         fall_reported = [False]
         other_operator_reported = [False]
+        implausible_reported = [False]
 
         def tick():
             record = station.tick()
@@ -425,6 +426,12 @@ def _run_robot(args: argparse.Namespace) -> int:
                 print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
                       f"({format_address(station.operator)}) is active; the robot follows the first until it has been "
                       f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
+            if station.first_implausible is not None and not implausible_reported[0]:
+                # Said once: a client sending them usually sends nothing else, and the watchdog's
+                # stale hold would be all the user sees.
+                implausible_reported[0] = True
+                print(f"[robot] warning: refusing commands no operator can mean, from {station.first_implausible}; "
+                      "the robot keeps its last command (holds its pose if nothing else arrives)", file=sys.stderr)
             if time.monotonic() - last_print[0] > STATUS_INTERVAL_S:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
@@ -456,7 +463,9 @@ def _run_robot(args: argparse.Namespace) -> int:
               f"tau_b {_tau_b(telemetry)}, {loop_timing.short()}, joint speeds up to "
               f"{telemetry['max_joint_speed_ratio']:.2f} of their limits" + (", the robot fell" if telemetry["fell"] else "")
               + (f", {telemetry['refused_other_operator']} commands of another operator refused"
-                 if telemetry["refused_other_operator"] else ""))
+                 if telemetry["refused_other_operator"] else "")
+              + (f", {telemetry['refused_implausible']} implausible commands refused"
+                 if telemetry["refused_implausible"] else ""))
     if recording_error is not None:
         raise recording_error
     return 0
@@ -599,7 +608,11 @@ def _run_operator(args: argparse.Namespace) -> int:
         # (time, references sent, frames shown) at the last status line
         last_status = [(time.monotonic(), 0, 0)]
 
-        from teleop.stations.operator_status import status_line
+        from teleop.stations.operator_status import incomplete_video_warning, status_line
+
+        # frames (completed, dropped incomplete) at the last status line; warned of incomplete frames
+        frames_then = [(0, 0)]
+        warned_incomplete = [False]
 
         def print_status() -> None:
             now = time.monotonic()
@@ -607,6 +620,14 @@ def _run_operator(args: argparse.Namespace) -> int:
             last_status[0] = (now, station.sent, video.displayed)
             print(status_line(now - then, station.sent - sent_then, video.displayed - shown_then, station.feedback,
                               video.buffer.report(), loop_timing.short()), file=sys.stderr)
+            stats = video.receiver.stats
+            frames = (stats.frames_completed, stats.frames_dropped_timeout)
+            warning = incomplete_video_warning(frames[0] - frames_then[0][0], frames[1] - frames_then[0][1],
+                                               args.jitter_buffer)
+            frames_then[0] = frames
+            if warning is not None and not warned_incomplete[0]:
+                warned_incomplete[0] = True     # once: the status line's fps says whether it lasts
+                print(f"[operator] warning: {warning}", file=sys.stderr)
 
         def tick():
             video.poll_socket()

@@ -32,7 +32,7 @@ from teleop.net.clock import answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport
 from teleop.video.codec import JpegCodec
 from teleop.video.jitter_buffer import JitterBuffer
-from teleop.video.receiver import ReceivedFrame, VideoReceiver
+from teleop.video.receiver import DEFAULT_FRAME_TIMEOUT_S, ReceivedFrame, VideoReceiver
 
 
 @dataclass
@@ -61,7 +61,12 @@ class VideoPath:
         """``verify``: the video datagrams' MAC check (:func:`teleop.net.protocol.video_mac`),
         None to take them unchecked (a virtual link)."""
         self.clock = clock
-        self.receiver = VideoReceiver(bind=bind, verify=verify)
+        # A frame's datagrams are spread by the link's jitter like its packets' delays: the
+        # jitter buffer absorbs that spread for whole frames, so the reassembly waits as long
+        # for a frame's last datagram. With the receiver's fixed 0.2 s, a link jittering by
+        # 300 ms (each datagram on its own) completed 2 frames in 20 s of 200 sent, whatever
+        # --jitter-buffer said; with a 1 s buffer it now keeps them (tests/test_video_path.py).
+        self.receiver = VideoReceiver(bind=bind, verify=verify, frame_timeout_s=DEFAULT_FRAME_TIMEOUT_S + buffer_s)
         self.codec = JpegCodec()
         self.buffer = JitterBuffer(buffer_length_s=buffer_s, clock_offset_s=0.0)
         self.on_display = on_display

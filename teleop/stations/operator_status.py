@@ -14,6 +14,7 @@ from enum import Enum
 from teleop.net.protocol import Feedback
 from teleop.net.watchdog import WatchdogState
 from teleop.prescient.compensator import CompensationState
+from teleop.video.receiver import DEFAULT_FRAME_TIMEOUT_S
 
 
 def state_name(states: type[Enum], code: int) -> str:
@@ -56,3 +57,29 @@ def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | N
     age = image_age_s(video_report, feedback)
     video = f"video {shown / interval_s:4.1f} fps" + (f", {age:.3f} s old" if age is not None else "")
     return f"[operator] {robot}  sent {sent / interval_s:5.1f}/s  {video}  {loop_text}"
+
+
+#: Incomplete frames (dropped by the reassembly's timeout) in one status interval, at least,
+#: and as a share of the frames begun, before the operator is warned.
+MIN_INCOMPLETE_FRAMES = 5
+MIN_INCOMPLETE_SHARE = 0.5
+
+
+def incomplete_video_warning(completed: int, incomplete: int, buffer_s: float) -> str | None:
+    """The warning for an interval in which most video frames arrived incomplete, or None.
+
+    Args:
+        completed: frames whose datagrams all arrived in the interval.
+        incomplete: frames dropped in the interval because a datagram was still missing
+            ``DEFAULT_FRAME_TIMEOUT_S + buffer_s`` after their first one.
+        buffer_s: the jitter buffer's length (``--jitter-buffer``) [s].
+
+    Without it the status line's "video 0.0 fps" was the only sign that a lossy or jittery
+    link was losing the video, and why.
+    """
+    begun = completed + incomplete
+    if incomplete < MIN_INCOMPLETE_FRAMES or incomplete < MIN_INCOMPLETE_SHARE * begun:
+        return None
+    return (f"{incomplete} of {begun} video frames in the last interval arrived incomplete (a datagram lost, or "
+            f"still missing {DEFAULT_FRAME_TIMEOUT_S + buffer_s:.1f} s after the frame's first): over a jittery "
+            "link a longer --jitter-buffer keeps them; over a lossy one each datagram lost costs its frame")

@@ -42,6 +42,11 @@ from teleop.video.clock import monotonic_s
 from teleop.video.wire import STREAM_NAMES
 
 
+#: Latest publish time of a delivered command [s]: the last whole second MCAP can represent
+#: (its times are unsigned 64-bit nanoseconds, 584 years).
+MAX_PUBLISH_TIME_S = float((1 << 64) // 10**9 - 1)
+
+
 def camera_name(stream_id: int) -> str:
     """Topic suffix of a video stream ("left", "right", or "stream<N>")."""
     return STREAM_NAMES.get(stream_id, f"stream{stream_id}")
@@ -188,10 +193,13 @@ class RobotRecording(_StationRecording):
         offset = 0.0
         if self.station is not None:
             offset = self.station.operator_time(0.0)
-        # MCAP times are unsigned: a send time before the robot clock's origin (another
-        # host's clock, before the offset is measured) is recorded as 0, not refused.
+        # MCAP times are unsigned 64-bit nanoseconds: a send time outside (before the robot
+        # clock's origin on another host before the offset is measured; centuries ahead on
+        # a broken operator clock) is recorded at the nearest end, not refused: refused, it
+        # stopped the robot station.
+        publish_s = min(max(0.0, refs.t - offset), MAX_PUBLISH_TIME_S)
         self.recorder.log_delivered_command(refs, log_time_ns=self._ns(arrival),
-                                            publish_time_ns=self._ns(max(0.0, refs.t - offset)))
+                                            publish_time_ns=self._ns(publish_s))
 
     def video_out(self, sender) -> Callable[[np.ndarray, float], None]:
         """A station ``video_out`` that encodes once, sends and records the frame."""
@@ -243,9 +251,10 @@ class _RecordedEndpoint:
         received = self.endpoint.poll(*args, **kwargs)
         station = self.recording.station
         for item in received:
-            # Not the references of a second operator the station refuses: the channel is
-            # one operator's commands (training data for `dataset export --channel delivered`).
-            if item.packet.packet_type == PacketType.REFERENCES and (station is None or not station.refuses(item)):
+            # Only the commands the station takes (not a second operator's, not implausible
+            # ones): the channel is one operator's commands (training data for
+            # `dataset export --channel delivered`).
+            if item.packet.packet_type == PacketType.REFERENCES and (station is None or station.takes(item)):
                 self.recording.delivered(item.packet.message, item.arrival_time)
         return received
 

@@ -6,7 +6,9 @@ One :meth:`RobotStation.tick` per control period (100 Hz by default):
    and pongs, the operator's video report (→ τ̂_b). The operator is whoever sent the first
    authenticated references; another sender takes its place only once it has been silent
    for ``stale_timeout`` (a restarted operator station), with a fresh clock estimate and
-   compensator;
+   compensator. Authenticated references that no operator can mean (a hand kilometres
+   away, a 50 rad torso, a sample time far from its packet's send time) are refused and
+   counted (:meth:`RobotStation.implausibility`);
 2. the compensator decides the references to execute now (prediction at t + τ̂_b, or the
    delayed references passed through). Until the first clock exchange has measured the
    operator's clock the delayed references pass through: on two hosts neither τ_f nor
@@ -32,6 +34,7 @@ import numpy as np
 import pinocchio as pin
 
 from promp.library import TaskLibrary
+from retarget.envelope import ReferenceEnvelope
 from retarget.references import CARTESIAN_INDICES, POSTURE_INDICES, SIGNAL_SLICES, RobotReferences
 from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
@@ -41,6 +44,7 @@ from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import (CompensationState, CompensatorConfig, CompensatorOutput,
                                           PrescientCompensator)
 from teleop.robot.model import RobotModel
+from teleop.robot.target import robot_target
 from teleop.sim.simulator import Simulation
 from teleop.sim.target_spline import TickInterpolator
 from teleop.stations.smoothing import CriticallyDampedFilter
@@ -50,6 +54,14 @@ def _negated(offset: float | None) -> float:
     """-offset, or NaN (the protocol's "not known yet") for None."""
     return float("nan") if offset is None else -float(offset)
 
+
+#: Plausible age of a references sample when its packet is sent [s]: every input stamps its
+#: samples on the operator's clock as they come (a tracker's newest pose, a replayed frame
+#: when it is due), so a sample is not older than its packet by more than a loop period or
+#: two; a sample time 10 s before, or 1 s after, its packet's send time is a broken (or
+#: forged) clock, which would otherwise pass into τ_f and the recording's message times.
+MAX_SAMPLE_AGE_S = 10.0
+MAX_SAMPLE_LEAD_S = 1.0
 
 #: Compensation state codes carried by FEEDBACK packets.
 STATE_CODES = {state: i for i, state in enumerate(CompensationState)}
@@ -195,6 +207,9 @@ class RobotStation:
         self.foreign_references = 0    # references from another sender while the operator is active
         #: The first sender refused while another operator was active, as "host:port" (None: none yet).
         self.first_foreign_sender: str | None = None
+        self.implausible_references = 0   # references refused by :meth:`implausibility`
+        #: The first of them, as "host:port: what is implausible" (None: none yet).
+        self.first_implausible: str | None = None
         self._last_ref_arrival = -np.inf
         # The operator's last video report, arrival on its clock minus capture on ours, plus
         # its jitter buffer [s]: τ̂_b once the clock offset is known (see tau_b).
@@ -206,6 +221,7 @@ class RobotStation:
         stance.update(self.tracker.q)
         self.support_polygon = stance.support_polygon()
         self._com_height = float(stance.com()[2])
+        self.envelope = ReferenceEnvelope.for_target(robot_target(stance))
         if self.zmp is not None:
             self._settle_at_home()
         self.home = references_from_configuration(robot, self.tracker.q).to_flat()
@@ -307,10 +323,30 @@ class RobotStation:
         return (self.operator is not None and packet.source_id == self._operator_source
                 and not refs.t > self._last_ref_time)
 
+    def implausibility(self, received) -> str | None:
+        """Why the authenticated references packet ``received`` cannot be a command, or None:
+        a sample time more than ``MAX_SAMPLE_AGE_S`` before (``MAX_SAMPLE_LEAD_S`` after) its
+        packet's send time, or values outside the robot's :class:`ReferenceEnvelope`. The
+        protocol has already refused non-finite values; these are finite but absurd (a client
+        bug, a unit mistake), and tracked they swung the torso to its limits at 0.9 of the
+        joints' speed limits."""
+        packet = received.packet
+        refs: RobotReferences = packet.message
+        lead = refs.t - packet.send_time
+        if not -MAX_SAMPLE_AGE_S <= lead <= MAX_SAMPLE_LEAD_S:
+            return (f"sample time {refs.t:.6g} s is {lead:+.3g} s from its packet's send time "
+                    f"(plausible: -{MAX_SAMPLE_AGE_S:g} to +{MAX_SAMPLE_LEAD_S:g} s)")
+        return self.envelope.violation(refs.to_flat())
+
+    def takes(self, received) -> bool:
+        """Whether the references packet ``received`` can be the operator's command: plausible,
+        and not refused as a second operator's (:meth:`refuses`). The recorder asks, so that
+        only such commands are recorded as delivered."""
+        return self.implausibility(received) is None and not self.refuses(received)
+
     def refuses(self, received) -> bool:
         """Whether references ``received`` come from a second sender while the operator is
-        active (refused: two operators at once, keep the first). The recorder asks too, so
-        that only the commands the station takes are recorded as delivered."""
+        active (refused: two operators at once, keep the first)."""
         return (received.peer != self.operator and self.operator is not None
                 and received.arrival_time - self._last_ref_arrival <= self.config.stale_timeout)
 
@@ -324,6 +360,14 @@ class RobotStation:
             packet = received.packet
             if packet.packet_type == PacketType.REFERENCES:
                 refs: RobotReferences = packet.message
+                problem = self.implausibility(received)
+                if problem is not None:
+                    # Not taken, not even as a sign of life: an operator sending only these
+                    # lets the watchdog go stale, and the robot holds its pose.
+                    self.implausible_references += 1
+                    if self.first_implausible is None:
+                        self.first_implausible = f"{format_address(received.peer)}: {problem}"
+                    continue
                 if received.peer != self.operator:
                     if self.refuses(received) or self._is_operators_past(packet, refs):
                         self.foreign_references += 1    # two operators at once: keep the first
@@ -449,4 +493,5 @@ class RobotStation:
                 "compensation": self.compensator.state.value,
                 "network": self.endpoint.stats.summary(),
                 "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None,
-                "refused_other_operator": self.foreign_references}
+                "refused_other_operator": self.foreign_references,
+                "refused_implausible": self.implausible_references}

@@ -43,6 +43,8 @@ from teleop.video.codec import CODEC_JPEG, CodecError, JpegCodec
 RECENT_FRAMES_REMEMBERED = 64
 #: Largest encoded frame accepted, bytes: bounds the memory a forged header can claim.
 DEFAULT_MAX_FRAME_BYTES = 8 << 20
+#: Default age of an incomplete frame's first chunk at which the frame is dropped, s.
+DEFAULT_FRAME_TIMEOUT_S = 0.2
 #: Kernel receive buffer requested, bytes (the kernel may cap it at net.core.rmem_max).
 DEFAULT_RECEIVE_BUFFER_BYTES = 4 << 20
 
@@ -144,7 +146,7 @@ class VideoReceiver:
         self,
         bind: tuple[str, int] = ("127.0.0.1", 0),
         verify: wire.Verify | None = None,
-        frame_timeout_s: float = 0.2,
+        frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
         max_frames_in_flight: int = 16,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         decode: bool = True,

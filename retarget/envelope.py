@@ -1,0 +1,80 @@
+"""The envelope of plausible robot references: what an operator can ask of a robot at all.
+
+A references sample far outside it is not a motion but a fault upstream: a client bug, a
+corrupted recording, a unit mistake (millimetres sent as metres), an angle in degrees. The
+whole-body controller would still "track" it, swinging every joint it can towards the
+unreachable target at its velocity limit; a receiver refuses such a sample instead (the
+robot station counts it and keeps its last command).
+
+The envelope is deliberately loose, so that every motion a person can make passes: the
+retargeted HDM05, Xsens and synthetic demonstrations of ``../shared/data`` and
+``datasets/`` stay below 1.4 m from the stance origin (an HDM05 performer who walks
+sideways carries the CoM reference 1.38 m away; the robot keeps its own CoM over its feet
+regardless) and below 3.7 rad in every posture angle, against an envelope of 2.2 m and
+2π rad for the iCub.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .references import FLAT_LABELS, FLAT_SIZE, POSTURE_INDICES
+from .robot_target import RobotTarget
+
+#: (x, y) index pairs of the flat vector whose ground-plane distance from the stance
+#: origin is checked: the CoM projection, the left hand, the right hand.
+_HORIZONTAL_PAIRS: tuple[tuple[int, int], ...] = ((0, 1), (3, 4), (6, 7))
+#: Indices of the heights checked: the waist, the left hand, the right hand.
+_HEIGHTS: tuple[int, ...] = (2, 5, 8)
+
+
+@dataclass(frozen=True)
+class ReferenceEnvelope:
+    """Bounds of plausible references (stance frame, see :mod:`retarget.references`).
+
+    Attributes:
+        horizontal_m: largest ground-plane distance of the CoM projection and of each hand
+            from the stance origin [m].
+        low_m, high_m: range of the waist and hand heights above the ground [m].
+        max_angle_rad: largest magnitude of a posture angle [rad]; a full turn by default,
+            beyond which no joint angle means anything.
+    """
+
+    horizontal_m: float
+    low_m: float
+    high_m: float
+    max_angle_rad: float = 2.0 * math.pi
+
+    @classmethod
+    def for_target(cls, target: RobotTarget, scale: float = 2.0) -> "ReferenceEnvelope":
+        """The envelope of a robot: ``scale`` times its standing reach.
+
+        The reach is the shoulder height plus the arm length (the highest point the robot's
+        hand gets to standing upright; 1.10 m for the iCub). The envelope spans ``scale``
+        reaches in the ground plane and in height, and half a reach below the ground.
+        """
+        reach = float(max(target.left_shoulder[2], target.right_shoulder[2]) + target.arm_length)
+        return cls(horizontal_m=scale * reach, low_m=-0.5 * reach, high_m=scale * reach)
+
+    def violation(self, flat: np.ndarray) -> str | None:
+        """What puts the (20,) flat references outside the envelope (the first such scalar,
+        e.g. ``"l.hand x, y 1e+06 m from the stance origin (plausible: within 2.2 m)"``),
+        or None if they are inside it. Values are assumed finite (checked upstream)."""
+        flat = np.asarray(flat, dtype=float).reshape(FLAT_SIZE)
+        for ix, iy in _HORIZONTAL_PAIRS:
+            distance = math.hypot(flat[ix], flat[iy])
+            if distance > self.horizontal_m:
+                name = FLAT_LABELS[ix].rsplit(" ", 1)[0]
+                return (f"{name} x, y {distance:.3g} m from the stance origin "
+                        f"(plausible: within {self.horizontal_m:.2g} m)")
+        for i in _HEIGHTS:
+            if not self.low_m <= flat[i] <= self.high_m:
+                return (f"{FLAT_LABELS[i]} {flat[i]:.3g} m (plausible: "
+                        f"{self.low_m:.2g} to {self.high_m:.2g} m)")
+        for i in POSTURE_INDICES:
+            if abs(flat[i]) > self.max_angle_rad:
+                return f"{FLAT_LABELS[i]} {flat[i]:.3g} rad (plausible: within ±{self.max_angle_rad:.3g} rad)"
+        return None

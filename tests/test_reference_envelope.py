@@ -1,0 +1,162 @@
+"""Authenticated but absurd commands: the envelope of plausible references, and the robot
+station that refuses what falls outside it (instead of swinging the robot at its limits)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from conftest import SYNTHETIC, shared_data
+from retarget.envelope import ReferenceEnvelope
+from retarget.references import RobotReferences
+from teleop.clock import VirtualClock
+from teleop.control.tracker import references_from_configuration
+from teleop.net.delay import LinkModel
+from teleop.net.protocol import PacketCodec
+from teleop.net.virtual import connect_virtual
+from teleop.stations.robot_station import RobotStation, RobotStationConfig
+
+
+@pytest.fixture(scope="module")
+def icub_target(robot):
+    from teleop.robot.target import robot_target
+
+    return robot_target(robot)
+
+
+@pytest.fixture(scope="module")
+def envelope(icub_target):
+    return ReferenceEnvelope.for_target(icub_target)
+
+
+def test_the_icub_envelope_spans_twice_its_standing_reach(envelope, icub_target):
+    reach = icub_target.left_shoulder[2] + icub_target.arm_length      # 0.80 m + 0.30 m
+    assert 1.0 < reach < 1.2
+    assert envelope.horizontal_m == pytest.approx(2 * reach)
+    assert (envelope.low_m, envelope.high_m) == pytest.approx((-0.5 * reach, 2 * reach))
+
+
+@pytest.mark.parametrize("index, value, named", [
+    (3, 1e6, "l.hand x, y 1e+06 m from the stance origin (plausible: within 2.2 m)"),
+    (1, -5.0, "com x, y 5 m from the stance origin"),
+    (2, 100.0, "waist z 100 m (plausible: -0.55 to 2.2 m)"),
+    (8, -3.0, "r.hand z -3 m"),
+    (17, 50.0, "torso pitch 50 rad (plausible: within ±6.28 rad)"),
+    (10, -7.0, "l.elbow -7 rad"),
+])
+def test_a_value_outside_the_envelope_is_named(envelope, robot, index, value, named):
+    flat = references_from_configuration(robot, robot.home_configuration()).to_flat()
+    assert envelope.violation(flat) is None
+    flat[index] = value
+    assert named in envelope.violation(flat)
+
+
+def _extreme_values(folder) -> np.ndarray:
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.takes import load_takes
+
+    takes = load_takes(folder, robot_target(RobotModel()), progress=False)
+    return [take.trajectory.values for take in takes]
+
+
+def _outside(envelope, trajectories) -> list[str]:
+    return [problem for values in trajectories for row in values
+            if (problem := envelope.violation(row)) is not None]
+
+
+def test_every_synthetic_demonstration_is_inside_the_envelope(envelope):
+    assert _outside(envelope, _extreme_values(SYNTHETIC)) == []
+
+
+@pytest.mark.parametrize("folder", ["hdm05", "xsens_putaside_box"])
+def test_every_real_take_is_inside_the_envelope(envelope, folder):
+    """HDM05 includes performers who walk sideways (CoM reference 1.38 m away) and twist
+    their forearms past pi: still well inside."""
+    assert _outside(envelope, _extreme_values(shared_data(folder))) == []
+
+
+# ------------------------------------------------------------------ the robot station
+
+
+@pytest.fixture()
+def station_sim(robot):
+    from teleop.sim.simulator import Simulation
+
+    sim = Simulation(robot, visual=False)
+    yield sim
+    sim.close()
+
+
+def test_the_robot_station_refuses_implausible_commands_and_holds_its_pose(robot, station_sim):
+    """An operator (holding the secret) sends home, then a second of absurd commands (a
+    50 rad torso, a hand a kilometre away, a sample stamped a day after its packet), then home
+    again. None is executed or observed: the watchdog goes stale and the robot holds its
+    pose, every one is counted, the first is described, and home is taken again after."""
+    clock = VirtualClock()
+    operator, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=2)
+    station = RobotStation(robot_ep, robot, station_sim, None,
+                           RobotStationConfig(video_hz=0, stale_timeout=0.2, resume_duration=0.3))
+    home = references_from_configuration(robot, station.tracker.q).to_flat()
+    torso, hand = home.copy(), home.copy()
+    torso[17:20] = 50.0
+    hand[3:6] = 1e3
+    sent_absurd, states, executed = 0, [], []
+    for k in range(300):
+        t = k * 0.01
+        clock.set(t)
+        if 100 <= k < 200:
+            absurd = [RobotReferences.from_flat(t, torso), RobotReferences.from_flat(t, hand),
+                      RobotReferences.from_flat(t + 86400.0, home)][(k - 100) % 3]
+            operator.send(absurd, robot_ep.address)
+            sent_absurd += 1
+        else:
+            operator.send(RobotReferences.from_flat(t, home), robot_ep.address)
+        record = station.tick()
+        states.append(record.watchdog)
+        executed.append(station.last_executed.copy())
+    assert station.implausible_references == sent_absurd == 100
+    assert station.telemetry()["refused_implausible"] == 100
+    assert station.first_implausible.endswith("torso pitch 50 rad (plausible: within ±6.28 rad)")
+    assert station.compensator.observed_count == 200
+    assert "STALE" in states[100:200] and states[-1] == "ACTIVE"
+    np.testing.assert_allclose(np.array(executed), np.tile(home, (300, 1)), atol=1e-9)
+    assert station.max_joint_speed_ratio < 0.05
+
+
+def test_a_sample_time_far_from_its_send_time_is_implausible(robot, station_sim):
+    from types import SimpleNamespace
+
+    from teleop.net.protocol import Packet, PacketType
+
+    station = RobotStation(connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), VirtualClock())[1],
+                           robot, station_sim, None, RobotStationConfig(video_hz=0))
+    home = references_from_configuration(robot, station.tracker.q).to_flat()
+
+    def received(t: float, send_time: float):
+        packet = Packet(PacketType.REFERENCES, 7, 1, 1, send_time, RobotReferences.from_flat(t, home), 200)
+        return SimpleNamespace(packet=packet, peer=("127.0.0.1", 9), arrival_time=send_time)
+
+    assert station.implausibility(received(5.0, 5.02)) is None          # a loop period old
+    assert station.implausibility(received(0.0, 9.5)) is None           # a replay falling behind
+    assert station.implausibility(received(5.5, 5.0)) is None           # half a second ahead
+    assert "+1e+11 s from its packet's send time" in station.implausibility(received(1e11, 0.0))
+    assert "-12 s from its packet's send time" in station.implausibility(received(0.0, 12.0))
+    assert not station.takes(received(1e11, 0.0))
+
+
+def test_a_delivered_command_stamped_centuries_ahead_is_recorded_not_fatal(tmp_path, robot):
+    """MCAP times end in 2554: a command whose send time (on a broken operator clock) lies
+    beyond is recorded at that end. Before, the recorder's error stopped the robot station."""
+    from teleop.record.reader import open_recording
+    from teleop.stations.recording import MAX_PUBLISH_TIME_S, RobotRecording
+
+    clock = VirtualClock(3.0)
+    recording = RobotRecording(tmp_path / "robot.mcap", clock, robot.joint_names)
+    home = references_from_configuration(robot, robot.home_configuration()).to_flat()
+    for t in (1e11, 1.0):
+        recording.delivered(RobotReferences.from_flat(t, home), arrival=3.0)
+    assert recording.recorder.error is None
+    recording.close()
+    delivered = list(open_recording(tmp_path / "robot.mcap").messages("/commands/delivered"))
+    assert [m.publish_time_ns for m in delivered] == [int(MAX_PUBLISH_TIME_S * 1e9), 1_000_000_000]
