@@ -35,7 +35,10 @@ use every sample): see :mod:`teleop.record.plot`.
 folder per task: the layout ``teleop train`` reads. Files from a robot station's recording
 also hold, per control tick, the joint angles the controller commanded and the watchdog and
 compensation states (``joint_commands``, ``watchdog``, ``compensation`` at ``robot_times``:
-see :mod:`teleop.record.export`); ``inspect`` says whether a recording has them.
+see :mod:`teleop.record.export`); ``inspect`` says whether a recording has them. A file
+exported from another recording, or from another channel of the same one (a robot
+recording's delivered and compensated commands get the same names), is kept unless
+``--force``: one channel per OUTDIR.
 """
 
 from __future__ import annotations
@@ -437,8 +440,9 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
                    help="time samples by their own t (producer clock) instead of the log time (delivered: every command "
                         "at its send time; without it, at its arrival, packets overtaken by a newer one left out)")
     p.add_argument("--force", action="store_true",
-                   help="replace files in OUTDIR exported from other recordings of the same name (re-exporting "
-                        "the same recording never needs it)")
+                   help="replace files in OUTDIR exported from other recordings of the same name, or from "
+                        "another --channel of the same recording (re-exporting the same recording and channel "
+                        "never needs it)")
 
     p = _subcommand(sub, "recover", cmd_recover)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")

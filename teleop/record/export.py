@@ -14,9 +14,11 @@ raised before anything is written.
 Each file is :meth:`retarget.references.ReferenceTrajectory.save_npz` of the episode's
 references, times in seconds from the episode start (log-time clock; with
 ``use_message_time``, the samples' own times from the episode's first sample), label = task,
-source = "<recording path>#episode<k>" (the path as given), and ``recording``, the
-recording's resolved path (which an export into the same folder compares, see
-:func:`_check_overwrites`). Recordings without episodes (label them with
+source = "<recording path>#episode<k>" (the path as given), ``recording``, the
+recording's resolved path, and ``channel``, the exported channel's topic
+("/commands/delivered"), which an export into the same folder compares (see
+:func:`_check_overwrites`: the channels of one recording share the file names, and a
+folder holds one of them). Recordings without episodes (label them with
 ``teleop dataset label FILE --task NAME``), unlabelled episodes, episodes with fewer than
 two samples, recordings without the channel and unreadable files are skipped and reported.
 
@@ -157,17 +159,21 @@ def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[s
 #: Key of the exported files that names the recording, resolved (its ``source`` keeps the
 #: path as given, which means nothing from another working folder).
 RECORDING_KEY = "recording"
+#: Key of the exported files that names the channel exported, by topic (``delivered`` and
+#: ``/commands/delivered`` are one channel).
+CHANNEL_KEY = "channel"
 
 
-def _exported_from(path: Path) -> tuple[str | None, str | None] | None:
-    """(recording, source) of an earlier export's file (each None if absent), or None when
-    the file cannot be read (damaged: nothing in it is lost by replacing it)."""
+def _exported_from(path: Path) -> tuple[str | None, str | None, str | None] | None:
+    """(recording, source, channel) of an earlier export's file (each None if absent), or
+    None when the file cannot be read (damaged: nothing in it is lost by replacing it)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             members = CheckedNpz(data)    # an output file is input here: sizes checked first
             recording = str(members[RECORDING_KEY]) if RECORDING_KEY in members else None
             source = str(members["source"]) if "source" in members else None
-            return recording, source
+            channel = str(members[CHANNEL_KEY]) if CHANNEL_KEY in members else None
+            return recording, source, channel
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error):
         return None
 
@@ -187,31 +193,56 @@ def _same_episode(recording: str | None, source: str | None, file: Path, number:
     return Path(path).is_absolute() and Path(path).resolve() == file.resolve()
 
 
-def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path) -> None:
+def _listed(clashes: list[str]) -> str:
+    return f"{', '.join(clashes[:3])}{' ...' if len(clashes) > 3 else ''}"
+
+
+def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path, topic: str) -> None:
     """Refuse (ValueError, before anything is written) to replace an exported file that
-    holds an episode of another recording: two recordings of the same name exported in
-    turn into one folder (``a/operator.mcap``, then ``b/operator.mcap``) replaced the first
-    one's demonstrations without a word. Re-exporting the same recording is allowed, from
-    any working folder (the files name the recording by its resolved path), and a damaged
-    file (unreadable: nothing in it is lost) is replaced."""
-    clashes = []
+    holds an episode of another recording, or of this recording's other channel than
+    ``topic``: two recordings of the same name exported in turn into one folder
+    (``a/operator.mcap``, then ``b/operator.mcap``) replaced the first one's demonstrations
+    without a word, and so did a robot recording's compensated commands exported after its
+    delivered ones (the same file names). Re-exporting the same recording and channel is
+    allowed, from any working folder (the files name the recording by its resolved path),
+    and a damaged file (unreadable: nothing in it is lost) is replaced."""
+    others, channels = [], []
     for file, recording_name in files:
         try:
-            episodes = open_recording(file).episodes()
+            recording = open_recording(file)
+            episodes = recording.episodes()
         except RecordingFormatError:
             continue                     # skipped, and said, by the export itself
+        if topic not in recording.channels:
+            continue                     # its episodes are skipped (and said): nothing replaced
+        # A file exported before the files named their channel holds the recording's only
+        # references channel if it has one; of a robot recording's two, which is unknown.
+        held = [t for t, info in recording.channels.items() if info.schema_name == REFERENCES_SPEC.schema_name]
+        unnamed = held[0] if len(held) == 1 else None
         for episode in episodes:
             if not episode.task:
                 continue
             out = output_dir / task_folder_name(episode.task) / f"{recording_name}_{episode.number}.npz"
             if out.exists():
                 earlier = _exported_from(out)
-                if earlier is not None and not _same_episode(*earlier, file, episode.number):
-                    clashes.append(f"{out} (from {earlier[0] or earlier[1] or 'another file'})")
-    if clashes:
-        raise ValueError(f"{len(clashes)} file(s) in {output_dir} hold episodes of another recording and would be "
-                         f"replaced: {', '.join(clashes[:3])}{' ...' if len(clashes) > 3 else ''}; pass --force "
-                         "to replace them, or export to another -o (or rename the recording)")
+                if earlier is None:
+                    continue
+                if not _same_episode(*earlier[:2], file, episode.number):
+                    others.append(f"{out} (from {earlier[0] or earlier[1] or 'another file'})")
+                elif (earlier[2] or unnamed) != topic:
+                    channels.append(f"{out} (holds {earlier[2] or 'a channel it does not name: an earlier export'})")
+    problems = []
+    if others:
+        problems.append(f"{len(others)} file(s) in {output_dir} hold episodes of another recording and would be "
+                        f"replaced: {_listed(others)}; pass --force to replace them, or export to another -o "
+                        "(or rename the recording)")
+    if channels:
+        problems.append(f"{len(channels)} file(s) in {output_dir} hold episodes of this recording exported from "
+                        f"another channel and would be replaced with its {topic}: {_listed(channels)}; export to "
+                        "another -o to keep both (teleop train learns from every file of a folder: one channel "
+                        "per folder), or pass --force to replace them")
+    if problems:
+        raise ValueError("; and ".join(problems))
 
 
 def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], output_dir: str | os.PathLike,
@@ -224,21 +255,23 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         output_dir: root of the per-task folders.
         channel: the RobotReferences channel to export ("references", "compensated"...).
         use_message_time: time samples by their own ``t`` instead of their log time.
-        force: replace files exported from other recordings (see :func:`_check_overwrites`).
+        force: replace files exported from other recordings, or from another channel of the
+            same recording (see :func:`_check_overwrites`).
 
     A robot recording's files also hold its joint commands and watchdog and compensation
     states (see the module docstring).
 
     Raises ValueError, before writing anything, if two recordings would get the same output
     names (see the module docstring), or, without ``force``, if a file there holds an episode
-    of another recording.
+    of another recording or another channel's export of one of these.
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     files = _named_recordings(sources)
     output_dir = Path(output_dir)
+    topic = resolve_topic(channel)
     if not force:
-        _check_overwrites(files, output_dir)
+        _check_overwrites(files, output_dir, topic)
     result = ExportResult()
     for file, recording_name in files:
         try:
@@ -246,7 +279,6 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         except RecordingFormatError as exc:
             result.skipped.append(f"{file.name}: {exc}")
             continue
-        topic = resolve_topic(channel)
         if not recording.complete:
             result.incomplete.append(file)
         episodes = recording.episodes()
@@ -280,7 +312,7 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
             folder.mkdir(parents=True, exist_ok=True)
             out = folder / f"{recording_name}_{episode.number}.npz"
             arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1),
-                      RECORDING_KEY: np.array(str(file.resolve()))}
+                      RECORDING_KEY: np.array(str(file.resolve())), CHANNEL_KEY: np.array(topic)}
             save_with_arrays(trajectory, out, arrays)
             result.written.append(out)
     return result
