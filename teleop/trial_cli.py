@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -102,7 +103,6 @@ def _run(args: argparse.Namespace) -> int:
         from teleop.trials.realtime import run_realtime_trial
 
         results, summary, labels, test = run_realtime_trial(args)
-        summary_name = "summary_realtime.json"
     else:
         labels, rtts, train, test = read_trial_takes(args)
         if args.leave_one_out:
@@ -113,41 +113,44 @@ def _run(args: argparse.Namespace) -> int:
         results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss),
                             progress=True)   # on stderr: --json keeps stdout for the JSON
         summary = summarise(results, labels)
-        summary_name = "summary.json"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / summary_name).write_text(json.dumps(summary, indent=1))
-    # table.txt, takes.csv and the plots are this run's: the other mode's summary, left by an
-    # earlier run into the same folder, would sit beside them as if it were theirs.
-    other = "summary.json" if args.realtime else "summary_realtime.json"
-    (args.out / other).unlink(missing_ok=True)
+    # A real-time run's files carry "_realtime", so that the two modes' results on the same
+    # takes sit side by side in one folder (before, each removed the other's summary and
+    # overwrote its table, takes and plots).
+    suffix = "_realtime" if args.realtime else ""
+    names = [f"summary{suffix}.json", f"table{suffix}.txt", f"takes{suffix}.csv", f"error_vs_delay{suffix}.png"]
+    (args.out / names[0]).write_text(json.dumps(summary, indent=1))
     table = format_table(summary)
-    (args.out / "table.txt").write_text(table + "\n")
-    write_take_rows(take_rows(results, labels, [str(t.path) for t in test]), args.out / "takes.csv")
-    plot_error_vs_delay(summary, args.out / "error_vs_delay.png")
-    plots = _plot_takes(results, [t.path.name for t in test], min(results, key=lambda r: abs(r - 1.5)), args.out)
+    (args.out / names[1]).write_text(table + "\n")
+    write_take_rows(take_rows(results, labels, [str(t.path) for t in test]), args.out / names[2])
+    plot_error_vs_delay(summary, args.out / names[3])
+    plots = _plot_takes(results, [t.path.name for t in test], min(results, key=lambda r: abs(r - 1.5)), args.out,
+                        suffix)
     if args.json:
         print(json.dumps(summary))
     else:
         print(table)
         if args.realtime:
             print(f"robot station control rate achieved: ≥ {summary['robot_tick_hz_min']:.0f} Hz (target 100)")
-        print(f"written: {args.out}/{summary_name}, table.txt, takes.csv, error_vs_delay.png, {', '.join(plots)}")
+        print(f"written: {args.out}/{names[0]}, {', '.join(names[1:] + plots)}")
     return 0
 
 
-def _plot_takes(results, names: list[str], rtt: float, out: Path) -> list[str]:
+def _plot_takes(results, names: list[str], rtt: float, out: Path, suffix: str = "") -> list[str]:
     """At the round trip nearest 1.5 s: the first take, and the take where compensation did
     the most harm (largest worst excess over no compensation; the first take again if it is
-    that one). Such plots left in ``out`` by an earlier run (another round trip) are removed,
-    so that every take plot there is of this run."""
+    that one), as ``take0_rtt<rtt><suffix>.png`` and ``worst_rtt<rtt><suffix>.png``. Such
+    plots left in ``out`` by an earlier run of the same mode (another round trip) are
+    removed, so that every take plot there is of this run or of the other mode's last."""
     from teleop.trials.report import plot_take
 
     pairs = results[rtt]
     excess = [c.worst_excess_cm for c, _ in pairs]
     worst = max(range(len(pairs)), key=lambda i: excess[i] if excess[i] == excess[i] else -1.0)
-    chosen = {f"take0_rtt{rtt:g}.png": 0, f"worst_rtt{rtt:g}.png": worst}
+    chosen = {f"take0_rtt{rtt:g}{suffix}.png": 0, f"worst_rtt{rtt:g}{suffix}.png": worst}
+    realtime = re.compile(r"(take0|worst)_rtt[0-9.]+_realtime\.png")
     for stale in [*out.glob("take0_rtt*.png"), *out.glob("worst_rtt*.png")]:
-        if stale.name not in chosen:
+        if stale.name not in chosen and bool(realtime.fullmatch(stale.name)) == bool(suffix):
             stale.unlink()
     for file, i in chosen.items():
         comp, nocomp = pairs[i]

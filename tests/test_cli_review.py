@@ -343,8 +343,12 @@ def test_a_trial_leaves_only_its_own_take_plots_in_the_output_folder(tmp_path, c
                          "--out", out)
         assert rc == 0, err
         assert {p.name for p in out.glob("*_rtt*.png")} == {f"take0_rtt{rtt}.png", f"worst_rtt{rtt}.png"}
-    # A real-time run's summary left there is not this (virtual) run's: removed, as the
-    # table and plots beside it are the virtual run's.
-    (out / "summary_realtime.json").write_text("{}")
+    # A real-time run's files keep their own names beside the virtual run's (before, each
+    # mode removed the other's summary and overwrote its table, takes and plots).
+    realtime = ["summary_realtime.json", "table_realtime.txt", "takes_realtime.csv", "take0_rtt1.5_realtime.png"]
+    for name in realtime:
+        (out / name).write_text("{}")
     assert run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1", "--out", out)[0] == 0
-    assert (out / "summary.json").is_file() and not (out / "summary_realtime.json").exists()
+    assert (out / "summary.json").is_file() and (out / "table.txt").is_file()
+    assert all((out / name).read_text() == "{}" for name in realtime)
+    assert {p.name for p in out.glob("*_rtt*.png")} == {"take0_rtt1.png", "worst_rtt1.png", "take0_rtt1.5_realtime.png"}

@@ -32,7 +32,8 @@ def test_realtime_trial_runs_the_real_stations_through_the_proxy(tmp_path, capsy
     # The achieved control rate is reported (not asserted: it depends on the machine's load).
     assert summary["robot_tick_hz_min"] > 0
     # The same files as the virtual trial writes (before: the summary only).
-    for name in ("summary_realtime.json", "table.txt", "takes.csv", "error_vs_delay.png", "take0_rtt1.png"):
+    for name in ("summary_realtime.json", "table_realtime.txt", "takes_realtime.csv", "error_vs_delay_realtime.png",
+                 "take0_rtt1_realtime.png"):
         assert (tmp_path / "out" / name).exists(), name
     # The takes carry their label (before: None, so every take was listed under "" and no
     # start could ever count as wrong).

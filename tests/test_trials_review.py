@@ -119,6 +119,23 @@ def test_a_take_engaged_after_the_motion_ended_is_counted_apart_not_silently_dro
     assert "1 take(s) engaged only after the operator's motion had ended" in table
 
 
+def test_takes_that_never_engaged_are_explained_under_the_table():
+    """`teleop trial` of squats against a library that has no squat printed "2/6" and
+    "wrong task 6" with nothing saying what became of the other four: they began to blend in
+    a known task and fell back (wrong starts, with a worst excess, but no window)."""
+    from teleop.trials.report import format_table
+
+    fell_back = (_run(True, "squat", None, "putaside"), _run(False, "squat", None, None))
+    never_probable = (_run(True, "squat", None, None), _run(False, "squat", None, None))
+    engaged = (_run(True, "squat", 1.0, "putaside"), _run(False, "squat", 1.0, None))
+    summary = summarise({1.5: [fell_back, fell_back, never_probable, engaged]}, ["1.5"])
+    entry = summary["rtt"]["1.5"]
+    assert (entry["never_engaged_takes"], entry["abandoned_takes"], entry["wrong_task_engagements"]) == (3, 2, 3)
+    assert ("RTT 1.5 s: 3 take(s) never engaged (2 began to blend in and fell back when the motion left the "
+            "learned distribution; 1 never had a task probable enough); left out of the window means, counted "
+            "in 'whole', 'wrong task' and 'worst excess'.") in format_table(summary)
+
+
 def test_takes_csv_writes_every_unmeasured_figure_as_an_empty_cell(tmp_path):
     """engaged_at_s was empty for a take that never engaged while its window errors read
     "nan": two spellings of "not measured" in one file."""

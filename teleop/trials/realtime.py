@@ -55,7 +55,9 @@ class RealtimeSettings:
     """Settings of one real-time run.
 
     Attributes:
-        lead_in: rest at the first pose before the motion [s] (see delay_trial.pad_take).
+        lead_in: rest at the first pose before the motion [s] (see delay_trial.pad_take), at
+            least: the stations need longer to settle at longer round trips
+            (:func:`link_settle_s`), and the take rests until then.
         tail: time the robot keeps running after the last reference was sent [s], on top
             of the forward delay's mean + 4σ (RTT/2 · (1 + 4 jitter_ratio)).
         video_hz: eye-camera rate [Hz] (the video carries τ̂_b back to the robot).
@@ -70,6 +72,20 @@ class RealtimeSettings:
     jitter_ratio: float = THESIS_JITTER_RATIO
     loss: float = 0.0
     startup_timeout: float = 60.0
+
+
+def link_settle_s(rtt: float, jitter_ratio: float = THESIS_JITTER_RATIO) -> float:
+    """Time [s] from the operator's first packet until the robot station can compensate: the
+    first references reach it after RTT/2 (+ 4σ of jitter), its first clock exchange returns
+    a round trip later (until then it passes the delayed references through: on two hosts
+    nothing else is meaningful), and the operator's first video report, sent at 2 Hz once
+    frames arrive, needs half a second more. Before, the take's motion began after the
+    virtual trial's 1 s of rest, and at 1.5 s the robot could only begin compensating at
+    2.25 s, 0.3 s after it had recognised the motion: a later engagement and a shorter scored
+    window than the virtual trial's on the same take (Xsens p1: engaged at 2.78 s vs 2.47 s,
+    no-compensation window error 1.86 vs 2.71 cm), which made the two modes' tables
+    incomparable."""
+    return 1.5 * rtt + 4.0 * jitter_ratio * rtt / 2.0 + 0.5
 
 
 def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int], library_path: str | None,
@@ -170,7 +186,7 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
     from teleop.stations.operator_station import OperatorStation, VideoPath
 
     one_way = rtt / 2.0
-    take = pad_take(take, settings.lead_in, rtt)
+    take = pad_take(take, max(settings.lead_in, link_settle_s(rtt, settings.jitter_ratio)), rtt)
     secret = session_secret()
     ctx = mp.get_context("spawn")
     # Every proxy, thread, socket and the child process are undone however the take ends

@@ -36,21 +36,32 @@ def format_table(summary: dict) -> str:
     lines.append("takes: those averaged (compensation engaged while there was motion left to score) / all; "
                  "hands: per-axis RMS averaged over axes and hands, after compensation engaged and blended in "
                  "(same window without compensation); whole: over the whole take; wrong task: takes on which "
-                 "compensation began with another task; worst excess: the most the compensated hand stayed "
-                 "farther off than without compensation for 0.2 s in a row [cm], over all takes.")
+                 "compensation began to blend in with another task, whether it then engaged or fell back; "
+                 "worst excess: the most the compensated hand stayed farther off than without compensation "
+                 "for 0.2 s in a row [cm], over all takes.")
     lines += _late_engagement_lines(summary)
     lines += _per_task_lines(summary)
     return "\n".join(lines)
 
 
 def _late_engagement_lines(summary: dict) -> list[str]:
-    """Say which round trips left engaged takes out of the means, and why."""
+    """Say which round trips left takes out of the window means, and why: engaged after the
+    motion had ended, or never engaged (then how many began to blend in and fell back)."""
     lines = []
     for label, e in summary["rtt"].items():
         late = e.get("engaged_late_takes", 0)
         if late:
             lines.append(f"RTT {label} s: {late} take(s) engaged only after the operator's motion had ended "
                          "(nothing left to score); left out of the window means, counted in 'whole'.")
+        never = e.get("never_engaged_takes", 0)
+        if never:
+            abandoned = e.get("abandoned_takes", 0)
+            why = ([f"{abandoned} began to blend in and fell back when the motion left the learned distribution"]
+                   if abandoned else [])
+            if never - abandoned:
+                why.append(f"{never - abandoned} never had a task probable enough")
+            lines.append(f"RTT {label} s: {never} take(s) never engaged ({'; '.join(why)}); left out of the window "
+                         "means, counted in 'whole', 'wrong task' and 'worst excess'.")
     return lines
 
 

@@ -79,6 +79,11 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
         # blend-in cut short by the fallback began the wrong motion too), and by how much it
         # was ever worse than no compensation at all.
         entry["wrong_task_engagements"] = sum(1 for c, _ in pairs if _wrong_start(c))
+        # Of the takes that never engaged, those that began to blend in and fell back (the
+        # out-of-distribution test, a delay that vanished): they count in the wrong starts
+        # and the worst excess (the robot did begin a motion) but not in the window means.
+        entry["never_engaged_takes"] = len(pairs) - len(engaged)
+        entry["abandoned_takes"] = sum(1 for c, _ in pairs if c.engaged_at is None and c.engaged_task)
         excess = [c.worst_excess_cm for c, _ in pairs]
         entry["worst_excess_cm"] = {"mean": _mean(excess), "max": _max(excess)}
         entry["per_task"] = _per_task(pairs)
