@@ -399,8 +399,10 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     from teleop.stations.cli import _CommandLinkWatch
 
     video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
-    station = SimpleNamespace(feedback=SimpleNamespace(watchdog_state=WatchdogState.ACTIVE), feedback_received=1,
-                              sent=100)
+    def feedback(state):
+        return SimpleNamespace(watchdog_state=state, forward_delay=0.0)
+
+    station = SimpleNamespace(feedback=feedback(WatchdogState.ACTIVE), feedback_received=1, sent=100)
     watch = _CommandLinkWatch(station, video, after=0.05)
 
     def ticks(n: int, video_flows: bool = True, sending: bool = True) -> str:
@@ -416,15 +418,15 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     assert warned.count("\n") == 1 and "no feedback for" in warned and "our commands no longer reach the robot" in warned
     station.feedback_received += 1
     assert ticks(1) == "[operator] the robot receives our commands again\n"
-    station.feedback = SimpleNamespace(watchdog_state=WatchdogState.STALE)      # one-way: feedback still comes
+    station.feedback = feedback(WatchdogState.STALE)                            # one-way: feedback still comes
     station.feedback_received += 1
     assert ticks(1).startswith("[operator] warning: the robot reports our commands stale")
     assert ticks(5) == ""                                                       # said once
     # The operator stopped sending (a replay that ended): the robot going stale is expected.
-    station.feedback = SimpleNamespace(watchdog_state=WatchdogState.ACTIVE)
+    station.feedback = feedback(WatchdogState.ACTIVE)
     station.feedback_received += 1
     assert ticks(1) == "[operator] the robot receives our commands again\n"
-    station.feedback = SimpleNamespace(watchdog_state=WatchdogState.STALE)
+    station.feedback = feedback(WatchdogState.STALE)
     station.feedback_received += 1
     time.sleep(1.05)
     assert ticks(3, sending=False) == ""
@@ -433,6 +435,40 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     time.sleep(0.05)
     quiet.check()
     assert capsys.readouterr().err == ""
+
+
+def test_stale_reports_after_our_own_input_paused_are_not_blamed_on_the_link(capsys):
+    """An MVN stream stopped for a while: the robot rightly went stale, and its STALE reports
+    keep arriving for a round trip after our commands resume. Before, the operator warned
+    "our commands no longer reach the robot (check --robot and the link or proxy)". Only
+    when we have been sending without a gap for `after` plus a round trip is STALE the link."""
+    import time
+    from types import SimpleNamespace
+
+    from teleop.net.watchdog import WatchdogState
+    from teleop.stations.cli import _CommandLinkWatch
+
+    video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
+    station = SimpleNamespace(feedback=SimpleNamespace(watchdog_state=WatchdogState.ACTIVE, forward_delay=0.05),
+                              feedback_received=1, sent=100)
+    watch = _CommandLinkWatch(station, video, after=0.1)
+
+    def ticks(n: int, sending: bool = True) -> str:
+        for _ in range(n):
+            video.receiver.stats.datagrams += 1
+            station.sent += sending
+            station.feedback_received += 1
+            watch.check()
+            time.sleep(0.01)
+        return capsys.readouterr().err
+
+    assert ticks(30) == ""
+    assert ticks(30, sending=False) == ""          # our input paused...
+    station.feedback = SimpleNamespace(watchdog_state=WatchdogState.STALE, forward_delay=0.05)
+    assert ticks(20, sending=False) == ""          # ...and the robot, rightly, holds
+    assert ticks(12) == ""                         # back: its STALE reports still arrive for a round trip
+    warned = ticks(20)                             # sending without a gap for longer, still STALE: the link
+    assert warned.startswith("[operator] warning: the robot reports our commands stale")
 
 
 def test_a_station_loop_that_falls_behind_says_so(capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import socket
 import sys
 import time
@@ -128,13 +129,24 @@ class _SilenceWatch:
         """At the end: warn if nothing ever came, or nothing for the last ``after`` seconds."""
         self.check()
         now = time.monotonic()
-        if not self.ever or now - self.last_change >= self.after:
+        # Nothing ever came and that was said already: not twice in a row ("in 3.0 s", "in 3.2 s").
+        if not (self.warned and not self.ever) and (not self.ever or now - self.last_change >= self.after):
             self._warn(now)
 
     def _warn(self, now: float) -> None:
         when = f"in {now - self.began:.1f} s" if not self.ever else f"for the last {now - self.last_change:.1f} s"
         hint = self.hint() if callable(self.hint) else self.hint     # said from what arrived by now
         print(f"[operator] warning: no {self.what} {when}: {hint}", file=sys.stderr)
+
+
+def _robot_silence_hint(sent: int) -> str:
+    """Why the robot may be silent. It sends FEEDBACK only once our commands arrive, and no
+    video with ``--video-hz 0``: before the input gave its first pose, "is `teleop robot`
+    running there?" alone blamed a robot that was running."""
+    if sent:
+        return "is `teleop robot` running there?"
+    return ("is `teleop robot` running there? (nothing was sent to it yet, the input gave no pose: "
+            "it answers our commands, and sends video only with --video-hz above 0)")
 
 
 def _input_spec(text: str) -> str:
@@ -245,8 +257,19 @@ class _CommandLinkWatch:
     Args:
         station: the operator station (``feedback``, ``feedback_received``, ``sent``).
         video: its video path (``receiver.stats.datagrams``).
-        after: seconds without FEEDBACK while video arrives before saying so.
+        after: seconds without FEEDBACK while video arrives before saying so; also how long
+            (plus a round trip) we must have been sending without a gap before a STALE
+            report is blamed on the link.
+
+    When our input stops (a suit's stream ends, the operator pauses), the robot's watchdog
+    rightly goes stale and its FEEDBACK says so for a round trip after the input resumes:
+    those reports are about our silence, not the link's. Before, the operator said "our
+    commands no longer reach the robot (check --robot and the link or proxy)" when an MVN
+    stream was stopped, before its own "no MVN poses" warning.
     """
+
+    #: A pause between two commands longer than this [s] restarts the "sending without a gap" clock.
+    GAP_S = 0.25
 
     def __init__(self, station, video, after: float = 3.0) -> None:
         self.station, self.video, self.after = station, video, after
@@ -256,6 +279,7 @@ class _CommandLinkWatch:
         self.warned = False
         self.warned_at_count = 0
         self.sent_count, self.sent_at = station.sent, time.monotonic()
+        self.sending_since = self.sent_at
 
     def check(self) -> None:
         from teleop.net.watchdog import WatchdogState
@@ -269,8 +293,12 @@ class _CommandLinkWatch:
         stale = feedback is not None and feedback.watchdog_state == WatchdogState.STALE
         silent = video_flows and now - self.feedback_at > self.after and self.feedback_count > 0
         if station.sent != self.sent_count:
+            if now - self.sent_at > self.GAP_S:
+                self.sending_since = now
             self.sent_count, self.sent_at = station.sent, now
-        sending = station.sent > 0 and now - self.sent_at < 1.0   # (a replay that ended sends nothing)
+        round_trip = 2.0 * feedback.forward_delay if feedback is not None and math.isfinite(feedback.forward_delay) else 0.0
+        sending = (station.sent > 0 and now - self.sent_at <= self.GAP_S      # (a replay that ended sends nothing)
+                   and now - self.sending_since > self.after + round_trip)
         cut = sending and (stale or silent)
         if cut and not self.warned:
             self.warned, self.warned_at_count = True, self.feedback_count
@@ -593,7 +621,8 @@ def _run_operator(args: argparse.Namespace) -> int:
                                   OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
         handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
         watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
-                                 f"feedback or video from the robot at {args.robot}", "is `teleop robot` running there?")]
+                                 f"feedback or video from the robot at {args.robot}",
+                                 lambda: _robot_silence_hint(station.sent))]
         command_link = _CommandLinkWatch(station, video)
         from teleop.inputs.xsens_live import XsensLiveSource
 
