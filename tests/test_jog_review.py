@@ -137,7 +137,8 @@ def _boards(K, size, n=8, seed=1):
     out = []
     for _ in range(n):
         R = rotation_from_rpy(*rng.uniform(-0.4, 0.4, 3)) @ FACING_CAMERA
-        t = np.array([rng.uniform(-0.05, 0.05), rng.uniform(-0.04, 0.04), rng.uniform(0.45, 0.6)])
+        # Spread over the image (calibration.MIN_IMAGE_REACH: the distortion is not extrapolated).
+        t = np.array([rng.uniform(-0.14, 0.14), rng.uniform(-0.09, 0.09), rng.uniform(0.4, 0.5)])
         out.append(scene.render([(R, t)], 2.0, rng))
     return out
 

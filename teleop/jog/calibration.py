@@ -36,6 +36,12 @@ MAX_RMS_PX = 1.0             # corners found poorly: blurred, or a wrong board m
 MAX_ASPECT = 1.2             # fx/fy (or fy/fx): pixels are square on nearly every camera
 MAX_CENTRE_OFFSET = 0.25     # principal point's distance from the centre, as a fraction of width/height
 MIN_TILT_DEG = 10.0          # face-on boards only: the focal length cannot be told from the distance
+#: Fraction of the image's half-diagonal (centre to corner) the farthest board corner must
+#: reach: the distortion beyond is extrapolated, and a fit to boards near the centre only
+#: (a quarter of the way out, k3 in the hundreds) crushes or folds the image's outer part.
+#: The centred boards of tests/test_calibrate_camera_checks.py reach 0.25-0.3, its boards
+#: spread over the image 0.65-0.8 (their distortion then right within 8 px at the corners).
+MIN_IMAGE_REACH = 0.5
 
 
 @dataclass
@@ -53,8 +59,10 @@ class CameraCalibration:
     image_size: tuple[int, int] = (640, 480)
     rms_px: float = float("nan")
     source: str = ""
-    #: From the calibration (not saved): the steepest board tilt [deg] and the largest
-    #: normalised image radius the board corners covered.
+    #: From the calibration (not saved): the steepest board tilt [deg] (``max_tilt_deg``), the
+    #: largest normalised image radius the board corners covered (``max_radius``), and the
+    #: farthest detected corner's distance from the image centre as a fraction of the
+    #: half-diagonal (``image_reach``).
     coverage: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -97,10 +105,27 @@ class CameraCalibration:
             where = "outside the image" if not (0 <= cx < width and 0 <= cy < height) else "far from its centre"
             found.append(f"principal point ({cx:.0f}, {cy:.0f}) px is {where} ({width}x{height}, centre "
                          f"({width / 2:.0f}, {height / 2:.0f}))")
-        radius = self.coverage.get("max_radius")
+        radius = self.coverage.get("max_radius") or 0.0
+        # The fit only sees where the boards were, but the model is used out to the image's
+        # corners: a fold there (pixels without an undistorted point) is as wrong as one inside.
+        image_radius = 0.0
+        if fx > 0 and fy > 0:
+            image_radius = max(math.hypot((u - cx) / fx, (v - cy) / fy)
+                               for u in (0, width - 1) for v in (0, height - 1))
+        coefficients = ", ".join(f"{d:.3g}" for d in self.dist[:5])
         if radius and not radial_distortion_is_monotonic(self.dist, radius):
-            found.append(f"the distortion ({', '.join(f'{d:.3g}' for d in self.dist[:5])}) folds the image over "
-                         "inside the area the boards covered")
+            found.append(f"the distortion ({coefficients}) folds the image over inside the area the boards covered")
+        elif not radial_distortion_is_monotonic(self.dist, radius, image_radius):
+            where = (f"between the area the boards covered (normalised radius {radius:.2f}) and the image corners "
+                     f"({image_radius:.2f})" if radius else
+                     f"inside the image (its corners at normalised radius {image_radius:.2f})")
+            found.append(f"the distortion ({coefficients}) folds the image over {where}: pixels out there have no "
+                         "undistorted point")
+        reach = self.coverage.get("image_reach")
+        if reach is not None and reach < MIN_IMAGE_REACH:
+            found.append(f"the board corners reach only {100 * reach:.0f} % of the way from the image centre to its "
+                         f"corners (less than {100 * MIN_IMAGE_REACH:.0f} %): the distortion out there is "
+                         "extrapolated, not measured; hold the board near the image's edges and corners too")
         tilt = self.coverage.get("max_tilt_deg")
         if tilt is not None and tilt < MIN_TILT_DEG:
             found.append(f"every board faces the camera squarely (steepest tilt {tilt:.1f} deg): the focal "
@@ -357,20 +382,33 @@ def _calibrate(object_points: list, image_points: list, sizes: list, min_views: 
         tilts.append(np.degrees(np.arccos(min(1.0, abs(R[2, 2])))))   # board normal vs optical axis
         p = np.asarray(obj, float).reshape(-1, 3) @ R.T + np.asarray(tvec, float).ravel()
         radii.append(np.max(np.hypot(p[:, 0], p[:, 1]) / np.maximum(p[:, 2], 1e-9)))
-    calibration.coverage = {"max_tilt_deg": float(max(tilts)), "max_radius": float(max(radii))}
+    # How far out the detected corners reach, in pixels from the image centre over the
+    # half-diagonal: the distortion beyond is extrapolated (CameraCalibration.problems).
+    corners = np.concatenate([np.asarray(p, float).reshape(-1, 2) for p in image_points])
+    reach = np.max(np.hypot(corners[:, 0] - (size[0] - 1) / 2, corners[:, 1] - (size[1] - 1) / 2))
+    calibration.coverage = {"max_tilt_deg": float(max(tilts)), "max_radius": float(max(radii)),
+                            "image_reach": float(reach / (0.5 * math.hypot(*size)))}
     return calibration, len(image_points)
 
 
-def radial_distortion_is_monotonic(dist: np.ndarray, max_radius: float) -> bool:
+def radial_distortion_is_monotonic(dist: np.ndarray, max_radius: float, image_radius: float = 0.0) -> bool:
     """Whether OpenCV's radial distortion (k1, k2, k3 and the rational k4-k6) keeps the
-    distorted radius increasing from the centre out to normalised radius ``max_radius``:
-    if not, two image points map to one (a fit gone wrong, not a lens)."""
+    distorted radius r_d = r (1 + k1 r^2 + k2 r^4 + k3 r^6) / (1 + k4 r^2 + k5 r^4 + k6 r^6)
+    increasing from the centre out to normalised (undistorted) radius ``max_radius``, and on
+    until r_d reaches ``image_radius`` (normalised, distorted: that of the image's farthest
+    corner), so that every pixel out to there has one undistorted point. If not, two image
+    points map to one (a fit gone wrong, not a lens). Radii are in units of the focal length."""
     d = np.zeros(8)
     d[:min(8, dist.size)] = np.asarray(dist, float).ravel()[:8]
     k1, k2, _, _, k3, k4, k5, k6 = d
-    r = np.linspace(0.0, max_radius, 400)
+    # r_d of a barrel lens lags r: searched out to 3x the image's radius (a lens whose corners
+    # come from farther out than that is beyond any webcam's; not called folded here).
+    r = np.linspace(0.0, max(max_radius, 3.0 * image_radius), 4000)
     r2 = r * r
-    distorted = r * (1 + r2 * (k1 + r2 * (k2 + r2 * k3))) / (1 + r2 * (k4 + r2 * (k5 + r2 * k6)))
+    with np.errstate(all="ignore"):      # a rational model's pole shows as a non-finite value
+        distorted = r * (1 + r2 * (k1 + r2 * (k2 + r2 * k3))) / (1 + r2 * (k4 + r2 * (k5 + r2 * k6)))
+    beyond = np.flatnonzero((r > max_radius) & (distorted >= image_radius))
+    distorted = distorted[:beyond[0] + 1] if beyond.size else distorted
     return bool(np.all(np.isfinite(distorted)) and np.all(np.diff(distorted) > 0))
 
 

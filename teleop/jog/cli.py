@@ -126,7 +126,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("calibrate-camera", help="camera intrinsics from chessboard or ChArUco images",
                        description="Calibrate a camera from images of a chessboard (--board = inner corners, "
                                    "e.g. 9x6) or a ChArUco board (--board = squares, e.g. 5x7). Prints the RMS "
-                                   "reprojection error and writes the file teleop jog --calibration reads.")
+                                   "reprojection error and writes the file teleop jog --calibration reads (a "
+                                   "calibration that looks wrong is not written without --accept-problems, nor "
+                                   "an existing file replaced without --force).")
     c.add_argument("--images", nargs="+", required=True, help="image files, folders or glob patterns")
     c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"))
     c.add_argument("--board", type=_board, default="9x6",
@@ -139,9 +141,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--min-views", type=positive_int, default=5, help="boards needed (default 5)")
     c.add_argument("--out", type=Path, default=Path("out/calibrate-camera/camera.json"),
                    help="calibration file to write (default: out/calibrate-camera/camera.json)")
-    c.add_argument("--force", action="store_true",
+    c.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    c.add_argument("--accept-problems", action="store_true",
                    help="write the calibration even if it looks wrong (RMS error above 1 px, fx/fy far from 1, "
-                        "principal point far off-centre, folded distortion, or only face-on boards)")
+                        "principal point far off-centre, distortion folding the image anywhere out to its "
+                        "corners, board corners reaching less than half-way to the image corners, or only "
+                        "face-on boards)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     c.set_defaults(func=_run_calibrate)
 
@@ -175,6 +180,9 @@ def _run_calibrate(args: argparse.Namespace) -> int:
         check_output_location(args.out, "--out")
     except ValueError as exc:
         raise fail(str(exc)) from None
+    if args.out.exists() and not args.force:
+        # What is on disk, not a malformed value: exit code 1, as every command's OUT that exists.
+        raise fail(f"--out {args.out} exists: pass --force to overwrite it, or choose another file")
     marker = args.marker_size or 0.75 * args.square_size
     if args.pattern == "charuco" and marker >= args.square_size:  # OpenCV would fail with a SystemError
         raise fail(f"--marker-size ({marker:g} m) must be smaller than --square-size ({args.square_size:g} m): "
@@ -206,13 +214,13 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     problems = calibration.problems()
     summary = (f"fx {K[0, 0]:.1f}  fy {K[1, 1]:.1f}  cx {K[0, 2]:.1f}  cy {K[1, 2]:.1f} [px]; "
                f"distortion {', '.join(f'{d:.4f}' for d in calibration.dist)}")
-    if problems and not args.force:
+    if problems and not args.accept_problems:
         raise fail(f"the calibration looks wrong, not written to {args.out}: {'; '.join(problems)}. "
                    f"Result: {summary}, RMS {calibration.rms_px:.3f} px from {views} boards. Take more images "
                    "(sharp, the board filling much of the frame, tilted in different directions), or pass "
-                   "--force to write it anyway")
+                   "--accept-problems to write it anyway")
     for problem in problems:
-        print(f"teleop calibrate-camera: warning: {problem} (written anyway: --force)", file=sys.stderr)
+        print(f"teleop calibrate-camera: warning: {problem} (written anyway: --accept-problems)", file=sys.stderr)
     calibration.source = f"{args.pattern} {cols}x{rows}, {views} views"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     calibration.save(args.out)
