@@ -19,7 +19,7 @@ import threading
 import time
 import zipfile
 
-from teleop.cli_types import UsageError
+from teleop.cli_types import PreconditionError, UsageError
 
 #: Errors that mean "this input or setting is wrong", not "the program is wrong": the user
 #: gets the message (which names the file or value) without a traceback. Anything else
@@ -112,6 +112,11 @@ def run_command(args: argparse.Namespace) -> int:
             raise
         _tell(exc.report(args.command))
         return exc.EXIT_CODE
+    except PreconditionError as exc:
+        if os.environ.get("TELEOP_DEBUG"):
+            raise
+        _tell(f"teleop {args.command}: error: {exc}")
+        return 1
     except USER_ERRORS as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise

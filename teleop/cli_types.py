@@ -25,6 +25,14 @@ class UsageError(ValueError):
         return f"teleop {command}: error: {self}\n(teleop {command} --help lists the options)"
 
 
+class PreconditionError(ValueError):
+    """A check made before a command's work starts failed on something the command line
+    alone cannot tell: an output that exists (pass --force), a file given where a folder
+    goes. Exit code 1 like any file error, and the error line alone: the TELEOP_DEBUG hint
+    ("shows where it happened") is for errors raised from inside the work, and here nothing
+    has run yet (README: the checks before a command starts say what to change, no more)."""
+
+
 def _number(text: str) -> float:
     try:
         value = float(text)

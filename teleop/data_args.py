@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from teleop.cli_types import positive_float
+from teleop.cli_types import PreconditionError, positive_float
 from teleop.takes import Take, list_take_files, load_take_files, performer_of, select_take_files, split_csv
 
 FILTERS = ("performers", "exclude_performers", "tasks")
@@ -83,7 +83,7 @@ def check_out_folder(out: Path, option: str = "--out") -> None:
     nothing behind (an interrupted command must not leave empty folders either)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{option} {out} is a file: give a folder for the outputs")
+        raise PreconditionError(f"{option} {out} is a file: give a folder for the outputs")
     check_output_location(out, option)
     made = [p for p in (out, *out.parents) if not p.exists()]
     try:
@@ -104,7 +104,7 @@ def check_output_location(path: Path, option: str) -> None:
     would otherwise fail only when written, after the reading and learning."""
     for parent in Path(path).parents:
         if parent.exists() and not parent.is_dir():
-            raise ValueError(f"{option} {path}: {parent} is a file, not a folder")
+            raise PreconditionError(f"{option} {path}: {parent} is a file, not a folder")
 
 
 def robot_target_of(args: argparse.Namespace):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from teleop.cli_types import UsageError, positive_float
+from teleop.cli_types import PreconditionError, UsageError, positive_float
 from teleop.data_args import check_output_location
 from teleop.json_safe import dumps
 
@@ -81,11 +81,11 @@ def _run(args: argparse.Namespace) -> int:
         if given and not args.execute:   # else silently ignored: the user expects a window or a raw CoM
             raise UsageError(f"{option} is about playing the references on the robot: give --execute too")
     if args.file.is_dir():
-        raise ValueError(f"{args.file} is a folder: teleop retarget takes one motion file "
+        raise PreconditionError(f"{args.file} is a folder: teleop retarget takes one motion file "
                          "(teleop train, eval and trial read folders of takes)")
     out = args.out or Path("out") / "retarget" / args.file.stem
     if out.exists() and not out.is_dir():   # found before the work, not after it
-        raise ValueError(f"--out {out} is a file: give a folder for the references and the plot")
+        raise PreconditionError(f"--out {out} is a file: give a folder for the references and the plot")
     check_output_location(out, "--out")     # below a file: failed with 'Not a directory' after the work
     motion = read_motion_file(args.file, args.rate_hz)
     robot = RobotModel(args.robot)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from teleop.cli_types import int_at_least
+from teleop.cli_types import PreconditionError, int_at_least
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_output_location,
                                read_take_files, robot_target_of, take_files)
 from teleop.takes import check_left_out, list_take_files, same_take, tasks_not_learned
@@ -89,7 +89,7 @@ def _each_once(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
 
 def _train(args: argparse.Namespace) -> int:
     if args.out.is_dir():   # found now, not after the learning
-        raise ValueError(f"-o {args.out} is a folder: give the library file to write, e.g. {args.out / 'library.npz'}")
+        raise PreconditionError(f"-o {args.out} is a folder: give the library file to write, e.g. {args.out / 'library.npz'}")
     check_output_location(args.out, "-o")
     # Every folder checked before any is read; a filter's names against all of them together
     # (a task may be in one folder only).
@@ -198,7 +198,7 @@ def _confusion(truth: list[str], recognised: list[str]) -> dict[str, dict[str, i
 
 def _eval(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():   # found before the work, not after it
-        raise ValueError(f"--out {args.out} is a file: give a folder for the summary and the plot")
+        raise PreconditionError(f"--out {args.out} is a file: give a folder for the summary and the plot")
     check_output_location(args.out, "--out")
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
     check_test_tasks(train_files, test_files, args.leave_one_out)

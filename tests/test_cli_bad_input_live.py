@@ -389,6 +389,24 @@ def test_demo_values(capsys, argv, expected):
     assert expected in usage_error(capsys, ["demo", *argv])
 
 
+def test_checks_made_before_the_work_starts_say_what_to_change_and_no_more(capsys, tmp_path):
+    """README: the TELEOP_DEBUG hint is for errors raised from inside the work. An output that
+    exists, a file given for a folder: exit code 1 and the error line alone (before: the
+    hint too, as if something had run). Two options that cannot go together: exit code 2."""
+    out = tmp_path / "take.mcap"
+    out.write_bytes(b"x")
+    assert main(["record", "--duration", "0.2", "-o", str(out)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"teleop record: error: {out} exists: pass --force to overwrite it, or choose another -o"]
+    assert main(["eval", "promp", "--train", "datasets/synthetic", "--test", "datasets/synthetic", "--out", str(out)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"teleop eval: error: --out {out} is a file: give a folder for the summary and the plot"]
+    assert main(["netem", "--delay-ms", "20000", "--duration", "0.1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "teleop netem: error: --delay-ms 20000 exceeds --max-delay-ms 10000; raise --max-delay-ms",
+        "(teleop netem --help lists the options)"]
+
+
 def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     """A proxy killed on the command link: the robot held its pose for 6 s while the video
     still flowed, and the operator's console said nothing."""

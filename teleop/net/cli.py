@@ -86,7 +86,7 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
     back_delay = args.delay_ms if args.back_delay_ms is None else args.back_delay_ms
     for option, delay_ms in (("--delay-ms", args.delay_ms), ("--back-delay-ms", back_delay)):
         if delay_ms > args.max_delay_ms:
-            raise ValueError(f"{option} {delay_ms:g} exceeds --max-delay-ms {args.max_delay_ms:g}; "
+            raise UsageError(f"{option} {delay_ms:g} exceeds --max-delay-ms {args.max_delay_ms:g}; "
                              "raise --max-delay-ms")
     jitter_ms = THESIS_JITTER_RATIO * args.delay_ms if args.jitter_ms is None else args.jitter_ms
     for option, sigma, delay_ms in (("--jitter-ms", jitter_ms, args.delay_ms),

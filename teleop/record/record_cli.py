@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, positive_float, task_label
+from teleop.cli_types import PreconditionError, UsageError, positive_float, task_label
 
 from .messages import EpisodeMarker
 from .recorder import Recorder
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_location(output, "-o")     # below a file: "File exists" from the recorder
     if output.exists() and not args.force:
         # What is on disk, not a malformed value: exit code 1, as every command's OUT that exists.
-        raise ValueError(f"{output} exists: pass --force to overwrite it, or choose another -o")
+        raise PreconditionError(f"{output} exists: pass --force to overwrite it, or choose another -o")
     items = SOURCES[args.source](args)
     recorder = Recorder(output, flush_interval_s=args.flush_interval,
                         metadata={"source": args.source, "command": "teleop record"})

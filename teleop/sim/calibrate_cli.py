@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from teleop.cli_types import UsageError, int_at_least, non_negative_float, positive_float, positive_int
+from teleop.cli_types import PreconditionError, UsageError, int_at_least, non_negative_float, positive_float, positive_int
 
 
 #: What a fit writes into --out.
@@ -42,7 +42,7 @@ def _check_earlier_fit(out: Path, force: bool) -> None:
     points at."""
     earlier = [name for name in (PARAMS_FILE, REPORT_FILE) if (out / name).exists()]
     if earlier and not force:
-        raise ValueError(f"--out {out} holds {' and '.join(earlier)} of an earlier fit: pass --force to "
+        raise PreconditionError(f"--out {out} holds {' and '.join(earlier)} of an earlier fit: pass --force to "
                          f"overwrite {'them' if len(earlier) > 1 else 'it'}, or choose another --out")
 
 
@@ -181,7 +181,7 @@ def _make_test_recording(args: argparse.Namespace, robot, groups: list[str], fit
     if problem:
         raise UsageError(problem)
     if out.exists() and not args.force:
-        raise ValueError(f"--make-test-recording {out} exists: pass --force to overwrite it, or choose another file")
+        raise PreconditionError(f"--make-test-recording {out} exists: pass --force to overwrite it, or choose another file")
     check_output_location(out, "--make-test-recording")
     rec = make_test_recording(robot, _nominal(args, robot), groups, args.perturb, args.seed,
                               duration=args.duration, noise_std=args.noise, perturbed=fit)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, address, checked_text, non_negative_float, port, positive_float, task_label
+from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, non_negative_float, port,
+                              positive_float, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming
 
@@ -209,7 +210,7 @@ def _check_record_target(args: argparse.Namespace) -> None:
     if args.record is not None:
         check_output_location(args.record, "--record")   # below a file: "File exists" once recording
     if args.record is not None and args.record.exists() and not args.force:
-        raise ValueError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
+        raise PreconditionError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
     if args.task and args.record is None:
         raise UsageError("--task NAME labels the recording: give --record FILE too")
     if args.force and args.record is None:
