@@ -80,6 +80,17 @@ def float_in_interval(text: str, low: float, high: float, *, low_open: bool = Fa
     return value
 
 
+#: Highest sampling rate a motion file is taken to have [Hz]: optical mocap runs at up to a
+#: few kHz; ``--rate-hz 1e9`` made a 3 s take last 3 ns.
+MAX_SAMPLE_RATE_HZ = 10_000.0
+
+
+def sample_rate_hz(text: str) -> float:
+    """A motion file's sampling rate [Hz]: in (0, 10000]."""
+    _number(text)
+    return float_in_interval(text, 0.0, MAX_SAMPLE_RATE_HZ, low_open=True, unit="Hz")
+
+
 def _in_unit_interval(text: str, low_open: bool, high_open: bool) -> float:
     """A finite number in [0, 1] with either end excluded."""
     _number(text)          # nan and inf: "not a finite number", as the other numbers

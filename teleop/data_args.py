@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from teleop.cli_types import PreconditionError, positive_float
+from teleop.cli_types import PreconditionError, sample_rate_hz
 from teleop.takes import Take, list_take_files, load_take_files, performer_of, select_take_files, split_csv
 
 FILTERS = ("performers", "exclude_performers", "tasks")
@@ -24,7 +24,7 @@ def add_take_filters(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default="icub", help="robot description (default: icub)")
-    parser.add_argument("--rate-hz", type=positive_float, default=100.0,
+    parser.add_argument("--rate-hz", type=sample_rate_hz, default=100.0,
                         help="sampling rate of Xsens CSV files, which do not state it (default: 100)")
 
 

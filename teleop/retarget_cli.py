@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from teleop.cli_types import PreconditionError, UsageError, positive_float
+from teleop.cli_types import PreconditionError, UsageError, sample_rate_hz
 from teleop.data_args import check_output_location
 from teleop.json_safe import dumps
+
+
+#: Rate of an Xsens CSV file when --rate-hz is not given [Hz] (MVN's default export rate).
+DEFAULT_XSENS_RATE_HZ = 100.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--view", action="store_true", help="with --execute: show the simulation in pybullet's GUI window")
     p.add_argument("--json", action="store_true", help="print the measured figures as JSON")
     p.add_argument("--robot", default="icub", help="robot description (default: icub)")
-    p.add_argument("--rate-hz", type=positive_float, default=100.0, help="rate of Xsens CSV files (default: 100)")
+    p.add_argument("--rate-hz", type=sample_rate_hz, default=None,
+                   help="rate of an Xsens CSV file, which does not state it (default: 100); other formats state theirs")
     p.set_defaults(func=_run)
 
 
@@ -75,6 +81,7 @@ def _run(args: argparse.Namespace) -> int:
     from retarget.mapping import retarget_motion
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
+    from retarget.readers import sniff_format
     from teleop.takes import read_motion_file
 
     for option, given in (("--view", args.view), ("--no-zmp-correction", args.no_zmp_correction)):
@@ -82,12 +89,18 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"{option} is about playing the references on the robot: give --execute too")
     if args.file.is_dir():
         raise PreconditionError(f"{args.file} is a folder: teleop retarget takes one motion file "
-                         "(teleop train, eval and trial read folders of takes)")
+                                "(teleop train, eval and trial read folders of takes)")
     out = args.out or Path("out") / "retarget" / args.file.stem
     if out.exists() and not out.is_dir():   # found before the work, not after it
         raise PreconditionError(f"--out {out} is a file: give a folder for the references and the plot")
     check_output_location(out, "--out")     # below a file: failed with 'Not a directory' after the work
-    motion = read_motion_file(args.file, args.rate_hz)
+    if args.rate_hz is not None and (args.file.suffix.lower() == ".mcap" or sniff_format(args.file) != "xsens-csv"):
+        # Else silently ignored: the user expects the take to play at the rate given.
+        raise UsageError(f"--rate-hz is for Xsens CSV files, which do not state their rate; {args.file} states its own")
+    motion = read_motion_file(args.file, args.rate_hz or DEFAULT_XSENS_RATE_HZ)
+    if motion.source and Path(motion.source).resolve() != args.file.resolve():
+        # An Xsens joint-angle file (N.csv): the poses retargeted are its partner's (pN.csv).
+        print(f"teleop retarget: reading the segment poses of {args.file} from {motion.source}", file=sys.stderr)
     robot = RobotModel(args.robot)
     traj = retarget_motion(motion, robot_target(robot))
     out.mkdir(parents=True, exist_ok=True)

@@ -170,11 +170,28 @@ def test_train_on_a_one_frame_take_names_the_file(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- 5./6. option values
-@pytest.mark.parametrize("value", ["-1", "0", "nan"])
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "1e9"])
 @pytest.mark.parametrize("command", [["train", "data"], ["eval", "promp", "--train", "d", "--test", "d"],
                                      ["trial", "--train", "d", "--test", "d"], ["retarget", "f.csv"]])
 def test_rate_hz_must_be_positive_and_finite(capsys, command, value):
+    """1e9 Hz made a 2.7 s Xsens take last 3 ns, without a word."""
     assert "argument --rate-hz" in usage_error(capsys, *command, "--rate-hz", value)
+
+
+def test_retarget_refuses_a_rate_for_a_file_that_states_its_own(capsys, tmp_path):
+    """--rate-hz on a .npz was silently ignored: the user expected the take at that rate."""
+    take = SYNTHETIC / "squat" / "squat_0.npz"
+    rc, _, err = run_cli(capsys, "retarget", take, "--rate-hz", "50", "--out", tmp_path / "r")
+    assert rc == 2 and error_line(err) == (
+        f"--rate-hz is for Xsens CSV files, which do not state their rate; {take} states its own")
+
+
+def test_retarget_says_it_reads_a_joint_angle_files_poses_from_its_partner(capsys, tmp_path):
+    """`teleop retarget .../1.csv` printed p1.csv's frames with no word that p1.csv was read."""
+    angles = shared_data("xsens_putaside_box", "1.csv")
+    rc, out, err = run_cli(capsys, "retarget", angles, "--out", tmp_path / "r")
+    assert rc == 0 and out.splitlines()[0].split() == ["frames", "272"]
+    assert err.strip() == f"teleop retarget: reading the segment poses of {angles} from {angles.parent / 'p1.csv'}"
 
 
 @pytest.mark.parametrize("option, value", [("--rtt", "abc"), ("--rtt", ""), ("--rtt", "-1"), ("--rtt", "nan"),

@@ -23,7 +23,7 @@ from typing import Callable
 
 from retarget.human import HumanMotion
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import port, positive_float
+from teleop.cli_types import port, positive_float, sample_rate_hz
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, MvnCodec
 
 
@@ -112,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("file", type=Path, help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz), or an operator recording (.mcap: its raw input)")
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")
     parser.add_argument("--port", type=_destination_port, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
-    parser.add_argument("--rate", type=positive_float, default=None,
+    parser.add_argument("--rate", type=sample_rate_hz, default=None,
                         help="sampling rate of files that do not store one (Xsens CSV) [Hz] (default 100)")
     parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
     parser.add_argument("--loop", action="store_true",

@@ -13,7 +13,7 @@ from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, non_negative_float, port,
-                              positive_float, task_label)
+                              positive_float, sample_rate_hz, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming
 
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     op.add_argument("--speed", type=positive_float, default=None, help="replay speed factor for a file source (default: 1)")
     op.add_argument("--loop", action="store_true", help="loop a file source (it returns to its first pose over 0.5-3 s between laps)")
-    op.add_argument("--rate-hz", type=positive_float, default=None,
+    op.add_argument("--rate-hz", type=sample_rate_hz, default=None,
                     help="rate of an Xsens CSV file source [Hz] (default 100: the export does not state it)")
     op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator (default: 0)")
     op.add_argument("--video-listen", type=address, default="127.0.0.1:9003", help="where to receive the robot's video (default: 127.0.0.1:9003)")
