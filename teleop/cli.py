@@ -97,6 +97,7 @@ def run_command(args: argparse.Namespace) -> int:
         with sigterm_as_interrupt():
             result = args.func(args)
     except KeyboardInterrupt:
+        _end_progress_bars()
         _tell("interrupted")
         return 130
     except OSError as exc:
@@ -124,7 +125,17 @@ def run_command(args: argparse.Namespace) -> int:
     return int(result or 0)
 
 
+def _end_progress_bars() -> None:
+    """End the progress bars the failed command left open (none unless tqdm was imported:
+    not imported for this, the CLI starts without it)."""
+    if "tqdm" in sys.modules:
+        from teleop.progress import end_progress_bars
+
+        end_progress_bars()
+
+
 def _user_error(args: argparse.Namespace, exc: BaseException) -> int:
+    _end_progress_bars()
     _tell(f"teleop {args.command}: error: {describe(exc)}\n(TELEOP_DEBUG=1 shows where it happened)")
     return 1
 

@@ -163,6 +163,20 @@ def address(text: str) -> str:
     return checked_text(text, parse_address)
 
 
+def _destination(text: str) -> None:
+    from teleop.net.udp import parse_address
+
+    if parse_address(text)[1] == 0:
+        raise ValueError(f"port 0 of {text} is no destination (it means any free port when binding): "
+                         "give the port the other side listens on")
+
+
+def destination(text: str) -> str:
+    """An address to send to: as :func:`address`, but port 0 (which means "any free port"
+    when binding) is refused: ``--video-to 127.0.0.1:0`` sent the video nowhere, silently."""
+    return checked_text(text, _destination)
+
+
 #: Longest round trip [s] a demo or trial accepts. The compensation predicts one motion a
 #: few seconds ahead (the thesis's trials go to 4 s); past ~10 s the operator has finished any
 #: motion of the libraries before its first command arrives, and a trial would score only how

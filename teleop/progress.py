@@ -29,3 +29,14 @@ def progress_bar(iterable: Iterable | None = None, *, desc: str, total: int | No
     ``enabled`` False gives a silent one (e.g. with --json)."""
     return tqdm(iterable, total=total, desc=desc, disable=not enabled, leave=leave,
                 mininterval=0.1 if _interactive() else LOG_INTERVAL_S)
+
+
+def end_progress_bars() -> None:
+    """Close the bars still open (work interrupted or failed inside their loop), so that the
+    message said next starts a line of its own: "...rmse=2.14e-04]interrupted" before. A bar
+    left (``leave=True``) ends its line; another is wiped."""
+    for bar in list(getattr(tqdm, "_instances", ())):
+        try:
+            bar.close()
+        except Exception:        # a bar whose stream is gone: nothing left to tidy
+            pass

@@ -297,3 +297,16 @@ def test_an_unknown_option_is_refused_by_the_commands_own_parser(capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.startswith("usage: teleop demo ")
     assert err.strip().endswith("teleop demo: error: unrecognized arguments: --nosuch")
+
+
+@pytest.mark.parametrize("argv, option", [(["robot", "--video-to", "127.0.0.1:0"], "--video-to"),
+                                          (["operator", "--robot", "127.0.0.1:0"], "--robot"),
+                                          (["netem", "--target", "127.0.0.1:0"], "--target")])
+def test_an_address_to_send_to_cannot_have_port_0(capsys, argv, option):
+    """Port 0 means "any free port" when binding; as a destination it sent the video nowhere
+    (`teleop robot --video-to 127.0.0.1:0` was accepted)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert (f"argument {option}: port 0 of 127.0.0.1:0 is no destination (it means any free port when binding): "
+            "give the port the other side listens on") in capsys.readouterr().err

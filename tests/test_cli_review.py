@@ -352,3 +352,27 @@ def test_a_trial_leaves_only_its_own_take_plots_in_the_output_folder(tmp_path, c
     assert (out / "summary.json").is_file() and (out / "table.txt").is_file()
     assert all((out / name).read_text() == "{}" for name in realtime)
     assert {p.name for p in out.glob("*_rtt*.png")} == {"take0_rtt1.png", "worst_rtt1.png", "take0_rtt1.5_realtime.png"}
+
+
+@pytest.mark.parametrize("leave", [False, True])
+def test_interrupted_work_is_said_on_a_line_of_its_own_not_after_its_progress_bar(capsys, leave):
+    """Ctrl-C inside a progress bar's loop: "...rmse=2.14e-04]interrupted" (trial, demo,
+    calibrate-sim); a failure inside one likewise ended the bar's line with the error."""
+    import argparse
+
+    from teleop.cli import run_command
+    from teleop.progress import progress_bar
+
+    def work(args, error):
+        bar = progress_bar(total=100, desc="calibrating", leave=leave)   # updated by hand, as demo's
+        bar.update(50)
+        raise error
+
+    for error, code, last in ((KeyboardInterrupt(), 130, "interrupted"),
+                              (ValueError("take 3: bad"), 1, "(TELEOP_DEBUG=1 shows where it happened)")):
+        args = argparse.Namespace(command="trial", func=lambda a, e=error: work(a, e))
+        assert run_command(args) == code
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[-1] == last
+        if code == 1:
+            assert lines[-2] == "teleop trial: error: take 3: bad"

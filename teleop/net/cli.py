@@ -14,7 +14,7 @@ import signal
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, address, fraction, non_negative_float, positive_float
+from teleop.cli_types import UsageError, address, destination, fraction, non_negative_float, positive_float
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
 
 
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--listen", type=address, default="127.0.0.1:9000", metavar="HOST:PORT",
                    help="address the operator station sends to (default %(default)s)")
-    p.add_argument("--target", type=address, default="127.0.0.1:9001", metavar="HOST:PORT",
+    p.add_argument("--target", type=destination, default="127.0.0.1:9001", metavar="HOST:PORT",
                    help="address of the robot station (default %(default)s)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow non-loopback --listen/--target addresses (exposes the proxy to the network)")

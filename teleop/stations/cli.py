@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, non_negative_float, port,
-                              positive_float, sample_rate_hz, task_label)
+from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, destination, non_negative_float,
+                              port, positive_float, sample_rate_hz, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--listen", type=address, default="127.0.0.1:9001", help="address to listen on (default: 127.0.0.1:9001)")
     robot.add_argument("--allow-remote", action="store_true", help="allow listening on a non-loopback address")
     robot.add_argument("--library", type=Path, help="ProMP task library from `teleop train` (default: none, no compensation)")
-    robot.add_argument("--video-to", type=address, default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
+    robot.add_argument("--video-to", type=destination, default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
     robot.add_argument("--video-hz", type=non_negative_float, default=10.0,
                        help="eye camera frame rate [Hz] (default: 10; 0 = no video)")
     robot.add_argument("--stale-timeout", type=positive_float, default=0.5, help="hold a safe pose after this long without commands [s] (default: 0.5)")
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Reads the operator's motion (the synthetic operator, or a motion file replayed at its "
                                     "true rate), retargets it, sends the references to the robot station, receives the "
                                     "robot's video through a jitter buffer and reports the backward delay.")
-    op.add_argument("--robot", type=address, default="127.0.0.1:9001", help="robot station address (default: 127.0.0.1:9001)")
+    op.add_argument("--robot", type=destination, default="127.0.0.1:9001", help="robot station address (default: 127.0.0.1:9001)")
     op.add_argument("--bind", type=address, default="127.0.0.1:0",
                     help="local address for the command link (default: 127.0.0.1:0; a robot on another host "
                          "needs e.g. 0.0.0.0:0 with --allow-remote)")
