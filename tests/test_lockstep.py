@@ -219,6 +219,38 @@ def test_demo_client_without_a_server_names_the_address(capsys):
     assert "Errno" not in err
 
 
+def test_demo_client_prints_its_summary_when_the_server_goes_away(capsys, robot):
+    """A server stopped mid-session: the summary of what ran and why it ended (before: one
+    "[Errno 104] Connection reset by peer" line, no summary, though the help promises one)."""
+    from teleop.cli import main
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    joints = [int(j) for j in robot.group_indices("left_arm")]
+
+    def server_that_stops():
+        conn, _ = listener.accept()
+        ls.read_frame(conn)                                      # HELLO
+        conn.sendall(ls.encode_json(ls.WELCOME, {"controlled_joints": joints, "joint_names": robot.joint_names}))
+        q, v = robot.home_configuration(), np.zeros(robot.model.nv)
+        for seq in range(3):
+            conn.sendall(ls.encode_state(seq, 0.001 * seq, q, v, np.zeros(len(joints))))
+            ls.read_frame(conn)                                  # COMMAND seq
+        conn.close()                                             # gone, without a BYE
+
+    thread = threading.Thread(target=server_that_stops, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    try:
+        assert main(["lockstep", "demo-client", "--port", str(port), "--timeout", "5"]) == 1
+    finally:
+        thread.join(timeout=5)
+        listener.close()
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["ok"] is False and summary["error_code"] == "connection_lost"
+    assert summary["error"].startswith(f"connection to the server at 127.0.0.1:{port} lost after 3 states")
+    assert (summary["states"], summary["commands"], summary["last_seq"]) == (3, 3, 2)
+
+
 HOSTILE_JSON = [b"[" * 100000 + b"]" * 100000,           # nesting deeper than the recursion limit
                 b'{"protocol": ' + b"1" * 5000 + b"}"]    # more digits than int() accepts
 
