@@ -160,3 +160,35 @@ def test_a_delivered_command_stamped_centuries_ahead_is_recorded_not_fatal(tmp_p
     recording.close()
     delivered = list(open_recording(tmp_path / "robot.mcap").messages("/commands/delivered"))
     assert [m.publish_time_ns for m in delivered] == [int(MAX_PUBLISH_TIME_S * 1e9), 1_000_000_000]
+
+
+def test_the_operator_withholds_what_the_robot_would_refuse(robot, icub_target):
+    """References outside the envelope (an input that drifted, a wrong calibration) are not
+    sent but counted and described, where the operator can act on them."""
+    from teleop.stations.operator_station import OperatorStation
+
+    clock = VirtualClock()
+    operator_ep, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=4)
+    home = references_from_configuration(robot, robot.home_configuration()).to_flat()
+    far = home.copy()
+    far[6:8] = (3.0, 0.0)                    # the right hand 3 m ahead
+
+    class References:
+        """A source of robot references (as a replay of recorded ones): home, far, home."""
+
+        def __init__(self):
+            self.k = 0
+
+        def poll(self, now=None):
+            self.k += 1
+            return now, RobotReferences.from_flat(now, far if self.k == 2 else home)
+
+    station = OperatorStation(operator_ep, robot_ep.address, References(), icub_target)
+    for k in range(3):
+        clock.set(0.01 * k)
+        station.tick()
+    clock.set(0.1)
+    delivered = [r.packet.message.to_flat() for r in robot_ep.poll()]
+    assert (station.sent, station.implausible) == (2, 1) and len(delivered) == 2
+    assert all(np.array_equal(flat, home) for flat in delivered)
+    assert station.first_implausible == "r.hand x, y 3 m from the stance origin (plausible: within 2.2 m)"

@@ -635,6 +635,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         lost: list[tuple[str, ...]] = [()]
         ended = [False]
         warned_auth = [False]
+        warned_implausible = [False]
         # (time, references sent, frames shown) at the last status line
         last_status = [(time.monotonic(), 0, 0)]
 
@@ -676,6 +677,11 @@ def _run_operator(args: argparse.Namespace) -> int:
                 ended[0] = True
                 print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
                       "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
+            if station.first_implausible is not None and not warned_implausible[0]:
+                warned_implausible[0] = True      # once: the robot's watchdog state shows whether it lasts
+                print(f"[operator] warning: the retargeted commands leave what the robot can follow "
+                      f"({station.first_implausible}): not sent, the robot holds its pose; recalibrate "
+                      "(stand in the calibration pose) if the input drifted", file=sys.stderr)
             if station.missing_segments != lost[0]:   # a VR device lost or back: say so once
                 lost[0] = station.missing_segments
                 print(f"[operator] {', '.join(lost[0])} not tracked: nothing sent, the robot holds its pose"
@@ -700,8 +706,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     report = video.buffer.report()
     # The buffer's delays are our arrival minus the robot's capture, two clocks: the age of the
     # images shown needs the offset the robot measured (None until it has).
-    stats = {"references_sent": station.sent, "feedback_received": station.feedback_received,
-             "video_frames_displayed": video.displayed, "image_age_s": image_age_s(report, station.feedback),
+    stats = {"references_sent": station.sent, "references_implausible": station.implausible,
+             "feedback_received": station.feedback_received, "video_frames_displayed": video.displayed, "image_age_s": image_age_s(report, station.feedback),
              "video": report, "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
     if args.json:
         print(dumps(stats))
@@ -709,8 +715,9 @@ def _run_operator(args: argparse.Namespace) -> int:
         age = f", {stats['image_age_s']:.3f} s old" if stats["image_age_s"] is not None else ""
         shown = (f"displayed {video.displayed} video frames{age}" if args.view != "none" else
                  f"received {video.displayed} video frames on time for display{age} (not shown: --view none)")
-        print(f"sent {station.sent} reference packets, received {station.feedback_received} feedback packets, {shown}, "
-              f"{loop_timing.short()}")
+        withheld = f" ({station.implausible} withheld: outside the robot's reach)" if station.implausible else ""
+        print(f"sent {station.sent} reference packets{withheld}, received {station.feedback_received} feedback "
+              f"packets, {shown}, {loop_timing.short()}")
     if recording_error is not None:
         raise recording_error
     return 0

@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from retarget.human import HumanMotion
+from retarget.envelope import ReferenceEnvelope
 from retarget.mapping import Retargeter
 from retarget.references import RobotReferences
 from retarget.robot_target import RobotTarget
@@ -128,6 +129,11 @@ class OperatorStation:
         self.robot_address = robot_address
         self.source = source
         self.retargeter = Retargeter(target)
+        # The robot station refuses references outside this envelope (robot_station.py): not
+        # sent, and said here, where the operator can do something about it (recalibrate).
+        self.envelope = ReferenceEnvelope.for_target(target)
+        self.implausible = 0                          # references not sent: outside the envelope
+        self.first_implausible: str | None = None     # what was outside, the first time
         self.video = video
         self.config = config or OperatorStationConfig()
         self.feedback: Feedback | None = None
@@ -180,6 +186,11 @@ class OperatorStation:
             # A source may yield robot references directly (a replay of recorded
             # references, as the real-time trial does): those need no retargeting.
             refs = pose if isinstance(pose, RobotReferences) else self._retarget(t, pose)
+            problem = None if refs is None else self.envelope.violation(refs.to_flat())
+            if problem is not None:
+                self.implausible += 1
+                self.first_implausible = self.first_implausible or problem
+                refs = None
             if refs is not None:
                 # The wire carries the 20 signals (absent ones hold the robot's posture) and
                 # no mask; the references returned (and recorded) keep it, so a recording of
