@@ -6,12 +6,17 @@ whole-body controller would still "track" it, swinging every joint it can toward
 unreachable target at its velocity limit; a receiver refuses such a sample instead (the
 robot station counts it and keeps its last command).
 
-The envelope is deliberately loose, so that every motion a person can make passes: the
-retargeted HDM05, Xsens and synthetic demonstrations of ``../shared/data`` and
-``datasets/`` stay below 1.4 m from the stance origin (an HDM05 performer who walks
-sideways carries the CoM reference 1.38 m away; the robot keeps its own CoM over its feet
-regardless) and below 3.7 rad in every posture angle, against an envelope of 2.2 m and
-2π rad for the iCub.
+The envelope is deliberately loose, so that every motion a person can make passes, walking
+included. The CoM reference follows an operator who walks away from where they calibrated
+(the retargeting does not clamp it; the robot keeps its own CoM over its feet regardless):
+it is bounded only by the size of a tracked space (``walk_m``, 20 m; a unit mistake of x100
+or x1000 is far beyond). The hands are retargeted relative to the operator's body onto the
+robot's stance, so they stay near it however far the operator walks: within twice the
+robot's standing reach of the stance origin. The retargeted HDM05, Xsens and synthetic
+demonstrations of ``../shared/data`` and ``datasets/`` keep their hands within 0.9 m of the
+stance origin (an HDM05 performer who walks sideways carries the CoM reference 1.48 m
+away, the hands 0.75 m) and every posture angle below 3.7 rad, against 2.2 m and 2π rad
+for the iCub.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ import numpy as np
 from .references import FLAT_LABELS, FLAT_SIZE, POSTURE_INDICES
 from .robot_target import RobotTarget
 
-#: (x, y) index pairs of the flat vector whose ground-plane distance from the stance
-#: origin is checked: the CoM projection, the left hand, the right hand.
-_HORIZONTAL_PAIRS: tuple[tuple[int, int], ...] = ((0, 1), (3, 4), (6, 7))
+#: Index pair (x, y) of the CoM ground projection in the flat vector.
+_COM = (0, 1)
+#: (x, y) index pairs of the hands, whose ground-plane distance from the stance origin is checked.
+_HANDS: tuple[tuple[int, int], ...] = ((3, 4), (6, 7))
 #: Indices of the heights checked: the waist, the left hand, the right hand.
 _HEIGHTS: tuple[int, ...] = (2, 5, 8)
 
@@ -36,16 +42,18 @@ class ReferenceEnvelope:
     """Bounds of plausible references (stance frame, see :mod:`retarget.references`).
 
     Attributes:
-        horizontal_m: largest ground-plane distance of the CoM projection and of each hand
-            from the stance origin [m].
+        reach_m: largest ground-plane distance of each hand from the stance origin [m].
         low_m, high_m: range of the waist and hand heights above the ground [m].
+        walk_m: largest ground-plane distance of the CoM reference from the stance origin
+            [m]: the size of a tracked space an operator can walk about in.
         max_angle_rad: largest magnitude of a posture angle [rad]; a full turn by default,
             beyond which no joint angle means anything.
     """
 
-    horizontal_m: float
+    reach_m: float
     low_m: float
     high_m: float
+    walk_m: float = 20.0
     max_angle_rad: float = 2.0 * math.pi
 
     @classmethod
@@ -53,23 +61,27 @@ class ReferenceEnvelope:
         """The envelope of a robot: ``scale`` times its standing reach.
 
         The reach is the shoulder height plus the arm length (the highest point the robot's
-        hand gets to standing upright; 1.10 m for the iCub). The envelope spans ``scale``
-        reaches in the ground plane and in height, and half a reach below the ground.
+        hand gets to standing upright; 1.10 m for the iCub). The hands may be ``scale``
+        reaches from the stance origin in the ground plane, and from half a reach below the
+        ground to ``scale`` reaches above it.
         """
         reach = float(max(target.left_shoulder[2], target.right_shoulder[2]) + target.arm_length)
-        return cls(horizontal_m=scale * reach, low_m=-0.5 * reach, high_m=scale * reach)
+        return cls(reach_m=scale * reach, low_m=-0.5 * reach, high_m=scale * reach)
 
     def violation(self, flat: np.ndarray) -> str | None:
         """What puts the (20,) flat references outside the envelope (the first such scalar,
         e.g. ``"l.hand x, y 1e+06 m from the stance origin (plausible: within 2.2 m)"``),
         or None if they are inside it. Values are assumed finite (checked upstream)."""
         flat = np.asarray(flat, dtype=float).reshape(FLAT_SIZE)
-        for ix, iy in _HORIZONTAL_PAIRS:
+        walked = math.hypot(flat[_COM[0]], flat[_COM[1]])
+        if walked > self.walk_m:
+            return f"com x, y {walked:.3g} m from the stance origin (plausible: within {self.walk_m:.3g} m)"
+        for ix, iy in _HANDS:
             distance = math.hypot(flat[ix], flat[iy])
-            if distance > self.horizontal_m:
+            if distance > self.reach_m:
                 name = FLAT_LABELS[ix].rsplit(" ", 1)[0]
                 return (f"{name} x, y {distance:.3g} m from the stance origin "
-                        f"(plausible: within {self.horizontal_m:.2g} m)")
+                        f"(plausible: within {self.reach_m:.2g} m)")
         for i in _HEIGHTS:
             if not self.low_m <= flat[i] <= self.high_m:
                 return (f"{FLAT_LABELS[i]} {flat[i]:.3g} m (plausible: "
