@@ -490,6 +490,14 @@ def test_stale_reports_after_our_own_input_paused_are_not_blamed_on_the_link(cap
     assert warned.startswith("[operator] warning: the robot reports our commands stale")
 
 
+def test_the_robot_silence_hint_says_why_nothing_was_sent():
+    from teleop.stations.cli import _robot_silence_hint
+
+    assert _robot_silence_hint(5) == "is `teleop robot` running there?"
+    assert "nothing was sent to it yet, the input gave no pose" in _robot_silence_hint(0)
+    assert "every command was withheld as one the robot would refuse" in _robot_silence_hint(0, withheld=3)
+
+
 def test_a_station_loop_that_falls_behind_says_so(capsys):
     """An overloaded machine showed only as a robot that went stale for no visible reason."""
     import time

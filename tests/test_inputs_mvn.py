@@ -421,3 +421,21 @@ def test_the_receiver_says_the_stream_stopped_after_poses_came():
         assert "the stream stopped" not in source.pose_stream_hint()
     finally:
         source.close()
+
+
+def test_timestamps_follow_a_time_code_that_stalled():
+    """MVN's playback paused for 15 s, its time code standing still, then went on: the times
+    kept the old offset and lagged every arrival by 15 s (which the robot station refuses as
+    10 s old); a network stall of one late sample is undone by the next on-time one."""
+    codec = MvnCodec()
+    source = XsensLiveSource(("127.0.0.1", 0), clock=lambda: 0.0)
+    identity = {"pelvis": (np.zeros(3), np.array([1.0, 0, 0, 0]))}
+    try:
+        for k, (code_ms, arrival) in enumerate([(0, 10.0), (10, 10.01), (20, 25.02), (30, 25.03)]):
+            source.handle_datagram(codec.encode_pose(k, code_ms, identity)[0], arrival)
+            assert source.poll(arrival)[0] == pytest.approx(arrival, abs=1e-4), k
+        source.handle_datagram(codec.encode_pose(4, 40, identity)[0], 26.54)     # held 1.5 s by the network
+        source.handle_datagram(codec.encode_pose(5, 1550, identity)[0], 26.55)   # the next on time: its minimum
+        assert source.poll(26.55)[0] == pytest.approx(26.55, abs=1e-4)
+    finally:
+        source.close()

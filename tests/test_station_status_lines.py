@@ -49,10 +49,10 @@ def test_the_robot_status_names_the_task_it_predicts():
 def test_the_operator_is_warned_when_most_video_frames_arrive_incomplete():
     from teleop.stations.operator_status import incomplete_video_warning
 
-    assert incomplete_video_warning(completed=20, incomplete=0, buffer_s=0.0) is None
-    assert incomplete_video_warning(completed=20, incomplete=4, buffer_s=0.0) is None     # a lost datagram or two
-    assert incomplete_video_warning(completed=10, incomplete=9, buffer_s=0.0) is None     # not most
-    assert incomplete_video_warning(completed=1, incomplete=3, buffer_s=0.0) is None      # too few to tell
-    warning = incomplete_video_warning(completed=2, incomplete=18, buffer_s=0.3)
+    assert incomplete_video_warning(completed=20, incomplete=0, timeout_s=0.2) is None
+    assert incomplete_video_warning(completed=20, incomplete=4, timeout_s=0.2) is None     # a lost datagram or two
+    assert incomplete_video_warning(completed=10, incomplete=9, timeout_s=0.2) is None     # not most
+    assert incomplete_video_warning(completed=1, incomplete=3, timeout_s=0.2) is None      # too few to tell
+    warning = incomplete_video_warning(completed=2, incomplete=18, timeout_s=0.5)
     assert warning.startswith("18 of 20 video frames in the last interval arrived incomplete")
     assert "still missing 0.5 s after the frame's first" in warning and "--jitter-buffer" in warning

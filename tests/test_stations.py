@@ -16,15 +16,6 @@ from teleop.net.watchdog import WatchdogState
 from teleop.stations.robot_station import RobotStation, RobotStationConfig
 
 
-@pytest.fixture()
-def station_sim(robot):
-    from teleop.sim.simulator import Simulation
-
-    sim = Simulation(robot, visual=False)
-    yield sim
-    sim.close()
-
-
 def test_robot_station_rejects_garbage_and_forged_packets_over_udp(robot, station_sim):
     """A running station on a real UDP socket: garbage, packets signed with the wrong
     secret and replays are all dropped and counted; genuine commands keep working."""
@@ -325,8 +316,9 @@ def test_the_operator_video_report_gives_the_delay_spread_and_the_frames_lost():
     assert report.frames_lost == 2         # the late frame and the one with a missing chunk
 
 
-def _frames_shown_over_jittered_link(buffer_s: float, jitter_s: float, seed: int = 0) -> tuple[int, int]:
-    """(frames shown, frames sent): 10 s of 10 frames/s, each frame in 8 or more datagrams,
+def _frames_shown_over_jittered_link(buffer_s: float, jitter_s: float, seed: int = 0,
+                                     fps: float = 10.0) -> tuple[int, int]:
+    """(frames shown, frames sent): 100 frames at ``fps``, each frame in 8 or more datagrams,
     each datagram delayed by 0.75 s + N(0, jitter_s) on its own (`teleop netem --jitter-ms`),
     into the operator's VideoPath on a virtual clock ticking at 100 Hz."""
     from teleop.clock import VirtualClock
@@ -338,7 +330,7 @@ def _frames_shown_over_jittered_link(buffer_s: float, jitter_s: float, seed: int
     jpeg = JpegCodec().encode(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8))
     arrivals = []
     for k in range(100):
-        capture = 0.1 * k
+        capture = k / fps
         datagrams = list(wire.packetize(jpeg, stream_id=0, frame_id=k, codec=1, capture_s=capture, available_s=capture,
                                         encode_end_s=capture, send_clock=lambda: capture, max_datagram_bytes=400))
         assert len(datagrams) >= 8
@@ -349,7 +341,7 @@ def _frames_shown_over_jittered_link(buffer_s: float, jitter_s: float, seed: int
     video = VideoPath(clock, buffer_s=buffer_s)
     try:
         i = 0
-        for tick in np.arange(0.0, 14.0, 0.01):
+        for tick in np.arange(0.0, 100 / fps + 4.0, 0.01):
             clock.set(tick)
             while i < len(arrivals) and arrivals[i][0] <= tick:
                 video.handle(arrivals[i][2], arrivals[i][0])
@@ -365,8 +357,9 @@ def test_a_jitter_buffer_keeps_the_video_of_a_link_that_spreads_each_frames_data
     datagram. The reassembly waits as long as the jitter buffer absorbs: before, it dropped
     every frame not complete 0.2 s after its first datagram, and a link jittering by 300 ms
     showed none of 100 frames whatever the buffer (now 95 with a 1 s buffer)."""
-    shown, sent = _frames_shown_over_jittered_link(buffer_s=1.0, jitter_s=0.3)
-    assert shown >= 0.9 * sent
+    for fps in (10.0, 30.0):         # at 30 frames/s, 36 open at once: 16 evicted most (44 of 100)
+        shown, sent = _frames_shown_over_jittered_link(buffer_s=1.0, jitter_s=0.3, fps=fps)
+        assert shown >= 0.9 * sent, fps
     shown_no_jitter, _ = _frames_shown_over_jittered_link(buffer_s=0.0, jitter_s=0.0)
     assert shown_no_jitter == sent
 

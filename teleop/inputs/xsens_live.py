@@ -32,8 +32,10 @@ samples it may rise by ``DRIFT_ALLOWANCE_PPM`` of the elapsed time code (a quart
 drifts 10-100 ppm), i.e. ``offset = min(offset + allowance x elapsed, arrival - time_code)``,
 which follows either drift and adds at most allowance x (time since the least-delayed
 sample) of jitter (0.2 ms per second). The offset is re-estimated when the time code jumps
-back by 1 s or more (MVN restarted its clock); a sample less than 1 s older than the newest
-one is taken as reordered by the network and dropped (``dropped_stale_sample``).
+back by 1 s or more (MVN restarted its clock), or when a sample arrives ``OFFSET_JUMP_S`` or
+more later than the offset says (the time code stalled: MVN's playback paused, then went
+on); a sample less than 1 s older than the newest one is taken as reordered by the network
+and dropped (``dropped_stale_sample``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ AUTO_UNIT_SPAN_M = 0.1
 #: Rate [ppm] at which the clock-offset minimum may rise between samples (module docstring):
 #: above the drift of two quartz clocks, far below any network jitter.
 DRIFT_ALLOWANCE_PPM = 200.0
+#: A sample arriving this much later than the offset predicts [s] means the time code stalled
+#: (paused playback): the offset is re-estimated instead of aged.
+OFFSET_JUMP_S = 1.0
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -207,7 +212,12 @@ class XsensLiveSource:
             self._offset = sample_offset
         else:
             aged = self._offset + DRIFT_ALLOWANCE_PPM * 1e-6 * (code - self._last_time_code) / 1000.0
-            self._offset = min(aged, sample_offset)
+            # A sample a second or more later than the time code says (MVN's playback paused
+            # and resumed, its time code stalled): re-estimated, or every later time would lag
+            # its arrival by the pause (and the robot station refuses samples 10 s old). A
+            # network stall that delayed this sample is undone by the next on-time one (min).
+            jumped = sample_offset - aged >= OFFSET_JUMP_S
+            self._offset = sample_offset if jumped else min(aged, sample_offset)
         self._last_time_code = code
         self._newest = (code / 1000.0 + self._offset, pose)
         self._newest_sample = header.sample_counter

@@ -30,7 +30,9 @@ Payloads (all big-endian; float64 unless stated):
 * REFERENCES: ``u16 extras_flags | t | 20 × flat`` then, by flag bit 0/1/2,
   ``4 × head_orientation``, ``6 × left_leg``, ``6 × right_leg``
   (:class:`retarget.references.RobotReferences`; ``t`` is the sample time on the operator
-  clock, which may precede the packet's ``send_time``).
+  clock, which may precede the packet's ``send_time`` by up to ``MAX_SAMPLE_AGE_S`` and
+  follow it by up to ``MAX_SAMPLE_LEAD_S``: a receiver refuses it otherwise,
+  :func:`sample_time_problem`).
 * CLOCK_PING: ``u32 exchange_id`` (t1 is the packet's ``send_time``).
 * CLOCK_PONG: ``u32 exchange_id | ping_send_time (t1) | ping_receive_time (t2)``
   (t3 is the pong packet's ``send_time``).
@@ -240,6 +242,26 @@ def _field_equal(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return a == b
+
+
+# --------------------------------------------------------------------------- sample times
+#: Plausible age of a references sample when its packet is sent [s]: every input stamps its
+#: samples on the operator's clock as they come (a tracker's newest pose, a replayed frame
+#: when it is due), so a sample is not older than its packet by more than a loop period or
+#: two; a sample time 10 s before, or 1 s after, its packet's send time is a broken (or
+#: forged) clock, which would otherwise pass into τ_f and a recording's message times.
+MAX_SAMPLE_AGE_S = 10.0
+MAX_SAMPLE_LEAD_S = 1.0
+
+
+def sample_time_problem(t: float, send_time: float) -> str | None:
+    """What is wrong with a references sample stamped ``t`` sent at ``send_time`` (both on
+    the sender's clock) [s], or None: see ``MAX_SAMPLE_AGE_S``."""
+    lead = t - send_time
+    if -MAX_SAMPLE_AGE_S <= lead <= MAX_SAMPLE_LEAD_S:
+        return None
+    return (f"sample time {t:.6g} s is {lead:+.3g} s from its packet's send time "
+            f"(plausible: -{MAX_SAMPLE_AGE_S:g} to +{MAX_SAMPLE_LEAD_S:g} s)")
 
 
 # --------------------------------------------------------------------------- payload codecs

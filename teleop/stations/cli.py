@@ -140,14 +140,16 @@ class _SilenceWatch:
         print(f"[operator] warning: no {self.what} {when}: {hint}", file=sys.stderr)
 
 
-def _robot_silence_hint(sent: int) -> str:
+def _robot_silence_hint(sent: int, withheld: int = 0) -> str:
     """Why the robot may be silent. It sends FEEDBACK only once our commands arrive, and no
     video with ``--video-hz 0``: before the input gave its first pose, "is `teleop robot`
     running there?" alone blamed a robot that was running."""
     if sent:
         return "is `teleop robot` running there?"
-    return ("is `teleop robot` running there? (nothing was sent to it yet, the input gave no pose: "
-            "it answers our commands, and sends video only with --video-hz above 0)")
+    why = ("every command was withheld as one the robot would refuse (see the warning)" if withheld
+           else "the input gave no pose")
+    return (f"is `teleop robot` running there? (nothing was sent to it yet, {why}: it answers our commands, "
+            "and sends video only with --video-hz above 0)")
 
 
 def _input_spec(text: str) -> str:
@@ -623,7 +625,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
         watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
                                  f"feedback or video from the robot at {args.robot}",
-                                 lambda: _robot_silence_hint(station.sent))]
+                                 lambda: _robot_silence_hint(station.sent, station.implausible))]
         command_link = _CommandLinkWatch(station, video)
         from teleop.inputs.xsens_live import XsensLiveSource
 
@@ -652,9 +654,9 @@ def _run_operator(args: argparse.Namespace) -> int:
             print(status_line(now - then, station.sent - sent_then, video.displayed - shown_then, station.feedback,
                               video.buffer.report(), loop_timing.short()), file=sys.stderr)
             stats = video.receiver.stats
-            frames = (stats.frames_completed, stats.frames_dropped_timeout)
+            frames = (stats.frames_completed, stats.frames_dropped_timeout + stats.frames_dropped_evicted)
             warning = incomplete_video_warning(frames[0] - frames_then[0][0], frames[1] - frames_then[0][1],
-                                               args.jitter_buffer)
+                                               video.receiver.frame_timeout_s)
             frames_then[0] = frames
             if warning is not None and not warned_incomplete[0]:
                 warned_incomplete[0] = True     # once: the status line's fps says whether it lasts
@@ -679,9 +681,9 @@ def _run_operator(args: argparse.Namespace) -> int:
                       "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
             if station.first_implausible is not None and not warned_implausible[0]:
                 warned_implausible[0] = True      # once: the robot's watchdog state shows whether it lasts
-                print(f"[operator] warning: the retargeted commands leave what the robot can follow "
-                      f"({station.first_implausible}): not sent, the robot holds its pose; recalibrate "
-                      "(stand in the calibration pose) if the input drifted", file=sys.stderr)
+                print(f"[operator] warning: not sending commands the robot would refuse ({station.first_implausible}): "
+                      "the robot holds its pose; recalibrate (stand in the calibration pose) if the input drifted",
+                      file=sys.stderr)
             if station.missing_segments != lost[0]:   # a VR device lost or back: say so once
                 lost[0] = station.missing_segments
                 print(f"[operator] {', '.join(lost[0])} not tracked: nothing sent, the robot holds its pose"

@@ -18,6 +18,7 @@ One :meth:`OperatorStation.tick` per period (100 Hz by default):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,7 +31,7 @@ from retarget.references import RobotReferences
 from retarget.robot_target import RobotTarget
 from teleop.inputs.base import PoseSource  # the one input interface (re-exported here for older imports)
 from teleop.net.clock import answer_ping
-from teleop.net.protocol import Feedback, PacketType, VideoReport
+from teleop.net.protocol import Feedback, PacketType, VideoReport, sample_time_problem
 from teleop.video.codec import JpegCodec
 from teleop.video.jitter_buffer import JitterBuffer
 from teleop.video.receiver import DEFAULT_FRAME_TIMEOUT_S, ReceivedFrame, VideoReceiver
@@ -49,6 +50,11 @@ class OperatorStationConfig:
     jitter_buffer_s: float = 0.0
 
 
+#: Frames per second, all streams together, the video reassembly is sized for (two eye
+#: cameras at 30 Hz): the frames it keeps open while their datagrams arrive.
+MAX_FRAME_RATE_HZ = 60.0
+
+
 class VideoPath:
     """Receiving side of the video: datagrams -> frames -> jitter buffer -> display.
 
@@ -64,10 +70,13 @@ class VideoPath:
         self.clock = clock
         # A frame's datagrams are spread by the link's jitter like its packets' delays: the
         # jitter buffer absorbs that spread for whole frames, so the reassembly waits as long
-        # for a frame's last datagram. With the receiver's fixed 0.2 s, a link jittering by
-        # 300 ms (each datagram on its own) completed 2 frames in 20 s of 200 sent, whatever
-        # --jitter-buffer said; with a 1 s buffer it now keeps them (tests/test_video_path.py).
-        self.receiver = VideoReceiver(bind=bind, verify=verify, frame_timeout_s=DEFAULT_FRAME_TIMEOUT_S + buffer_s)
+        # for a frame's last datagram, and keeps as many frames open as arrive meanwhile. With
+        # the receiver's fixed 0.2 s, a link jittering by 300 ms (each datagram on its own)
+        # completed 2 frames in 20 s of 200 sent, whatever --jitter-buffer said; with a 1 s
+        # buffer it now keeps them (tests/test_stations.py, 10 and 30 frames/s).
+        timeout_s = DEFAULT_FRAME_TIMEOUT_S + buffer_s
+        self.receiver = VideoReceiver(bind=bind, verify=verify, frame_timeout_s=timeout_s,
+                                      max_frames_in_flight=max(16, math.ceil(MAX_FRAME_RATE_HZ * timeout_s)))
         self.codec = JpegCodec()
         self.buffer = JitterBuffer(buffer_length_s=buffer_s, clock_offset_s=0.0)
         self.on_display = on_display
@@ -129,11 +138,11 @@ class OperatorStation:
         self.robot_address = robot_address
         self.source = source
         self.retargeter = Retargeter(target)
-        # The robot station refuses references outside this envelope (robot_station.py): not
-        # sent, and said here, where the operator can do something about it (recalibrate).
+        # The robot station refuses references outside this envelope, or stamped far from
+        # their send time: not sent, and said here, where the operator can act (recalibrate).
         self.envelope = ReferenceEnvelope.for_target(target)
-        self.implausible = 0                          # references not sent: outside the envelope
-        self.first_implausible: str | None = None     # what was outside, the first time
+        self.implausible = 0                          # references not sent (see tick)
+        self.first_implausible: str | None = None     # why, the first time
         self.video = video
         self.config = config or OperatorStationConfig()
         self.feedback: Feedback | None = None
@@ -186,7 +195,9 @@ class OperatorStation:
             # A source may yield robot references directly (a replay of recorded
             # references, as the real-time trial does): those need no retargeting.
             refs = pose if isinstance(pose, RobotReferences) else self._retarget(t, pose)
-            problem = None if refs is None else self.envelope.violation(refs.to_flat())
+            # What the robot would refuse (robot_station.py), said here where it can be acted on.
+            problem = None if refs is None else (sample_time_problem(refs.t, now)
+                                                 or self.envelope.violation(refs.to_flat()))
             if problem is not None:
                 self.implausible += 1
                 self.first_implausible = self.first_implausible or problem

@@ -14,7 +14,6 @@ from enum import Enum
 from teleop.net.protocol import Feedback
 from teleop.net.watchdog import WatchdogState
 from teleop.prescient.compensator import CompensationState
-from teleop.video.receiver import DEFAULT_FRAME_TIMEOUT_S
 
 
 def state_name(states: type[Enum], code: int) -> str:
@@ -65,14 +64,15 @@ MIN_INCOMPLETE_FRAMES = 5
 MIN_INCOMPLETE_SHARE = 0.5
 
 
-def incomplete_video_warning(completed: int, incomplete: int, buffer_s: float) -> str | None:
+def incomplete_video_warning(completed: int, incomplete: int, timeout_s: float) -> str | None:
     """The warning for an interval in which most video frames arrived incomplete, or None.
 
     Args:
         completed: frames whose datagrams all arrived in the interval.
-        incomplete: frames dropped in the interval because a datagram was still missing
-            ``DEFAULT_FRAME_TIMEOUT_S + buffer_s`` after their first one.
-        buffer_s: the jitter buffer's length (``--jitter-buffer``) [s].
+        incomplete: frames dropped in the interval with a datagram still missing: after
+            ``timeout_s`` since their first one, or evicted by newer frames meanwhile.
+        timeout_s: the reassembly's wait for a frame's datagrams [s] (0.2 s plus the jitter
+            buffer, :class:`teleop.stations.operator_station.VideoPath`).
 
     Without it the status line's "video 0.0 fps" was the only sign that a lossy or jittery
     link was losing the video, and why.
@@ -81,5 +81,5 @@ def incomplete_video_warning(completed: int, incomplete: int, buffer_s: float) -
     if incomplete < MIN_INCOMPLETE_FRAMES or incomplete < MIN_INCOMPLETE_SHARE * begun:
         return None
     return (f"{incomplete} of {begun} video frames in the last interval arrived incomplete (a datagram lost, or "
-            f"still missing {DEFAULT_FRAME_TIMEOUT_S + buffer_s:.1f} s after the frame's first): over a jittery "
+            f"still missing {timeout_s:.1f} s after the frame's first): over a jittery "
             "link a longer --jitter-buffer keeps them; over a lossy one each datagram lost costs its frame")

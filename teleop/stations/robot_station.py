@@ -39,7 +39,7 @@ from retarget.references import CARTESIAN_INDICES, POSTURE_INDICES, SIGNAL_SLICE
 from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
 from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
-from teleop.net.protocol import Feedback, PacketType, VideoReport, format_address
+from teleop.net.protocol import Feedback, PacketType, VideoReport, format_address, sample_time_problem
 from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import (CompensationState, CompensatorConfig, CompensatorOutput,
                                           PrescientCompensator)
@@ -54,14 +54,6 @@ def _negated(offset: float | None) -> float:
     """-offset, or NaN (the protocol's "not known yet") for None."""
     return float("nan") if offset is None else -float(offset)
 
-
-#: Plausible age of a references sample when its packet is sent [s]: every input stamps its
-#: samples on the operator's clock as they come (a tracker's newest pose, a replayed frame
-#: when it is due), so a sample is not older than its packet by more than a loop period or
-#: two; a sample time 10 s before, or 1 s after, its packet's send time is a broken (or
-#: forged) clock, which would otherwise pass into τ_f and the recording's message times.
-MAX_SAMPLE_AGE_S = 10.0
-MAX_SAMPLE_LEAD_S = 1.0
 
 #: Compensation state codes carried by FEEDBACK packets.
 STATE_CODES = {state: i for i, state in enumerate(CompensationState)}
@@ -325,18 +317,14 @@ class RobotStation:
 
     def implausibility(self, received) -> str | None:
         """Why the authenticated references packet ``received`` cannot be a command, or None:
-        a sample time more than ``MAX_SAMPLE_AGE_S`` before (``MAX_SAMPLE_LEAD_S`` after) its
-        packet's send time, or values outside the robot's :class:`ReferenceEnvelope`. The
+        a sample time far from its packet's send time (:func:`sample_time_problem`), or values
+        outside the robot's :class:`ReferenceEnvelope`. The
         protocol has already refused non-finite values; these are finite but absurd (a client
         bug, a unit mistake), and tracked they swung the torso to its limits at 0.9 of the
         joints' speed limits."""
         packet = received.packet
         refs: RobotReferences = packet.message
-        lead = refs.t - packet.send_time
-        if not -MAX_SAMPLE_AGE_S <= lead <= MAX_SAMPLE_LEAD_S:
-            return (f"sample time {refs.t:.6g} s is {lead:+.3g} s from its packet's send time "
-                    f"(plausible: -{MAX_SAMPLE_AGE_S:g} to +{MAX_SAMPLE_LEAD_S:g} s)")
-        return self.envelope.violation(refs.to_flat())
+        return sample_time_problem(refs.t, packet.send_time) or self.envelope.violation(refs.to_flat())
 
     def takes(self, received) -> bool:
         """Whether the references packet ``received`` can be the operator's command: plausible,
