@@ -11,10 +11,6 @@ from teleop.data_args import check_output_location
 from teleop.json_safe import dumps
 
 
-#: Rate of an Xsens CSV file when --rate-hz is not given [Hz] (MVN's default export rate).
-DEFAULT_XSENS_RATE_HZ = 100.0
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("retarget", help="retarget a motion file to robot references (and execute it on the robot)",
                        description="Read a motion file (Xsens CSV/MVNX, ASF/AMC, BVH, VR trackers, .npz), retarget it "
@@ -94,10 +90,11 @@ def _run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():   # found before the work, not after it
         raise PreconditionError(f"--out {out} is a file: give a folder for the references and the plot")
     check_output_location(out, "--out")     # below a file: failed with 'Not a directory' after the work
+    motion = read_motion_file(args.file, args.rate_hz)
     if args.rate_hz is not None and (args.file.suffix.lower() == ".mcap" or sniff_format(args.file) != "xsens-csv"):
         # Else silently ignored: the user expects the take to play at the rate given.
-        raise UsageError(f"--rate-hz is for Xsens CSV files, which do not state their rate; {args.file} states its own")
-    motion = read_motion_file(args.file, args.rate_hz or DEFAULT_XSENS_RATE_HZ)
+        raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); {args.file} "
+                         f"is read at {motion.rate_hz:g} Hz")
     if motion.source and Path(motion.source).resolve() != args.file.resolve():
         # An Xsens joint-angle file (N.csv): the poses retargeted are its partner's (pN.csv).
         print(f"teleop retarget: reading the segment poses of {args.file} from {motion.source}", file=sys.stderr)

@@ -40,6 +40,16 @@ def sim(robot):
     simulation.close()
 
 
+@pytest.fixture()
+def station_sim(robot):
+    """A fresh simulation without rendering, for one robot station (one test)."""
+    from teleop.sim.simulator import Simulation
+
+    simulation = Simulation(robot, visual=False)
+    yield simulation
+    simulation.close()
+
+
 def free_port(kind: int = socket.SOCK_DGRAM) -> int:
     """A loopback port free at the time of asking (UDP unless ``kind`` says otherwise)."""
     with socket.socket(socket.AF_INET, kind) as sock:

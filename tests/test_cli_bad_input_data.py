@@ -178,12 +178,12 @@ def test_rate_hz_must_be_positive_and_finite(capsys, command, value):
     assert "argument --rate-hz" in usage_error(capsys, *command, "--rate-hz", value)
 
 
-def test_retarget_refuses_a_rate_for_a_file_that_states_its_own(capsys, tmp_path):
+def test_retarget_refuses_a_rate_for_a_file_other_than_an_xsens_csv(capsys, tmp_path):
     """--rate-hz on a .npz was silently ignored: the user expected the take at that rate."""
     take = SYNTHETIC / "squat" / "squat_0.npz"
-    rc, _, err = run_cli(capsys, "retarget", take, "--rate-hz", "50", "--out", tmp_path / "r")
+    rc, _, err = run_cli(capsys, "retarget", take, "--rate-hz", "60", "--out", tmp_path / "r")
     assert rc == 2 and error_line(err) == (
-        f"--rate-hz is for Xsens CSV files, which do not state their rate; {take} states its own")
+        f"--rate-hz applies to Xsens CSV files only (they do not state their rate); {take} is read at 50 Hz")
 
 
 def test_retarget_says_it_reads_a_joint_angle_files_poses_from_its_partner(capsys, tmp_path):

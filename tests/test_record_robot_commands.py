@@ -157,15 +157,6 @@ def test_bad_commands_or_states_fail_at_the_call_site(tmp_path):
 # ------------------------------------------------------------------ the robot station
 
 
-@pytest.fixture()
-def station_sim(robot):
-    from teleop.sim.simulator import Simulation
-
-    sim = Simulation(robot, visual=False)
-    yield sim
-    sim.close()
-
-
 def robot_session(path, robot, sim):
     """``teleop robot --record path`` on a virtual clock: the real station and its recorder
     hooks, an operator moving the right hand, falling silent (stale), then back (resuming).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from teleop.trials.delay_trial import TakeResult
 from teleop.trials.sweep import summarise, take_rows
 
@@ -64,6 +66,29 @@ def test_a_realtime_run_does_not_score_the_home_pose_held_before_the_first_refer
     assert result.whole["hand_cm"] == 0.0
     assert np.isnan(result.executed[waiting]).all()
     assert result.valid_mask(0.0).sum() == np.sum((t - start_wall >= 0.5 - 1e-9) & (t - start_wall + 0.5 <= 3.0))
+
+
+def test_a_realtime_runs_whole_take_error_counts_from_where_the_virtual_take_starts(tmp_path):
+    """A real-time take rests longer before its motion (the stations settle); its extra rest
+    (error near zero) diluted the whole-take error: 1.0 s more of it at 1.5 s round trip."""
+    import numpy as np
+
+    from retarget.references import FLAT_SIZE, ReferenceTrajectory
+    from teleop.stations.robot_station import TickRecord
+    from teleop.trials.realtime import read_robot_record, take_result, write_robot_record
+
+    start_wall = 50.0
+    take = ReferenceTrajectory(np.linspace(0.0, 3.0, 301), np.zeros((301, FLAT_SIZE)), label="squat")
+    t = start_wall + np.arange(0, 300) * 0.01
+    off = np.zeros(FLAT_SIZE)
+    off[3:9] = 0.02                                 # 2 cm off on every hand axis after the first second
+    records = [TickRecord(ti, off if ti - start_wall >= 1.0 else np.zeros(FLAT_SIZE), None, np.zeros((2, 3)),
+                          np.zeros(3), np.zeros(2), "passthrough", "ACTIVE", "ok") for ti in t]
+    path = tmp_path / "robot.npz"
+    write_robot_record(path, records, [""] * len(records), 0.5, len(records), 3.0)
+    diluted = take_result(read_robot_record(path), take, 1.0, False, start_wall)
+    scored = take_result(read_robot_record(path), take, 1.0, False, start_wall, whole_from=1.0)
+    assert scored.whole["hand_cm"] == pytest.approx(2.0) and diluted.whole["hand_cm"] < 1.9
 
 
 def test_a_realtime_run_is_scored_at_the_video_delay_the_operator_reported(tmp_path):

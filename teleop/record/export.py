@@ -197,6 +197,11 @@ def _listed(clashes: list[str]) -> str:
     return f"{', '.join(clashes[:3])}{' ...' if len(clashes) > 3 else ''}"
 
 
+def reference_channels(recording) -> list[str]:
+    """The topics of a recording's channels that hold robot references."""
+    return [topic for topic, info in recording.channels.items() if info.schema_name == REFERENCES_SPEC.schema_name]
+
+
 def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path, topic: str) -> None:
     """Refuse (ValueError, before anything is written) to replace an exported file that
     holds an episode of another recording, or of this recording's other channel than
@@ -217,7 +222,7 @@ def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path, topic: st
             continue                     # its episodes are skipped (and said): nothing replaced
         # A file exported before the files named their channel holds the recording's only
         # references channel if it has one; of a robot recording's two, which is unknown.
-        held = [t for t, info in recording.channels.items() if info.schema_name == REFERENCES_SPEC.schema_name]
+        held = reference_channels(recording)
         unnamed = held[0] if len(held) == 1 else None
         for episode in episodes:
             if not episode.task:
@@ -285,7 +290,7 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         if not episodes:
             result.skipped.append(f"{file.name}{NO_EPISODES}")
             continue
-        others = [t for t, info in recording.channels.items() if info.schema_name == REFERENCES_SPEC.schema_name]
+        others = reference_channels(recording)
         missing = f"no channel {topic}" + (f" (references are on {', '.join(others)})" if others else "")
         for episode in episodes:
             name = f"{file.name}#episode{episode.number}"

@@ -247,9 +247,10 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
                    help="for tests: at command 100 send a skipped or a duplicated sequence number")
 
 
-#: The demo summary's ``error_code`` when the server went away mid-session (not a protocol
-#: error code: nothing was said, the connection ended).
+#: The demo summary's ``error_code`` when the server went away mid-session, or fell silent
+#: for ``--timeout`` (not protocol error codes: nothing was said).
 E_CONNECTION_LOST = "connection_lost"
+E_SERVER_SILENT = "server_silent"
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -269,14 +270,19 @@ def run_demo(args: argparse.Namespace) -> int:
         except LockstepError as exc:
             report = client.report
             out = {"ok": False, "error": str(exc), "error_code": exc.code}
-        except (ConnectionError, TimeoutError) as exc:
-            # The server went away mid-session (stopped, killed): the summary of what ran is
-            # still printed, as the help says; before, one "[Errno 104] Connection reset by
-            # peer" line and no summary.
+        except OSError as exc:
+            # The server went away or fell silent mid-session (stopped, killed, a network
+            # down): the summary of what ran is still printed, as the help says; before, one
+            # "[Errno 104] Connection reset by peer" line and no summary.
             report = client.report
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-            out = {"ok": False, "error": f"connection to the server at {args.host}:{args.port} lost after "
-                                         f"{report.states} states: {reason}", "error_code": E_CONNECTION_LOST}
+            if isinstance(exc, TimeoutError):
+                out = {"ok": False, "error": f"no message from the server at {args.host}:{args.port} within "
+                                             f"{args.timeout:g} s after {report.states} states",
+                       "error_code": E_SERVER_SILENT}
+            else:
+                reason = exc.strerror or str(exc) or type(exc).__name__
+                out = {"ok": False, "error": f"connection to the server at {args.host}:{args.port} lost after "
+                                             f"{report.states} states: {reason}", "error_code": E_CONNECTION_LOST}
         out.update({"states": report.states, "first_seq": report.first_seq, "last_seq": report.last_seq,
                     "commands": report.commands, "seq_gaps": report.seq_gaps, "seq_repeats": report.seq_repeats,
                     "final_time_s": report.final_time_s, "client_wall_time_s": report.wall_time_s,

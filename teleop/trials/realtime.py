@@ -186,7 +186,12 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
     from teleop.stations.operator_station import OperatorStation, VideoPath
 
     one_way = rtt / 2.0
+    # The virtual trial's rest before the motion, and this run's longer one (link_settle_s):
+    # the whole-take error is scored from where the virtual trial's take would start, or the
+    # extra seconds of rest (near-zero error) would dilute it.
+    virtual_duration = pad_take(take, settings.lead_in, rtt).duration
     take = pad_take(take, max(settings.lead_in, link_settle_s(rtt, settings.jitter_ratio)), rtt)
+    extra_rest = take.duration - virtual_duration
     secret = session_secret()
     ctx = mp.get_context("spawn")
     # Every proxy, thread, socket and the child process are undone however the take ends
@@ -271,7 +276,7 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
         if child.exitcode != 0:
             raise RuntimeError(f"the robot station process failed (exit code {child.exitcode})")
         rec = read_robot_record(out_path)
-    return take_result(rec, take, rtt, library_path is not None, start_wall)
+    return take_result(rec, take, rtt, library_path is not None, start_wall, whole_from=extra_rest)
 
 
 def write_robot_record(path: str | Path, records: list, tasks: list[str], tau_b: float, ticks: int,
@@ -296,10 +301,11 @@ def read_robot_record(path: str | Path) -> dict:
 
 
 def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: bool,
-                start_wall: float) -> TakeResult:
+                start_wall: float, whole_from: float = 0.0) -> TakeResult:
     """Score one run's record (:func:`read_robot_record`) of the (padded) ``take`` played from
     ``start_wall`` [s, time.monotonic], as the virtual trial scores its runs; the task
     compensation began with is the recognised task at the first tick out of pass-through.
+    The whole-take errors count from ``whole_from`` [s after ``start_wall``].
 
     The operator sees a tick's video τ̂_b after it (``rec["tau_b"]``, measured from the
     operator's reports: the link's RTT/2 plus ~30 ms of rendering, coding and buffering on
@@ -321,7 +327,7 @@ def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: b
     result = TakeResult(rtt, compensated, engaged[0] if engaged else None, times=times,
                         executed=executed, truth=truth, states=states, take_duration=take.duration,
                         engaged_task=(began[0] or None) if began else None, label=take.label)
-    result.whole = result.errors_after(0.0)
+    result.whole = result.errors_after(whole_from)
     result.window = result.errors_after(result.engaged_at)
     result.robot_tick_hz = rec["ticks"] / rec["wall"]
     result.tau_b_scored = one_way
