@@ -24,8 +24,8 @@ from typing import Callable
 
 import numpy as np
 
-from retarget.human import HumanMotion
 from retarget.envelope import ReferenceEnvelope
+from retarget.human import HumanMotion
 from retarget.mapping import Retargeter
 from retarget.references import RobotReferences
 from retarget.robot_target import RobotTarget

@@ -318,10 +318,9 @@ class RobotStation:
     def implausibility(self, received) -> str | None:
         """Why the authenticated references packet ``received`` cannot be a command, or None:
         a sample time far from its packet's send time (:func:`sample_time_problem`), or values
-        outside the robot's :class:`ReferenceEnvelope`. The
-        protocol has already refused non-finite values; these are finite but absurd (a client
-        bug, a unit mistake), and tracked they swung the torso to its limits at 0.9 of the
-        joints' speed limits."""
+        outside the robot's :class:`ReferenceEnvelope`. The protocol has already refused
+        non-finite values; these are finite but absurd (a client bug, a unit mistake), and
+        tracked they swung the torso to its limits at 0.9 of the joints' speed limits."""
         packet = received.packet
         refs: RobotReferences = packet.message
         return sample_time_problem(refs.t, packet.send_time) or self.envelope.violation(refs.to_flat())
