@@ -93,6 +93,9 @@ def run_command(args: argparse.Namespace) -> int:
     the exit-code rule of every command: 2 and the command line's fault said for a
     :class:`UsageError`, 1 and one line for a file, data or network error, 130 when
     interrupted. ``TELEOP_DEBUG=1`` lets the traceback through."""
+    from teleop.blas_threads import limit_blas_threads
+
+    limit_blas_threads()      # small matrix products: threads only wait (teleop/blas_threads.py)
     try:
         with sigterm_as_interrupt():
             result = args.func(args)

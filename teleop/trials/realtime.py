@@ -108,6 +108,7 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
     (and the pipe's descriptors are not inherited by programs it starts).
     """
     from promp.library import TaskLibrary
+    from teleop.blas_threads import limit_blas_threads
     from teleop.net.protocol import PacketCodec, video_mac
     from teleop.net.udp import UdpEndpoint
     from teleop.robot.model import RobotModel
@@ -118,6 +119,7 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
     from teleop.stations.robot_station import RobotStation, RobotStationConfig
     from teleop.video.sender import VideoSender
 
+    limit_blas_threads()      # a spawned process: not through teleop's command line
     library = TaskLibrary.load(library_path) if library_path else None
     # Sockets and the simulation are closed however the station ends (stop, EOF, an error).
     with contextlib.ExitStack() as resources:
