@@ -372,9 +372,13 @@ class OnlineEstimator:
 
     @property
     def observations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(times (n,), values (n, D), masks (n, D)) stored so far, in arrival order."""
+        """(times (n,), values (n, D), masks (n, D)) stored so far, in arrival order: read-only
+        views (writing into the buffers would change what the next update conditions on)."""
         n = self._n
-        return self._times[:n], self._values[:n], self._masks[:n]
+        views = self._times[:n], self._values[:n], self._masks[:n]
+        for view in views:
+            view.flags.writeable = False
+        return views
 
     def _is_stored(self, t: float, y: np.ndarray, mask: np.ndarray | None) -> bool:
         """True if the exact observation (time, observed values, mask) is already stored."""

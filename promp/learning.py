@@ -34,6 +34,7 @@ Steps:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -101,11 +102,26 @@ class CovarianceRegularisation:
         relative: eps_d as a fraction of the mean diagonal of the signal's sample
             weight covariance block.
         absolute: added to eps_d [signal unit^2]; keeps the model proper with a single
-            demonstration (the hucebot library uses 1e-3 there).
+            demonstration (the hucebot library uses 1e-3 there). The default, 1e-8, keeps
+            it proper only: a ProMP of one demonstration then has a prior std of ~1e-4 and
+            cannot follow anyone who moves otherwise (:class:`SingleDemonstrationWarning`).
     """
 
     relative: float = 0.3
     absolute: float = 1e-8
+
+
+class SingleDemonstrationWarning(UserWarning):
+    """A ProMP learned from one demonstration with the default regularisation: it has no
+    spread (a prior std of ~1e-4 signal units), so conditioning cannot follow an operator who
+    moves otherwise; predictions stay on the demonstration with a covariance that claims
+    certainty. Learn from several demonstrations, or give
+    ``CovarianceRegularisation(absolute=...)`` the variance to allow [signal unit^2]."""
+
+
+#: Regularisations with an absolute term at or below this [signal unit^2] give a single
+#: demonstration no spread worth the name (:class:`SingleDemonstrationWarning`).
+_NO_SPREAD_VARIANCE = 1e-6
 
 
 #: Default regularisation, relative = 0.3, measured with leave-one-out prediction of the
@@ -176,6 +192,10 @@ def learn_promp(demos: Sequence[Demonstration], basis: RBFBasis | None = None, *
     """
     if len(demos) == 0:
         raise ValueError("need at least one demonstration")
+    if len(demos) == 1 and regularisation.absolute <= _NO_SPREAD_VARIANCE:
+        warnings.warn(f"{'task ' + repr(label) + ': ' if label else ''}a ProMP learned from one demonstration has "
+                      "no spread and cannot follow an operator who moves otherwise: learn from several, or give "
+                      "CovarianceRegularisation(absolute=...)", SingleDemonstrationWarning, stacklevel=2)
     if covariance not in ("full", "per_signal"):
         raise ValueError(f"covariance must be 'full' or 'per_signal', got {covariance!r}")
     basis = basis or RBFBasis()

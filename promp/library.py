@@ -20,6 +20,7 @@ the reason.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import zipfile
@@ -52,14 +53,16 @@ class TaskLibrary:
 
     # ------------------------------------------------------------- container
     def add(self, label: str, promp: ProMP) -> None:
-        """Add (or replace) task ``label``; sets ``promp.label`` to it. ValueError if its
-        number of signals differs from the library's."""
+        """Add (or replace) task ``label``: a copy of ``promp`` labelled ``label`` (the same
+        ProMP added under two labels kept only the last; the arrays are shared, not copied).
+        ValueError if its number of signals differs from the library's."""
         if self._promps:
             first = next(iter(self._promps.values()))
             if promp.n_signals != first.n_signals:
                 raise ValueError(f"task {label!r} has {promp.n_signals} signals, library has {first.n_signals}")
-        promp.label = label
-        self._promps[label] = promp
+        labelled = copy.copy(promp)
+        labelled.label = label
+        self._promps[label] = labelled
 
     @property
     def labels(self) -> list[str]:
@@ -222,8 +225,12 @@ class _CheckedMembers:
     """Read access to an opened .npz that refuses a member whose .npy header declares more
     data than the member holds, before numpy allocates the declared array."""
 
-    # Deflate expands at most ~1032:1; a member claiming more than this was not written by numpy.
-    _MAX_RATIO = 1100
+    # A library TaskLibrary.save wrote is stored (ratio 1), and the same library recompressed
+    # (np.savez_compressed) gains at most 5.2:1, on its label strings; deflate reaches ~1030:1
+    # on zeros, and a bound at that (it was 1100) let an 825 kB file claim 900 MB. A member
+    # over a megabyte that claims more than 50:1 is refused.
+    _MAX_RATIO = 50
+    _RATIO_CHECKED_FROM = 1 << 20
 
     def __init__(self, data: np.lib.npyio.NpzFile, path: str | os.PathLike) -> None:
         self._data, self._path = data, path
@@ -242,7 +249,7 @@ class _CheckedMembers:
         if name not in names:
             return                                    # KeyError from NpzFile below
         info = zf.getinfo(name)
-        if info.file_size > max(info.compress_size, 1) * self._MAX_RATIO:
+        if info.file_size > max(self._RATIO_CHECKED_FROM, max(info.compress_size, 1) * self._MAX_RATIO):
             raise LibraryFormatError(
                 f"{self._path}: corrupt task library (member {name!r} declares {info.file_size} bytes "
                 f"uncompressed from {info.compress_size} compressed)")

@@ -63,11 +63,17 @@ def _learn(takes, basis: int = 20, covariance: str = "full"):
     """One ProMP per task label from the takes, each cut to its moving part and tagged
     with its performer (HDM05: bd, bk, dg; unknown: one group), see
     :func:`teleop.prescient.training.learn_library`."""
+    import warnings
+
     from promp.basis import RBFBasis
+    from promp.learning import SingleDemonstrationWarning
     from teleop.prescient.training import learn_library
 
-    return learn_library([t.trajectory for t in takes], groups=[t.performer or None for t in takes],
-                         basis=RBFBasis(basis), covariance=covariance)
+    with warnings.catch_warnings():
+        # `teleop train` says it in its own words (a trial's leave-one-out may leave one take).
+        warnings.simplefilter("ignore", SingleDemonstrationWarning)
+        return learn_library([t.trajectory for t in takes], groups=[t.performer or None for t in takes],
+                             basis=RBFBasis(basis), covariance=covariance)
 
 
 def _each_once(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
@@ -108,6 +114,12 @@ def _train(args: argparse.Namespace) -> int:
     for label in library.labels:
         promp = library[label]
         print(f"  {label:32s} {counts[label]:3d} takes, mean motion {promp.duration:.2f} s")
+    single = [label for label in library.labels if counts[label] == 1]
+    if single:
+        # Its ProMP has no spread: the robot would replay that one take whatever the operator does.
+        print(f"teleop train: warning: {', '.join(single)} learned from one take{' each' if len(single) > 1 else ''}: "
+              "a task learned from one take has no spread to follow an operator who moves otherwise; record "
+              "several (5 or more)", file=sys.stderr)
     return 0
 
 

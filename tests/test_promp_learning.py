@@ -96,3 +96,33 @@ def test_bad_inputs_are_rejected(demos):
         Demonstration(np.array([0.0, 0.0, 1.0]), np.zeros((3, 2)))
     with pytest.raises(ValueError):
         learn_promp([demos[0], Demonstration(demos[0].times, demos[0].values[:, :2])])
+
+
+def test_one_demonstration_with_the_default_regularisation_is_warned_of(demos):
+    """It learns a ProMP with a prior std of ~1e-4 that cannot follow anyone (a library
+    user got no word of it); with an absolute regularisation given, no warning."""
+    import warnings
+
+    from promp.learning import CovarianceRegularisation, SingleDemonstrationWarning
+
+    with pytest.warns(SingleDemonstrationWarning, match="task 'reach': a ProMP learned from one demonstration"):
+        learn_promp(demos[:1], label="reach")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        learn_promp(demos[:1], regularisation=CovarianceRegularisation(absolute=1e-3))
+        learn_promp(demos[:2])
+
+
+def test_teleop_train_says_which_tasks_have_one_take(tmp_path, capsys):
+    import shutil
+
+    from conftest import SYNTHETIC
+    from teleop.cli import main
+
+    (tmp_path / "squat").mkdir()
+    shutil.copy(SYNTHETIC / "squat" / "squat_0.npz", tmp_path / "squat")
+    shutil.copytree(SYNTHETIC / "reach_forward", tmp_path / "reach_forward")
+    assert main(["train", str(tmp_path), "-o", str(tmp_path / "lib.npz")]) == 0
+    err = capsys.readouterr().err
+    assert "teleop train: warning: squat learned from one take: a task learned from one take has no spread" in err
+    assert "SingleDemonstrationWarning" not in err

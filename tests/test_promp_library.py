@@ -191,6 +191,35 @@ def test_a_member_declaring_a_huge_shape_is_refused_without_allocating_it(tmp_pa
         TaskLibrary.load(path)
 
 
+def test_a_deflated_member_claiming_far_more_than_it_holds_is_refused(tmp_path, library):
+    """A zip bomb within deflate's limit: an 825 kB file whose t0/low_rank inflates to
+    900 MB loaded, and took that memory (the ratio bound was deflate's own, 1100:1)."""
+    import io
+    import zipfile
+
+    good = tmp_path / "good.npz"
+    library.save(good)
+    path = tmp_path / "bomb.npz"
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (8 << 20,)})
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            if info.filename != "t0/low_rank.npy":
+                dst.writestr(info.filename, src.read(info))
+        with dst.open("t0/low_rank.npy", "w", force_zip64=True) as member:
+            member.write(header.getvalue())
+            for _ in range(64):
+                member.write(b"\0" * (1 << 20))              # 64 MiB of zeros: ~65 kB deflated
+    assert path.stat().st_size < 200_000
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: corrupt task library .*t0/low_rank"):
+        TaskLibrary.load(path)
+    # A library recompressed as numpy does it still loads (its members gain at most ~5:1).
+    recompressed = tmp_path / "recompressed.npz"
+    with np.load(good) as data:
+        np.savez_compressed(recompressed, **{key: data[key] for key in data.files})
+    assert TaskLibrary.load(recompressed).labels == library.labels
+
+
 def test_an_unknown_zip_compression_method_is_a_library_format_error(tmp_path, library):
     # Before: zipfile's NotImplementedError ("That compression method is not supported").
     raw = bytearray(_raw(tmp_path, library))

@@ -153,3 +153,27 @@ def test_a_missing_library_file_is_called_missing(tmp_path):
     assert "not a ProMP task library" not in str(e.value)
     with pytest.raises(LibraryFormatError, match="is a directory"):
         TaskLibrary.load(tmp_path)
+
+
+def test_the_stored_observations_cannot_be_written_through_and_a_shared_promp_keeps_both_labels():
+    """Writing into OnlineEstimator.observations changed what the next update conditioned on
+    (by 192 signal units); TaskLibrary({'a': q, 'b': q}) labelled task 'a' 'b'."""
+    from promp import OnlineEstimator, TaskLibrary
+    from promp.synthetic import make_tasks
+
+    rng = np.random.default_rng(0)
+    task = make_tasks(1, 2, 4)[0]
+    library = TaskLibrary.learn({task.label: task.demonstrations(rng, 5)})
+    estimator = OnlineEstimator(library)
+    held = task.execution(rng)[0]
+    for t, y in zip(held.times[:20], held.values[:20]):
+        estimator.update(t, y)
+    times, values, masks = estimator.observations
+    for array in (times, values, masks):
+        with pytest.raises(ValueError, match="read-only"):
+            array[...] = 0
+    estimator.update(held.times[20], held.values[20])          # the buffers themselves stay writable
+
+    shared = library[task.label]
+    both = TaskLibrary({"a": shared, "b": shared})
+    assert (both["a"].label, both["b"].label) == ("a", "b")
