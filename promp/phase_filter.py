@@ -36,6 +36,7 @@ estimate is continuous, not one of the grid values.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -46,6 +47,10 @@ from promp.model import ProMP
 __all__ = ["PhaseGridConfig", "TaskPhaseFilter", "TimeWarp"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+#: The speed estimates :class:`PhaseGridConfig` offers (see its ``speed_estimate``).
+SPEED_ESTIMATES = ("smooth", "mean", "map")
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,36 @@ class PhaseGridConfig:
     down_weighted_signals: tuple[str, ...] = ()
     down_weight_factor: float = 10.0
 
+    def __post_init__(self) -> None:
+        """ValueError naming the field for settings that cannot work: they failed deep in
+        numpy (``n_speeds=0``, a negative speed) or, worse, silently gave wrong numbers (a
+        misspelt ``speed_estimate`` fell back to the MAP; ``evidence_rate_hz=0`` counted one
+        observation as evidence, ever)."""
+        lo, hi = self.speed_range
+        if not 0 < lo <= hi < math.inf:
+            raise ValueError(f"speed_range must be 0 < low <= high (finite), got {self.speed_range}")
+        lo, hi = self.offset_range
+        if not -math.inf < lo <= hi < math.inf:
+            raise ValueError(f"offset_range must be low <= high (finite), got {self.offset_range}")
+        for name, least in (("n_speeds", 1), ("n_offsets", 1), ("n_phase_points", 2), ("latent_rank", 0),
+                            ("min_evidence_for_pruning", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        for name in ("evidence_rate_hz", "speed_prior_log_std", "offset_prior_std"):
+            value = getattr(self, name)
+            if not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        if not 0 <= self.residual_fraction <= 1:
+            raise ValueError(f"residual_fraction must be in [0, 1], got {self.residual_fraction!r}")
+        if not 0 <= self.library_floor_fraction < math.inf:
+            raise ValueError(f"library_floor_fraction must be >= 0, got {self.library_floor_fraction!r}")
+        if self.speed_estimate not in SPEED_ESTIMATES:
+            raise ValueError(f"speed_estimate must be one of {', '.join(SPEED_ESTIMATES)}, "
+                             f"got {self.speed_estimate!r}")
+        if not self.prune_log_ratio > 0:
+            raise ValueError(f"prune_log_ratio must be > 0 (inf: no pruning), got {self.prune_log_ratio!r}")
+
     def signal_factors(self, signal_names: Sequence[str] | None, n_signals: int) -> np.ndarray:
         """(D,) factor on each signal's residual variance in the likelihood (1 = unchanged):
         ``down_weight_factor`` on the ``down_weighted_signals``.
@@ -242,7 +277,11 @@ class PhaseGridConfig:
         return factors
 
     def speeds(self) -> np.ndarray:
+        """(n_speeds,) speeds spaced evenly in log; one speed is the range's geometric middle
+        (as one offset is the middle of its range; it was the range's low end, 0.5)."""
         lo, hi = self.speed_range
+        if self.n_speeds == 1:
+            return np.array([math.sqrt(lo * hi)])
         return np.exp(np.linspace(np.log(lo), np.log(hi), self.n_speeds))
 
     def offsets(self) -> np.ndarray:

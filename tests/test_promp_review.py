@@ -177,3 +177,26 @@ def test_the_stored_observations_cannot_be_written_through_and_a_shared_promp_ke
     shared = library[task.label]
     both = TaskLibrary({"a": shared, "b": shared})
     assert (both["a"].label, both["b"].label) == ("a", "b")
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("n_speeds", 0, "n_speeds must be an integer >= 1"),
+    ("speed_range", (-1.0, 2.0), "speed_range must be 0 < low <= high"),
+    ("evidence_rate_hz", 0.0, "evidence_rate_hz must be a positive finite number"),
+    ("speed_estimate", "meen", "speed_estimate must be one of smooth, mean, map"),
+    ("latent_rank", -1, "latent_rank must be an integer >= 0"),
+    ("n_phase_points", 1, "n_phase_points must be an integer >= 2"),
+])
+def test_a_phase_grid_that_cannot_work_is_refused_naming_its_field(field, value, words):
+    """These failed deep in numpy (n_speeds=0, a negative speed) or silently gave wrong
+    numbers (a misspelt estimate fell back to the MAP; rate 0 counted one observation)."""
+    from promp.phase_filter import PhaseGridConfig
+
+    with pytest.raises(ValueError, match=words):
+        PhaseGridConfig(**{field: value})
+
+
+def test_a_one_speed_grid_is_the_ranges_middle():
+    from promp.phase_filter import PhaseGridConfig
+
+    assert PhaseGridConfig(n_speeds=1).speeds() == pytest.approx([1.0])      # (0.5, 2.0): not 0.5
