@@ -129,3 +129,27 @@ def test_hostile_gains_file_is_a_gains_format_error(tmp_path, data):
     with pytest.raises(GainsFormatError) as err:
         load_gains(path)
     assert "gains.json" in str(err.value) and "\n" not in str(err.value)
+
+
+def _worker_handlers():
+    import signal
+
+    return signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_tune_pool_workers_die_on_sigterm_and_leave_ctrl_c_to_the_parent():
+    """Workers forked under teleop's SIGTERM handler (KeyboardInterrupt) inherited it; the
+    pool's terminate at the end of `teleop tune` then hung one run in nine, a worker caught
+    inside the task queue's lock."""
+    import multiprocessing
+
+    from teleop.cli import sigterm_as_interrupt
+    from teleop.tuning.experiment import _worker_signals
+
+    with sigterm_as_interrupt():
+        pool = multiprocessing.Pool(1, initializer=_worker_signals)
+        try:
+            assert pool.apply(_worker_handlers) == (True, True)
+        finally:
+            pool.close()
+            pool.join()

@@ -23,6 +23,7 @@ Avg50PercentResponseTime (all of the step animation, aggregated over joints as Â
 from __future__ import annotations
 
 import multiprocessing
+import signal
 
 import sys
 from dataclasses import dataclass, field, replace
@@ -217,7 +218,26 @@ def run_experiment(numbers=(1, 2, 3, 4), settings: ExperimentSettings | None = N
         return {n: run_setup(n, settings) for n in numbers}
     # multiprocessing's Pool, not ProcessPoolExecutor: on Ctrl-C / SIGTERM (a
     # KeyboardInterrupt here) its workers are terminated at once, where the executor's exit
-    # would wait minutes for the running setups to finish.
-    with multiprocessing.Pool(min(jobs, len(numbers))) as pool:   # __exit__ terminates
+    # would wait minutes for the running setups to finish. Once the work is done they are
+    # closed and joined, not terminated: terminating idle workers that had inherited
+    # teleop's SIGTERM handler (which raises KeyboardInterrupt) hung one run in nine for
+    # good, a worker interrupted inside the task queue's lock (_worker_signals).
+    pool = multiprocessing.Pool(min(jobs, len(numbers)), initializer=_worker_signals)
+    try:
         results = pool.starmap(run_setup, [(n, settings) for n in numbers])
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
     return dict(zip(numbers, results))
+
+
+def _worker_signals() -> None:
+    """In a pool worker: SIGTERM ends it at once (the default; teleop's handler, inherited
+    from the parent, turned it into a KeyboardInterrupt the worker could be caught by while
+    holding the queue's lock), and Ctrl-C, which the terminal sends the whole process
+    group, is left to the parent, which terminates the pool."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
