@@ -163,7 +163,8 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
                 last_moving = clock.now()
             elif k >= n_ticks and clock.now() - last_moving >= settings.rtt + settings.settle:
                 break
-            if k == n_ticks:    # past --duration: say why the session goes on
+            if k == n_ticks:    # past --duration: no new task; say why the session goes on
+                source.wind_down()
                 bar.set_description(desc + ", finishing the motion under way")
             bar.update(1)
             if video is not None:

@@ -414,3 +414,25 @@ def test_shipped_dataset_loads_and_is_small():
         assert m.meta["label"] == row["task"] and len(m) == int(row["frames"]) and m.com is not None
     size = sum(p.stat().st_size for p in DATASET.rglob("*") if p.is_file())
     assert size < 3.2e6
+
+
+def test_an_operator_winding_down_finishes_its_motion_then_rests_for_good():
+    """`teleop demo --duration 6 --rtt 3` ran to its hidden 15 s cap and stopped mid-reach:
+    the operator kept beginning tasks, and no rest (1.5-3 s) lasted the round trip plus 0.5 s
+    the session waits for. Winding down begins no new task; the stream up to then is the
+    same as without it."""
+    with (SyntheticOperator(seed=2, rate_hz=RATE, clock=VirtualClock(0.0)) as calm,
+          SyntheticOperator(seed=2, rate_hz=RATE, clock=VirtualClock(0.0)) as busy):
+        before = calm.frames_until(6.0)
+        assert all(a[0] == b[0] and np.array_equal(a[1]["right_hand"][0], b[1]["right_hand"][0])
+                   for a, b in zip(before, busy.frames_until(6.0)))
+        calm.wind_down()
+        doing = calm.task_at(before[-1][0])
+        after = calm.frames_until(40.0)
+        labels = [calm.task_at(f[0]) for f in after]
+        if doing != "rest":                                   # the motion under way is finished
+            assert labels[0] == doing
+        first_rest = labels.index("rest")
+        assert set(labels[first_rest:]) == {"rest"}           # and no task after it
+        assert after[-1][0] - after[first_rest][0] > 25.0
+        assert {busy.task_at(f[0]) for f in busy.frames_until(40.0)} - {"rest"}   # without it: tasks go on

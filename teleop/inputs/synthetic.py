@@ -1098,6 +1098,10 @@ _OPERATOR_LOOKAHEAD = 2      # motions it keeps scheduled (generating) ahead of 
 # (w, x, y, z))}): every input backend's type, teleop.inputs.base.Frame (imported above, still importable here).
 
 
+#: Length of each rest an operator winding down keeps scheduling [s] (:meth:`SyntheticOperator.wind_down`).
+WIND_DOWN_REST_S = 5.0
+
+
 class SyntheticOperator:
     """A live synthetic operator for the operator station: random tasks with rests, on a clock.
 
@@ -1161,6 +1165,7 @@ class SyntheticOperator:
         self._t0: float | None = None
         self._last = -1
         self._next_is_rest = True
+        self._winding_down = False
         if self._executor is not None:
             for _ in range(_OPERATOR_LOOKAHEAD):     # start computing the first motions now
                 self._schedule_next()
@@ -1180,13 +1185,39 @@ class SyntheticOperator:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def wind_down(self) -> None:
+        """Begin no new task: the motion under way is finished, then the operator rests for
+        good (the end of `teleop demo`, whose session ends with the operator and the robot at
+        rest: a task begun after its --duration kept it going, and an operator whose rests
+        are all shorter than a long round trip never rested long enough to end it). Tasks
+        scheduled but not begun are replaced by rests; the stream up to here is unchanged."""
+        if self._winding_down:
+            return
+        self._winding_down = True
+        kept = []
+        for job, future in self._pending:
+            if job[0] == "rest":
+                kept.append((job, future))
+            else:
+                if future is not None:
+                    future.cancel()          # being generated ahead: no longer needed
+                kept.append((self._rest_job(WIND_DOWN_REST_S), None))
+        self._pending = kept
+
     # -------------------------------------------------------------- schedule
+    def _rest_job(self, duration: float) -> tuple:
+        """The :func:`generate` arguments of a rest of ``duration`` seconds (still N-pose ends excluded)."""
+        return ("rest", int(self._rng.integers(2 ** 31)), self.rate_hz, self.performer, 1.0, duration)
+
     def _schedule_next(self) -> None:
         """Decide the next motion of the schedule and start generating it."""
+        if self._winding_down:
+            self._pending.append((self._rest_job(WIND_DOWN_REST_S), None))
+            return
         if self._next_is_rest:
             still = 2 * STILL_S[0]
             duration = max(self._rng.uniform(*self.rest_s) - still, 0.1)
-            job = ("rest", int(self._rng.integers(2 ** 31)), self.rate_hz, self.performer, 1.0, duration)
+            job = self._rest_job(duration)
         else:
             task = self.tasks[int(self._rng.integers(len(self.tasks)))]
             job = (task, int(self._rng.integers(2 ** 31)), self.rate_hz, self.performer, None, 1.0)
