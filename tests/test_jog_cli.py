@@ -4,6 +4,7 @@ detection -> filter -> mapping -> whole-body controller -> safety -> simulated r
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -254,3 +255,28 @@ def test_a_video_without_the_tag_ends_with_a_warning_and_exit_code_1(video, caps
     captured = capsys.readouterr()
     assert "tag seen in 0" in captured.out
     assert "warning: no AprilTag 36h11 id 5 was seen in any of the 96 frames" in captured.err
+
+
+def test_a_clutch_that_stdin_can_never_toggle_is_said(video, capsys, monkeypatch):
+    """`--clutch enter` with standard input at its end (</dev/null): the clutch was never
+    engaged, nothing said so, and the summary blamed the tag ("no tag seen", seen in every frame)."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["jog", "--camera", str(video), "--mode", "relative", "--clutch", "enter", "--duration", "0.5",
+                 "--no-collision-checks"]) == 0
+    out, err = capsys.readouterr()
+    assert "teleop jog: warning: standard input ended: the clutch stays released (--clutch held engages it" in err
+    assert "orientation followed: no (the clutch was never engaged)" in out
+
+
+def test_a_fall_is_said_and_stops_the_run(tmp_path, capsys):
+    """`--scale 20` sent the hand 2 m out of reach and pulled the robot over: the run stopped
+    with exit code 1 and only "robot FELL" at the end of the summary."""
+    video = tmp_path / "tag.mp4"
+    assert main(["jog", "--make-test-video", str(video)]) == 0
+    capsys.readouterr()
+    assert main(["jog", "--camera", str(video), "--scale", "20"]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"teleop jog: error: the robot fell at \d+\.\d\d s \(base height 0\.\d+ m, from 0\.619 m\): "
+                     r"the run stopped", err), err

@@ -314,7 +314,14 @@ def _run_jog(args: argparse.Namespace) -> int:
               "--tag-id, the tag family, lighting and focus; --make-test-video OUT writes a video that works)",
               file=sys.stderr)
         return 1
-    return 0 if not summary["fell"] else 1
+    if summary["fell"]:
+        # Said, not only in the summary's last line: the run stopped early, exit code 1.
+        print(f"teleop jog: error: the robot fell at {summary['fell_at_s']:.2f} s (base height "
+              f"{summary['base_height_min_m']:.3f} m, from {summary['base_height_start_m']:.3f} m): the run stopped; "
+              "goals far out of reach pull the robot over (a smaller --scale keeps them within reach)",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 def partial_path(out: Path) -> Path:
@@ -541,6 +548,7 @@ class JogRun:
         self.base_height0 = float(self.sim.sim.state().q[2])
         self.clutch = clutch_mode == "held"
         self.clutch_mode = clutch_mode
+        self.clutch_toggled = False     # ever engaged with Enter (--clutch enter)
         self.view = None
         if args.view == "web":
             from teleop.jog.web import JogWebView
@@ -559,6 +567,7 @@ class JogRun:
         self.sim_hand_start = self.sim.hand_position(args.hand).copy()
         self.min_base_height = self.base_height0
         self.fell = False
+        self.fell_at: float | None = None     # control time of the fall [s]
         self.goal_start = None
         self.last_report = None
         self.sim_time = 0.0
@@ -606,8 +615,8 @@ class JogRun:
             self._warn_out_of_reach(t, report.hand_to_goal_m)
         z = float(self.sim.sim.state().q[2])
         self.min_base_height = min(self.min_base_height, z)
-        if z < 0.5 * self.base_height0 or self.sim.sim.other_contacts() > 0:
-            self.fell = True
+        if (z < 0.5 * self.base_height0 or self.sim.sim.other_contacts() > 0) and not self.fell:
+            self.fell, self.fell_at = True, t
 
     def _warn_out_of_reach(self, t: float, hand_to_goal_m: float) -> None:
         """Said once, when it first happens (live, the operator can still react); the
@@ -642,21 +651,28 @@ class JogRun:
     def run(self, camera, first, realtime: bool) -> dict:
         started = time.monotonic()
         if self.clutch_mode == "enter" and self.args.mode == "relative":
-            threading.Thread(target=self._read_enter, daemon=True, name="jog-clutch").start()
             print("relative mode: press Enter to engage / release the clutch", file=sys.stderr)
+            threading.Thread(target=self._read_enter, daemon=True, name="jog-clutch").start()
         try:
             if realtime:
                 t_end = self._run_realtime(camera, first)
             else:
                 t_end = self._run_virtual(camera, first)
         except KeyboardInterrupt:
-            t_end = time.monotonic() - started
+            # Stopped: a file played on the virtual clock got as far as the simulation did
+            # (the wall time was reported as its "virtual time" before).
+            t_end = time.monotonic() - started if realtime else self.sim_time
         return self.summary(t_end, time.monotonic() - started, realtime)
 
     def _read_enter(self) -> None:
         for _ in sys.stdin:
             self.clutch = not self.clutch
+            self.clutch_toggled = True
             print(f"clutch {'engaged' if self.clutch else 'released'}", file=sys.stderr)
+        # Standard input ended (not a terminal: </dev/null, a finished pipe): nothing can
+        # toggle the clutch any more, which the run otherwise never said.
+        print(f"teleop jog: warning: standard input ended: the clutch stays {'engaged' if self.clutch else 'released'} "
+              "(--clutch held engages it for the whole run)", file=sys.stderr)
 
     def _run_virtual(self, camera, first) -> float:
         """Every frame of the file, frame k at t = k / fps; control ticks in between."""
@@ -833,7 +849,9 @@ class JogRun:
             "orientation_enabled": self.settings.orientation,
             "orientation_valid": bool(r and r.filtered and r.filtered.orientation_valid),
             "base_height_start_m": self.base_height0, "base_height_min_m": self.min_base_height,
-            "fell": bool(self.fell),
+            "fell": bool(self.fell), "fell_at_s": self.fell_at,
+            "clutch_never_engaged": bool(self.args.mode == "relative" and self.clutch_mode == "enter"
+                                         and not self.clutch_toggled and not self.clutch),
         }
 
     def close(self) -> None:
@@ -849,6 +867,8 @@ def format_summary(s: dict) -> str:
 
     if not s["orientation_enabled"]:
         orientation = "no (--no-orientation)"
+    elif not s["goal_ticks"] and s.get("clutch_never_engaged"):
+        orientation = "no (the clutch was never engaged)"
     elif not s["goal_ticks"]:
         orientation = "no (no tag seen)"
     elif not s["orientation_ticks"]:
