@@ -183,6 +183,11 @@ class TaskLibrary:
         labels = data["labels"]
         if labels.ndim != 1:
             raise LibraryFormatError(f"{path}: task library 'labels' must be a list of labels, got shape {labels.shape}")
+        names = [str(label) for label in labels]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            # Loaded, the later task silently replaced the earlier one of the same label.
+            raise LibraryFormatError(f"{path}: task library labels repeat: {', '.join(map(repr, repeated))}")
         lib = cls()
         for i, label in enumerate(labels):
             label, p = str(label), f"t{i}/"
@@ -198,14 +203,18 @@ class TaskLibrary:
                     raise ValueError(f"weight_mean must be 2-D (signals, basis functions), got shape {weight_mean.shape}")
                 if isinstance(spec, dict) and "n_basis" in spec and spec["n_basis"] != weight_mean.shape[1]:
                     raise ValueError(f"basis n_basis {spec['n_basis']!r} does not match weight_mean shape {weight_mean.shape}")
+                coupled = data[p + "coupled"]
+                if coupled.shape != () or coupled.dtype != bool:
+                    raise ValueError(f"coupled must be a boolean, got {coupled.tolist()!r}")   # bool("False") is True
                 kw = dict(basis=RBFBasis.from_dict(spec),
-                          weight_mean=weight_mean, noise_var=data[p + "noise_var"],
-                          durations=data[p + "durations"], coupled=bool(data[p + "coupled"]),
+                          weight_mean=_real(weight_mean, "weight_mean"), noise_var=_real(data[p + "noise_var"], "noise_var"),
+                          durations=_real(data[p + "durations"], "durations"), coupled=bool(coupled),
                           label=label)
                 if p + "low_rank" in data:
-                    kw.update(low_rank=data[p + "low_rank"], block_var=data[p + "block_var"])
+                    kw.update(low_rank=_real(data[p + "low_rank"], "low_rank"),
+                              block_var=_real(data[p + "block_var"], "block_var"))
                 else:
-                    kw.update(dense_cov=data[p + "dense_cov"])
+                    kw.update(dense_cov=_covariance(_real(data[p + "dense_cov"], "dense_cov")))
                 if p + "signal_names" in data:
                     kw.update(signal_names=tuple(str(s) for s in data[p + "signal_names"]))
                 if p + "group_var" in data:
@@ -271,6 +280,29 @@ class _CheckedMembers:
             raise LibraryFormatError(
                 f"{self._path}: corrupt task library (member {name!r} declares shape {shape} "
                 f"({declared} bytes) but holds {info.file_size} bytes)")
+
+
+def _real(array: np.ndarray, name: str) -> np.ndarray:
+    """``array`` if it holds real numbers; ValueError otherwise (complex weights lost their
+    imaginary part with a ComplexWarning, strings failed deep in numpy)."""
+    if array.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    return array
+
+
+def _covariance(cov: np.ndarray) -> np.ndarray:
+    """``cov`` if it is a square, symmetric, positive semi-definite matrix (to rounding);
+    ValueError otherwise (a negative one gave negative variances)."""
+    if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
+        raise ValueError(f"dense_cov must be a square matrix, got shape {cov.shape}")
+    if not np.all(np.isfinite(cov)):
+        raise ValueError("dense_cov must be finite")
+    scale = max(float(np.max(np.abs(cov))), np.finfo(float).tiny)
+    if not np.allclose(cov, cov.T, rtol=0.0, atol=1e-9 * scale):
+        raise ValueError("dense_cov must be symmetric")
+    if float(np.linalg.eigvalsh(cov).min()) < -1e-9 * scale:
+        raise ValueError("dense_cov must be positive semi-definite")
+    return cov
 
 
 def _reason(exc: BaseException) -> str:

@@ -243,3 +243,23 @@ def test_a_huge_infinite_or_deeply_nested_basis_is_refused(tmp_path, library, ba
     path = _rewritten(tmp_path / "lib.npz", library, lambda a: a.__setitem__("t0/basis", np.array(basis)))
     with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: task .* is malformed .*{message}"):
         TaskLibrary.load(path)
+
+
+def _negated_dense(arrays):
+    key = next(k for k in arrays if k.endswith("/dense_cov"))
+    arrays[key] = -arrays[key]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.__setitem__("labels", np.array([a["labels"][0]] * len(a["labels"]))), "labels repeat"),
+    (lambda a: a.__setitem__("t0/coupled", np.array("False")), "coupled must be a boolean"),
+    (lambda a: a.__setitem__("t0/weight_mean", a["t0/weight_mean"] * (1 + 1j)), "weight_mean must hold real numbers"),
+    (_negated_dense, "dense_cov must be positive semi-definite"),
+], ids=["repeated-labels", "coupled-string", "complex-weights", "negative-covariance"])
+def test_a_library_whose_content_cannot_be_right_is_refused(tmp_path, library, change, message):
+    """Each loaded before: the first task of a repeated label was silently replaced,
+    bool("False") is True, complex weights lost their imaginary part with a warning, and a
+    negative covariance gave negative variances."""
+    path = _rewritten(tmp_path / "lib.npz", library, change)
+    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: .*{message}"):
+        TaskLibrary.load(path)
