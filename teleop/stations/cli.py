@@ -140,6 +140,20 @@ class _SilenceWatch:
         print(f"[operator] warning: no {self.what} {when}: {hint}", file=sys.stderr)
 
 
+class _SaidOnce:
+    """The one-time messages of a station's session: ``first(key)`` is True the first time
+    it is asked for ``key``, then never again."""
+
+    def __init__(self) -> None:
+        self._said: set[str] = set()
+
+    def first(self, key: str) -> bool:
+        if key in self._said:
+            return False
+        self._said.add(key)
+        return True
+
+
 def _robot_silence_hint(sent: int, withheld: int = 0) -> str:
     """Why the robot may be silent. It sends FEEDBACK only once our commands arrive, and no
     video with ``--video-hz 0``: before the input gave its first pose, "is `teleop robot`
@@ -438,29 +452,24 @@ def _run_robot(args: argparse.Namespace) -> int:
         last_print = [time.monotonic()]
         loop_timing = LoopTiming(station.dt)     # filled by _loop, read by the status lines
 
-        fall_reported = [False]
-        other_operator_reported = [False]
-        implausible_reported = [False]
+        said = _SaidOnce()
 
         def tick():
             record = station.tick()
             if recording is not None:
                 recording.after_tick(station, record)
-            if station.fell_at is not None and not fall_reported[0]:
+            if station.fell_at is not None and said.first("fall"):
                 # Said at once: the simulated robot stays down, and everything after is moot.
-                fall_reported[0] = True
                 print("[robot] warning: the robot fell (a body part other than the feet touches the ground); "
                       "restart the robot station to stand it up again", file=sys.stderr)
-            if station.first_foreign_sender is not None and not other_operator_reported[0]:
+            if station.first_foreign_sender is not None and said.first("other operator"):
                 # Said at once: the second operator's station only sees a robot that never answers.
-                other_operator_reported[0] = True
                 print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
                       f"({format_address(station.operator)}) is active; the robot follows the first until it has been "
                       f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
-            if station.first_implausible is not None and not implausible_reported[0]:
+            if station.first_implausible is not None and said.first("implausible"):
                 # Said once: a client sending them usually sends nothing else, and the watchdog's
                 # stale hold would be all the user sees.
-                implausible_reported[0] = True
                 print(f"[robot] warning: refusing commands no operator can mean, from {station.first_implausible}; "
                       "the robot keeps its last command (holds its pose if nothing else arrives)", file=sys.stderr)
             if time.monotonic() - last_print[0] > STATUS_INTERVAL_S:
@@ -635,17 +644,14 @@ def _run_operator(args: argparse.Namespace) -> int:
                                          raw_source.pose_stream_hint))
 
         lost: list[tuple[str, ...]] = [()]
-        ended = [False]
-        warned_auth = [False]
-        warned_implausible = [False]
+        said = _SaidOnce()
         # (time, references sent, frames shown) at the last status line
         last_status = [(time.monotonic(), 0, 0)]
 
         from teleop.stations.operator_status import incomplete_video_warning, status_line
 
-        # frames (completed, dropped incomplete) at the last status line; warned of incomplete frames
+        # frames (completed, dropped incomplete) at the last status line
         frames_then = [(0, 0)]
-        warned_incomplete = [False]
 
         def print_status() -> None:
             now = time.monotonic()
@@ -658,8 +664,7 @@ def _run_operator(args: argparse.Namespace) -> int:
             warning = incomplete_video_warning(frames[0] - frames_then[0][0], frames[1] - frames_then[0][1],
                                                video.receiver.frame_timeout_s)
             frames_then[0] = frames
-            if warning is not None and not warned_incomplete[0]:
-                warned_incomplete[0] = True     # once: the status line's fps says whether it lasts
+            if warning is not None and said.first("incomplete video"):   # the status line's fps says whether it lasts
                 print(f"[operator] warning: {warning}", file=sys.stderr)
 
         def tick():
@@ -668,19 +673,16 @@ def _run_operator(args: argparse.Namespace) -> int:
             for watch in watches:
                 watch.check()
             rejected = video.receiver.stats.malformed
-            if not warned_auth[0] and rejected["auth"] + rejected["unauthenticated"] >= 20:
+            if rejected["auth"] + rejected["unauthenticated"] >= 20 and said.first("video authentication"):
                 # The robot's video arrives but is not signed with our secret: the usual cause of
                 # a robot that seems to be there and never answers (it drops our packets too).
-                warned_auth[0] = True
                 print("[operator] warning: the video arriving fails authentication: do both stations use the same "
                       "secret (TELEOP_SECRET or --secret-file)?", file=sys.stderr)
             command_link.check()
-            if not ended[0] and getattr(raw_source, "finished", False):   # a file replayed without --loop
-                ended[0] = True
+            if getattr(raw_source, "finished", False) and said.first("input ended"):   # a file replayed without --loop
                 print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
                       "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
-            if station.first_implausible is not None and not warned_implausible[0]:
-                warned_implausible[0] = True      # once: the robot's watchdog state shows whether it lasts
+            if station.first_implausible is not None and said.first("implausible"):   # the watchdog shows if it lasts
                 print(f"[operator] warning: not sending commands the robot would refuse ({station.first_implausible}): "
                       "the robot holds its pose; recalibrate (stand in the calibration pose) if the input drifted",
                       file=sys.stderr)
