@@ -20,6 +20,7 @@ import time
 import zipfile
 
 from teleop.cli_types import PreconditionError, UsageError
+from teleop.stop_request import request_stop, stop_handled
 
 #: Errors that mean "this input or setting is wrong", not "the program is wrong": the user
 #: gets the message (which names the file or value) without a traceback. Anything else
@@ -125,6 +126,8 @@ def run_command(args: argparse.Namespace) -> int:
         if os.environ.get("TELEOP_DEBUG"):
             raise
         return _user_error(args, exc)
+    finally:
+        stop_handled()     # the stop, if any, ended this command: not the next one's (tests run several)
     return int(result or 0)
 
 
@@ -295,11 +298,15 @@ def sigterm_as_interrupt():
         if first_stop and now - first_stop[-1] < DUPLICATE_STOP_SIGNAL_S:
             return
         first_stop.append(now)
+        # Kept as well: a KeyboardInterrupt raised inside an import may be swallowed, and
+        # the loops then raise it again (teleop/stop_request.py).
+        request_stop()
         raise KeyboardInterrupt
 
     signals = [*STOP_SIGNALS, signal.SIGINT]
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
         signals.remove(signal.SIGHUP)     # nohup: the user asked to outlive the terminal
+    stop_handled()      # a stop of an earlier command run in this process is not ours
     previous = {sig: signal.signal(sig, interrupt) for sig in signals}
     try:
         yield

@@ -12,6 +12,8 @@ from typing import Iterable
 
 from tqdm import tqdm
 
+from teleop.stop_request import raise_if_stop_lost
+
 #: Seconds between a bar's updates when stderr is not a terminal.
 LOG_INTERVAL_S = 10.0
 
@@ -23,11 +25,25 @@ def _interactive() -> bool:
         return False
 
 
+class _StoppableBar(tqdm):
+    """A tqdm bar whose every step raises the KeyboardInterrupt of a stop signal that was
+    swallowed on its way (teleop/stop_request.py): long work is what a user stops."""
+
+    def __iter__(self):
+        for item in super().__iter__():
+            raise_if_stop_lost()
+            yield item
+
+    def update(self, n=1):
+        raise_if_stop_lost()
+        return super().update(n)
+
+
 def progress_bar(iterable: Iterable | None = None, *, desc: str, total: int | None = None,
                  enabled: bool = True, leave: bool = False) -> tqdm:
     """A tqdm bar over ``iterable`` (or of ``total`` steps, updated by the caller) on stderr;
     ``enabled`` False gives a silent one (e.g. with --json)."""
-    return tqdm(iterable, total=total, desc=desc, disable=not enabled, leave=leave,
+    return _StoppableBar(iterable, total=total, desc=desc, disable=not enabled, leave=leave,
                 mininterval=0.1 if _interactive() else LOG_INTERVAL_S)
 
 

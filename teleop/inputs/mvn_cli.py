@@ -25,6 +25,7 @@ from retarget.human import HumanMotion
 from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import port, positive_float, sample_rate_hz
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, MvnCodec
+from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 
 def motion_datagrams(codec: MvnCodec, motion: HumanMotion, index: int, sample_counter: int,
@@ -66,6 +67,7 @@ def stream_motion(motion: HumanMotion, destination: tuple[str, int], *, speed: f
     try:
         while True:
             for i in range(len(motion)):
+                raise_if_stop_lost()
                 t = lap_offset + times[i]                      # motion time of this sample [s]
                 if duration_s is not None and t / speed > duration_s:
                     return stats
@@ -152,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
         stream_motion(motion, (args.host, args.port), speed=args.speed, loop=args.loop,
                       duration_s=args.duration, codec=MvnCodec(args.unit), name=args.file.stem, stats=stats)
     except KeyboardInterrupt:
-        pass     # how a --loop stream ends: what was sent, and what could not be, is still said
+        stop_handled()     # how a --loop stream ends: what was sent, and what could not be, is still said
     print(f"sent {stats['samples']} samples in {stats['datagrams']} datagrams ({stats['bytes']} bytes)")
     if stats["send_errors"]:
         print(f"teleop stream-mvn: warning: {stats['send_errors']} datagrams could not be sent to "

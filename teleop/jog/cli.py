@@ -30,6 +30,7 @@ from pathlib import Path
 
 from teleop.cli_types import (UsageError, checked_text, float_in_interval, int_in_range, port, positive_float,
                               positive_int)
+from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
 #: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
@@ -460,6 +461,7 @@ def _make_test_video(args: argparse.Namespace) -> int:
     without ``--calibration``), 30 frames/s. Option values that would make a video whose tag
     cannot be detected are refused (exit code 2) before anything is written."""
     from teleop.jog.render import default_camera_matrix, demo_tag_trajectory, write_tag_video
+    from teleop.progress import progress_bar
 
     out, duration, fps = args.make_test_video, args.duration or 10.0, TEST_VIDEO_FPS
     if out.is_dir():
@@ -486,9 +488,10 @@ def _make_test_video(args: argparse.Namespace) -> int:
         # Made first: OpenCV says only that it cannot write (a read-only or full disk
         # would be blamed on the container), the file system says why.
         partial.touch()
-        frames = write_tag_video(partial, demo_tag_trajectory, duration, fps, tag_size_m=args.tag_size,
-                                 K=default_camera_matrix(*TEST_VIDEO_SIZE, args.hfov), image_size=TEST_VIDEO_SIZE,
-                                 tag_id=tag_id)
+        with progress_bar(desc="rendering", total=int(round(duration * fps)), enabled=not args.json) as bar:
+            frames = write_tag_video(partial, demo_tag_trajectory, duration, fps, tag_size_m=args.tag_size,
+                                     K=default_camera_matrix(*TEST_VIDEO_SIZE, args.hfov),
+                                     image_size=TEST_VIDEO_SIZE, tag_id=tag_id, on_frame=bar.update)
         partial.replace(out)
     except RuntimeError as exc:   # OpenCV has no writer for this container
         _discard(partial)
@@ -659,6 +662,7 @@ class JogRun:
             else:
                 t_end = self._run_virtual(camera, first)
         except KeyboardInterrupt:
+            stop_handled()
             # Stopped: a file played on the virtual clock got as far as the simulation did
             # (the wall time was reported as its "virtual time" before).
             t_end = time.monotonic() - started if realtime else self.sim_time
@@ -681,6 +685,7 @@ class JogRun:
         duration = self.args.duration
         k, tick, item = 0, 0, first
         while item is not None:
+            raise_if_stop_lost()
             t_frame = k / fps
             if duration is not None and t_frame >= duration:
                 break
@@ -768,6 +773,7 @@ class JogRun:
         last_frame_t, stalled = 0.0, False
         try:
             while not finished and not self.fell:
+                raise_if_stop_lost()
                 t = time.monotonic() - t0
                 if self.args.duration is not None and t >= self.args.duration:
                     break

@@ -231,7 +231,7 @@ class TagVideoGeometry:
 
 def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_size_m: float = 0.08,
                     K: np.ndarray | None = None, image_size=(640, 480), noise_std: float = 2.0,
-                    subframes: int = 3, seed: int = 0, tag_id: int = 0) -> int:
+                    subframes: int = 3, seed: int = 0, tag_id: int = 0, on_frame=None) -> int:
     """Write a video file of an AprilTag moving along ``trajectory`` (for ``teleop jog
     --camera FILE`` without a camera, and the tests).
 
@@ -242,6 +242,8 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
         K: (3, 3) camera matrix [px] (default :func:`default_camera_matrix`).
         subframes: poses averaged over one frame period (motion blur).
         tag_id: which AprilTag 36h11 (0-586).
+        on_frame: called with no argument after each frame is written (a progress bar's
+            ``update``; it may raise KeyboardInterrupt to stop, the file is then closed).
 
     Returns:
         number of frames written.
@@ -263,6 +265,8 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
         for times in frames:
             grey = scene.render([trajectory(float(s)) for s in times], noise_std, rng)
             writer.write(cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR))
+            if on_frame is not None:
+                on_frame()
     finally:
         writer.release()
     return n

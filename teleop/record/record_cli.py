@@ -23,6 +23,7 @@ from pathlib import Path
 
 from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import PreconditionError, UsageError, positive_float, task_label
+from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 from .messages import EpisodeMarker
 from .recorder import Recorder
@@ -39,6 +40,7 @@ def record_from_source(items: Iterable[SourceItem], recorder: Recorder, *, durat
     deadline = None if duration_s is None else clock_ns() + round(duration_s * 1e9)
     handled = 0
     for channel, time_s, message in items:
+        raise_if_stop_lost()
         log_ns = None if time_s is None else round(time_s * 1e9)
         if channel in ("episodes", "/episodes"):
             event = message.event if isinstance(message, EpisodeMarker) else message["event"]
@@ -111,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             recorder.start_episode(args.task)
         record_from_source(items, recorder, duration_s=args.duration)
     except KeyboardInterrupt:
+        stop_handled()
         interrupted = True
     finally:
         if hasattr(items, "close"):

@@ -16,6 +16,7 @@ from teleop.cli_types import (PreconditionError, UsageError, address, checked_te
                               port, positive_float, sample_rate_hz, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming
+from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -386,6 +387,7 @@ def _loop(period: float, duration: float | None, body, station: str = "station",
     k = 0
     # The duration counts from `began`: `start` moves when the schedule resynchronises.
     while duration is None or now - began < duration:
+        raise_if_stop_lost()
         body()
         ended = clock()
         warning = timing.tick(now, start + k * period, ended - now)
@@ -484,7 +486,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         try:
             _loop(station.dt, args.duration, tick, "robot", loop_timing)
         except KeyboardInterrupt:
-            pass
+            stop_handled()
         telemetry = {**station.telemetry(), "loop": loop_timing.summary()}
         recording_error = _close_recording(recording)
     if args.json:
@@ -701,7 +703,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         try:
             _loop(loop_timing.period, args.duration, tick, "operator", loop_timing)
         except KeyboardInterrupt:
-            pass
+            stop_handled()
         for watch in watches:
             watch.finish()
         recording_error = _close_recording(recording)
