@@ -157,11 +157,13 @@ def run_netem(args: argparse.Namespace) -> int:
     except OSError as exc:   # binding --listen (--target resolved above): in use, not of this machine
         raise OSError(f"--listen {args.listen}: {exc.strerror or exc}") from None
     with proxy:
-        print(f"netem: {proxy.listen_address[0]}:{proxy.listen_address[1]} → "
-              f"{proxy.target[0]}:{proxy.target[1]} | forward {_describe(forward)} | "
-              f"backward {_describe(backward)}", flush=True)
+        # Stopping the proxy is its clean end (statistics, exit code 0) from the moment a
+        # script can know it listens: the handlers go in before the line that says so.
         previous = {sig: signal.signal(sig, lambda *_: proxy.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            print(f"netem: {proxy.listen_address[0]}:{proxy.listen_address[1]} → "
+                  f"{proxy.target[0]}:{proxy.target[1]} | forward {_describe(forward)} | "
+                  f"backward {_describe(backward)}", flush=True)
             proxy.run(duration=args.duration, stats_interval=args.stats_interval or None)
             if not args.stats_interval:
                 print(proxy.stats_line(), flush=True)
