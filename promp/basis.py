@@ -28,6 +28,8 @@ the online cost grows as k^2.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,12 +64,16 @@ class RBFBasis:
     width: float | None = None
 
     def __post_init__(self) -> None:
-        if self.n_basis < 2:
-            raise ValueError(f"n_basis must be >= 2, got {self.n_basis}")
-        if self.width is not None and not self.width > 0:
-            raise ValueError(f"width must be > 0, got {self.width}")
-        if self.width is None and not self.width_factor > 0:
-            raise ValueError(f"width_factor must be > 0, got {self.width_factor}")
+        # Refused here, not at the first evaluation: an infinite width or a NaN margin gave
+        # NaN features (and a library of NaN weights) with no word of why.
+        if isinstance(self.n_basis, bool) or not isinstance(self.n_basis, numbers.Integral) or self.n_basis < 2:
+            raise ValueError(f"n_basis must be an integer >= 2, got {self.n_basis!r}")
+        if self.width is not None and not (math.isfinite(self.width) and self.width > 0):
+            raise ValueError(f"width must be finite and > 0, got {self.width}")
+        if self.width is None and not (math.isfinite(self.width_factor) and self.width_factor > 0):
+            raise ValueError(f"width_factor must be finite and > 0, got {self.width_factor}")
+        if not (math.isfinite(self.margin_factor) and self.margin_factor >= 0):
+            raise ValueError(f"margin_factor must be finite and >= 0, got {self.margin_factor}")
         # Cached once: the basis is evaluated in the estimator's hot path.
         object.__setattr__(self, "_sigma", self._compute_sigma())
         margin = self.margin_factor * self._sigma

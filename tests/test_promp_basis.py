@@ -74,3 +74,23 @@ def test_invalid_parameters_are_rejected():
         RBFBasis(1)
     with pytest.raises(ValueError):
         RBFBasis(5, width=-1.0)
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(width=float("inf")), "width must be finite"),
+    (dict(width=float("nan")), "width must be finite"),
+    (dict(width_factor=float("inf")), "width_factor must be finite"),
+    (dict(margin_factor=float("nan")), "margin_factor must be finite"),
+    (dict(margin_factor=float("inf")), "margin_factor must be finite"),
+    (dict(margin_factor=-0.5), "margin_factor must be finite and >= 0"),
+    (dict(n_basis=20.5), "n_basis must be an integer"),
+    (dict(n_basis=True), "n_basis must be an integer"),
+])
+def test_basis_parameters_that_give_nan_features_are_refused_when_made(params, message):
+    """Before, these were accepted and the features (and every weight learned on them) were NaN."""
+    with pytest.raises(ValueError, match=message):
+        RBFBasis(**params)
+
+
+def test_an_integer_numpy_basis_size_is_accepted():
+    assert RBFBasis(n_basis=np.int64(12)).n_basis == 12
