@@ -135,7 +135,8 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     def send_video(image: np.ndarray, capture_s: float) -> None:
         payload = codec.encode(image[:, :, ::-1])  # the codec takes OpenCV's BGR order
         for datagram in wire.packetize(payload, stream_id=0, frame_id=next(frame_ids), codec=1, capture_s=capture_s,
-                                       available_s=capture_s, encode_end_s=capture_s, send_clock=robot_ep.clock.now):
+                                       available_s=capture_s, encode_end_s=capture_s, send_clock=robot_ep.clock.now,
+                                       fec_group=wire.DEFAULT_FEC_GROUP):   # as `teleop robot` sends it
             video_link.push(clock.now(), datagram)
 
     with Simulation(robot, visual=False) as sim, \

@@ -179,14 +179,19 @@ def test_sender_datagrams_on_the_wire(jpegs):
         with VideoSender(sink.getsockname(), stream_id=wire.StreamId.RIGHT, authenticate=_tag) as sender:
             image = SyntheticSceneSource(320, 240).render(3)
             sent = sender.send_image(image, capture_s=5.0, available_s=5.001)
-            assert sent.complete and sent.chunk_count > 5
-            grams = [sink.recv(65536) for _ in range(sent.chunk_count)]
+            assert sent.complete and sent.chunk_count > 8
+            assert sent.parity_count == -(-sent.chunk_count // wire.DEFAULT_FEC_GROUP)
+            grams = [sink.recv(65536) for _ in range(sent.chunk_count + sent.parity_count)]
     finally:
         sink.close()
-    assert max(len(g) for g in grams) <= 1200
-    headers = [wire.parse(g, _verify)[0] for g in grams]
-    assert {h.stream_id for h in headers} == {1}
+    assert max(len(g) for g in grams) <= 1200      # parity datagrams included
+    every = [wire.parse(g, _verify)[0] for g in grams]
+    headers = [h for h in every if not h.is_parity]
+    assert {h.stream_id for h in every} == {1}
     assert [h.chunk_index for h in headers] == list(range(sent.chunk_count))
+    # One parity after each group of 8 slices, numbered by group.
+    assert [(i, h.chunk_index) for i, h in enumerate(every) if h.is_parity] == [
+        (9 * g + 8 if 8 * (g + 1) <= sent.chunk_count else len(every) - 1, g) for g in range(sent.parity_count)]
     assert headers[0].capture_s == 5.0 and headers[0].available_s == 5.001
     assert headers[0].encode_end_s <= headers[0].send_s <= headers[-1].send_s
     assert struct.unpack_from("!2sB", grams[0]) == (b"TV", 1)

@@ -12,11 +12,17 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, destination, non_negative_float,
-                              port, positive_float, sample_rate_hz, task_label)
+from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, destination, int_in_range,
+                              non_negative_float, port, positive_float, sample_rate_hz, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming
 from teleop.stop_request import raise_if_stop_lost, stop_handled
+from teleop.video.wire import DEFAULT_FEC_GROUP
+
+
+def _parity_group(text: str) -> int:
+    """--video-fec: video datagrams per parity datagram, 0 (none) to 255."""
+    return int_in_range(text, 0, 255, "parity group size")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--video-to", type=destination, default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
     robot.add_argument("--video-hz", type=non_negative_float, default=10.0,
                        help="eye camera frame rate [Hz] (default: 10; 0 = no video)")
+    robot.add_argument("--video-fec", type=_parity_group, default=DEFAULT_FEC_GROUP, metavar="N",
+                       help=f"one parity datagram per N video datagrams, which restores any one of them lost on "
+                            f"the way (default: {DEFAULT_FEC_GROUP}, 1/{DEFAULT_FEC_GROUP} more bytes; 0 = none)")
     robot.add_argument("--stale-timeout", type=positive_float, default=0.5, help="hold a safe pose after this long without commands [s] (default: 0.5)")
     robot.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: run until Ctrl-C)")
     robot.add_argument("--secret-file", type=_file, help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
@@ -435,7 +444,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         resources.callback(sim.close)
         scene = add_to_simulation(sim, static=True)
         camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(320, 240), scene=scene)
-        sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0])
+        sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0], fec_group=args.video_fec)
         resources.callback(sender.close)
         config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout)
         recording = None
@@ -714,7 +723,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     # images shown needs the offset the robot measured (None until it has).
     stats = {"references_sent": station.sent, "references_implausible": station.implausible,
              "feedback_received": station.feedback_received, "video_frames_displayed": video.displayed, "image_age_s": image_age_s(report, station.feedback),
-             "video": report, "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
+             "video": report, "video_datagrams_restored": video.receiver.stats.chunks_recovered,
+             "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
     if args.json:
         print(dumps(stats))
     else:
@@ -722,6 +732,9 @@ def _run_operator(args: argparse.Namespace) -> int:
         shown = (f"displayed {video.displayed} video frames{age}" if args.view != "none" else
                  f"received {video.displayed} video frames on time for display{age} (not shown: --view none)")
         withheld = f" ({station.implausible} withheld: outside the robot's reach)" if station.implausible else ""
+        restored = video.receiver.stats.chunks_recovered
+        # Rebuilt: lost, or overtaken by their group's parity on a reordering link.
+        shown += f" ({restored} video datagrams rebuilt from parity)" if restored else ""
         print(f"sent {station.sent} reference packets{withheld}, received {station.feedback_received} feedback "
               f"packets, {shown}, {loop_timing.short()}")
     if recording_error is not None:

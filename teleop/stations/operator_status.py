@@ -82,4 +82,5 @@ def incomplete_video_warning(completed: int, incomplete: int, timeout_s: float) 
         return None
     return (f"{incomplete} of {begun} video frames in the last interval arrived incomplete (a datagram lost, or "
             f"still missing {timeout_s:.1f} s after the frame's first): over a jittery "
-            "link a longer --jitter-buffer keeps them; over a lossy one each datagram lost costs its frame")
+            "link a longer --jitter-buffer keeps them; over a lossy one a frame is lost with two datagrams of one "
+            "parity group (with one when the robot sends no parity: a smaller `teleop robot --video-fec` helps)")

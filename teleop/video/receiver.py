@@ -16,8 +16,12 @@ Reassembly rules:
   ``RECENT_FRAMES_REMEMBERED`` frames per stream are remembered for that).
 * At most ``max_frames_in_flight`` incomplete frames are kept; a new frame beyond that
   evicts the incomplete frame whose first chunk is oldest.
+* A parity datagram (``wire`` forward error correction) restores the one slice of its group
+  that is missing, whichever arrives last; a parity arriving after its frame completed is
+  counted as unused.
 * An incomplete frame whose first chunk arrived more than ``frame_timeout_s`` ago is
-  dropped (a lost datagram costs one frame; the next frames are independent).
+  dropped (two datagrams lost in one parity group, or one without parity, cost one frame;
+  the next frames are independent).
 * Malformed, foreign, unauthenticated or inconsistent datagrams are counted by reason
   and dropped; nothing in here raises on network input.
 
@@ -103,6 +107,9 @@ class ReceiverStats:
     frames_dropped_timeout: int = 0
     frames_dropped_evicted: int = 0
     decode_errors: int = 0
+    parity_datagrams: int = 0      # parity datagrams accepted (forward error correction)
+    parity_unused: int = 0         # of which arrived after their frame was complete or dropped
+    chunks_recovered: int = 0      # slices rebuilt from a parity: lost, or overtaken by it (then duplicates)
 
     def as_dict(self) -> dict:
         """JSON-friendly copy; ``malformed_total`` sums all reasons."""
@@ -115,7 +122,8 @@ class ReceiverStats:
 class _PartialFrame:
     """Chunks received so far for one (stream, frame)."""
 
-    __slots__ = ("header", "chunks", "missing", "bytes_held", "first_arrival_s", "send_start_s", "send_end_s")
+    __slots__ = ("header", "chunks", "missing", "bytes_held", "first_arrival_s", "send_start_s", "send_end_s",
+                 "parities", "group_size", "slice_bytes")
 
     def __init__(self, header: wire.ChunkHeader, arrival_s: float) -> None:
         self.header = header
@@ -125,6 +133,28 @@ class _PartialFrame:
         self.first_arrival_s = arrival_s
         self.send_start_s = header.send_s
         self.send_end_s = header.send_s
+        self.parities: dict[int, bytes] = {}   # group number -> XOR of its slices
+        self.group_size = 0                     # slices per parity group (0: no parity seen)
+        self.slice_bytes = 0                    # size of every slice but the last
+
+    def recover(self, group: int) -> tuple[int, bytes] | None:
+        """(index, slice) of the one missing slice of ``group`` rebuilt from its parity, or None
+        when it has no parity yet or is missing none or several."""
+        parity = self.parities.get(group)
+        if parity is None:
+            return None
+        members = range(group * self.group_size, min((group + 1) * self.group_size, len(self.chunks)))
+        present = {i: self.chunks[i] for i in members if self.chunks[i] is not None}
+        missing = [i for i in members if i not in present]
+        if len(missing) != 1:
+            return None
+        index, last = missing[0], len(self.chunks) - 1
+        length = self.header.frame_bytes - last * self.slice_bytes if index == last else self.slice_bytes
+        # Slices of another size than the parity's would rebuild garbage: not a frame of ours.
+        if not 0 < length <= self.slice_bytes or any(len(p) != self.slice_bytes for i, p in present.items()
+                                                     if i != last):
+            return None
+        return index, wire.recover_slice(parity, list(present.values()), length)  # type: ignore[arg-type]
 
 
 class VideoReceiver:
@@ -235,7 +265,7 @@ class VideoReceiver:
         except wire.MalformedDatagram as error:
             self.stats.malformed[error.reason] += 1
             return None
-        if header.codec != CODEC_JPEG:
+        if header.payload_codec != CODEC_JPEG:
             self.stats.malformed["codec"] += 1
             return None
         if header.frame_bytes > self.max_frame_bytes:
@@ -243,7 +273,11 @@ class VideoReceiver:
             return None
         key = (header.stream_id, header.frame_id, header.capture_s)
         if (header.frame_id, header.capture_s) in self._recent[header.stream_id]:
-            self.stats.duplicate_chunks += 1
+            if header.is_parity:
+                self.stats.parity_datagrams += 1
+                self.stats.parity_unused += 1     # the frame completed without it: no loss
+            else:
+                self.stats.duplicate_chunks += 1
             return None
         partial = self._partial.get(key)
         if partial is None:
@@ -254,11 +288,13 @@ class VideoReceiver:
             partial = self._partial[key] = _PartialFrame(header, arrival_s)
         else:
             first = partial.header
-            if (header.chunk_count, header.frame_bytes, header.codec) != (
-                first.chunk_count, first.frame_bytes, first.codec
+            if (header.chunk_count, header.frame_bytes, header.payload_codec) != (
+                first.chunk_count, first.frame_bytes, first.payload_codec
             ):
                 self.stats.malformed["inconsistent"] += 1
                 return None
+        if header.is_parity:
+            return self._add_parity(key, partial, header, piece, arrival_s)
         if partial.chunks[header.chunk_index] is not None:
             self.stats.duplicate_chunks += 1
             return None
@@ -273,6 +309,43 @@ class VideoReceiver:
         partial.missing -= 1
         partial.send_start_s = min(partial.send_start_s, header.send_s)
         partial.send_end_s = max(partial.send_end_s, header.send_s)
+        if partial.group_size:
+            self._recover(partial, header.chunk_index // partial.group_size)
+        return self._complete_if_whole(key, partial, arrival_s)
+
+    def _add_parity(self, key, partial: _PartialFrame, header: wire.ChunkHeader, piece: bytes,
+                    arrival_s: float) -> ReceivedFrame | None:
+        group_size, parity = wire.split_parity(piece)
+        if partial.group_size and (group_size, len(parity)) != (partial.group_size, partial.slice_bytes):
+            self.stats.malformed["inconsistent"] += 1
+            return None
+        if header.chunk_index in partial.parities:
+            self.stats.duplicate_chunks += 1
+            return None
+        self.stats.parity_datagrams += 1
+        # (Memory: wire.parse checked that the slice size cuts frame_bytes into chunk_count
+        # slices, so one parity per group holds about frame_bytes more at most.)
+        partial.group_size, partial.slice_bytes = group_size, len(parity)
+        partial.parities[header.chunk_index] = parity
+        partial.send_start_s = min(partial.send_start_s, header.send_s)
+        partial.send_end_s = max(partial.send_end_s, header.send_s)
+        self._recover(partial, header.chunk_index)
+        return self._complete_if_whole(key, partial, arrival_s)
+
+    def _recover(self, partial: _PartialFrame, group: int) -> None:
+        rebuilt = partial.recover(group)
+        if rebuilt is None:
+            return
+        index, piece = rebuilt
+        if partial.bytes_held + len(piece) > partial.header.frame_bytes:
+            self.stats.malformed["inconsistent"] += 1
+            return
+        partial.chunks[index] = piece
+        partial.bytes_held += len(piece)
+        partial.missing -= 1
+        self.stats.chunks_recovered += 1
+
+    def _complete_if_whole(self, key, partial: _PartialFrame, arrival_s: float) -> ReceivedFrame | None:
         if partial.missing:
             return None
         self._forget(key)

@@ -43,17 +43,18 @@ class SentFrame:
 
     frame_id: int
     frame_bytes: int
-    chunk_count: int
-    chunks_sent: int
+    chunk_count: int     # slices of the frame
+    chunks_sent: int     # datagrams accepted by the kernel, parity included
     capture_s: float
     available_s: float
     encode_end_s: float
     send_end_s: float
+    parity_count: int = 0   # parity datagrams of the frame (forward error correction)
 
     @property
     def complete(self) -> bool:
         """True if every datagram of the frame was accepted by the kernel."""
-        return self.chunks_sent == self.chunk_count
+        return self.chunks_sent == self.chunk_count + self.parity_count
 
 
 @dataclass
@@ -83,6 +84,7 @@ class VideoSender:
             to another one it is connected (the OS picks the one route's interface).
         send_buffer_bytes: ``SO_SNDBUF`` requested for a socket created here.
         clock: time source in seconds (injectable for tests).
+        fec_group: slices per parity datagram (forward error correction, :mod:`wire`); 0 = none.
     """
 
     def __init__(
@@ -95,7 +97,10 @@ class VideoSender:
         sock: socket.socket | None = None,
         send_buffer_bytes: int = DEFAULT_SEND_BUFFER_BYTES,
         clock: Clock = monotonic_s,
+        fec_group: int = wire.DEFAULT_FEC_GROUP,
     ) -> None:
+        if not 0 <= int(fec_group) <= 0xFFFF:
+            raise ValueError(f"fec_group must be 0 (no parity) or 1..65535, got {fec_group}")
         if not 0 <= int(stream_id) <= 255:
             raise ValueError(f"stream_id must fit in a byte, got {stream_id}")
         self.destination = destination
@@ -106,7 +111,8 @@ class VideoSender:
         self._tag_len = len(authenticate(b"")) if authenticate is not None else 0
         if self._tag_len > 255:
             raise ValueError(f"authentication tag of {self._tag_len} bytes does not fit the tag_len byte")
-        wire.chunk_payload_bytes(self.max_datagram_bytes, self._tag_len)  # validates the size
+        self.fec_group = int(fec_group)
+        wire.frame_slice_bytes(self.max_datagram_bytes, self._tag_len, self.fec_group)  # validates the size
         self._clock = clock
         self._owns_socket = sock is None
         if sock is None:
@@ -124,7 +130,7 @@ class VideoSender:
     @property
     def chunk_payload_bytes(self) -> int:
         """Encoded-frame bytes carried per datagram."""
-        return wire.chunk_payload_bytes(self.max_datagram_bytes, self._tag_len)
+        return wire.frame_slice_bytes(self.max_datagram_bytes, self._tag_len, self.fec_group)
 
     def send_image(self, image: np.ndarray, capture_s: float, available_s: float | None = None) -> SentFrame:
         """Encode ``image`` (BGR uint8) and send it; returns what was sent.
@@ -147,9 +153,10 @@ class VideoSender:
             payload, stream_id=self.stream_id, frame_id=frame_id, codec=self.codec.codec_id,
             capture_s=capture_s, available_s=available_s, encode_end_s=encode_end_s,
             send_clock=self._clock, max_datagram_bytes=self.max_datagram_bytes,
-            authenticate=self._authenticate, tag_len=self._tag_len,
+            authenticate=self._authenticate, tag_len=self._tag_len, fec_group=self.fec_group,
         )
         chunk_count = -(-len(payload) // self.chunk_payload_bytes)
+        parity_count = wire.parity_groups(chunk_count, self.fec_group)
         sent = 0
         for datagram in datagrams:
             try:
@@ -166,13 +173,14 @@ class VideoSender:
             sent += 1
             self.stats.datagrams_sent += 1
             self.stats.bytes_sent += len(datagram)
-        if sent == chunk_count:
+        if sent == chunk_count + parity_count:
             self.stats.frames_sent += 1
         else:
             self.stats.frames_aborted += 1
         return SentFrame(
             frame_id=frame_id, frame_bytes=len(payload), chunk_count=chunk_count, chunks_sent=sent,
             capture_s=capture_s, available_s=available_s, encode_end_s=encode_end_s, send_end_s=self._clock(),
+            parity_count=parity_count,
         )
 
     def close(self) -> None:

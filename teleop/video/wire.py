@@ -35,6 +35,17 @@ callable, the tag it returns for ``message = header || payload slice`` is append
 a tag that does not verify. Without ``verify`` a tag is stripped unchecked. The MAC
 itself (key, algorithm) belongs to ``teleop.net`` and is plugged in by the integration.
 
+Forward error correction: with a parity group size ``G`` (``fec_group``), after every ``G``
+consecutive slices (and after the last, shorter group) the sender adds one parity datagram:
+the same header with ``codec | PARITY_FLAG``, ``chunk_index`` = the group's number ``g``
+(covering slices ``g*G .. g*G+G-1``), and the payload::
+
+    parity payload = u16 G || XOR of the group's slices, each zero-padded to the slice size
+
+Any one slice of a group lost on the way is the XOR of the parity with the others (its
+length follows from ``frame_bytes``), so one lost datagram no longer costs its whole frame,
+at 1/G more bytes: the scheme of RFC 5109's single-level XOR FEC, without its extra header.
+
 Size: ``max_datagram_bytes`` (default 1200, which fits the IPv6 minimum MTU with room
 for UDP/IP and tunnel headers) bounds the whole UDP payload: header + slice + tag.
 """
@@ -53,6 +64,14 @@ HEADER = struct.Struct("!2sBBIHHIBBdddd")
 HEADER_BYTES = HEADER.size  # 50
 DEFAULT_MAX_DATAGRAM_BYTES = 1200
 MAX_CHUNKS = 0xFFFF
+#: Flag in the ``codec`` byte of a parity datagram (forward error correction, see above).
+PARITY_FLAG = 0x80
+#: Parity payload prefix: the group size G (u16).
+PARITY_PREFIX = struct.Struct("!H")
+#: Default parity group size: one parity datagram per 8 slices (12.5 % more bytes). At 1 %
+#: datagram loss a 35-datagram frame (640x480 JPEG, 40 KB) is lost 30 % of the time without
+#: parity, 1.7 % with (a group is lost with two of its 9 datagrams); at 3 %: 66 % and 13 %.
+DEFAULT_FEC_GROUP = 8
 
 #: ``authenticate(message) -> tag``: computes the tag appended to a datagram.
 Authenticate = Callable[[bytes], bytes]
@@ -95,6 +114,16 @@ class ChunkHeader:
     encode_end_s: float
     send_s: float
 
+    @property
+    def is_parity(self) -> bool:
+        """A parity datagram (``chunk_index`` is then its group's number)."""
+        return bool(self.codec & PARITY_FLAG)
+
+    @property
+    def payload_codec(self) -> int:
+        """The frame's codec, whether this datagram carries a slice or a parity."""
+        return self.codec & ~PARITY_FLAG & 0xFF
+
 
 def chunk_payload_bytes(max_datagram_bytes: int, tag_len: int = 0) -> int:
     """Bytes of encoded frame carried per datagram for a datagram size limit (bytes)."""
@@ -105,6 +134,13 @@ def chunk_payload_bytes(max_datagram_bytes: int, tag_len: int = 0) -> int:
             f"{HEADER_BYTES}-byte header and {tag_len}-byte tag"
         )
     return room
+
+
+def frame_slice_bytes(max_datagram_bytes: int, tag_len: int = 0, fec_group: int = 0) -> int:
+    """Bytes of encoded frame per slice: what a datagram carries, less the parity prefix when
+    there is parity (a parity datagram is a slice's worth and its 2-byte prefix, and must
+    fit the same limit)."""
+    return chunk_payload_bytes(max_datagram_bytes - (PARITY_PREFIX.size if fec_group else 0), tag_len)
 
 
 def packetize(
@@ -120,8 +156,10 @@ def packetize(
     max_datagram_bytes: int = DEFAULT_MAX_DATAGRAM_BYTES,
     authenticate: Authenticate | None = None,
     tag_len: int = 0,
+    fec_group: int = 0,
 ) -> Iterator[bytes]:
-    """Yield the datagrams of one encoded frame, in chunk order.
+    """Yield the datagrams of one encoded frame, in chunk order, each group of ``fec_group``
+    slices followed by its parity datagram (none when ``fec_group`` is 0).
 
     The generator stamps ``send_s`` with ``send_clock()`` when it builds each datagram,
     so a caller that sends each datagram as soon as it is yielded gets the true
@@ -131,6 +169,7 @@ def packetize(
         payload: the encoded frame (non-empty).
         tag_len: exact length of the tags ``authenticate`` returns (bytes); required
             because the header announces it before the tag is computed.
+        fec_group: slices per parity datagram, 0 (none) or 1..65535.
 
     Raises:
         ValueError: empty payload, a frame needing more than 65535 datagrams, or an
@@ -138,28 +177,62 @@ def packetize(
     """
     if not payload:
         raise ValueError("cannot send an empty frame")
+    if not 0 <= fec_group <= 0xFFFF:
+        raise ValueError(f"fec_group must be 0 (no parity) or 1..65535, got {fec_group}")
     if authenticate is None:
         tag_len = 0
-    slice_bytes = chunk_payload_bytes(max_datagram_bytes, tag_len)
+    slice_bytes = frame_slice_bytes(max_datagram_bytes, tag_len, fec_group)
     chunk_count = math.ceil(len(payload) / slice_bytes)
     if chunk_count > MAX_CHUNKS:
         raise ValueError(f"frame of {len(payload)} bytes needs {chunk_count} > {MAX_CHUNKS} datagrams")
     view = memoryview(payload)
     frame_id &= 0xFFFFFFFF
-    for index in range(chunk_count):
-        piece = view[index * slice_bytes : (index + 1) * slice_bytes]
+
+    def datagram(index: int, codec_byte: int, body: bytes | memoryview) -> bytes:
         header = HEADER.pack(
-            MAGIC, VERSION, stream_id, frame_id, index, chunk_count, len(payload), codec, tag_len,
+            MAGIC, VERSION, stream_id, frame_id, index, chunk_count, len(payload), codec_byte, tag_len,
             capture_s, available_s, encode_end_s, send_clock(),
         )
-        message = header + piece
+        message = header + body
         if authenticate is None:
-            yield message
-            continue
+            return message
         tag = authenticate(message)
         if len(tag) != tag_len:
             raise ValueError(f"authenticate returned a {len(tag)}-byte tag, expected {tag_len}")
-        yield message + tag
+        return message + tag
+
+    parity = 0   # XOR of the current group's slices, as one big integer (fast in CPython)
+    for index in range(chunk_count):
+        piece = view[index * slice_bytes : (index + 1) * slice_bytes]
+        yield datagram(index, codec, piece)
+        if not fec_group:
+            continue
+        parity ^= int.from_bytes(bytes(piece).ljust(slice_bytes, b"\0"), "big")
+        if (index + 1) % fec_group == 0 or index == chunk_count - 1:
+            body = PARITY_PREFIX.pack(fec_group) + parity.to_bytes(slice_bytes, "big")
+            yield datagram(index // fec_group, codec | PARITY_FLAG, body)
+            parity = 0
+
+
+def parity_groups(chunk_count: int, fec_group: int) -> int:
+    """Number of parity datagrams of a frame of ``chunk_count`` slices (0 without FEC)."""
+    return -(-chunk_count // fec_group) if fec_group else 0
+
+
+def recover_slice(parity_body: bytes, others: list[bytes], length: int) -> bytes:
+    """The one missing slice of a parity group: the XOR of the group's parity with its other
+    slices (zero-padded to the slice size), cut to ``length`` bytes (the slice size, or less
+    for the frame's last slice).
+
+    Args:
+        parity_body: the parity datagram's payload after its :data:`PARITY_PREFIX`.
+        others: the group's slices that arrived.
+    """
+    size = len(parity_body)
+    value = int.from_bytes(parity_body, "big")
+    for piece in others:
+        value ^= int.from_bytes(piece.ljust(size, b"\0"), "big")
+    return value.to_bytes(size, "big")[:length]
 
 
 def parse(datagram: bytes, verify: Verify | None = None) -> tuple[ChunkHeader, bytes]:
@@ -183,7 +256,9 @@ def parse(datagram: bytes, verify: Verify | None = None) -> tuple[ChunkHeader, b
         raise MalformedDatagram("layout", f"chunk {header.chunk_index}/{header.chunk_count}")
     body_end = len(datagram) - header.tag_len
     payload_len = body_end - HEADER_BYTES
-    if payload_len < 1 or header.frame_bytes < header.chunk_count or payload_len > header.frame_bytes:
+    if header.is_parity:
+        _check_parity_layout(header, datagram[HEADER_BYTES:body_end])
+    elif payload_len < 1 or header.frame_bytes < header.chunk_count or payload_len > header.frame_bytes:
         raise MalformedDatagram("layout", f"payload {payload_len} B of frame {header.frame_bytes} B")
     if not all(math.isfinite(t) for t in (header.capture_s, header.available_s, header.encode_end_s, header.send_s)):
         raise MalformedDatagram("timestamp")
@@ -197,3 +272,23 @@ def parse(datagram: bytes, verify: Verify | None = None) -> tuple[ChunkHeader, b
         if not authentic:
             raise MalformedDatagram("auth")
     return header, datagram[HEADER_BYTES:body_end]
+
+
+def _check_parity_layout(header: ChunkHeader, body: bytes) -> None:
+    """A parity payload must be a group size and a slice's worth of bytes that fit the frame:
+    the slice size it implies must cut ``frame_bytes`` into ``chunk_count`` slices, and its
+    group number must be one of the frame's groups."""
+    if len(body) < PARITY_PREFIX.size + 1:
+        raise MalformedDatagram("layout", f"parity payload of {len(body)} B")
+    (group,) = PARITY_PREFIX.unpack_from(body)
+    slice_bytes = len(body) - PARITY_PREFIX.size
+    if group < 1 or header.chunk_index >= parity_groups(header.chunk_count, group) \
+            or -(-header.frame_bytes // slice_bytes) != header.chunk_count:
+        raise MalformedDatagram("layout", f"parity {header.chunk_index} of groups of {group}, {slice_bytes} B "
+                                          f"slices of a frame of {header.frame_bytes} B in {header.chunk_count}")
+
+
+def split_parity(body: bytes) -> tuple[int, bytes]:
+    """(group size G, XOR of the group's slices) of a parity datagram's payload (as
+    :func:`parse` returns it, which checked its layout)."""
+    return PARITY_PREFIX.unpack_from(body)[0], body[PARITY_PREFIX.size:]
