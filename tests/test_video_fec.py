@@ -1,14 +1,12 @@
 """Forward error correction of the video datagrams (wire.py): one XOR parity per group of
 slices restores any one datagram of the group lost on the way, which before cost its frame."""
 
-import hashlib
-import hmac
 import random
-import struct
 
 import numpy as np
 import pytest
 
+from teleop.net.protocol import video_mac
 from teleop.video import wire
 from teleop.video.codec import JpegCodec
 from teleop.video.receiver import VideoReceiver
@@ -16,15 +14,9 @@ from teleop.video.sources import SyntheticSceneSource
 
 MAX_DATAGRAM = 300  # small datagrams: a small image spans many slices and several groups
 GROUP = 4
-KEY = b"test-key"
-
-
-def _tag(message: bytes) -> bytes:
-    return hmac.new(KEY, message, hashlib.sha256).digest()[:16]
-
-
-def _verify(message: bytes, tag: bytes) -> bool:
-    return hmac.compare_digest(_tag(message), tag)
+# The stations' own MAC: parity datagrams are authenticated as the slices are.
+_tag, _verify = video_mac(b"a test secret of 16+ bytes")
+TAG_BYTES = len(_tag(b""))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +56,7 @@ def test_parity_datagrams_follow_each_group_and_fit_the_size_limit(jpeg):
 
 @pytest.mark.parametrize("authenticated", [False, True])
 def test_any_one_lost_datagram_of_a_frame_is_restored(jpeg, authenticated):
-    auth = dict(authenticate=_tag, tag_len=16) if authenticated else {}
+    auth = dict(authenticate=_tag, tag_len=TAG_BYTES) if authenticated else {}
     grams = datagrams_of(jpeg, **auth)
     for lost in range(len(grams)):
         with receiver(verify=_verify if authenticated else None) as rx:
