@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from teleop.cli_types import PreconditionError, sample_rate_hz
+from teleop.cli_types import PreconditionError, UsageError, sample_rate_hz
 from teleop.takes import Take, list_take_files, load_take_files, performer_of, select_take_files, split_csv
 
 FILTERS = ("performers", "exclude_performers", "tasks")
@@ -105,6 +105,14 @@ def check_output_location(path: Path, option: str) -> None:
     for parent in Path(path).parents:
         if parent.exists() and not parent.is_dir():
             raise PreconditionError(f"{option} {path}: {parent} is a file, not a folder")
+
+
+def check_recording_name(path: Path, option: str) -> None:
+    """Refuse a recording file name without the .mcap suffix: ``teleop dataset list`` and
+    ``export FOLDER`` find recordings by it, and passed over one recorded as ``session``."""
+    if Path(path).suffix.lower() != ".mcap":
+        raise UsageError(f"{option} {path}: give a .mcap file name (`teleop dataset list/export FOLDER` "
+                         "find recordings by it)")
 
 
 def robot_target_of(args: argparse.Namespace):

@@ -217,4 +217,4 @@ def test_a_recording_that_fails_mid_session_is_reported_then_and_the_statistics_
     assert len(failed) == 1 and "the session goes on unrecorded" in lines[failed[0]]
     assert "Traceback" not in proc.stderr
     assert proc.stdout.startswith("sent ")                          # the statistics, then the error
-    assert lines[-2].startswith(f"teleop operator: error: {path}: recording failed")
+    assert lines[-2].startswith(f"teleop operator: error: {path}: recording stopped: File too large; what was written")

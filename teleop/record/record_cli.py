@@ -96,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
     # Checked before the source starts: a recording is often the only copy of a session.
     if output.is_dir():
         raise UsageError(f"-o {output} is a directory: give a file name")
-    from teleop.data_args import check_output_location
+    from teleop.data_args import check_output_location, check_recording_name
 
+    check_recording_name(output, "-o")
     check_output_location(output, "-o")     # below a file: "File exists" from the recorder
     if output.exists() and not args.force:
         # What is on disk, not a malformed value: exit code 1, as every command's OUT that exists.

@@ -58,6 +58,7 @@ Sequence numbers
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import numbers
 import os
@@ -212,7 +213,18 @@ class Recorder:
         self._writer.add_metadata(RECORDING_METADATA, info)
         # The header reaches the OS now, so even a crash in the first second leaves a file
         # that opens (as an empty recording).
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as exc:
+            # A full disk or /dev/full: nothing recorded, and an empty file left behind would
+            # block the next run ("exists"). The error names the file (it said only "[Errno
+            # 28] No space left on device").
+            with contextlib.suppress(OSError):     # closing flushes the same bytes again
+                self._file.close()
+            if self.path.is_file():      # a regular file we made: not /dev/full itself
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._wake = threading.Event()
@@ -351,7 +363,9 @@ class Recorder:
             with self._lock:
                 self._finish()
         if self._error is not None:
-            raise RecordingWriteError(f"{self.path}: recording failed: {self._error!r}") from self._error
+            reason = getattr(self._error, "strerror", None) or self._error
+            raise RecordingWriteError(f"{self.path}: recording stopped: {reason}; what was written before is in the "
+                                      "file (`teleop dataset inspect` says how much)") from self._error
         return self.stats()
 
     def _join_writer(self) -> None:

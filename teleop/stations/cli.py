@@ -231,9 +231,10 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
 def _check_record_target(args: argparse.Namespace) -> None:
     """Refuse to overwrite a recording (often the only copy of a session) unless --force,
     before anything starts."""
-    from teleop.data_args import check_output_location
+    from teleop.data_args import check_output_location, check_recording_name
 
     if args.record is not None:
+        check_recording_name(args.record, "--record")
         check_output_location(args.record, "--record")   # below a file: "File exists" once recording
     if args.record is not None and args.record.exists() and not args.force:
         raise PreconditionError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
