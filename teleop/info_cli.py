@@ -5,18 +5,29 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+from pathlib import Path
+
+from teleop.cli_types import PreconditionError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("info", help="describe the robot model and the installed optional parts",
+    parser = sub.add_parser("info", help="describe the robot model and the installed optional parts, or a file",
                             description="Print the robot model in use (URDF, joints, mass, joint groups, task "
-                                        "frames at the home posture) and which optional packages are installed.")
+                                        "frames at the home posture) and which optional packages are installed; "
+                                        "with FILE, what a task library (`teleop train`), a take of robot "
+                                        "references (`teleop retarget`, `teleop dataset export`) or a human "
+                                        "motion file holds.")
+    parser.add_argument("file", nargs="?", type=Path, metavar="FILE",
+                        help="a task library, robot references or human motion file to describe (recordings: "
+                             "`teleop dataset inspect`)")
     parser.add_argument("--robot", default="icub", help="robot description name or TOML path (default: icub)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.file is not None:
+        return _describe_file(args.file, args.json)
     from teleop.robot.model import RobotModel
 
     robot = RobotModel(args.robot)
@@ -42,3 +53,73 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  {role:14s} {pos}")
     print("optional parts: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["optional"].items()))
     return 0
+
+
+def _describe_file(path: Path, as_json: bool) -> int:
+    """``teleop info FILE``: a task library's tasks (takes, mean duration, signals, basis,
+    covariance), a references take's label, samples and duration, or a human motion file's
+    frames, rate and segments (every format `teleop retarget` reads). Before, nothing showed
+    what a trained library held short of loading it in Python."""
+    from teleop.takes import _npz_kind
+
+    if not path.is_file():
+        raise FileNotFoundError(2, "No such file" if not path.exists() else "Is a folder, not a file", str(path))
+    if path.suffix.lower() == ".mcap":
+        raise PreconditionError(f"{path} is a recording: `teleop dataset inspect {path}` describes it")
+    kind = _npz_kind(path) if path.suffix.lower() == ".npz" else None
+    if kind == "promp-task-library":
+        info = _library_info(path)
+    elif kind == "references":
+        info = _references_info(path)
+    else:
+        info = _motion_info(path)     # or the motion reader's error, naming the file
+    if as_json:
+        print(json.dumps(info))
+    elif info["kind"] == "task library":
+        print(f"{path}: task library of {len(info['tasks'])} tasks, {info['signals']} signals")
+        for label, task in info["tasks"].items():
+            print(f"  {label:20s} {task['takes']:3d} takes, mean {task['mean_duration_s']:.2f} s "
+                  f"({task['min_duration_s']:.2f}-{task['max_duration_s']:.2f} s), {task['basis']} basis functions, "
+                  f"{task['covariance']} covariance")
+    elif info["kind"] == "human motion":
+        print(f"{path}: human motion, {info['frames']} frames over {info['duration_s']:.2f} s "
+              f"({info['rate_hz']:.4g} Hz), {len(info['segments'])} segments: {', '.join(info['segments'])}")
+    else:
+        print(f"{path}: robot references{' of ' + repr(info['label']) if info['label'] else ''}, "
+              f"{info['samples']} samples over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz)"
+              + (f", from {info['source']}" if info["source"] else ""))
+    return 0
+
+
+def _library_info(path: Path) -> dict:
+    from promp.library import TaskLibrary
+
+    library = TaskLibrary.load(path)
+    tasks = {}
+    for label, promp in library.items():
+        durations = promp.durations
+        tasks[label] = {"takes": int(len(durations)), "mean_duration_s": float(durations.mean()),
+                        "min_duration_s": float(durations.min()), "max_duration_s": float(durations.max()),
+                        "basis": promp.basis.n_basis,
+                        "covariance": "dense" if promp.dense_cov is not None else
+                        f"rank-{promp.low_rank.shape[2]}{' coupled' if promp.coupled else ''}"}
+    return {"kind": "task library", "file": str(path), "signals": library.n_signals, "tasks": tasks}
+
+
+def _references_info(path: Path) -> dict:
+    from retarget.references import ReferenceTrajectory
+
+    take = ReferenceTrajectory.load_npz(path)
+    duration = float(take.times[-1] - take.times[0]) if len(take.times) else 0.0
+    rate = (len(take.times) - 1) / duration if duration > 0 else 0.0
+    return {"kind": "references", "file": str(path), "label": take.label, "samples": int(len(take.times)),
+            "duration_s": duration, "rate_hz": rate, "source": take.source}
+
+
+def _motion_info(path: Path) -> dict:
+    from teleop.takes import check_human_motion_file, read_motion_file
+
+    check_human_motion_file(path)      # what the file is instead, when it is the product's own
+    motion = read_motion_file(path)
+    return {"kind": "human motion", "file": str(path), "frames": len(motion), "rate_hz": float(motion.rate_hz),
+            "duration_s": float(motion.duration), "segments": list(motion.segment_names), "source": motion.source}

@@ -1,0 +1,50 @@
+"""`teleop info FILE`: what a task library, a references take or a motion file holds."""
+
+import json
+
+from conftest import SYNTHETIC, error_line
+from teleop.cli import main
+
+TAKE = SYNTHETIC / "squat" / "squat_0.npz"
+
+
+def test_info_describes_a_trained_library(tmp_path, capsys):
+    library = tmp_path / "library.npz"
+    assert main(["train", str(SYNTHETIC), "-o", str(library), "--tasks", "squat,side_reach"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(library), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["kind"] == "task library" and info["signals"] == 20
+    assert sorted(info["tasks"]) == ["side_reach", "squat"]
+    squat = info["tasks"]["squat"]
+    assert squat["takes"] == len(list((SYNTHETIC / "squat").glob("*.npz")))
+    assert squat["min_duration_s"] <= squat["mean_duration_s"] <= squat["max_duration_s"]
+    assert main(["info", str(library)]) == 0
+    assert "task library of 2 tasks" in capsys.readouterr().out
+
+
+def test_info_describes_references_and_motion(tmp_path, capsys):
+    assert main(["retarget", str(TAKE), "--out", str(tmp_path / "refs")]) == 0
+    references = tmp_path / "refs" / "references.npz"
+    capsys.readouterr()
+    assert main(["info", str(references), "--json"]) == 0
+    refs = json.loads(capsys.readouterr().out)
+    assert main(["info", str(TAKE), "--json"]) == 0
+    motion = json.loads(capsys.readouterr().out)
+    assert motion["kind"] == "human motion" and "right_hand" in motion["segments"]
+    assert refs["kind"] == "references"
+    assert refs["samples"] == motion["frames"] and abs(refs["duration_s"] - motion["duration_s"]) < 1e-9
+
+
+def test_info_on_a_recording_or_a_foreign_file_says_what_to_use(tmp_path, capsys):
+    recording = tmp_path / "session.mcap"
+    recording.write_bytes(b"\x89MCAP0\r\n")
+    assert main(["info", str(recording)]) == 1
+    assert error_line(capsys.readouterr().err) == (f"{recording} is a recording: `teleop dataset inspect "
+                                                   f"{recording}` describes it")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    assert main(["info", str(notes)]) == 1
+    assert "unsupported motion format" in error_line(capsys.readouterr().err)
+    assert main(["info", str(tmp_path)]) == 1
+    assert "Is a folder" in error_line(capsys.readouterr().err)
