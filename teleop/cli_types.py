@@ -222,11 +222,32 @@ def delay_list(text: str) -> list[str]:
 def task_label(text: str) -> str:
     """argparse type of ``--task`` (``teleop dataset label``, ``teleop record`` and ``teleop
     operator|robot --record FILE --task NAME``): a non-empty name (an empty one would mean "unlabelled")
-    that can name the task's folder of an export (``dataset export`` writes DIR/<task>/, and
-    ``train`` reads the folder name as the task)."""
+    that is, as typed, the name of the task's folder in an export (``dataset export`` writes
+    DIR/<task>/, and ``train`` reads the folder name as the task), at most 100 bytes long: see
+    :func:`teleop.record.labels.task_problem` (a label the folder name changed could share its
+    folder with another, and the two were learned as one task)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("the task name must not be empty, e.g. --task wave")
-    if "/" in text or "\\" in text or text.strip() in (".", ".."):
-        raise argparse.ArgumentTypeError(f"{text!r}: a task name is a folder name in an exported dataset: no '/', "
-                                         "'\\', '.' or '..'")
+    from teleop.record.labels import task_problem   # the export's rule, in one place
+
+    problem = task_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
+
+
+#: Latest time an MCAP file can hold [s]: its log times are unsigned 64-bit nanoseconds
+#: (about 1.8e10 s, 584 years).
+MAX_RECORDING_S = (2**64 - 1) * 1e-9
+
+
+def recording_seconds(text: str) -> float:
+    """argparse type of ``--start``/``--end`` of ``teleop dataset plot|trim|label``: seconds
+    from a recording's first message, finite, in [0, :data:`MAX_RECORDING_S`]. Beyond, no
+    message can be (and ``--start 1e308`` gave a traceback: OverflowError converting to
+    nanoseconds)."""
+    value = non_negative_float(text)
+    if value > MAX_RECORDING_S:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_RECORDING_S:.3g} s (the time range of a recording: "
+                                         f"MCAP log times are 64-bit nanoseconds), got {text}")
+    return value

@@ -143,7 +143,8 @@ def test_export_skips_what_it_cannot_use(tmp_path, capsys):
     write_session(data / "good.mcap", episodes=(("squat", 0, 50),))
     write_session(data / "unlabelled.mcap", episodes=(("", 0, 50),))
     (data / "broken.mcap").write_text("not a recording")
-    assert dataset_cli.main(["export", str(data), "-o", str(tmp_path / "out")]) == 0
+    # What it could use is written; a file it cannot read is an error (exit 1), said at the end.
+    assert dataset_cli.main(["export", str(data), "-o", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "broken.mcap" in err and "unlabelled.mcap#episode0: no task label" in err
     assert [p.name for p in (tmp_path / "out").rglob("*.npz")] == ["good_0.npz"]

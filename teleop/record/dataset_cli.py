@@ -38,23 +38,28 @@ compensation states (``joint_commands``, ``watchdog``, ``compensation`` at ``rob
 see :mod:`teleop.record.export`); ``inspect`` says whether a recording has them. A file
 exported from another recording, or from another channel of the same one (a robot
 recording's delivered and compensated commands get the same names), is kept unless
-``--force``: one channel per OUTDIR.
+``--force``: one channel per OUTDIR; so is the file of an episode relabelled since it was
+exported, in its earlier task's folder (``--force`` removes it once the new one is written).
+Two labels that would share a folder (``pick up`` and ``pick_up``) are refused: ``teleop
+train`` would learn them as one task. A recording or episode that cannot be read is skipped
+and said, the others exported, and the exit code is 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from teleop.cli import describe, end_output_quietly, stdout_reader_gone
-from teleop.cli_types import UsageError, non_negative_float, task_label
+from teleop.cli_types import UsageError, recording_seconds, task_label
 from teleop.data_args import check_out_folder, check_output_location
 
 from .channels import ROBOT_STATE
 from .export import NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in
-from .labels import add_episode, relabel_episode
+from .labels import add_episode, printable_label, relabel_episode
 from .mcap_index import RecordingFormatError
 from .messages import RobotStateSample
 from .plot import draw_plot, gather_plot_data
@@ -74,7 +79,9 @@ def _state(recording: Recording) -> str:
 
 
 def _task(task: str) -> str:
-    return task or "(unlabelled)"
+    """An episode's label as printed: escaped where a terminal cannot print it (a label read
+    from a file may hold a newline or an escape sequence, which broke the tables)."""
+    return printable_label(task) if task else "(unlabelled)"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -89,12 +96,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     for file, name in zip(files, names):
         try:
             recording = open_recording(file)
-        except RecordingFormatError as exc:
-            print(f"{name:{width}s}  unreadable: {exc}")
+            episodes = recording.episodes()
+        except (RecordingFormatError, OSError) as exc:   # one damaged file: the others are still listed
+            print(f"{name:{width}s}  unreadable: {describe(exc)}")
             continue
-        episodes = recording.episodes()
+        # A file without its footer was not recovered (nothing was): it is being written, or
+        # was cut short, and what is listed is its readable part.
         print(f"{name:{width}s}  {recording.duration_s:8.2f} s  {recording.message_count:7d} msgs  "
-              f"{len(episodes)} episode(s)  {'complete' if recording.complete else 'recovered'}")
+              f"{len(episodes)} episode(s)  {'complete' if recording.complete else 'incomplete (no footer)'}")
         for ep in episodes:
             note = "" if ep.stopped else "  (no stop marker: recording ended)"
             print(f"    #{ep.number:<3d} {_task(ep.task):20s} {ep.duration_s:8.2f} s{note}")
@@ -104,9 +113,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Channels, schemas, counts, rates, duration and episodes of one recording."""
     recording = open_recording(args.file)
+    # A complete file's chunks are otherwise read only by the commands that need them:
+    # checked here, a damaged one is reported by the command meant to find what is wrong.
+    damage = recording.index.verify_chunks(progress=True) and recording.index.damage_report()
+    recording.index.warn_damaged = False   # said below, not again as a warning
     print(f"file:      {recording.path}")
     print(f"state:     {_state(recording)}" + (f", {recording.discarded_bytes} bytes dropped"
                                                 if recording.discarded_bytes else ""))
+    if damage:
+        print(f"damaged:   {damage}")
     print(f"duration:  {recording.duration_s:.3f} s   messages: {recording.message_count}   "
           f"start: {recording.start_ns * 1e-9:.3f} s (log time)")
     print(f"\n{'topic':28s} {'schema':26s} {'count':>7s} {'rate [Hz]':>10s} {'first [s]':>10s} {'last [s]':>10s}")
@@ -215,7 +230,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise UsageError(f"--end {args.end:g} s: a plot shows a time span: give an --end after --start "
                          f"({args.start or 0:g} s)")
     _check_window_has_messages(recording, args, start_ns, end_ns, "to plot")
-    data = gather_plot_data(recording, args.start, args.end)
+    data = gather_plot_data(recording, args.start, args.end, progress=True)
     if not data.panels:
         window = "" if args.start is None and args.end is None else " in the window"
         raise ValueError(f"{args.file}: nothing to plot{window}: no hand references, robot states, episodes or "
@@ -305,9 +320,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Labelled episodes -> OUTDIR/<task>/<recording>_<episode>.npz."""
     check_out_folder(args.output, "-o")  # before the work, not when the first file is written
     result = export_episodes(args.paths, args.output, args.channel, use_message_time=args.message_time,
-                             force=args.force)
+                             force=args.force, progress=True)
     for path in result.written:
         print(path)
+    for path in result.removed:
+        print(f"removed {path}: its episode was exported under an earlier label (--force)", file=sys.stderr)
     for reason in result.skipped:
         print(f"skipped {reason}", file=sys.stderr)
     for path in result.incomplete:
@@ -317,6 +334,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"teleop dataset export: error: {_why_nothing_exported(result.skipped)}", file=sys.stderr)
         return 1
     print(f"{len(result.written)} trajectories written to {args.output}")
+    if result.errors:       # a damaged recording among good ones: the others exported, said, and exit 1
+        print(f"teleop dataset export: error: {len(result.errors)} recording(s) or episode(s) could not be "
+              f"exported (\"skipped\" above); the {len(result.written)} trajectories listed were written",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -339,9 +361,11 @@ def cmd_recover(args: argparse.Namespace) -> int:
     """Report what a (crashed) recording holds and write a complete copy."""
     _check_output(args.output, args.force)
     found = open_recording(args.file)
-    if not found.message_count:   # before writing: a copy of nothing helps no one
-        raise ValueError(f"{args.file}: nothing readable to recover (no message survived before "
-                         f"{found.problem or 'the end of the file'}); no copy written")
+    # Checked before writing: the messages of damaged chunks are not there to recover.
+    damage = found.index.verify_chunks(progress=True) and found.index.damage_report()
+    if not found.index.readable_message_count:   # a copy of nothing helps no one
+        why = damage or f"no message survived before {found.problem or 'the end of the file'}"
+        raise ValueError(f"{args.file}: nothing readable to recover ({why}); no copy written")
     print(recover(args.file, args.output, recording=found).summary())
     return 0
 
@@ -352,11 +376,15 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         try:
             return handler(args)
         except UsageError as exc:     # options that cannot go together: argparse's exit code
+            if os.environ.get("TELEOP_DEBUG"):   # as every command: the traceback, where it happened
+                raise
             print(exc.report(f"dataset {args.dataset_command}"), file=sys.stderr)
             return exc.EXIT_CODE
         except (RecordingFormatError, OSError, KeyError, ValueError, TypeError) as exc:
             if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
                 return end_output_quietly()   # `teleop dataset inspect FILE | head`: not an error
+            if os.environ.get("TELEOP_DEBUG"):
+                raise
             # describe(): "FILE: No such file or directory", not "[Errno 2] ...: 'FILE'"
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else describe(exc)
             print(f"teleop dataset {args.dataset_command}: error: {message}", file=sys.stderr)
@@ -404,14 +432,14 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
     p.add_argument("-o", "--output", type=Path, default=None, metavar="PNG",
                    help="the image (default: next to FILE, with the extension .png)")
-    p.add_argument("--start", type=non_negative_float, default=None, metavar="S", help="seconds from the first message")
-    p.add_argument("--end", type=non_negative_float, default=None, metavar="E", help="seconds from the first message (inclusive)")
+    p.add_argument("--start", type=recording_seconds, default=None, metavar="S", help="seconds from the first message")
+    p.add_argument("--end", type=recording_seconds, default=None, metavar="E", help="seconds from the first message (inclusive)")
     _force(p)
 
     p = _subcommand(sub, "trim", cmd_trim)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
-    p.add_argument("--start", type=non_negative_float, default=None, metavar="S", help="seconds from the first message")
-    p.add_argument("--end", type=non_negative_float, default=None, metavar="E", help="seconds from the first message (inclusive)")
+    p.add_argument("--start", type=recording_seconds, default=None, metavar="S", help="seconds from the first message")
+    p.add_argument("--end", type=recording_seconds, default=None, metavar="E", help="seconds from the first message (inclusive)")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="the trimmed copy (.mcap)")
     _force(p)
 
@@ -421,9 +449,9 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
                    help="task label (the folder `export` writes the episode to)")
     p.add_argument("--episode", type=int, default=None, metavar="N",
                    help="relabel existing episode N (see list/inspect); without it a new episode is added")
-    p.add_argument("--start", type=non_negative_float, default=None, metavar="S",
+    p.add_argument("--start", type=recording_seconds, default=None, metavar="S",
                    help="new episode: start, seconds from the first message (default: the first message)")
-    p.add_argument("--end", type=non_negative_float, default=None, metavar="E",
+    p.add_argument("--end", type=recording_seconds, default=None, metavar="E",
                    help="new episode: end, seconds from the first message, inclusive (default: the last message)")
     p.add_argument("-o", "--output", type=Path, default=None, metavar="OUT",
                    help="write a labelled copy here (default: replace FILE atomically, every message kept)")
@@ -441,8 +469,9 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
                         "at its send time; without it, at its arrival, packets overtaken by a newer one left out)")
     p.add_argument("--force", action="store_true",
                    help="replace files in OUTDIR exported from other recordings of the same name, or from "
-                        "another --channel of the same recording (re-exporting the same recording and channel "
-                        "never needs it)")
+                        "another --channel of the same recording, and remove the file an episode relabelled since "
+                        "(`label --episode N`) left in its earlier task's folder (re-exporting the same recording "
+                        "and channel needs it for nothing else)")
 
     p = _subcommand(sub, "recover", cmd_recover)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")

@@ -17,10 +17,20 @@ references, times in seconds from the episode start (log-time clock; with
 source = "<recording path>#episode<k>" (the path as given), ``recording``, the
 recording's resolved path, and ``channel``, the exported channel's topic
 ("/commands/delivered"), which an export into the same folder compares (see
-:func:`_check_overwrites`: the channels of one recording share the file names, and a
+:func:`_overwrite_problems`: the channels of one recording share the file names, and a
 folder holds one of them). Recordings without episodes (label them with
 ``teleop dataset label FILE --task NAME``), unlabelled episodes, episodes with fewer than
-two samples, recordings without the channel and unreadable files are skipped and reported.
+two samples, or with NaN or infinite references (``teleop train`` refuses them), and
+recordings without the channel are skipped and reported; so are unreadable recordings and
+episodes, and files that cannot be written, which :attr:`ExportResult.errors` also lists:
+one damaged file among many does not stop the others' export.
+
+Refused before anything is written: two labels that get one folder
+(:func:`~teleop.record.labels.task_folder_name`: ``pick up`` and ``pick_up``, two emoji;
+``teleop train`` would learn them as one task), and,
+without ``force``, a file of an episode exported under an earlier label into another task
+folder (after ``teleop dataset label --episode N``: the demonstration would train both
+tasks), which ``force`` removes once the episode's new file is written.
 
 A robot station's recording adds what the robot did in the episode, one row per control
 tick of its ``/robot/state``, to the same file (arrays that
@@ -44,8 +54,8 @@ states were recorded, and operator recordings, give the trajectory alone.
 from __future__ import annotations
 
 import io
+import math
 import os
-import re
 import zipfile
 import zlib
 from collections.abc import Iterable
@@ -55,11 +65,13 @@ from pathlib import Path
 import numpy as np
 
 from retarget.npz_checks import CheckedNpz
-from retarget.references import ReferenceTrajectory
+from retarget.references import FLAT_LABELS, ReferenceTrajectory
+from teleop.progress import progress_bar
 
 from .channels import COMMANDS_DELIVERED, REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
+from .labels import printable_label, task_folder_name
 from .mcap_index import RecordingFormatError
-from .reader import Recording, open_recording
+from .reader import Episode, Recording, open_recording
 
 
 #: Endings of the skip reasons for a recording without episodes and an unlabelled episode
@@ -70,13 +82,29 @@ NO_TASK_LABEL = ": no task label"
 
 @dataclass
 class ExportResult:
-    """Files written, episodes skipped (with the reason) and recordings exported although
-    incomplete (no footer: a live session's file, or one cut short; their last episode may
-    end early) by :func:`export_episodes`."""
+    """What :func:`export_episodes` did.
+
+    Attributes:
+        written: the files written.
+        skipped: the recordings and episodes not exported, each "<file>[#episode<n>]: why".
+        errors: those of ``skipped`` that failed (an unreadable recording or episode, a file
+            that could not be written), not left out by rule (no label, no channel...).
+        incomplete: recordings exported although incomplete (no footer: a live session's
+            file, or one cut short; their last episode may end early).
+        removed: copies of episodes exported under an earlier label, removed (``force``)
+            once the episode's new file was written.
+    """
 
     written: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
     incomplete: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+
+    def failed(self, reason: str) -> None:
+        """Skip what ``reason`` names, as an error."""
+        self.skipped.append(reason)
+        self.errors.append(reason)
 
 
 def recordings_in(path: str | os.PathLike) -> list[Path]:
@@ -112,11 +140,6 @@ def _named_recordings(sources: Iterable[str | os.PathLike]) -> list[tuple[Path, 
             owner[name] = file
             named.append((file, name))
     return named
-
-
-def task_folder_name(task: str) -> str:
-    """A folder name for a task label (path separators and odd characters replaced)."""
-    return re.sub(r"[^\w.+-]+", "_", task.strip()).strip("._") or "unnamed"
 
 
 def robot_arrays(recording: Recording, start_ns: int, end_ns: int) -> dict[str, np.ndarray]:
@@ -155,6 +178,11 @@ def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[s
     finally:
         partial.unlink(missing_ok=True)
 
+
+#: Seconds of recording an export reads before it shows a progress bar: a shorter one ends
+#: before a bar would tell anything (a 166 MB recording's export took 12 s), and a log or a
+#: script's stderr is spared the bar.
+PROGRESS_AFTER_S = 60
 
 #: Key of the exported files that names the recording, resolved (its ``source`` keeps the
 #: path as given, which means nothing from another working folder).
@@ -202,37 +230,77 @@ def reference_channels(recording) -> list[str]:
     return [topic for topic, info in recording.channels.items() if info.schema_name == REFERENCES_SPEC.schema_name]
 
 
-def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path, topic: str) -> None:
-    """Refuse (ValueError, before anything is written) to replace an exported file that
-    holds an episode of another recording, or of this recording's other channel than
-    ``topic``: two recordings of the same name exported in turn into one folder
-    (``a/operator.mcap``, then ``b/operator.mcap``) replaced the first one's demonstrations
-    without a word, and so did a robot recording's compensated commands exported after its
-    delivered ones (the same file names). Re-exporting the same recording and channel is
-    allowed, from any working folder (the files name the recording by its resolved path),
-    and a damaged file (unreadable: nothing in it is lost) is replaced."""
+@dataclass
+class _Planned:
+    """A recording to export: its file, its output name (see the module docstring), the
+    opened recording and its episodes (read once, before anything is written)."""
+
+    file: Path
+    name: str
+    recording: Recording
+    episodes: list[Episode]
+
+    def exported(self, topic: str) -> list[Episode]:
+        """The episodes an export of ``topic`` writes (unless skipped when read): the labelled
+        ones, if the recording has the channel."""
+        return [ep for ep in self.episodes if ep.task] if topic in self.recording.channels else []
+
+    def file_name(self, episode: Episode) -> str:
+        return f"{self.name}_{episode.number}.npz"
+
+
+def _episode_name(file: Path, episode: Episode) -> str:
+    """How messages name an episode: ``session.mcap#episode2``."""
+    return f"{file.name}#episode{episode.number}"
+
+
+def _quoted(task: str) -> str:
+    return f"'{printable_label(task)}'"
+
+
+def _check_shared_folders(planned: list[_Planned], output_dir: Path, topic: str) -> None:
+    """Refuse (ValueError, before anything is written) labels that would share a task folder
+    (see :func:`task_folder_name`): ``pick up`` and ``pick_up``, or two emoji (both
+    ``unnamed``), were written to one folder, and ``teleop train`` learned them as one task.
+    ``--force`` does not change this: it replaces files, it does not merge tasks."""
+    labels: dict[str, dict[str, list[str]]] = {}   # folder -> label -> episodes
+    for plan in planned:
+        for episode in plan.exported(topic):
+            labels.setdefault(task_folder_name(episode.task), {}).setdefault(episode.task, []).append(
+                _episode_name(plan.file, episode))
+    shared = [(folder, by_label) for folder, by_label in labels.items() if len(by_label) > 1]
+    if not shared:
+        return
+    said = "; ".join(f"{output_dir / folder}/ would get " + " and ".join(
+        f"{_quoted(task)} ({_listed(episodes)})" for task, episodes in by_label.items()) for folder, by_label in shared)
+    raise ValueError(f"task labels that differ would be exported to one folder, which teleop train learns as one "
+                     f"task: {said}; relabel them (`teleop dataset label FILE --episode N --task NAME`, a name of "
+                     "letters, digits and _ - + .) or export them separately; nothing written")
+
+
+def _overwrite_problems(planned: list[_Planned], output_dir: Path, topic: str) -> list[str]:
+    """Why the export would replace an exported file that holds an episode of another
+    recording, or of this recording's other channel than ``topic`` (refused without
+    ``force``, before anything is written): two recordings of the same name exported in
+    turn into one folder (``a/operator.mcap``, then ``b/operator.mcap``) replaced the first
+    one's demonstrations without a word, and so did a robot recording's compensated
+    commands exported after its delivered ones (the same file names). Re-exporting the same
+    recording and channel is allowed, from any working folder (the files name the recording
+    by its resolved path), and a damaged file (unreadable: nothing in it is lost) is
+    replaced."""
     others, channels = [], []
-    for file, recording_name in files:
-        try:
-            recording = open_recording(file)
-            episodes = recording.episodes()
-        except RecordingFormatError:
-            continue                     # skipped, and said, by the export itself
-        if topic not in recording.channels:
-            continue                     # its episodes are skipped (and said): nothing replaced
+    for plan in planned:
         # A file exported before the files named their channel holds the recording's only
         # references channel if it has one; of a robot recording's two, which is unknown.
-        held = reference_channels(recording)
+        held = reference_channels(plan.recording)
         unnamed = held[0] if len(held) == 1 else None
-        for episode in episodes:
-            if not episode.task:
-                continue
-            out = output_dir / task_folder_name(episode.task) / f"{recording_name}_{episode.number}.npz"
+        for episode in plan.exported(topic):
+            out = output_dir / task_folder_name(episode.task) / plan.file_name(episode)
             if out.exists():
                 earlier = _exported_from(out)
                 if earlier is None:
                     continue
-                if not _same_episode(*earlier[:2], file, episode.number):
+                if not _same_episode(*earlier[:2], plan.file, episode.number):
                     others.append(f"{out} (from {earlier[0] or earlier[1] or 'another file'})")
                 elif (earlier[2] or unnamed) != topic:
                     channels.append(f"{out} (holds {earlier[2] or 'a channel it does not name: an earlier export'})")
@@ -246,13 +314,109 @@ def _check_overwrites(files: list[tuple[Path, str]], output_dir: Path, topic: st
                         f"another channel and would be replaced with its {topic}: {_listed(channels)}; export to "
                         "another -o to keep both (teleop train learns from every file of a folder: one channel "
                         "per folder), or pass --force to replace them")
-    if problems:
-        raise ValueError("; and ".join(problems))
+    return problems
+
+
+def _stale_copies(plan: _Planned, episode: Episode, output_dir: Path) -> list[Path]:
+    """Files of ``episode`` in the task folders of ``output_dir`` other than its label's: an
+    export made before it was relabelled (``teleop dataset label --episode N``). Left
+    there, the one demonstration trained both tasks. Known by the name the export gives it
+    and the recording and episode stored in the file; an unreadable file is not known to be
+    one, and is left alone."""
+    if not output_dir.is_dir():
+        return []
+    folder = task_folder_name(episode.task)
+    stale = []
+    for other in sorted(output_dir.iterdir()):
+        candidate = other / plan.file_name(episode)
+        if other.name == folder or not other.is_dir() or not candidate.is_file():
+            continue
+        earlier = _exported_from(candidate)
+        if earlier is not None and _same_episode(*earlier[:2], plan.file, episode.number):
+            stale.append(candidate)
+    return stale
+
+
+def _non_finite(trajectory: ReferenceTrajectory) -> str | None:
+    """Where a trajectory first holds NaN or inf ("frame 12 of 300 (r.hand x)"), or None:
+    ``teleop train`` refuses such a take (in the words of :func:`teleop.takes.load_take`), so
+    the export says it of the episode, not the training of a file later."""
+    bad = ~np.isfinite(trajectory.values).all(axis=1) | ~np.isfinite(trajectory.times)
+    if not bad.any():
+        return None
+    frame = int(np.argmax(bad))
+    columns = np.flatnonzero(~np.isfinite(trajectory.values[frame]))
+    signal = "time" if not math.isfinite(trajectory.times[frame]) else ", ".join(FLAT_LABELS[c] for c in columns)
+    return f"non-finite values (NaN or inf) at frame {frame} of {len(bad)} ({signal})"
+
+
+class _ReadProgress:
+    """A progress bar of the log time an export reads, in whole seconds: one long episode
+    moves it as its messages are read (see :attr:`Recording.on_message`), not only once
+    done (a 166 MB recording's export ran 12 s without a word). An episode's window is
+    read once per :func:`_reads`."""
+
+    def __init__(self, bar, total: int) -> None:
+        self._bar = bar
+        self._total = total               # the bar's end [s]: the episodes' windows, read as often as read
+        self._done = 0.0                  # seconds of the episodes read to the end
+        self._window = (0, 0)             # [start, stop] of the episode being read [ns]
+        self._reads = 1                   # times it is read
+        self._read = 0                    # reads of it finished
+        self._at = 0.0                    # seconds read of the current read
+        self._shown = 0
+
+    def begin(self, start_ns: int, stop_ns: int, reads: int) -> None:
+        """The reads of an episode's window [start_ns, stop_ns] begin."""
+        self._window, self._reads, self._read, self._at = (start_ns, stop_ns), reads, 0, 0.0
+
+    def next_read(self) -> None:
+        """The episode's window is read again (the robot's states after the references)."""
+        self._read, self._at = min(self._read + 1, self._reads - 1), 0.0
+
+    def __call__(self, log_ns: int) -> None:
+        start, stop = self._window
+        at = (min(max(log_ns, start), stop) - start) * 1e-9
+        if at > self._at:                 # messages come in file order: nearly, not exactly, time order
+            self._at = at
+            self._show(self._done + self._read * (stop - start) * 1e-9 + at)
+
+    def end(self) -> None:
+        """The episode is done (written, or skipped): all its reads count."""
+        start, stop = self._window
+        self._done += self._reads * (stop - start) * 1e-9
+        self._window, self._read, self._at = (0, 0), 0, 0.0
+        self._show(self._done)
+
+    def complete(self) -> None:
+        """Everything was read: the bar at its end (the seconds counted whole fall short of it)."""
+        self._show(self._total)
+
+    def _show(self, seconds: float) -> None:
+        whole = min(int(seconds), self._total)
+        if whole > self._shown:
+            self._bar.update(whole - self._shown)
+            self._shown = whole
+
+
+def _reads(plan: _Planned) -> int:
+    """How many times an export reads each episode's window of ``plan``: its references,
+    and the robot's states when :func:`robot_arrays` reads them."""
+    info = plan.recording.channels.get(ROBOT_STATE)
+    return 2 if info is not None and info.schema_name == ROBOT_STATE_SPEC.schema_name else 1
+
+
+def _failure(exc: BaseException) -> str:
+    """The reason of an episode or recording that could not be exported: the message, with
+    the file when the OS names one ("OUT/...: File name too long")."""
+    if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in str(exc.strerror or ""):
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return str(exc).strip() or type(exc).__name__
 
 
 def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                     channel: str = "references", *, use_message_time: bool = False,
-                    force: bool = False) -> ExportResult:
+                    force: bool = False, progress: bool = False) -> ExportResult:
     """Write one ReferenceTrajectory .npz per labelled episode of the given recordings.
 
     Args:
@@ -261,63 +425,124 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         channel: the RobotReferences channel to export ("references", "compensated"...).
         use_message_time: time samples by their own ``t`` instead of their log time.
         force: replace files exported from other recordings, or from another channel of the
-            same recording (see :func:`_check_overwrites`).
+            same recording (see :func:`_overwrite_problems`), and remove the files of
+            episodes exported under an earlier label (see :func:`_stale_copies`).
+        progress: show a progress bar on stderr (the log time read), when there is more than
+            :data:`PROGRESS_AFTER_S` to read.
 
     A robot recording's files also hold its joint commands and watchdog and compensation
-    states (see the module docstring).
+    states (see the module docstring). A recording or episode that cannot be read, and a
+    file that cannot be written, is skipped and listed in ``errors`` (the others are
+    exported).
 
     Raises ValueError, before writing anything, if two recordings would get the same output
-    names (see the module docstring), or, without ``force``, if a file there holds an episode
-    of another recording or another channel's export of one of these.
+    names (see the module docstring), if two labels would get one folder, or, without
+    ``force``, if a file there holds an episode of another recording or another channel's
+    export of one of these, or an episode exported under its earlier label.
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     files = _named_recordings(sources)
     output_dir = Path(output_dir)
     topic = resolve_topic(channel)
-    if not force:
-        _check_overwrites(files, output_dir, topic)
     result = ExportResult()
+    planned: list[_Planned] = []
     for file, recording_name in files:
         try:
             recording = open_recording(file)
-        except RecordingFormatError as exc:
-            result.skipped.append(f"{file.name}: {exc}")
+            episodes = recording.episodes()
+        except (RecordingFormatError, OSError) as exc:  # one damaged file does not stop the others
+            result.failed(f"{file.name}: {_failure(exc)}")
             continue
-        if not recording.complete:
-            result.incomplete.append(file)
-        episodes = recording.episodes()
-        if not episodes:
-            result.skipped.append(f"{file.name}{NO_EPISODES}")
-            continue
-        others = reference_channels(recording)
-        missing = f"no channel {topic}" + (f" (references are on {', '.join(others)})" if others else "")
-        for episode in episodes:
-            name = f"{file.name}#episode{episode.number}"
-            if not episode.task:
-                result.skipped.append(f"{name}{NO_TASK_LABEL}")
-                continue
-            if topic not in recording.channels:
-                result.skipped.append(f"{name}: {missing}")
-                continue
-            trajectory = recording.reference_trajectory(
-                channel, episode.start_ns, episode.stop_ns + 1,
-                time_origin_ns=0 if use_message_time else episode.start_ns,
-                use_message_time=use_message_time, label=episode.task, source=f"{file}#episode{episode.number}",
-                # In log time, the delivered commands as the robot executed them (the newest
-                # by time stamp); by message time, every sample at its own time.
-                newest_only=topic == COMMANDS_DELIVERED and not use_message_time)
-            if use_message_time and len(trajectory):
-                # Producer clocks have their own origin: count from the episode's first sample.
-                trajectory.times = trajectory.times - trajectory.times[0]
-            if len(trajectory) < 2:
-                result.skipped.append(f"{name}: {len(trajectory)} samples on {channel}")
-                continue
-            folder = output_dir / task_folder_name(episode.task)
-            folder.mkdir(parents=True, exist_ok=True)
-            out = folder / f"{recording_name}_{episode.number}.npz"
-            arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1),
-                      RECORDING_KEY: np.array(str(file.resolve())), CHANNEL_KEY: np.array(topic)}
-            save_with_arrays(trajectory, out, arrays)
-            result.written.append(out)
+        planned.append(_Planned(file, recording_name, recording, episodes))
+    _check_shared_folders(planned, output_dir, topic)
+    problems = [] if force else _overwrite_problems(planned, output_dir, topic)
+    stale = {(plan.name, episode.number): copies for plan in planned for episode in plan.exported(topic)
+             if (copies := _stale_copies(plan, episode, output_dir))}
+    if stale and not force:
+        listed = [f"{path} ({_episode_name(plan.file, episode)}, now {_quoted(episode.task)})"
+                  for plan in planned for episode in plan.exported(topic)
+                  for path in stale.get((plan.name, episode.number), ())]
+        problems.append(f"{len(listed)} file(s) in {output_dir} hold episodes exported under an earlier label, "
+                        f"which teleop train would learn as both tasks: {_listed(listed)}; pass --force to remove "
+                        "them as the episodes are written to their new folders, or export to another -o")
+    if problems:
+        raise ValueError("; and ".join(problems))
+    total = math.ceil(sum(episode.duration_s * _reads(plan) for plan in planned for episode in plan.exported(topic)))
+    with progress_bar(total=total, desc="exporting", enabled=progress and total > PROGRESS_AFTER_S) as bar:
+        bar.unit = "s"                    # of recording read
+        reading = _ReadProgress(bar, total)
+        for plan in planned:
+            _export_recording(plan, output_dir, channel, topic, use_message_time, stale, reading, result)
+        reading.complete()
     return result
+
+
+def _export_recording(plan: _Planned, output_dir: Path, channel: str, topic: str, use_message_time: bool,
+                      stale: dict[tuple[str, int], list[Path]], reading: _ReadProgress, result: ExportResult) -> None:
+    """Write the labelled episodes of one recording (see :func:`export_episodes`) into
+    ``result``; an episode that cannot be read or written is skipped as an error."""
+    file, recording = plan.file, plan.recording
+    if not recording.complete:
+        result.incomplete.append(file)
+    if not plan.episodes:
+        result.skipped.append(f"{file.name}{NO_EPISODES}")
+        return
+    others = reference_channels(recording)
+    missing = f"no channel {topic}" + (f" (references are on {', '.join(others)})" if others else "")
+    for episode in plan.episodes:
+        name = _episode_name(file, episode)
+        if not episode.task:
+            result.skipped.append(f"{name}{NO_TASK_LABEL}")
+            continue
+        if topic not in recording.channels:
+            result.skipped.append(f"{name}: {missing}")
+            continue
+        reading.begin(episode.start_ns, episode.stop_ns, _reads(plan))
+        recording.on_message = reading
+        try:
+            out = _export_episode(plan, episode, output_dir, channel, topic, use_message_time, reading, result)
+        except (RecordingFormatError, OSError, ValueError) as exc:   # damaged data, a file not written
+            result.failed(f"{name}: {_failure(exc)}")
+            continue
+        finally:
+            recording.on_message = None
+            reading.end()
+        if out is None:
+            continue
+        result.written.append(out)
+        for copy in stale.get((plan.name, episode.number), ()):   # only once its new file is there
+            copy.unlink(missing_ok=True)
+            result.removed.append(copy)
+
+
+def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel: str, topic: str,
+                    use_message_time: bool, reading: _ReadProgress, result: ExportResult) -> Path | None:
+    """Write one episode's file; None (and the reason in ``result``) when it is skipped."""
+    file, recording = plan.file, plan.recording
+    name = _episode_name(file, episode)
+    trajectory = recording.reference_trajectory(
+        channel, episode.start_ns, episode.stop_ns + 1,
+        time_origin_ns=0 if use_message_time else episode.start_ns,
+        use_message_time=use_message_time, label=episode.task, source=f"{file}#episode{episode.number}",
+        # In log time, the delivered commands as the robot executed them (the newest
+        # by time stamp); by message time, every sample at its own time.
+        newest_only=topic == COMMANDS_DELIVERED and not use_message_time)
+    if use_message_time and len(trajectory):
+        # Producer clocks have their own origin: count from the episode's first sample.
+        trajectory.times = trajectory.times - trajectory.times[0]
+    if len(trajectory) < 2:
+        result.skipped.append(f"{name}: {len(trajectory)} samples on {channel}")
+        return None
+    problem = _non_finite(trajectory)
+    if problem is not None:
+        result.skipped.append(f"{name}: {problem}: not exported (teleop train refuses such a take)")
+        return None
+    reading.next_read()
+    arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1),
+              RECORDING_KEY: np.array(str(file.resolve())), CHANNEL_KEY: np.array(topic)}
+    folder = output_dir / task_folder_name(episode.task)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / plan.file_name(episode)
+    save_with_arrays(trajectory, out, arrays)
+    return out

@@ -4,13 +4,26 @@ Two ways to build the index, one result (:class:`FileIndex`):
 
 * **Summary** (complete files): the footer points at the summary section; its chunk
   indexes say where the chunks are and the per-chunk message indexes give every channel's
-  message count and time range without decompressing anything.
-* **Scan** (files without a usable footer, e.g. after SIGKILL): records are read one by one
-  from the start. Each record's length is checked against the bytes left in the file
-  before it is read, and each chunk is decompressed and CRC-checked, so the scan stops
-  cleanly at the first record that is cut short or damaged. Everything before it is kept.
-  This is what makes a crashed recording readable: the recorder flushes whole chunks, so
-  only the chunk being written when the process died is lost.
+  message count and time range without decompressing anything. What is read is checked
+  first: the summary against the footer's CRC, each chunk index against the header of the
+  chunk it points at, each message-index time against its chunk's time range and the totals
+  against the statistics. One flipped bit there would otherwise report nonsense (a duration
+  of days) for a file that opens as complete: any disagreement falls back to the scan.
+* **Scan** (files without a usable footer, e.g. after SIGKILL, or with a damaged summary):
+  records are read one by one from the start. Each record's length is checked against the
+  bytes left in the file before it is read, and each chunk is decompressed and CRC-checked.
+  The scan stops cleanly at the first record that is cut short or damaged beyond its
+  length: everything before it is kept. This is what makes a crashed recording readable:
+  the recorder flushes whole chunks, so only the chunk being written when the process died
+  is lost.
+
+A chunk whose length fits in the file but whose data fails its CRC or decompression (bit
+rot, a bad copy) is **skipped**, not fatal: the records after it are still found by its
+length, so one bad chunk costs its own messages and no others. The scan notes it
+(:attr:`FileIndex.damaged`); the summary path does not read chunks, so a complete file's
+damage is found when a reader meets it, or by :meth:`FileIndex.verify_chunks`. Readers warn
+once on stderr how many chunks (and messages) were skipped. Damaged chunks with nothing
+intact after them are the file's lost tail, reported like a tail cut short.
 
 Messages are then read block by block (a block is a chunk, or a message outside chunks),
 skipping blocks that hold none of the wanted channels or lie outside the time window.
@@ -21,6 +34,8 @@ from __future__ import annotations
 import io
 import os
 import struct
+import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,13 +55,18 @@ from mcap.records import (
     Schema,
     Statistics,
 )
-from mcap.stream_reader import breakup_chunk
+from mcap.stream_reader import breakup_chunk, get_chunk_data_stream
 
 #: The 8 bytes that open and close every MCAP file.
 MAGIC = b"\x89MCAP0\r\n"
 _RECORD_PREFIX = 9  # opcode (1 byte) + body length (8 bytes)
 _FOOTER_BODY = 20  # summary_start (8) + summary_offset_start (8) + summary_crc (4)
+_FOOTER_CRC_COVERED = _RECORD_PREFIX + 16  # the footer's bytes before its summary_crc field
+_CHUNK_TIMES = 16  # a chunk body opens with message_start_time (8) and message_end_time (8)
 _KNOWN_OPCODES = {int(op) for op in Opcode}
+#: Chunk bytes from which checking them shows a progress bar: below, it takes well under a
+#: second (~250 MB/s), and a bar would only be noise on stderr.
+_PROGRESS_MIN_BYTES = 64 << 20
 
 
 class RecordingFormatError(ValueError):
@@ -66,6 +86,8 @@ class DataBlock:
         is_chunk: chunk (True) or lone message (False).
         start_ns, end_ns: log-time range of its messages [ns].
         channel_ids: channels with messages in it.
+        message_counts: messages per channel id in it (None when not counted), so that the
+            messages of a chunk found damaged later can be told.
     """
 
     offset: int
@@ -74,6 +96,33 @@ class DataBlock:
     start_ns: int
     end_ns: int
     channel_ids: frozenset[int]
+    message_counts: dict[int, int] | None = None
+
+
+@dataclass
+class DamagedChunk:
+    """A chunk record whose length fits in the file but whose data fails its CRC check or
+    decompression: skipped, the records after it are still read.
+
+    Attributes:
+        offset: file offset of the record (its opcode byte) [bytes].
+        record_length: length of the whole record [bytes].
+        reason: what failed, e.g. "CRCValidationError: ...".
+        message_counts: its messages per channel id, from the message indexes of a complete
+            file; None after a scan, which cannot count what it cannot read.
+    """
+
+    offset: int
+    record_length: int
+    reason: str
+    message_counts: dict[int, int] | None = None
+
+    @property
+    def message_count(self) -> int | None:
+        return None if self.message_counts is None else sum(self.message_counts.values())
+
+    def describe(self) -> str:
+        return f"damaged chunk record at byte {self.offset} ({self.reason})"
 
 
 @dataclass
@@ -104,12 +153,23 @@ class FileIndex:
         complete: True when the file has a valid footer and summary (closed properly).
         header: the MCAP header record.
         schemas, channels: records by id.
-        counts: per channel id, message count and time range.
+        counts: per channel id, message count and time range. From a complete file's
+            message indexes these include the messages of chunks found damaged later
+            (:meth:`readable_counts` leaves them out); after a scan, only intact chunks'.
         blocks: where the messages are, in file order.
         metadata: metadata records, in file order.
         file_bytes: size of the file [bytes].
         valid_bytes: bytes up to the end of the last intact record [bytes].
         problem: why a scan stopped early (None for complete files and clean ends).
+        damaged: damaged chunks skipped within the file (not its lost tail), in file order.
+        chunks_verified: whether every chunk has been read and checked, so that
+            ``damaged`` is all there is (a scan reads them all; the summary path none).
+        orphaned_messages: messages dropped because their channel was defined only in a
+            damaged chunk (nothing says what they are).
+        undefined_channel_ids: the channel ids of those messages, which readers skip.
+        warn_damaged: readers warn on stderr, once, about the damaged chunks they skip; a
+            command that reports them itself turns this off.
+        damage_warned: that warning has been given.
     """
 
     path: Path
@@ -123,6 +183,12 @@ class FileIndex:
     file_bytes: int = 0
     valid_bytes: int = 0
     problem: str | None = None
+    damaged: list[DamagedChunk] = field(default_factory=list)
+    chunks_verified: bool = False
+    orphaned_messages: int = 0
+    undefined_channel_ids: frozenset[int] = frozenset()
+    warn_damaged: bool = True
+    damage_warned: bool = False
 
     @property
     def message_count(self) -> int:
@@ -132,9 +198,56 @@ class FileIndex:
     def discarded_bytes(self) -> int:
         return self.file_bytes - self.valid_bytes
 
+    @property
+    def damaged_chunks(self) -> int:
+        """How many damaged chunks were skipped (so far, unless ``chunks_verified``)."""
+        return len(self.damaged)
+
+    def readable_counts(self) -> dict[int, int]:
+        """Messages per channel id that can be read: ``counts`` less those of damaged chunks."""
+        counts = {channel_id: c.count for channel_id, c in self.counts.items()}
+        for chunk in self.damaged:
+            for channel_id, count in (chunk.message_counts or {}).items():
+                counts[channel_id] = counts.get(channel_id, 0) - count
+        return counts
+
+    @property
+    def readable_message_count(self) -> int:
+        return sum(self.readable_counts().values())
+
+    def is_damaged(self, block: DataBlock) -> bool:
+        return any(chunk.offset == block.offset for chunk in self.damaged)
+
+    def verify_chunks(self, *, progress: bool = False) -> list[DamagedChunk]:
+        """Check every chunk (decompression and CRC), noting the damaged ones in ``damaged``;
+        returns it. A scan checked them already; a complete file's chunks are read here, once,
+        as the summary vouches for none (``progress``: a bar on stderr when that takes long)."""
+        return _verify_chunks(self, progress)
+
+    def damage_report(self) -> str | None:
+        """One line on the damaged chunks skipped, for warnings and reports; None without any."""
+        return _damage_report(self)
+
 
 class _Damaged(Exception):
     """Internal: the summary path cannot be trusted; fall back to a scan."""
+
+
+def _damage_report(index: FileIndex) -> str | None:
+    """:meth:`FileIndex.damage_report`: how many chunks, where, and the messages lost with
+    them (counted from a complete file's message indexes; a scan cannot count them)."""
+    count = len(index.damaged)
+    if not count:
+        return None
+    plural = "s" if count > 1 else ""
+    where = ", ".join(str(chunk.offset) for chunk in index.damaged[:3]) + (", ..." if count > 3 else "")
+    known = [chunk.message_count for chunk in index.damaged]
+    lost = f"{sum(known)} messages lost" if None not in known else "their messages lost"
+    text = (f"{count} damaged chunk{plural} skipped (CRC check or decompression failed; at byte{plural} {where}): "
+            f"{lost}")
+    if index.orphaned_messages:
+        text += f", and {index.orphaned_messages} messages of channels defined only in them"
+    return text
 
 
 def _looks_like(head: bytes) -> str:
@@ -240,7 +353,10 @@ def _footer(f, size: int) -> tuple[Footer, int] | None:
 
 
 def _index_from_summary(f, path: Path, size: int, header: Header) -> FileIndex | None:
-    """Index from the summary section; None when the file has no usable footer/summary."""
+    """Index from the summary section; None when the file has no usable footer/summary.
+
+    Raises _Damaged (or whatever a garbled record raises) when what it says is inconsistent.
+    """
     found = _footer(f, size)
     if found is None:
         return None
@@ -248,6 +364,7 @@ def _index_from_summary(f, path: Path, size: int, header: Header) -> FileIndex |
     if footer.summary_start == 0 or not len(MAGIC) < footer.summary_start <= footer_offset:
         return None
     summary = _read_exact(f, footer.summary_start, footer_offset - footer.summary_start)
+    _check_summary_crc(f, footer, footer_offset, summary)
 
     index = FileIndex(path=path, complete=True, header=header, file_bytes=size, valid_bytes=size)
     chunk_indexes: list[ChunkIndex] = []
@@ -276,40 +393,104 @@ def _index_from_summary(f, path: Path, size: int, header: Header) -> FileIndex |
     for ci in sorted(chunk_indexes, key=lambda c: c.chunk_start_offset):
         if ci.message_index_length == 0 and ci.message_index_offsets == {}:
             return None  # chunk without message indexes: counts need a scan
-        block_ids = _count_from_message_indexes(f, ci, index)
+        _check_chunk_index(f, ci, footer.summary_start)
+        block_counts = _count_from_message_indexes(f, ci, index)
         index.blocks.append(DataBlock(ci.chunk_start_offset, ci.chunk_length - _RECORD_PREFIX, True,
-                                      ci.message_start_time, ci.message_end_time, frozenset(block_ids)))
+                                      ci.message_start_time, ci.message_end_time, frozenset(block_counts),
+                                      block_counts))
     for mi in metadata_indexes:
         raw_record = _read_exact(f, mi.offset, mi.length)
         if raw_record[0] != Opcode.METADATA:
             raise _Damaged("metadata index points at another record")
         index.metadata.append(Metadata.read(_stream(raw_record[_RECORD_PREFIX:])))
-    if statistics is not None and statistics.message_count != index.message_count:
-        raise _Damaged("message indexes disagree with the statistics")
+    if statistics is not None:
+        _check_statistics(statistics, index)
     return index
 
 
-def _count_from_message_indexes(f, ci: ChunkIndex, index: FileIndex) -> set[int]:
+def _check_summary_crc(f, footer: Footer, footer_offset: int, summary: bytes) -> None:
+    """The footer's CRC covers the summary and the footer's own fields before it; 0 means
+    the writer computed none (the spec makes it optional)."""
+    if footer.summary_crc == 0:
+        return
+    covered_footer = _read_exact(f, footer_offset, _FOOTER_CRC_COVERED)
+    if zlib.crc32(covered_footer, zlib.crc32(summary)) != footer.summary_crc:
+        raise _Damaged("summary CRC mismatch")
+
+
+def _check_chunk_index(f, ci: ChunkIndex, data_end: int) -> None:
+    """A chunk index must point, within the data section, at a chunk of its length and times:
+    without a summary CRC nothing else vouches for it."""
+    if not len(MAGIC) < ci.chunk_start_offset or \
+            ci.chunk_start_offset + ci.chunk_length + ci.message_index_length > data_end:
+        raise _Damaged("chunk index points outside the data section")
+    head = _read_exact(f, ci.chunk_start_offset, _RECORD_PREFIX + _CHUNK_TIMES)
+    opcode, length, start_ns, end_ns = struct.unpack("<BQQQ", head)
+    if opcode != Opcode.CHUNK or _RECORD_PREFIX + length != ci.chunk_length or \
+            (start_ns, end_ns) != (ci.message_start_time, ci.message_end_time):
+        raise _Damaged("chunk index disagrees with its chunk")
+
+
+def _count_from_message_indexes(f, ci: ChunkIndex, index: FileIndex) -> dict[int, int]:
+    """Add a chunk's message indexes to ``index.counts``; its message count per channel id."""
     start = ci.chunk_start_offset + ci.chunk_length
-    ids = set()
+    counts: dict[int, int] = {}
+    seen: set[int] = set()
     for opcode, body in _records(_read_exact(f, start, ci.message_index_length)):
         if opcode != Opcode.MESSAGE_INDEX:
             continue
-        channel_id, records_length = struct.unpack_from("<HI", body, 0)
-        # Each entry is (log_time, offset), two little-endian uint64.
-        entries = np.frombuffer(body, dtype="<u8", count=records_length // 8, offset=6).reshape(-1, 2)
+        channel_id, entries = _message_index_entries(body)
+        if channel_id not in index.channels or channel_id in seen:
+            raise _Damaged("message index of an unknown or repeated channel")
+        seen.add(channel_id)
+        _check_entries(entries, ci)
         if len(entries):
-            ids.add(channel_id)
-            index.counts.setdefault(channel_id, ChannelCounts()).add(
-                len(entries), int(entries[:, 0].min()), int(entries[:, 0].max()))
-    return ids
+            counts[channel_id] = len(entries)
+            index.counts[channel_id].add(len(entries), int(entries[:, 0].min()), int(entries[:, 0].max()))
+    if seen != set(ci.message_index_offsets):
+        raise _Damaged("message indexes disagree with their chunk index")
+    return counts
+
+
+def _message_index_entries(body: bytes) -> tuple[int, np.ndarray]:
+    """(channel id, (n, 2) array of (log_time, offset)) of a message index record body."""
+    channel_id, records_length = struct.unpack_from("<HI", body, 0)
+    if records_length % 16 or 6 + records_length > len(body):
+        raise _Damaged("message index entries overrun their record")
+    # Each entry is (log_time, offset), two little-endian uint64.
+    return channel_id, np.frombuffer(body, dtype="<u8", count=records_length // 8, offset=6).reshape(-1, 2)
+
+
+def _check_entries(entries: np.ndarray, ci: ChunkIndex) -> None:
+    """Each message-index entry must lie within its chunk: its time in the chunk index's
+    range, its offset in the decompressed data. A flipped bit in a time otherwise becomes the
+    recording's start or end."""
+    if not len(entries):
+        return
+    times, offsets = entries[:, 0], entries[:, 1]
+    if int(times.min()) < ci.message_start_time or int(times.max()) > ci.message_end_time:
+        raise _Damaged("message index time outside its chunk's time range")
+    if int(offsets.max()) >= ci.uncompressed_size:
+        raise _Damaged("message index offset outside its chunk")
+
+
+def _check_statistics(statistics: Statistics, index: FileIndex) -> None:
+    """The statistics record must agree with the message indexes' count and time range."""
+    if statistics.message_count != index.message_count:
+        raise _Damaged("message indexes disagree with the statistics")
+    counted = [c for c in index.counts.values() if c.count]
+    if counted and (min(c.first_ns for c in counted), max(c.last_ns for c in counted)) != \
+            (statistics.message_start_time, statistics.message_end_time):
+        raise _Damaged("message index times disagree with the statistics")
 
 
 # --------------------------------------------------------------------------- scan path
 
 
 def _index_by_scan(f, path: Path, size: int, header: Header, start: int) -> FileIndex:
-    index = FileIndex(path=path, complete=False, header=header, file_bytes=size, valid_bytes=start)
+    index = FileIndex(path=path, complete=False, header=header, file_bytes=size, valid_bytes=start,
+                      chunks_verified=True)
+    pending: list[DamagedChunk] = []  # damaged chunks no intact record has followed yet
     pos = start
     f.seek(pos)
     while True:
@@ -330,13 +511,23 @@ def _index_by_scan(f, path: Path, size: int, header: Header, start: int) -> File
         body = f.read(length)
         try:
             finished = _scan_record(index, opcode, body, pos)
-        except Exception as exc:  # a corrupt record: keep what came before it
-            index.problem = f"damaged {Opcode(opcode).name.lower()} record at byte {pos} ({exc})"
-            break
+        except Exception as exc:  # a corrupt record
+            if opcode != Opcode.CHUNK:  # keep what came before it
+                index.problem = f"damaged {Opcode(opcode).name.lower()} record at byte {pos} ({exc})"
+                break
+            # Its length fits, so the records after it can still be found: skip its data.
+            pending.append(DamagedChunk(pos, _RECORD_PREFIX + length, f"{type(exc).__name__}: {exc}"))
+            pos += _RECORD_PREFIX + length
+            continue
+        index.damaged += pending  # an intact record follows them: damage within the file, not its tail
+        pending = []
         pos += _RECORD_PREFIX + length
         index.valid_bytes = pos
         if finished:
             break
+    if pending:  # nothing intact after them: the lost tail, as a last chunk cut short would be
+        index.problem = pending[0].describe()
+    _drop_undefined_channels(index)
     return index
 
 
@@ -355,12 +546,12 @@ def _scan_record(index: FileIndex, opcode: int, body: bytes, offset: int) -> boo
         if ids:
             all_times = [t for times in ids.values() for t in times]
             index.blocks.append(DataBlock(offset, len(body), True, min(all_times), max(all_times),
-                                          frozenset(ids)))
+                                          frozenset(ids), {channel_id: len(t) for channel_id, t in ids.items()}))
     elif opcode == Opcode.MESSAGE:
         message = Message.read(_stream(body), len(body))
         index.counts.setdefault(message.channel_id, ChannelCounts()).add(1, message.log_time, message.log_time)
         index.blocks.append(DataBlock(offset, len(body), False, message.log_time, message.log_time,
-                                      frozenset([message.channel_id])))
+                                      frozenset([message.channel_id]), {message.channel_id: 1}))
     elif opcode in (Opcode.SCHEMA, Opcode.CHANNEL):
         _scan_definition(index, (Schema if opcode == Opcode.SCHEMA else Channel).read(_stream(body)))
     elif opcode == Opcode.METADATA:
@@ -378,38 +569,145 @@ def _scan_definition(index: FileIndex, record) -> None:
         index.counts.setdefault(record.id, ChannelCounts())
 
 
+def _drop_undefined_channels(index: FileIndex) -> None:
+    """Set aside the messages of channels whose Channel record was in a skipped damaged chunk
+    (a recorder defines each channel in the chunk of its first message): nothing says what
+    they are. Without damage, an undefined channel is the file's own fault, reported when read."""
+    if not index.damaged:
+        return
+    undefined = [channel_id for channel_id in index.counts if channel_id not in index.channels]
+    for channel_id in undefined:
+        index.orphaned_messages += index.counts.pop(channel_id).count
+    index.undefined_channel_ids = frozenset(undefined)
+
+
+# ------------------------------------------------------------------------ damaged chunks
+
+
+def _verify_chunks(index: FileIndex, progress: bool) -> list[DamagedChunk]:
+    """:meth:`FileIndex.verify_chunks`: decompress and CRC-check each chunk not known to be
+    damaged (without parsing its records: over twice as fast, and what fails is almost always this)."""
+    if index.chunks_verified:
+        return index.damaged
+    chunks = [block for block in index.blocks if block.is_chunk and not index.is_damaged(block)]
+    if progress and sum(block.body_length for block in chunks) >= _PROGRESS_MIN_BYTES:
+        from teleop.progress import progress_bar   # tqdm: imported only for the work that shows it
+
+        chunks = progress_bar(chunks, desc="checking chunks")
+    with open(index.path, "rb") as f:
+        for block in chunks:
+            try:
+                get_chunk_data_stream(Chunk.read(_stream(_block_body(f, block))), validate_crc=True)
+            except Exception as exc:
+                index.damaged.append(_damaged(block, exc))
+    index.damaged.sort(key=lambda chunk: chunk.offset)
+    index.chunks_verified = True
+    return index.damaged
+
+
+def _damaged(block: DataBlock, exc: Exception) -> DamagedChunk:
+    """The record of a damaged chunk block, with the message counts its index had."""
+    return DamagedChunk(block.offset, _RECORD_PREFIX + block.body_length, f"{type(exc).__name__}: {exc}",
+                        block.message_counts)
+
+
+def _note_damaged_chunk(index: FileIndex, block: DataBlock, exc: Exception) -> None:
+    """A reader met a chunk that does not decode: find all such chunks once (to tell how many),
+    refuse a file with nothing readable left, and warn about what is skipped."""
+    _verify_chunks(index, progress=False)
+    if not index.is_damaged(block):  # it passed the CRC check, yet its records do not parse
+        index.damaged.append(_damaged(block, exc))
+        index.damaged.sort(key=lambda chunk: chunk.offset)
+    _check_something_readable(index)
+    _warn_damaged(index)
+
+
+def _check_something_readable(index: FileIndex) -> None:
+    """A file whose index counts messages but all of whose chunks are damaged: an error, not
+    a silent empty result (skipping is for saving what is intact)."""
+    if index.damaged and index.message_count and not index.readable_message_count:
+        more = f" and {len(index.damaged) - 1} more" if len(index.damaged) > 1 else ""
+        raise RecordingFormatError(f"{index.path}: {index.damaged[0].describe()}{more}: no intact chunk "
+                                   "left to read")
+
+
+def _warn_damaged(index: FileIndex) -> None:
+    """Say once on stderr what damaged chunks the readers of ``index`` skip."""
+    if not index.damaged or not index.warn_damaged or index.damage_warned:
+        return
+    index.damage_warned = True
+    # tqdm.write: a progress bar open on stderr (a long rewrite) is redrawn below the line.
+    from tqdm import tqdm
+
+    tqdm.write(f"warning: {index.path}: {_damage_report(index)}", file=sys.stderr)
+
+
 # ------------------------------------------------------------------------ message access
+
+
+def select_blocks(index: FileIndex, channel_ids: Iterable[int] | None = None,
+                  start_ns: int | None = None, end_ns: int | None = None) -> list[DataBlock]:
+    """The blocks that may hold messages of the given channels with ``start_ns <= log_time <
+    end_ns``, in file order (``None``: all channels / no bound)."""
+    wanted = None if channel_ids is None else frozenset(channel_ids)
+    return [block for block in index.blocks
+            if (wanted is None or block.channel_ids & wanted)
+            and (start_ns is None or block.end_ns >= start_ns) and (end_ns is None or block.start_ns < end_ns)]
+
+
+def iter_block_messages(index: FileIndex, blocks: Iterable[DataBlock], channel_ids: Iterable[int] | None = None,
+                        start_ns: int | None = None, end_ns: int | None = None
+                        ) -> Iterator[tuple[DataBlock, list[Message]]]:
+    """Each of ``blocks`` with its messages of the given channels in the window, in file order.
+
+    A damaged chunk is skipped with its messages (an empty list) and a warning on stderr, once
+    per index (see :attr:`FileIndex.warn_damaged`).
+
+    Raises:
+        RecordingFormatError: a damaged lone message record, or no intact chunk left at all.
+    """
+    wanted = None if channel_ids is None else frozenset(channel_ids)
+    _check_something_readable(index)
+    _warn_damaged(index)
+    with open(index.path, "rb") as f:
+        for block in blocks:
+            yield block, [record for record in _block_records(index, f, block)
+                          if isinstance(record, Message) and record.channel_id not in index.undefined_channel_ids
+                          and (wanted is None or record.channel_id in wanted)
+                          and (start_ns is None or record.log_time >= start_ns)
+                          and (end_ns is None or record.log_time < end_ns)]
 
 
 def iter_raw_messages(index: FileIndex, channel_ids: Iterable[int] | None = None,
                       start_ns: int | None = None, end_ns: int | None = None) -> Iterator[Message]:
     """Messages of the given channels with ``start_ns <= log_time < end_ns``, in file order.
 
-    ``None`` means all channels / no bound.
+    ``None`` means all channels / no bound. Damaged chunks are skipped as
+    :func:`iter_block_messages` says.
     """
-    wanted = None if channel_ids is None else frozenset(channel_ids)
-    with open(index.path, "rb") as f:
-        for block in index.blocks:
-            if wanted is not None and not (block.channel_ids & wanted):
-                continue
-            if (start_ns is not None and block.end_ns < start_ns) or (end_ns is not None and block.start_ns >= end_ns):
-                continue
-            f.seek(block.offset + _RECORD_PREFIX)
-            body = f.read(block.body_length)
-            try:
-                if block.is_chunk:  # CRC checked, as the scan does: damaged data must not pass as messages
-                    records = breakup_chunk(Chunk.read(_stream(body)), validate_crc=True)
-                else:
-                    records = [Message.read(_stream(body), len(body))]
-            except Exception as exc:  # a file damaged after it was closed (its summary is intact)
-                kind = "chunk" if block.is_chunk else "message"
-                raise RecordingFormatError(f"{index.path}: damaged {kind} record at byte {block.offset} "
-                                           f"({type(exc).__name__}: {exc})") from None
-            for record in records:
-                if not isinstance(record, Message):
-                    continue
-                if wanted is not None and record.channel_id not in wanted:
-                    continue
-                if (start_ns is not None and record.log_time < start_ns) or (end_ns is not None and record.log_time >= end_ns):
-                    continue
-                yield record
+    blocks = select_blocks(index, channel_ids, start_ns, end_ns)
+    for _, messages in iter_block_messages(index, blocks, channel_ids, start_ns, end_ns):
+        yield from messages
+
+
+def _block_body(f, block: DataBlock) -> bytes:
+    f.seek(block.offset + _RECORD_PREFIX)
+    return f.read(block.body_length)
+
+
+def _block_records(index: FileIndex, f, block: DataBlock) -> list:
+    """The records of a block, CRC checked as the scan does (damaged data must not pass as
+    messages); none for a damaged chunk."""
+    if index.is_damaged(block):
+        return []
+    body = _block_body(f, block)
+    try:
+        if block.is_chunk:
+            return breakup_chunk(Chunk.read(_stream(body)), validate_crc=True)
+        return [Message.read(_stream(body), len(body))]
+    except Exception as exc:  # a file damaged after it was closed (its summary is intact)
+        if block.is_chunk:
+            _note_damaged_chunk(index, block, exc)
+            return []
+        raise RecordingFormatError(f"{index.path}: damaged message record at byte {block.offset} "
+                                   f"({type(exc).__name__}: {exc})") from None

@@ -46,9 +46,11 @@ from pathlib import Path
 import numpy as np
 
 from retarget.references import SIGNAL_SLICES
+from teleop.progress import progress_bar
 
 from .channels import COMMANDS_COMPENSATED, COMMANDS_DELIVERED, NETWORK_STATS, REFERENCES, ROBOT_STATE
 from .codecs import NETWORK_SCHEMA_NAME, REFERENCES_SCHEMA_NAME, ROBOT_STATE_SCHEMA_NAME
+from .labels import printable_label
 from .reader import ChannelInfo, Recording
 
 #: Samples drawn per series at least (when there are more); at most twice as many.
@@ -264,9 +266,10 @@ class StateBands:
 
 
 def _windows(info: ChannelInfo, start_ns: int | None, end_ns: int | None,
-             window_ns: int) -> Iterator[tuple[int, int]]:
+             window_ns: int, bar=None) -> Iterator[tuple[int, int]]:
     """[lo, hi) log-time windows of at most ``window_ns`` covering the channel's messages in
-    [start_ns, end_ns) (nothing for an empty channel)."""
+    [start_ns, end_ns) (nothing for an empty channel); ``bar`` (a progress bar) advances by
+    one as each window has been read."""
     if not info.count:
         return
     lo = info.first_ns if start_ns is None else max(start_ns, info.first_ns)
@@ -274,6 +277,8 @@ def _windows(info: ChannelInfo, start_ns: int | None, end_ns: int | None,
     while lo < hi:
         yield lo, min(lo + window_ns, hi)
         lo += window_ns
+        if bar is not None:
+            bar.update(1)
 
 
 def _ours(recording: Recording, topic: str, schema_name: str) -> ChannelInfo | None:
@@ -288,7 +293,7 @@ def _ours(recording: Recording, topic: str, schema_name: str) -> ChannelInfo | N
 
 def gather_plot_data(recording: Recording, start_s: float | None = None, end_s: float | None = None, *,
                      max_points: int = MAX_POINTS, max_joints: int = MAX_JOINTS,
-                     read_window_s: float = READ_WINDOW_S) -> PlotData:
+                     read_window_s: float = READ_WINDOW_S, progress: bool = False) -> PlotData:
     """The series of every panel of a recording's figure (no matplotlib needed).
 
     Args:
@@ -298,9 +303,14 @@ def gather_plot_data(recording: Recording, start_s: float | None = None, end_s: 
         max_points: decimation of the drawn series (see the module docstring).
         max_joints: joints drawn at most.
         read_window_s: channels are read this many seconds at a time.
+        progress: show a progress bar on stderr, a step per window read, when there is
+            more than one (a 166 MB recording took 20 s to plot, without a word).
 
-    Raises ValueError if ``end_s < start_s``; RecordingFormatError for an undecodable message.
+    Raises ValueError if ``end_s < start_s`` or either is not finite; RecordingFormatError
+    for an undecodable message.
     """
+    if any(value is not None and not math.isfinite(value) for value in (start_s, end_s)):
+        raise ValueError(f"the window ({start_s} s .. {end_s} s) must be finite")   # round(inf): OverflowError
     if start_s is not None and end_s is not None and end_s < start_s:
         raise ValueError(f"--end ({end_s} s) must not come before --start ({start_s} s)")
     origin = recording.start_ns
@@ -310,17 +320,24 @@ def gather_plot_data(recording: Recording, start_s: float | None = None, end_s: 
     data = PlotData(recording.path.name, recording.duration_s, start_s or 0.0,
                     min(end_s, recording.duration_s) if end_s is not None else recording.duration_s,
                     recording.complete, {topic: info.count for topic, info in recording.channels.items()})
-    args = (recording, start_ns, end_ns, window_ns, max_points)
-    data.hands = {name: series for topic, name in HAND_CHANNELS
-                  if (series := _hand_series(*args, topic)) is not None}
-    _gather_robot_states(data, *args, max_joints)
-    data.network = _network_series(*args)
+    read = [info for info in (*(_ours(recording, topic, REFERENCES_SCHEMA_NAME) for topic, _ in HAND_CHANNELS),
+                              _ours(recording, ROBOT_STATE, ROBOT_STATE_SCHEMA_NAME),
+                              _ours(recording, NETWORK_STATS, NETWORK_SCHEMA_NAME)) if info is not None]
+    windows = sum(1 for info in read for _ in _windows(info, start_ns, end_ns, window_ns))
+    # A bar only for more than one window: one is read before a bar would tell anything, and a
+    # short plot's stderr keeps its messages alone.
+    with progress_bar(total=windows, desc="reading the recording", enabled=progress and windows > 1) as bar:
+        args = (recording, start_ns, end_ns, window_ns, max_points)
+        data.hands = {name: series for topic, name in HAND_CHANNELS
+                      if (series := _hand_series(*args, topic, bar=bar)) is not None}
+        _gather_robot_states(data, *args, max_joints, bar=bar)
+        data.network = _network_series(*args, bar=bar)
     data.episodes = _episode_spans(recording, data.start_s, data.end_s)
     return data
 
 
 def _hand_series(recording: Recording, start_ns, end_ns, window_ns: int, max_points: int,
-                 topic: str) -> Series | None:
+                 topic: str, bar=None) -> Series | None:
     """(M, 6) right then left hand positions [m] of a references channel at their log times,
     or None. The delivered commands as the robot executed them: the newest by time stamp
     (see :meth:`Recording.decoded_references`), not each late packet's older pose."""
@@ -330,7 +347,7 @@ def _hand_series(recording: Recording, start_ns, end_ns, window_ns: int, max_poi
     columns = np.r_[SIGNAL_SLICES["right_hand"], SIGNAL_SLICES["left_hand"]]
     decimator = Decimator(max_points)
     newest = -math.inf
-    for lo, hi in _windows(info, start_ns, end_ns, window_ns):
+    for lo, hi in _windows(info, start_ns, end_ns, window_ns, bar):
         times, rows = [], []
         for log_ns, refs in recording.decoded_references(topic, lo, hi, newest_only=topic == COMMANDS_DELIVERED,
                                                          newer_than=newest):
@@ -376,7 +393,7 @@ class _TrackingStats:
 
 
 def _gather_robot_states(data: PlotData, recording: Recording, start_ns, end_ns, window_ns: int,
-                         max_points: int, max_joints: int) -> None:
+                         max_points: int, max_joints: int, bar=None) -> None:
     """Fill ``joints``, ``balance``, ``watchdog`` and ``compensation`` from /robot/state."""
     info = _ours(recording, ROBOT_STATE, ROBOT_STATE_SCHEMA_NAME)
     if info is None:
@@ -385,7 +402,7 @@ def _gather_robot_states(data: PlotData, recording: Recording, start_ns, end_ns,
     watchdog, compensation = StateBands(), StateBands()
     stats: _TrackingStats | None = None
     joints, names, has_commands = 0, None, False
-    for lo, hi in _windows(info, start_ns, end_ns, window_ns):
+    for lo, hi in _windows(info, start_ns, end_ns, window_ns, bar):
         series = recording.robot_states(ROBOT_STATE, lo, hi, time_origin_ns=recording.start_ns)
         if not len(series):
             continue
@@ -417,14 +434,15 @@ def _gather_robot_states(data: PlotData, recording: Recording, start_ns, end_ns,
     data.watchdog, data.compensation = watchdog.finish(), compensation.finish()
 
 
-def _network_series(recording: Recording, start_ns, end_ns, window_ns: int, max_points: int) -> Series | None:
+def _network_series(recording: Recording, start_ns, end_ns, window_ns: int, max_points: int,
+                    bar=None) -> Series | None:
     """The delays of :data:`NETWORK_DELAYS` reported in /network/stats [s], or None."""
     info = _ours(recording, NETWORK_STATS, NETWORK_SCHEMA_NAME)
     if info is None:
         return None
     keys = list(NETWORK_DELAYS)
     decimator = Decimator(max_points)
-    for lo, hi in _windows(info, start_ns, end_ns, window_ns):
+    for lo, hi in _windows(info, start_ns, end_ns, window_ns, bar):
         times, rows = [], []
         for log_ns, stats in recording.decoded(NETWORK_STATS, lo, hi):
             if isinstance(stats, dict):
@@ -605,7 +623,9 @@ def _draw_episodes(ax, episodes: list[EpisodeSpan], y: float) -> None:
         ax.broken_barh([(episode.start_s, episode.end_s - episode.start_s)], (y - 0.4, 0.8), facecolors="#e0e0e0",
                        edgecolors="k", lw=0.5)
         left, right = (ax.transData.transform((t, y))[0] for t in (episode.start_s, episode.end_s))
-        full = f"#{episode.number} {episode.task or '(unlabelled)'}" + ("" if episode.stopped else " (no stop)")
+        # Escaped: a control character in a label (a file of another tool) is no glyph.
+        task = printable_label(episode.task) if episode.task else "(unlabelled)"
+        full = f"#{episode.number} {task}" + ("" if episode.stopped else " (no stop)")
         for text in (full, f"#{episode.number}"):
             label = ax.text((episode.start_s + episode.end_s) / 2, y, text, ha="center", va="center", fontsize=7,
                             clip_on=True)

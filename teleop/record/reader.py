@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,10 +178,14 @@ class Recording:
         message_count: messages readable (= recovered, for a crashed file).
         channels: :class:`ChannelInfo` by topic.
         metadata: file metadata records as (name, key/value dict), in file order.
+        on_message: called with the log time [ns] of every message read (by
+            :meth:`messages` and what reads through it), or None: how a long read (an
+            export of a 166 MB recording took 12 s) shows its progress.
     """
 
     def __init__(self, index: FileIndex) -> None:
         self._index = index
+        self.on_message: Callable[[int], None] | None = None
         self.path: Path = index.path
         self.complete: bool = index.complete
         self.problem: str | None = index.problem
@@ -243,6 +248,8 @@ class Recording:
         ids = None if channels is None else [i for c in channels for i in self.channel(c).channel_ids]
         topics = {i: c.topic for c in self.channels.values() for i in c.channel_ids}
         for message in iter_raw_messages(self._index, ids, start_ns, end_ns):
+            if self.on_message is not None:
+                self.on_message(message.log_time)
             yield RecordedMessage(topics.get(message.channel_id, f"#{message.channel_id}"), message.log_time,
                                   message.publish_time, message.sequence, message.data, message.channel_id)
 
@@ -426,7 +433,9 @@ class Recording:
         """Episodes from the ``/episodes`` markers, by number.
 
         An episode whose stop marker is missing (crash) ends at the last log time and
-        has ``stopped=False``.
+        has ``stopped=False``. A number started twice (files of other tools) is two
+        episodes: the later one is renumbered after the highest number in the file, and
+        a warning says so once per file (one of them was lost without a word before).
         """
         if EPISODES not in self.channels:
             return []
@@ -434,22 +443,50 @@ class Recording:
         # something else and says nothing about our episodes.
         markers: list[tuple[int, EpisodeMarker]] = sorted(
             ((t, m) for t, m in self.decoded(EPISODES) if isinstance(m, EpisodeMarker)), key=lambda p: p[0])
-        episodes: dict[int, Episode] = {}
+        episodes: dict[int, Episode] = {}      # by number, as read
+        current: dict[int, Episode] = {}       # by the markers' number: the episode its stop ends
+        free = max((marker.episode for _, marker in markers), default=-1) + 1
+        renumbered: list[tuple[int, int]] = []
         for log_ns, marker in markers:
             if marker.event == "start":
-                episodes[marker.episode] = Episode(marker.episode, marker.task, log_ns, self.end_ns, stopped=False)
+                number = marker.episode
+                if number in episodes:         # started before: keep both
+                    number, free = free, free + 1
+                    renumbered.append((marker.episode, number))
+                episodes[number] = current[marker.episode] = Episode(number, marker.task, log_ns, self.end_ns,
+                                                                     stopped=False)
             else:
-                episode = episodes.get(marker.episode)
+                episode = current.get(marker.episode)
                 if episode is None:  # stop without start: the episode began before the file
-                    episode = episodes[marker.episode] = Episode(marker.episode, marker.task, self.start_ns, log_ns)
+                    episode = Episode(marker.episode, marker.task, self.start_ns, log_ns)
+                    episodes[marker.episode] = current[marker.episode] = episode
                 episode.stop_ns, episode.stopped = log_ns, True
                 episode.task = episode.task or marker.task
+        if renumbered:
+            _warn_renumbered(self.path, renumbered)
         return [episodes[n] for n in sorted(episodes)]
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else f"recovered ({self.problem or 'no footer'})"
         return (f"Recording({str(self.path)!r}, {state}, {self.message_count} messages, "
                 f"{len(self.channels)} channels, {self.duration_s:.2f} s)")
+
+
+#: Recordings whose duplicate episode numbers were warned of (once per file and process:
+#: a command reads the episodes of a file more than once).
+_WARNED_RENUMBERED: set[str] = set()
+
+
+def _warn_renumbered(path: Path, renumbered: list[tuple[int, int]]) -> None:
+    """Say on stderr, once per file, which episodes were renumbered (see
+    :meth:`Recording.episodes`): their numbers are not the file's."""
+    key = str(Path(path).resolve())
+    if key in _WARNED_RENUMBERED:
+        return
+    _WARNED_RENUMBERED.add(key)
+    moves = ", ".join(f"episode {old} started again is read as episode {new}" for old, new in renumbered)
+    print(f"warning: {path}: episode numbers used twice (written by another tool?): {moves}; a copy written "
+          "by `teleop dataset label` keeps these numbers", file=sys.stderr)
 
 
 def open_recording(path: str | os.PathLike) -> Recording:

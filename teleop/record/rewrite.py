@@ -4,21 +4,33 @@ MCAP files are append-only, so every edit (trim, relabel, repair of a crashed fi
 a complete copy: same schemas, channels, metadata and messages (bytes, times and sequence
 numbers untouched) within a log-time window, with the ``/episodes`` markers regenerated
 from a list of episodes clipped to the window, and a ``teleop.rewrite`` metadata record
-saying what was done. Writing over the source file goes through a temporary file and an
-atomic rename (onto the file a symlink points to, which stays a link), so an interrupted
-edit leaves the original intact.
+saying what was done. Damaged chunks of the source are skipped with a warning (see
+:mod:`teleop.record.mcap_index`).
+
+The copy is written to a hidden temporary file with a unique name next to the output and
+renamed onto it (atomically; onto the file a symlink points to, which stays a link) only
+once it is complete. An error, Ctrl-C or a full disk removes the temporary: the output is
+either what it was (absent, or the source itself when editing in place) or complete, never
+half-written, so a retry is not refused by a leftover.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from mcap.writer import CompressionType, Writer
 
+from teleop.progress import progress_bar
+
 from .channels import EPISODE_SPEC, EPISODES
 from .messages import EpisodeMarker
-from .mcap_index import RecordingFormatError
+from .mcap_index import DataBlock, FileIndex, RecordingFormatError, iter_block_messages, select_blocks
 from .reader import Episode, Recording
 from .recorder import LIBRARY
 
@@ -51,7 +63,7 @@ def episode_markers(episodes: list[Episode], start_ns: int | None = None,
 
 def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int | None = None,
                end_ns: int | None = None, episodes: list[Episode] | None = None,
-               operation: str = "copy") -> Path:
+               operation: str = "copy", progress: bool = True) -> Path:
     """Write ``recording`` (messages with ``start_ns <= log_time < end_ns``) as a complete file.
 
     Args:
@@ -60,71 +72,127 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
         start_ns, end_ns: log-time window [ns]; None = unbounded.
         episodes: episodes to write as markers (default: the recording's own).
         operation: what was done, for the ``teleop.rewrite`` metadata record.
+        progress: a progress bar over the source's chunks on stderr (off for JSON output).
 
-    Returns the output path.
+    Returns the output path. On any error or interrupt ``output`` is left as it was.
     """
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    in_place = output.exists() and output.resolve() == recording.path.resolve()
-    # In place, the rename must land on the file itself: renamed onto a symlink naming it,
-    # the new file would replace the link and leave the recording it points to unchanged.
-    replaced = output.resolve() if in_place else output
-    target = replaced.with_name(replaced.name + ".tmp") if in_place else output
     markers = episode_markers(recording.episodes() if episodes is None else episodes, start_ns, end_ns)
     index = recording.index
-    try:
-        with open(target, "wb") as f:
-            writer = Writer(f, chunk_size=4 << 20, compression=CompressionType.ZSTD)
-            writer.start(profile=index.header.profile, library=LIBRARY)
-            schema_ids: dict[int, int] = {}
-            channel_ids: dict[int, int] = {}
-            episodes_id = None
-            for old_id, channel in sorted(index.channels.items()):
-                schema = index.schemas.get(channel.schema_id)
-                if schema is not None and schema.id not in schema_ids:
-                    schema_ids[schema.id] = writer.register_schema(schema.name, schema.encoding, schema.data)
-                channel_ids[old_id] = writer.register_channel(channel.topic, channel.message_encoding,
-                                                              schema_ids.get(channel.schema_id, 0),
-                                                              dict(channel.metadata))
-                if channel.topic == EPISODES:
-                    episodes_id = channel_ids[old_id]
-            if markers and episodes_id is None:
-                episodes_schema = writer.register_schema(EPISODE_SPEC.schema_name, "jsonschema",
-                                                         EPISODE_SPEC.schema_bytes)
-                episodes_id = writer.register_channel(EPISODES, "json", episodes_schema, {})
-            for record in index.metadata:
-                writer.add_metadata(record.name, dict(record.metadata))
-            writer.add_metadata(REWRITE_METADATA, {"source": str(recording.path), "operation": operation,
-                                                   "source_complete": str(recording.complete).lower()})
-
-            pending = iter(markers)
-            next_marker = next(pending, None)
-            sequence = 0
-            for message in recording.messages(None, start_ns, end_ns):
-                if message.topic == EPISODES:
-                    continue  # regenerated from `episodes`
-                # Markers go in log-time order among the messages.
-                while next_marker is not None and next_marker[0] <= message.log_time_ns:
-                    writer.add_message(episodes_id, next_marker[0], EPISODE_SPEC.encode(next_marker[1]),
-                                       next_marker[0], sequence)
-                    sequence += 1
-                    next_marker = next(pending, None)
-                if message.channel_id not in channel_ids:
-                    raise RecordingFormatError(
-                        f"{recording.path}: damaged MCAP file (message at log time {message.log_time_ns} ns "
-                        f"names channel id {message.channel_id}, which no Channel record defines)")
-                writer.add_message(channel_ids[message.channel_id], message.log_time_ns,
-                                   message.data, message.publish_time_ns, message.sequence)
-            while next_marker is not None:
-                writer.add_message(episodes_id, next_marker[0], EPISODE_SPEC.encode(next_marker[1]),
-                                   next_marker[0], sequence)
-                sequence += 1
-                next_marker = next(pending, None)
-            writer.finish()
-        if in_place:
-            os.replace(target, replaced)
-    except BaseException:
-        if in_place and target.exists():
-            target.unlink()
-        raise
+    with _replacing(_destination(output)) as f:
+        writer = Writer(f, chunk_size=4 << 20, compression=CompressionType.ZSTD)
+        writer.start(profile=index.header.profile, library=LIBRARY)
+        channel_ids, episodes_id = _register_channels(writer, index, bool(markers))
+        for record in index.metadata:
+            writer.add_metadata(record.name, dict(record.metadata))
+        writer.add_metadata(REWRITE_METADATA, {"source": str(recording.path), "operation": operation,
+                                               "source_complete": str(recording.complete).lower()})
+        pending = _Markers(markers, episodes_id)
+        blocks = select_blocks(index, None, start_ns, end_ns)
+        with progress_bar(total=len(blocks), desc=f"writing {output.name}", enabled=progress) as bar:
+            for _ in _copy_messages(writer, recording, blocks, channel_ids, pending, start_ns, end_ns):
+                bar.update()
+        pending.write(writer)
+        writer.finish()
     return output
+
+
+def _destination(output: Path) -> Path:
+    """The file the copy is renamed onto: ``output``, or the file it is a symlink to (renamed
+    onto the link, the copy would replace the link and leave the file it names unchanged,
+    e.g. a recording relabelled in place through a link)."""
+    return output.resolve() if output.is_symlink() else output
+
+
+@contextlib.contextmanager
+def _replacing(destination: Path) -> Iterator[BinaryIO]:
+    """A file open for writing that becomes ``destination`` only when the block completes.
+
+    It is a hidden temporary in ``destination``'s folder (the same file system, so the rename
+    is atomic), synced to disk before the rename (a power cut then leaves the old file or the
+    new one), and removed on any exception, KeyboardInterrupt included.
+    """
+    fd, temporary = _create_temporary(destination)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if destination.exists():   # replacing a file: it keeps its permissions
+                shutil.copymode(destination, temporary)
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, destination)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        raise
+
+
+def _create_temporary(destination: Path) -> tuple[int, Path]:
+    """(descriptor, path) of a new hidden file next to ``destination`` with a unique name:
+    a fixed name (FILE.tmp) would overwrite a user's file of that name, or another edit's
+    temporary. Created as any new file (mode 0666 less the umask)."""
+    while True:
+        temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                           0o666), temporary
+        except FileExistsError:
+            continue   # the name is taken (by chance): draw another
+
+
+def _register_channels(writer: Writer, index: FileIndex, need_episodes: bool) -> tuple[dict[int, int], int | None]:
+    """Register the source's schemas and channels (and an ``/episodes`` channel if markers
+    need one and it has none); (new channel id by old one, the ``/episodes`` channel id)."""
+    schema_ids: dict[int, int] = {}
+    channel_ids: dict[int, int] = {}
+    episodes_id = None
+    for old_id, channel in sorted(index.channels.items()):
+        schema = index.schemas.get(channel.schema_id)
+        if schema is not None and schema.id not in schema_ids:
+            schema_ids[schema.id] = writer.register_schema(schema.name, schema.encoding, schema.data)
+        channel_ids[old_id] = writer.register_channel(channel.topic, channel.message_encoding,
+                                                      schema_ids.get(channel.schema_id, 0), dict(channel.metadata))
+        if channel.topic == EPISODES:
+            episodes_id = channel_ids[old_id]
+    if need_episodes and episodes_id is None:
+        episodes_schema = writer.register_schema(EPISODE_SPEC.schema_name, "jsonschema", EPISODE_SPEC.schema_bytes)
+        episodes_id = writer.register_channel(EPISODES, "json", episodes_schema, {})
+    return channel_ids, episodes_id
+
+
+class _Markers:
+    """Episode markers still to write, in log-time order, on the ``/episodes`` channel with
+    their own sequence numbers."""
+
+    def __init__(self, markers: list[tuple[int, EpisodeMarker]], channel_id: int | None) -> None:
+        self._markers = markers
+        self._next = 0
+        self._channel_id = channel_id
+
+    def write(self, writer: Writer, until_ns: int | None = None) -> None:
+        """Write the markers at or before ``until_ns`` (all of them when None)."""
+        while self._next < len(self._markers) and (until_ns is None or self._markers[self._next][0] <= until_ns):
+            log_ns, marker = self._markers[self._next]
+            writer.add_message(self._channel_id, log_ns, EPISODE_SPEC.encode(marker), log_ns, self._next)
+            self._next += 1
+
+
+def _copy_messages(writer: Writer, recording: Recording, blocks: list[DataBlock], channel_ids: dict[int, int],
+                   markers: _Markers, start_ns: int | None, end_ns: int | None) -> Iterator[None]:
+    """Copy the messages of the window from ``blocks`` of the source, the episode markers
+    among them in log-time order; yields after each block (for the progress bar)."""
+    index = recording.index
+    regenerated = {old_id for old_id, channel in index.channels.items() if channel.topic == EPISODES}
+    for _, messages in iter_block_messages(index, blocks, None, start_ns, end_ns):
+        for message in messages:
+            if message.channel_id in regenerated:
+                continue  # written from the episodes instead
+            markers.write(writer, message.log_time)
+            if message.channel_id not in channel_ids:
+                raise RecordingFormatError(
+                    f"{recording.path}: damaged MCAP file (message at log time {message.log_time} ns "
+                    f"names channel id {message.channel_id}, which no Channel record defines)")
+            writer.add_message(channel_ids[message.channel_id], message.log_time, message.data,
+                               message.publish_time, message.sequence)
+        yield
