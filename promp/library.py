@@ -99,7 +99,18 @@ class TaskLibrary:
 
     # ------------------------------------------------------------------ file
     def save(self, path: str | os.PathLike) -> None:
-        """Write the library to ``path`` (an .npz file, written at exactly that path)."""
+        """Write the library to ``path`` (an .npz file, written at exactly that path).
+
+        Atomically: the file is written beside ``path`` under a unique temporary name and
+        renamed onto it once complete and on disk, so that whatever stops the writing (a full
+        disk, an interrupt) leaves the previous file whole, or none: written in place, a full
+        disk left a truncated library the robot station refused, and the good one it replaced
+        was lost. The temporary file is removed on any failure. Through a symlink, the file
+        it points to is replaced and the link kept; an existing file's permissions are kept.
+
+        Raises:
+            OSError: naming ``path`` (``[Errno 28]`` alone did not say which file).
+        """
         arrays: dict[str, np.ndarray] = {
             "format": np.array(FORMAT_NAME), "version": np.array(FORMAT_VERSION),
             "labels": np.array(self.labels, dtype=str),
@@ -120,8 +131,36 @@ class TaskLibrary:
                 arrays[p + "signal_names"] = np.array(promp.signal_names, dtype=str)
             if promp.group_var is not None:
                 arrays[p + "group_var"] = promp.group_var
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)
+        import secrets
+        import stat
+
+        target = os.path.realpath(path)
+        folder, name = os.path.split(target)
+        # Hidden, and unique to this call (O_EXCL): two trainings into one folder, or a
+        # temporary file left by a killed one, never share it.
+        partial = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+        made = False
+        try:
+            # Mode 0o666 less the umask, as a file open()ed anew: the library is not private.
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            made = True
+            with os.fdopen(fd, "wb") as f:
+                if os.path.exists(target):
+                    os.fchmod(f.fileno(), stat.S_IMODE(os.stat(target).st_mode))
+                np.savez(f, **arrays)     # a file object: savez appends no .npz to it
+                f.flush()
+                os.fsync(f.fileno())      # on disk before the rename: a crash leaves one file or the other
+            os.replace(partial, target)
+        except BaseException as exc:
+            if made:
+                try:
+                    os.unlink(partial)
+                except OSError:
+                    pass                   # renamed already, or gone: the error that matters is exc
+            if isinstance(exc, OSError):
+                raise OSError(exc.errno, f"cannot write the task library ({exc.strerror or exc})",
+                              os.fspath(path)) from exc
+            raise
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TaskLibrary":

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from teleop.cli_types import PreconditionError, UsageError, sample_rate_hz
-from teleop.data_args import check_output_location
+from teleop.data_args import check_out_folder
 from teleop.json_safe import dumps
 
 
@@ -74,11 +74,14 @@ def plot_retargeting(motion, traj, path: Path) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from retarget.envelope import ReferenceEnvelope
     from retarget.mapping import retarget_motion
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
     from retarget.readers import sniff_format
-    from teleop.takes import read_motion_file
+    from teleop.takes import read_motion_file, reference_problem
 
     for option, given in (("--view", args.view), ("--no-zmp-correction", args.no_zmp_correction)):
         if given and not args.execute:   # else silently ignored: the user expects a window or a raw CoM
@@ -89,7 +92,9 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / "retarget" / args.file.stem
     if out.exists() and not out.is_dir():   # found before the work, not after it
         raise PreconditionError(f"--out {out} is a file: give a folder for the references and the plot")
-    check_output_location(out, "--out")     # below a file: failed with 'Not a directory' after the work
+    # Below a file, or where nothing can be written (--out /proc/x): failed with 'Not a
+    # directory' or 'No such file or directory' after the work, when the references were saved.
+    check_out_folder(out, "--out")
     motion = read_motion_file(args.file, args.rate_hz)
     if args.rate_hz is not None and (args.file.suffix.lower() == ".mcap" or sniff_format(args.file) != "xsens-csv"):
         # Else silently ignored: the user expects the take to play at the rate given.
@@ -99,7 +104,20 @@ def _run(args: argparse.Namespace) -> int:
         # An Xsens joint-angle file (N.csv): the poses retargeted are its partner's (pN.csv).
         print(f"teleop retarget: reading the segment poses of {args.file} from {motion.source}", file=sys.stderr)
     robot = RobotModel(args.robot)
-    traj = retarget_motion(motion, robot_target(robot))
+    target = robot_target(robot)
+    # A finite but absurd input (a pelvis x of 1e300) overflows here: said below, by frame
+    # and signal, instead of as numpy's RuntimeWarning.
+    with np.errstate(over="ignore", invalid="ignore"):
+        traj = retarget_motion(motion, target)
+    if len(traj.times) < 2:
+        # Else written as "frames 1, duration 0.0", exit code 0: a pose, not references to play.
+        raise ValueError(f"{args.file}: {len(traj.times)} frame{'s' if len(traj.times) != 1 else ''}: a motion "
+                         "needs at least 2")
+    # References the robot station would refuse as a fault upstream (hands at 1.27e299 m
+    # from one pelvis x of 1e300) were written with exit code 0.
+    problem = reference_problem(traj, ReferenceEnvelope.for_target(target))
+    if problem:
+        raise ValueError(f"{args.file}: retargeted references: {problem}")
     out.mkdir(parents=True, exist_ok=True)
     traj.save_npz(out / "references.npz")
     plot_retargeting(motion, traj, out / "retargeting.png")

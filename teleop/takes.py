@@ -36,6 +36,7 @@ Human motion is retargeted (calibrated on its first frame, Eq. 2.1) with the rob
 from __future__ import annotations
 
 import filecmp
+import os
 import re
 import warnings
 import zipfile
@@ -46,10 +47,11 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from retarget.envelope import ReferenceEnvelope
 from retarget.human import HumanMotion
 from retarget.mapping import retarget_motion
 from retarget.readers import read_motion, sniff_format
-from retarget.references import ReferenceTrajectory
+from retarget.references import FLAT_LABELS, ReferenceTrajectory
 from retarget.robot_target import RobotTarget
 from teleop.progress import progress_bar
 
@@ -131,6 +133,15 @@ def _warn(message: str) -> None:
     warnings.warn(message, SkippedTakesWarning, stacklevel=3)
 
 
+def folder_label(folder: Path) -> str:
+    """The task label a folder gives its takes: its name, taken from the absolute path, so
+    that ``.`` (``cd demos/wave && teleop train .``), ``..`` or the folder of a bare file
+    name (``teleop train r1_0.npz``, whose parent is ``.``) are named too: ``Path(".").name``
+    is "", which left the takes without a label. ``os.path.abspath`` normalises the path
+    without following symlinks, so a linked folder keeps the name it was given by."""
+    return Path(os.path.abspath(folder)).name
+
+
 def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> list[tuple[Path, str]]:
     """(file, label) of every take under ``root`` (see the module docstring).
 
@@ -141,10 +152,10 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
     if not root.exists():
         raise FileNotFoundError(f"{root}: no such file or folder")
     if root.is_file():
-        return [(root, root.parent.name)]
+        return [(root, folder_label(root.parent))]
     pairs = sorted(root.glob("p[0-9]*.csv"))
     if pairs:  # Xsens demos: the pose file of each pair
-        return [(p, root.name) for p in pairs]
+        return [(p, folder_label(root)) for p in pairs]
     out = []
     nested: list[tuple[Path, int]] = []   # sub-folders that hold task folders, and their takes
     for sub in _sub_folders(root):
@@ -162,7 +173,7 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
     if not out:
         # No task folders: a folder of motion files is one task (task folders win, so that a
         # dataset's index.csv beside its task folders is not read as a take).
-        out = [(f, root.name) for f in _motion_files(root)]
+        out = [(f, folder_label(root)) for f in _motion_files(root)]
     if nested and not out:
         named = " and ".join(f"{sub} ({n} takes)" for sub, n in nested)
         verb, them = ("holds", "it") if len(nested) == 1 else ("hold", "them")
@@ -283,8 +294,8 @@ def check_human_motion_file(path: Path) -> None:
                          "folders of takes")
     if kind == "references":
         raise ValueError(f"{path}: robot references (already retargeted), not a human motion: teleop train, eval "
-                         f"and trial take it as a take (e.g. teleop train {path}, labelled {path.parent.name!r}); "
-                         "here give the human motion file it was made from")
+                         f"and trial take it as a take (e.g. teleop train {path}, labelled "
+                         f"{folder_label(path.parent)!r}); here give the human motion file it was made from")
 
 
 def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
@@ -301,8 +312,42 @@ def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
     return read_motion(path, **opts)
 
 
+#: Fewest frames a take may have. Fewer is a fragment, not a motion (a recording cut short, a
+#: stray episode): learned, a 2-frame (0.01 s) and a 5-frame take beside three 3 s takes
+#: pulled their task's mean motion from 2.99 s to 1.81 s, and the speed ratios the model
+#: allows to 180. Ten frames are 0.08 s at HDM05's 120 Hz and 0.1 s at Xsens's 100 Hz, the
+#: window the onset detector needs to see a motion start (CompensatorConfig.onset_min_duration).
+MIN_TAKE_FRAMES = 10
+
+
+def reference_problem(traj: ReferenceTrajectory, envelope: ReferenceEnvelope) -> str | None:
+    """Why the robot references ``traj`` cannot be a motion of the robot, or None.
+
+    A non-finite value, or a frame outside ``envelope``: the bounds beyond which the robot
+    station refuses a command as a fault upstream (a unit mistake, a corrupted file, see
+    :mod:`retarget.envelope`). Learned, such a take gave a library whose robot would be sent
+    to the far values (a hand at 1e6 m trained with exit code 0), or failed deep in the
+    learning without naming the take (1e300: "noise_var must be finite"). The answer names
+    the first bad frame and its signal."""
+    values, times = np.asarray(traj.values, dtype=float), np.asarray(traj.times, dtype=float)
+    bad = ~np.isfinite(values).all(axis=1) | ~np.isfinite(times)
+    if bad.any():
+        frame = int(np.argmax(bad))
+        signals = [FLAT_LABELS[i] for i in np.flatnonzero(~np.isfinite(values[frame]))] or ["time"]
+        return f"non-finite values (NaN or inf) at frame {frame} of {len(bad)} ({', '.join(signals)})"
+    for frame, flat in enumerate(values):
+        why = envelope.violation(flat)
+        if why is not None:
+            return (f"frame {frame} of {len(values)}: {why}, which the robot station refuses as a command (a "
+                    "unit mistake, or a fault where the file was made)")
+    return None
+
+
 def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None = None) -> Take:
-    """Read and retarget one take (reference trajectories are read as they are)."""
+    """Read and retarget one take (reference trajectories are read as they are), checked
+    where the file is known, so that the error can name it: at least
+    :data:`MIN_TAKE_FRAMES` frames at increasing times, and references the robot station
+    would execute (:func:`reference_problem`). Raises ValueError."""
     path = Path(path)
     if path.suffix.lower() == ".mcap":
         # A take is robot references: what `dataset export` writes of a recording's episodes.
@@ -311,17 +356,27 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
     if path.suffix == ".npz" and _is_reference_npz(path):
         traj = ReferenceTrajectory.load_npz(path)
     else:
-        traj = retarget_motion(read_motion_file(path, rate_hz), target)
-    # Checked here, where the file is known: a NaN would otherwise surface while learning,
-    # as "demonstration values must be finite" without saying which take.
-    bad = ~np.isfinite(traj.values).all(axis=1) | ~np.isfinite(traj.times)
-    if bad.any():
-        raise ValueError(f"non-finite values (NaN or inf) at frame {int(np.argmax(bad))} of {len(bad)}")
+        motion = read_motion_file(path, rate_hz)
+        # A finite but absurd input (a coordinate of 1e300) overflows here: said below, by
+        # frame and signal, instead of as numpy's RuntimeWarning.
+        with np.errstate(over="ignore", invalid="ignore"):
+            traj = retarget_motion(motion, target)
+    # Else a NaN surfaced while learning as "demonstration values must be finite", and a
+    # value far out of range as "noise_var must be finite", without saying which take.
+    problem = reference_problem(traj, ReferenceEnvelope.for_target(target))
+    if problem and problem.startswith("non-finite"):
+        raise ValueError(problem)
     # Else these surface while learning, as "a demonstration needs >= 2 samples ...".
-    if len(traj.times) < 2:
-        raise ValueError(f"{len(traj.times)} frame: a take needs at least 2")
+    n = len(traj.times)
+    if n < MIN_TAKE_FRAMES:
+        took = f" ({traj.times[-1] - traj.times[0]:.2g} s)" if n > 1 else ""
+        raise ValueError(f"{n} frame{'s' if n != 1 else ''}{took}: a take needs at least {MIN_TAKE_FRAMES} frames "
+                         "(a shorter one is a fragment, not a motion: it would skew its task's mean motion and "
+                         "speed range)")
     if not np.all(np.diff(traj.times) > 0):
         raise ValueError(f"time does not increase at frame {int(np.argmax(np.diff(traj.times) <= 0)) + 1}")
+    if problem:
+        raise ValueError(problem)
     traj.label = label
     traj.source = str(path)
     return Take(path, label, performer_of(path), traj)

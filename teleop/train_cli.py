@@ -3,25 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from teleop.cli_types import PreconditionError, int_at_least
-from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_output_location,
-                               read_take_files, robot_target_of, take_files)
-from teleop.takes import check_left_out, list_take_files, same_take, tasks_not_learned
+from teleop.cli_types import PreconditionError, UsageError, int_at_least
+from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_out_folder,
+                               check_output_location, read_take_files, robot_target_of, take_files)
+from teleop.takes import Take, check_left_out, list_take_files, same_take, tasks_not_learned
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
 
+#: Most basis functions per signal. The full covariance of the 20 signals holds
+#: (20 × basis)² numbers, 122 MiB at 200; --basis 100000 asked numpy for 74.5 GiB and died
+#: with a traceback. The default is 20, and no take may have fewer samples in its moving
+#: part than the count (_check_lengths): the shortest real take (HDM05) has 85.
+MAX_BASIS = 200
+
 
 def basis_count(text: str) -> int:
-    """Basis functions per signal: an integer >= 2 (promp.basis.RBFBasis needs two), refused
-    by argparse instead of after every take was read."""
-    return int_at_least(text, 2)
+    """Basis functions per signal: an integer from 2 (promp.basis.RBFBasis needs two) to
+    :data:`MAX_BASIS`, refused by argparse instead of after every take was read."""
+    value = int_at_least(text, 2)
+    if value > MAX_BASIS:
+        raise argparse.ArgumentTypeError(
+            f"must be <= {MAX_BASIS}, got {text} (the full covariance of the 20 signals holds (20 × basis)² numbers: "
+            f"{(20 * MAX_BASIS) ** 2 * 8 / 2 ** 20:.0f} MiB at {MAX_BASIS})")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,13 +42,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "references, cut each to its moving part and learn one ProMP per task.")
     train.add_argument("data", nargs="+", type=Path, help="folders of takes: one folder per task (the hdm05 layout), Xsens "
                        "pN.csv files, or the motion files of one task (named after its folder)")
-    train.add_argument("-o", "--out", type=Path, default=DEFAULT_LIBRARY, help=f"library file (default: {DEFAULT_LIBRARY})")
+    train.add_argument("-o", "--out", type=Path, default=DEFAULT_LIBRARY,
+                       help=f"library file (default: {DEFAULT_LIBRARY}); an existing task library there is replaced, "
+                            "any other file only with --force, and a take being learned from never")
+    train.add_argument("--force", action="store_true",
+                       help="replace an existing -o that is not a task library (a task library is replaced without "
+                            "it)")
     train.add_argument("--basis", type=basis_count, default=20, help="basis functions per signal (default: 20)")
     train.add_argument("--covariance", choices=("full", "per_signal"), default="full",
                        help="full: keep cross-signal covariance (default); per_signal: the thesis's model")
     add_take_filters(train)
     add_common(train)
-    train.set_defaults(func=_train)
+    # None when not given (the Xsens reader's own default, 100 Hz, applies), so that a
+    # --rate-hz that no take would use is refused instead of ignored (see _check_rate).
+    train.set_defaults(func=_train, rate_hz=None)
 
     ev = sub.add_parser("eval", help="evaluate a component offline (eval promp: recognition and prediction, Table 5.2)",
                         description="eval promp: learn ProMPs from the --train takes, then score task recognition "
@@ -79,7 +98,8 @@ def _learn(takes, basis: int = 20, covariance: str = "full"):
 def _each_once(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
     """The (file, label) takes with each file once (by resolved path), saying on stderr how
     many were given more than once (``train S S``, or a dataset and one of its task folders):
-    a take learned twice would count double in its task's mean and covariance."""
+    a take learned twice would count double in its task's mean and covariance. Copies in
+    other files are found once read, by content (:func:`_each_content_once`)."""
     seen: set[Path] = set()
     out = []
     for path, label in files:
@@ -93,18 +113,124 @@ def _each_once(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
     return out
 
 
+def _each_content_once(takes: list[Take]) -> list[Take]:
+    """The takes with each motion once: a take whose times and values arrays equal an
+    earlier take's of the same task is dropped, with a warning naming both. Byte-identical
+    copies, and a crashed recording exported beside its recovered copy (the same samples in
+    files that differ in their source fields), counted as two takes: double weight in the
+    task's mean and covariance, and a task learned from one motion was not warned of.
+    The same motion under two task labels is kept: which task it is, is the user's call."""
+    first: dict[tuple, Take] = {}
+    out = []
+    for take in takes:
+        times = np.ascontiguousarray(take.trajectory.times, dtype=float)
+        values = np.ascontiguousarray(take.trajectory.values, dtype=float)
+        key = (take.label, values.shape, hashlib.sha256(times.tobytes() + values.tobytes()).hexdigest())
+        earlier = first.get(key)
+        if earlier is not None and np.array_equal(earlier.trajectory.times, times) \
+                and np.array_equal(earlier.trajectory.values, values):
+            print(f"teleop train: warning: {take.path} holds the same motion as {earlier.path} (same times and "
+                  "values: a copy, or a recording exported beside its recovered copy); learned once",
+                  file=sys.stderr)
+            continue
+        first.setdefault(key, take)
+        out.append(take)
+    return out
+
+
+def _check_out(args: argparse.Namespace, listed: list[tuple[Path, str]]) -> None:
+    """Refuse, before anything is read, an -o that would destroy what the user has: one of
+    the takes under the data folders (``-o demos/wave/r1_0.npz`` replaced a demonstration,
+    --force or not), or an existing file that is not a task library (``-o notes.csv``)
+    without --force. A task library is replaced as before: re-training into the same file
+    is the usual way to update it (README: ``teleop train ... -o out/library.npz``)."""
+    from promp.library import LibraryFormatError, TaskLibrary
+
+    out = args.out.resolve()
+    for path, _ in listed:
+        if Path(path).resolve() == out:
+            raise PreconditionError(f"-o {args.out} is one of the takes given ({path}): writing the library there "
+                                    "would replace it; give another file")
+    if args.out.exists() and not args.force:
+        try:
+            TaskLibrary.load(args.out)
+        except LibraryFormatError as exc:
+            reason = str(exc).removeprefix(f"{args.out}: ")
+            said = "not a ProMP task library ("      # said by the message below already
+            if reason.startswith(said) and reason.endswith(")"):
+                reason = reason[len(said):-1]
+            raise PreconditionError(f"-o {args.out} exists and is not a task library ({reason}): pass --force to "
+                                    "replace it, or give another file") from None
+
+
+def _check_rate(args: argparse.Namespace, files: list[tuple[Path, str]]) -> None:
+    """--rate-hz is for Xsens CSV files (they do not state their rate): given when no take
+    is one, it would be ignored without a word (a user who expects the takes to be read at
+    it), as ``teleop retarget`` refuses it. A UsageError (exit code 2)."""
+    from retarget.readers import sniff_format
+
+    if args.rate_hz is None:
+        return
+
+    def is_xsens(path: Path) -> bool:
+        try:
+            return sniff_format(path) == "xsens-csv"
+        except ValueError:   # unreadable: the reading says so, naming the file
+            return False
+
+    if not any(is_xsens(path) for path, _ in files):
+        raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); none of the "
+                         f"{len(files)} take{'s' if len(files) != 1 else ''} is one: their files state their rate")
+
+
+def _check_lengths(takes: list[Take], basis: int) -> None:
+    """Refuse a --basis the shortest take cannot carry, and warn of a take much shorter than
+    the rest of its task. Measured on the moving part of each take (what the ProMP learns,
+    :func:`teleop.prescient.training.to_demonstration`): a basis function per signal more
+    than its samples is a fit with more unknowns than data (``--basis 300`` on a 2-sample
+    take was learned, without a word); a take that moves for less than a third of its
+    task's median skews the mean motion and widens the speeds the model allows (a 0.01 s
+    take beside 3 s ones: speed ratios up to 180)."""
+    from teleop.prescient.training import to_demonstration
+
+    demos = [to_demonstration(t.trajectory) for t in takes]
+    shortest = min(range(len(takes)), key=lambda i: len(demos[i].times))
+    samples = len(demos[shortest].times)
+    if basis > samples:
+        whole = len(takes[shortest].trajectory.times)
+        part = f" in its moving part (of {whole})" if whole != samples else ""
+        raise ValueError(f"--basis {basis}: take {takes[shortest].path} has {samples} samples{part}, too few for "
+                         f"{basis} basis functions per signal: give --basis {samples} or fewer, or leave the take out")
+    moving: dict[str, list[tuple[Take, float]]] = defaultdict(list)
+    for take, demo in zip(takes, demos):
+        moving[take.label].append((take, float(demo.times[-1] - demo.times[0])))
+    for label, spans in moving.items():
+        median = float(np.median([d for _, d in spans]))
+        for take, duration in spans:
+            if duration < median / 3:
+                print(f"teleop train: warning: {take.path} moves for {duration:.2f} s, less than a third of the "
+                      f"{median:.2f} s median of task {label}'s takes: a fragment or another motion? it pulls the "
+                      "task's mean motion and widens the speeds it allows; leave it out if so", file=sys.stderr)
+
+
 def _train(args: argparse.Namespace) -> int:
     if args.out.is_dir():   # found now, not after the learning
         raise PreconditionError(f"-o {args.out} is a folder: give the library file to write, e.g. {args.out / 'library.npz'}")
     check_output_location(args.out, "-o")
+    # A folder that cannot be made or written in (-o /proc/none/lib.npz) failed only when
+    # the library was saved, after all the reading.
+    check_out_folder(args.out.parent, "-o")
     # Every folder checked before any is read; a filter's names against all of them together
     # (a task may be in one folder only).
     chosen = [take_files(args, root, check_names=False) for root in args.data]
     listed = [pair for root in args.data for pair in list_take_files(root, warn=lambda _: None)]  # said once, above
     check_filter_names(args, listed, ", ".join(str(root) for root in args.data))
-    target = robot_target_of(args)
+    _check_out(args, listed)
     files = _each_once([pair for files in chosen for pair in files])
-    takes = read_take_files(args, files, target)
+    _check_rate(args, files)
+    target = robot_target_of(args)
+    takes = _each_content_once(read_take_files(args, files, target))
+    _check_lengths(takes, args.basis)
     counts = Counter(t.label for t in takes)
     library = _learn(takes, args.basis, args.covariance)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -166,7 +166,8 @@ def test_train_on_a_one_frame_take_names_the_file(tmp_path, capsys):
     np.savez(take, **arrays)
     rc, _, err = run_cli(capsys, "train", tmp_path / "data", "-o", tmp_path / "lib.npz")
     assert rc == 1
-    assert error_line(err) == f"{take}: 1 frame: a take needs at least 2"
+    assert error_line(err) == (f"{take}: 1 frame: a take needs at least 10 frames (a shorter one is a fragment, not "
+                               "a motion: it would skew its task's mean motion and speed range)")
 
 
 # ---------------------------------------------------------------- 5./6. option values

@@ -1,0 +1,374 @@
+"""`teleop train` and `teleop retarget` against what the audit found: an -o that replaced a
+take or any file, a library save that a full disk truncated, takes labelled "" from `.`,
+a --basis that exhausted the memory, the same take counted twice, physically impossible
+or very short takes learned silently, an ignored --rate-hz, an unwritable output found
+only after the work, and absurd or one-frame retargeting written with exit code 0."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import SYNTHETIC, error_line, run_cli, shared_data
+
+# The product's own demonstrations, retargeted once: robot references of a 4-5 s reach
+# each (as `teleop dataset export` writes a recording's episodes), the takes below.
+_TASK, _SOURCE_TASK = "wave", "reach_forward"
+
+
+@pytest.fixture(scope="module")
+def references():
+    """Three retargeted takes of one task (ReferenceTrajectory, 50 Hz, about 7 s)."""
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.takes import load_take
+
+    target = robot_target(RobotModel())
+    return [load_take(SYNTHETIC / _SOURCE_TASK / f"{_SOURCE_TASK}_{k}.npz", _TASK, target).trajectory
+            for k in range(3)]
+
+
+def _save(traj, path: Path, **changes) -> Path:
+    """``traj`` with ``changes`` (times, values, source) saved as a references take."""
+    from retarget.references import ReferenceTrajectory
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields = {"times": traj.times, "values": traj.values, "label": _TASK, "source": str(path), **changes}
+    ReferenceTrajectory(fields["times"], fields["values"], label=fields["label"],
+                        source=fields["source"]).save_npz(path)
+    return path
+
+
+@pytest.fixture()
+def demos(tmp_path, references) -> Path:
+    """``demos/wave/r{k}_0.npz``: three takes of one task."""
+    for k, traj in enumerate(references):
+        _save(traj, tmp_path / "demos" / _TASK / f"r{k}_0.npz")
+    return tmp_path / "demos"
+
+
+# ------------------------------------------------------------------ 1. what -o replaces
+def test_train_refuses_an_out_that_is_one_of_its_takes_even_with_force(demos, capsys):
+    """``train demos -o demos/wave/r1_0.npz`` replaced the demonstration, exit code 0."""
+    take = demos / _TASK / "r1_0.npz"
+    before = take.read_bytes()
+    for force in ([], ["--force"]):
+        rc, _, err = run_cli(capsys, "train", demos, "-o", take, *force)
+        assert rc == 1 and error_line(err) == (f"-o {take} is one of the takes given ({take}): writing the library "
+                                               "there would replace it; give another file")
+        assert take.read_bytes() == before
+
+
+def test_train_refuses_to_replace_a_file_that_is_not_a_library_without_force(demos, tmp_path, capsys):
+    """``-o notes.csv`` overwrote the CSV; with --force it is replaced, by a library."""
+    from promp.library import TaskLibrary
+
+    notes = tmp_path / "notes.csv"
+    notes.write_text("a,b\n1,2\n")
+    rc, _, err = run_cli(capsys, "train", demos, "-o", notes)
+    assert rc == 1 and error_line(err) == (f"-o {notes} exists and is not a task library (not an .npz archive): "
+                                           "pass --force to replace it, or give another file")
+    assert notes.read_text() == "a,b\n1,2\n"
+    rc, out, err = run_cli(capsys, "train", demos, "-o", notes, "--force")
+    assert rc == 0, err
+    assert TaskLibrary.load(notes).labels == [_TASK]
+
+
+def test_train_replaces_an_existing_task_library_as_documented(demos, tmp_path, capsys):
+    """README: ``teleop train ... -o out/library.npz`` again updates the library, no --force."""
+    from promp.library import TaskLibrary
+
+    library = tmp_path / "lib.npz"
+    assert run_cli(capsys, "train", demos, "-o", library)[0] == 0
+    first = library.read_bytes()
+    rc, _, err = run_cli(capsys, "train", demos, "-o", library, "--basis", "10")
+    assert rc == 0, err
+    assert library.read_bytes() != first and TaskLibrary.load(library)[_TASK].basis.n_basis == 10
+
+
+def test_train_help_documents_force(capsys):
+    from teleop.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--force replace an existing -o that is not a task library" in text
+
+
+# ------------------------------------------------------------------ 2. atomic save
+def _full_disk(monkeypatch, exc: BaseException = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))):
+    """np.savez that writes the start of an archive, then fails as a full disk would."""
+    def savez(file, **arrays):
+        file.write(b"PK\x03\x04" + b"\0" * 1000)
+        raise exc
+
+    monkeypatch.setattr(np, "savez", savez)
+
+
+def _library(references):
+    """A one-task library of the takes."""
+    from teleop.prescient.training import learn_library
+
+    return learn_library(references)
+
+
+def test_a_failed_save_keeps_the_previous_library_and_names_the_file(tmp_path, references, monkeypatch):
+    """With the disk full, the library was truncated in place ("[Errno 28] No space left on
+    device", no file name): the good library it replaced was lost."""
+    from promp.library import TaskLibrary
+
+    library = _library(references)
+    path = tmp_path / "lib.npz"
+    library.save(path)
+    good = path.read_bytes()
+    _full_disk(monkeypatch)
+    with pytest.raises(OSError) as caught:
+        library.save(path)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(path)
+    assert "No space left on device" in caught.value.strerror
+    assert path.read_bytes() == good and TaskLibrary.load(path).labels == [_TASK]
+    assert sorted(os.listdir(tmp_path)) == ["lib.npz"]      # no temporary file left
+
+
+def test_an_interrupted_save_leaves_the_previous_library_and_no_temporary_file(tmp_path, references, monkeypatch):
+    library = _library(references)
+    path = tmp_path / "lib.npz"
+    library.save(path)
+    good = path.read_bytes()
+    _full_disk(monkeypatch, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        library.save(path)
+    assert path.read_bytes() == good and sorted(os.listdir(tmp_path)) == ["lib.npz"]
+
+
+def test_save_keeps_a_symlink_and_the_file_mode(tmp_path, references):
+    """Written through a temporary file and renamed: the link stays a link, the mode stays."""
+    from promp.library import TaskLibrary
+
+    library = _library(references)
+    real, link = tmp_path / "real.npz", tmp_path / "link.npz"
+    real.write_bytes(b"old")
+    real.chmod(0o640)
+    link.symlink_to(real)
+    library.save(link)
+    assert link.is_symlink() and TaskLibrary.load(real).labels == [_TASK]
+    assert real.stat().st_mode & 0o777 == 0o640
+
+
+def test_train_on_a_full_disk_keeps_the_library_and_says_which_file(demos, tmp_path, capsys, monkeypatch):
+    from promp.library import TaskLibrary
+
+    library = tmp_path / "lib.npz"
+    assert run_cli(capsys, "train", demos, "-o", library)[0] == 0
+    good = library.read_bytes()
+    _full_disk(monkeypatch)
+    rc, _, err = run_cli(capsys, "train", demos, "-o", library)
+    assert rc == 1 and error_line(err) == f"{library}: cannot write the task library (No space left on device)"
+    assert library.read_bytes() == good and TaskLibrary.load(library).labels == [_TASK]
+
+
+# ------------------------------------------------------------------ 3. labels of . and bare names
+@pytest.mark.parametrize("given", [".", "r1_0.npz", "../wave"])
+def test_train_from_inside_the_task_folder_labels_the_takes_with_its_name(demos, tmp_path, capsys, monkeypatch,
+                                                                           given):
+    """``cd demos/wave && teleop train r1_0.npz`` (or ``.``): "trajectory r1_0.npz has no task
+    label", as Path(".").name is ""."""
+    monkeypatch.chdir(demos / _TASK)
+    rc, out, err = run_cli(capsys, "train", given, "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    assert f"  {_TASK} " in out
+
+
+# ------------------------------------------------------------------ 4. --basis bounds
+@pytest.mark.parametrize("value", ["201", "100000"])
+def test_train_refuses_a_basis_count_that_would_exhaust_the_memory(demos, tmp_path, capsys, value):
+    """--basis 100000 died with numpy's ArrayMemoryError (74.5 GiB) and a traceback."""
+    with pytest.raises(SystemExit) as caught:
+        run_cli(capsys, "train", demos, "--basis", value, "-o", tmp_path / "lib.npz")
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and f"argument --basis: must be <= 200, got {value}" in err
+    assert not (tmp_path / "lib.npz").exists()
+
+
+def test_basis_200_is_accepted():
+    from teleop.train_cli import basis_count
+
+    assert basis_count("200") == 200
+
+
+def test_train_refuses_more_basis_functions_than_the_shortest_take_has_samples(demos, references, tmp_path, capsys):
+    """--basis 300 on a 2-sample take was learned without a word."""
+    traj = references[0]
+    short = _save(traj, demos / _TASK / "short.npz", times=traj.times[100:125], values=traj.values[100:125])
+    rc, _, err = run_cli(capsys, "train", demos, "--basis", "30", "-o", tmp_path / "lib.npz")
+    assert rc == 1 and error_line(err) == (f"--basis 30: take {short} has 25 samples, too few for 30 basis "
+                                           "functions per signal: give --basis 25 or fewer, or leave the take out")
+    assert not (tmp_path / "lib.npz").exists()
+
+
+# ------------------------------------------------------------------ 5. the same take twice
+def test_train_learns_takes_of_identical_content_once_and_says_so(demos, references, tmp_path, capsys):
+    """A crashed recording exported beside its recovered copy (same samples, another source)
+    and byte-identical copies counted as several takes, and hid the one-take warning."""
+    task = demos / _TASK
+    for k in (1, 2):
+        (task / f"r{k}_0.npz").unlink()
+    shutil.copy(task / "r0_0.npz", task / "r0_copy.npz")
+    _save(references[0], task / "r0_recovered.npz", source="session.recovered.mcap#episode0")
+    rc, out, err = run_cli(capsys, "train", demos, "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    assert f"  {_TASK:32s}   1 takes" in out
+    for copy in ("r0_copy.npz", "r0_recovered.npz"):
+        assert (f"teleop train: warning: {task / copy} holds the same motion as {task / 'r0_0.npz'} (same times "
+                "and values: a copy, or a recording exported beside its recovered copy); learned once") in err
+    assert f"teleop train: warning: {_TASK} learned from one take" in err
+
+
+# ------------------------------------------------------------------ 6. physically impossible takes
+@pytest.mark.parametrize("value, why", [(1e6, "l.hand x, y 1e+06 m from the stance origin (plausible: within 2.2 m)"),
+                                        (1e300, "l.hand x, y 1e+300 m from the stance origin")])
+def test_train_refuses_a_take_outside_the_robots_envelope_naming_file_frame_and_signal(
+        demos, references, tmp_path, capsys, value, why):
+    """A hand at 1e6 m trained a library, exit code 0; at 1e300 numpy warned of an overflow
+    and the learning said "noise_var must be finite", naming no take."""
+    values = references[1].values.copy()
+    values[40, 3] = value
+    bad = _save(references[1], demos / _TASK / "r1_0.npz", values=values)
+    rc, _, err = run_cli(capsys, "train", demos, "-o", tmp_path / "lib.npz")
+    message = error_line(err)
+    assert rc == 1 and message.startswith(f"{bad}: frame 40 of {len(values)}: {why}")
+    assert "which the robot station refuses as a command" in message
+    assert "RuntimeWarning" not in err and not (tmp_path / "lib.npz").exists()
+
+
+def test_every_take_of_the_products_datasets_is_inside_the_envelope():
+    from retarget.envelope import ReferenceEnvelope
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.takes import load_takes, reference_problem
+
+    target = robot_target(RobotModel())
+    takes = load_takes(SYNTHETIC, target, progress=False)
+    assert len(takes) >= 30
+    assert [reference_problem(t.trajectory, ReferenceEnvelope.for_target(target)) for t in takes] == [None] * len(takes)
+
+
+@pytest.mark.parametrize("dataset", ["xsens_putaside_box", "cmu_bvh", "hdm05"])
+def test_every_real_take_trains(dataset, tmp_path, capsys):
+    """The real takes are inside the envelope, as the robot station accepts them: none refused."""
+    data = shared_data(dataset)
+    rc, out, err = run_cli(capsys, "train", data, "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    assert "warning" not in err
+
+
+# ------------------------------------------------------------------ 7. very short takes
+def test_train_refuses_a_take_of_a_few_frames_naming_it(demos, references, tmp_path, capsys):
+    """A 2-frame (0.01 s) and a 5-frame take beside three 3 s ones: "mean motion 1.81 s"
+    instead of 2.99 s, speed ratios up to 180, exit code 0."""
+    traj = references[0]
+    short = _save(traj, demos / _TASK / "a_short.npz", times=traj.times[100:105], values=traj.values[100:105])
+    rc, _, err = run_cli(capsys, "train", demos, "-o", tmp_path / "lib.npz")
+    assert rc == 1 and error_line(err).startswith(f"{short}: 5 frames (0.08 s): a take needs at least 10 frames ")
+    assert not (tmp_path / "lib.npz").exists()
+
+
+def test_train_warns_of_a_take_much_shorter_than_its_tasks_others(demos, references, tmp_path, capsys):
+    traj = references[0]
+    short = _save(traj, demos / _TASK / "short.npz", times=traj.times[120:160], values=traj.values[120:160])
+    rc, _, err = run_cli(capsys, "train", demos, "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    warned = [line for line in err.splitlines() if line.startswith(f"teleop train: warning: {short} moves for 0.78 s")]
+    assert len(warned) == 1
+    assert "less than a third of the" in warned[0] and f"median of task {_TASK}'s takes" in warned[0]
+    assert sum("less than a third" in line for line in err.splitlines()) == 1   # the long takes are not named
+
+
+# ------------------------------------------------------------------ 8. --rate-hz
+def test_train_refuses_a_rate_that_no_take_uses(demos, tmp_path, capsys):
+    """It was ignored without a word; `teleop retarget` refuses it (exit code 2)."""
+    rc, _, err = run_cli(capsys, "train", demos, "--rate-hz", "50", "-o", tmp_path / "lib.npz")
+    assert rc == 2 and error_line(err) == ("--rate-hz applies to Xsens CSV files only (they do not state their "
+                                           "rate); none of the 3 takes is one: their files state their rate")
+    assert not (tmp_path / "lib.npz").exists()
+
+
+def test_train_takes_a_rate_for_xsens_takes(tmp_path, capsys):
+    data = shared_data("xsens_putaside_box")
+    rc, out, err = run_cli(capsys, "train", data, "--rate-hz", "60", "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+
+
+# ------------------------------------------------------------------ 9. unwritable outputs, before the work
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where nothing can be made")
+def test_train_finds_an_unwritable_out_before_reading(demos, capsys, monkeypatch):
+    """-o /proc/none/lib.npz failed after 6.6 s of reading HDM05."""
+    import teleop.train_cli
+
+    def no_reading(*_, **__):
+        raise AssertionError("takes read before the output location was checked")
+
+    monkeypatch.setattr(teleop.train_cli, "read_take_files", no_reading)
+    rc, _, err = run_cli(capsys, "train", demos, "-o", "/proc/none/lib.npz")
+    assert rc == 1 and error_line(err).startswith("-o /proc/none: cannot write there")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where nothing can be made")
+def test_retarget_finds_an_unwritable_out_before_reading(capsys, monkeypatch):
+    import teleop.takes
+
+    def no_reading(*_, **__):
+        raise AssertionError("motion read before the output location was checked")
+
+    monkeypatch.setattr(teleop.takes, "read_motion_file", no_reading)
+    rc, _, err = run_cli(capsys, "retarget", SYNTHETIC / "squat" / "squat_0.npz", "--out", "/proc/none/r")
+    assert rc == 1 and error_line(err).startswith("--out /proc/none/r: cannot write there")
+
+
+# ------------------------------------------------------------------ 10. retarget's checks
+def _motion_with(tmp_path: Path, name: str, change) -> Path:
+    """The synthetic squat_0 human motion with ``change(arrays)`` applied, saved as ``name``."""
+    with np.load(SYNTHETIC / "squat" / "squat_0.npz") as data:
+        arrays = {key: data[key] for key in data.files}
+    change(arrays)
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return path
+
+
+def test_retarget_refuses_references_outside_the_envelope_naming_frame_and_signal(tmp_path, capsys):
+    """One pelvis x of 1e300 (here 1e30: the file stores float32) gave hands at 1.27e299 m in
+    the references, written with exit code 0."""
+    def far_pelvis(arrays):
+        arrays["positions"] = arrays["positions"].copy()
+        arrays["positions"][100, 0, 0] = 1e30
+
+    huge = _motion_with(tmp_path, "huge.npz", far_pelvis)
+    rc, _, err = run_cli(capsys, "retarget", huge, "--out", tmp_path / "r")
+    message = error_line(err)
+    assert rc == 1 and message.startswith(f"{huge}: retargeted references: frame 100 of 347: l.hand x, y ")
+    assert "m from the stance origin (plausible: within 2.2 m)" in message
+    assert "RuntimeWarning" not in err and not (tmp_path / "r").exists()
+
+
+def test_retarget_refuses_a_single_frame(tmp_path, capsys):
+    """It wrote "frames 1, duration 0.0", exit code 0."""
+    def first_frame(arrays):
+        for key, value in list(arrays.items()):
+            if value.ndim and len(value) == 347:
+                arrays[key] = value[:1]
+
+    one = _motion_with(tmp_path, "one.npz", first_frame)
+    rc, _, err = run_cli(capsys, "retarget", one, "--out", tmp_path / "r")
+    assert rc == 1 and error_line(err) == f"{one}: 1 frame: a motion needs at least 2"
+    assert not (tmp_path / "r").exists()
+
+
+def test_retarget_still_writes_a_good_motion(tmp_path, capsys):
+    rc, out, err = run_cli(capsys, "retarget", SYNTHETIC / "squat" / "squat_0.npz", "--out", tmp_path / "r")
+    assert rc == 0 and (tmp_path / "r" / "references.npz").is_file(), err
