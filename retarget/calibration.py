@@ -123,6 +123,40 @@ _CHAIN = ("pelvis", "t8", "head", "left_upper_arm", "left_forearm", "left_hand",
           "right_upper_leg", "right_lower_leg", "right_foot")
 
 
+class CalibrationError(ValueError):
+    """A pose the mapping cannot be calibrated on: segments missing, or a body of no human
+    size (a unit error, a device's glitch, every tracker at the origin)."""
+
+
+#: Stature [m] a calibration pose may measure: a child to a very tall adult, with margin.
+#: Beyond it the pose is not a person standing (millimetres read as metres, all zeros), and
+#: the mapping's scale factors (robot / human lengths) would be 0, infinite or absurd.
+STATURE_RANGE_M = (0.5, 3.0)
+#: What a sparse (VR) calibration needs; a full body needs :data:`_CHAIN`.
+_SPARSE = ("head", "left_hand", "right_hand")
+
+
+def _check_segments(motion: HumanMotion) -> None:
+    if not has_full_body(motion) and not motion.has(*_SPARSE):
+        missing = [s for s in _SPARSE if not motion.has(s)]
+        raise CalibrationError(f"{motion.source}: cannot calibrate on a pose without the {', '.join(missing)} "
+                               "(a full body, or at least the head and both hands, is needed)")
+
+
+def _check_dimensions(dims: dict, motion: HumanMotion, frame: int) -> None:
+    low, high = STATURE_RANGE_M
+    stature = float(dims["stature"])
+    if not (np.isfinite(stature) and low <= stature <= high):
+        raise CalibrationError(f"{motion.source}: frame {frame}: the body measures {stature:.3g} m tall (plausible: "
+                               f"{low:g}-{high:g} m): not a person standing (positions in another unit, or a glitch)")
+    lengths = {"waist height": dims["waist_height"], "trunk height": dims["trunk_height"],
+               "leg length": dims["leg_length"], "arm length": np.min(dims["arm_length"])}
+    for name, value in lengths.items():
+        if not (np.isfinite(value) and value > 0):
+            raise CalibrationError(f"{motion.source}: frame {frame}: the body's {name} is {float(value):.3g} m: "
+                                   "not a person standing")
+
+
 def has_full_body(motion: HumanMotion) -> bool:
     """Whether ``motion`` has the segment chain the N-pose dimensions need."""
     return motion.has(*_CHAIN)
@@ -154,10 +188,15 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
         frame: calibration frame: the start of teleoperation, the person standing on both
             feet (for ``reference="frame"`` also the reference posture).
         reference: "frame" or "npose" (see module docstring).
+
+    Raises:
+        CalibrationError: the frame lacks the segments, or measures no human body
+            (:data:`STATURE_RANGE_M`).
     """
     if reference not in ("frame", "npose"):
         raise ValueError(f"reference must be 'frame' or 'npose', got {reference!r}")
     frame = int(frame) % len(motion)
+    _check_segments(motion)
     stance = _stance(motion, frame)
     full = has_full_body(motion)
 
@@ -181,6 +220,7 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
         if motion.has("pelvis"):
             dims["waist_height"] = float(motion.position("pelvis")[frame, 2])
         ball = None
+    _check_dimensions(dims, motion, frame)
     corners = foot_corners_local(dims["stature"], ankle, ball)
 
     at_frame = measure(motion.slice(frame, frame + 1), stance, corners)

@@ -71,8 +71,12 @@ class ReferenceEnvelope:
     def violation(self, flat: np.ndarray) -> str | None:
         """What puts the (20,) flat references outside the envelope (the first such scalar,
         e.g. ``"l.hand x, y 1e+06 m from the stance origin (plausible: within 2.2 m)"``),
-        or None if they are inside it. Values are assumed finite (checked upstream)."""
+        or None if they are inside it; a NaN or infinite value is outside (a retargeting that
+        overflowed on a glitch's values sent NaN references, counted as sent)."""
         flat = np.asarray(flat, dtype=float).reshape(FLAT_SIZE)
+        bad = np.flatnonzero(~np.isfinite(flat))
+        if bad.size:
+            return f"{FLAT_LABELS[bad[0]]} is {flat[bad[0]]} (not a number the robot can follow)"
         walked = math.hypot(flat[_COM[0]], flat[_COM[1]])
         if walked > self.walk_m:
             return f"com x, y {walked:.3g} m from the stance origin (plausible: within {self.walk_m:.3g} m)"

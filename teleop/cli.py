@@ -81,8 +81,14 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = _parse(parser, argv)
+    try:
+        # Building the parser imports every command's module (OpenCV's among them: a second
+        # or so): a Ctrl-C then printed a traceback and died by the signal.
+        parser = build_parser()
+        args = _parse(parser, argv)
+    except KeyboardInterrupt:
+        _tell("interrupted")
+        return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2

@@ -86,3 +86,16 @@ def test_an_earlier_commands_stop_does_not_stop_the_next_one():
 
     assert run_command(argparse.Namespace(func=command, command="demo")) == 0
     assert ran == [0, 1, 2]
+
+
+def test_ctrl_c_while_the_commands_are_loaded_is_an_interruption_not_a_traceback(monkeypatch, capsys):
+    """Building the parser imports every command's module (about a second): a Ctrl-C then
+    printed a KeyboardInterrupt traceback and the process died by the signal."""
+    import teleop.cli as cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["demo"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"

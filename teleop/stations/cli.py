@@ -655,12 +655,13 @@ def _run_operator(args: argparse.Namespace) -> int:
                                          f"MVN poses received on port {raw_source.address[1]}",
                                          raw_source.pose_stream_hint))
 
-        lost: list[tuple[str, ...]] = [()]
+        from teleop.stations.operator_status import TrackingReport, incomplete_video_warning, status_line
+
+        tracking = TrackingReport()
+        calibration_said = [False]       # a calibration problem said (until one succeeds)
         said = _SaidOnce()
         # (time, references sent, frames shown) at the last status line
         last_status = [(time.monotonic(), 0, 0)]
-
-        from teleop.stations.operator_status import incomplete_video_warning, status_line
 
         # frames (completed, dropped incomplete) at the last status line
         frames_then = [(0, 0)]
@@ -698,10 +699,19 @@ def _run_operator(args: argparse.Namespace) -> int:
                 print(f"[operator] warning: not sending commands the robot would refuse ({station.first_implausible}): "
                       "the robot holds its pose; recalibrate (stand in the calibration pose) if the input drifted",
                       file=sys.stderr)
-            if station.missing_segments != lost[0]:   # a VR device lost or back: say so once
-                lost[0] = station.missing_segments
-                print(f"[operator] {', '.join(lost[0])} not tracked: nothing sent, the robot holds its pose"
-                      if lost[0] else "[operator] all tracked again: sending", file=sys.stderr)
+            tracking_line = tracking.update(station.missing_segments, time.monotonic())   # a VR device lost or back
+            if tracking_line is not None:
+                print(f"[operator] {tracking_line}", file=sys.stderr)
+            if station.calibration_problem is not None and not calibration_said[0]:
+                calibration_said[0] = True       # once per failing stretch: it fails on every pose meanwhile
+                print(f"[operator] warning: cannot calibrate the retargeting on the input's pose "
+                      f"({station.calibration_problem}): "
+                      + ("the previous calibration stays; stand in the calibration pose and press calibrate again"
+                         if station.calibrated else "nothing is sent until a pose can (stand upright, head and both "
+                         "hands tracked)"), file=sys.stderr)
+            elif station.calibration_problem is None and calibration_said[0]:
+                calibration_said[0] = False
+                print("[operator] calibrated: sending", file=sys.stderr)
             if recording is not None:
                 if refs is not None:
                     recording.references(refs)

@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from retarget.calibration import CalibrationError
 from retarget.envelope import ReferenceEnvelope
 from retarget.human import HumanMotion
 from retarget.mapping import Retargeter
@@ -152,18 +153,29 @@ class OperatorStation:
         self.missing_segments: tuple[str, ...] = ()   # of the newest pose (see the module docstring)
         self.incomplete_poses = 0
         self.nonfinite_poses = 0        # poses with a NaN or inf segment (held like a lost one)
+        self._recalibrate = False       # the calibrate button: calibrate again on the next pose that can
+        self.calibration_failures = 0   # poses the retargeting could not calibrate on
+        self.calibration_problem: str | None = None   # why the last attempt failed (None once one succeeds)
         self._next_report = -np.inf     # any clock origin
         self.sent = 0
         self.feedback_received = 0  # FEEDBACK packets from the robot: 0 means nobody is there
 
+    @property
+    def calibrated(self) -> bool:
+        """Whether the retargeting has been calibrated (references can be sent)."""
+        return self._calibrated
+
     def recalibrate(self) -> None:
-        """Calibrate the retargeting again on the next pose (the operator's calibrate button)."""
-        self._calibrated = False
+        """Calibrate the retargeting again on the next pose that can calibrate it (the
+        operator's calibrate button); until then the previous calibration stays."""
+        self._recalibrate = True
 
     def _retarget(self, t: float, pose: dict) -> RobotReferences | None:
-        """The references of one pose, or None if it lacks a calibrated segment."""
+        """The references of one pose, or None if it lacks a calibrated segment or nothing
+        could be calibrated yet."""
         finite = {n: v for n, v in pose.items() if np.all(np.isfinite(v[0])) and np.all(np.isfinite(v[1]))}
-        if len(finite) < len(pose):
+        whole = len(finite) == len(pose)
+        if not whole:
             # A segment with NaN or inf (a device's glitch) is a segment not tracked: it would
             # otherwise run through the retargeting into the hands, CoM and postures sent.
             self.nonfinite_poses += 1
@@ -171,19 +183,37 @@ class OperatorStation:
                 return None                       # calibrate on a whole pose, not on this one
             pose = finite
         names = tuple(pose)
-        if self._calibrated:
-            self.missing_segments = tuple(sorted(self._calibrated_segments.difference(names)))
-            if self.missing_segments:
-                self.incomplete_poses += 1
-                return None
         positions = np.array([pose[n][0] for n in names])
         orientations = np.array([pose[n][1] for n in names])
-        if not self._calibrated:
-            first = HumanMotion(np.array([t]), names, positions[None], orientations[None], source="operator")
-            self.retargeter.calibrate(first)
-            self._calibrated = True
-            self._calibrated_segments = frozenset(names)
-        return self.retargeter.step(t, positions, orientations, names)
+        # A pending recalibration takes this pose whatever its segments (the devices may have
+        # changed); if it cannot, the previous calibration stays.
+        if (self._recalibrate and whole) or not self._calibrated:
+            if not self._calibrate(t, names, positions, orientations) and not self._calibrated:
+                return None                       # nothing to send until a pose calibrates
+        self.missing_segments = tuple(sorted(self._calibrated_segments.difference(names)))
+        if self.missing_segments:
+            self.incomplete_poses += 1
+            return None
+        # Overflow in a glitch's values is caught by the envelope check on the result.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self.retargeter.step(t, positions, orientations, names)
+
+    def _calibrate(self, t: float, names: tuple[str, ...], positions: np.ndarray, orientations: np.ndarray) -> bool:
+        """Calibrate the retargeting on this pose; False (counted, and why kept in
+        ``calibration_problem``) when it cannot: the head or a hand missing, a body of no
+        human size. The station then waits for a pose that can (crashed with a traceback)."""
+        first = HumanMotion(np.array([t]), names, positions[None], orientations[None], source="operator")
+        try:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                self.retargeter.calibrate(first)
+        except CalibrationError as exc:
+            self.calibration_failures += 1
+            self.calibration_problem = str(exc).removeprefix("operator: ")
+            return False
+        self._calibrated, self._recalibrate = True, False
+        self._calibrated_segments = frozenset(names)
+        self.calibration_problem = None
+        return True
 
     def tick(self) -> RobotReferences | None:
         """Run one period; returns the references sent (None if no new pose)."""

@@ -84,3 +84,41 @@ def incomplete_video_warning(completed: int, incomplete: int, timeout_s: float) 
             f"still missing {timeout_s:.1f} s after the frame's first): over a jittery "
             "link a longer --jitter-buffer keeps them; over a lossy one a frame is lost with two datagrams of one "
             "parity group (with one when the robot sends no parity: a smaller `teleop robot --video-fec` helps)")
+
+
+#: Seconds between two lines about segments not tracked: a flickering device (or two MVN
+#: streams interleaved) changes every tick, and said each time it flooded stderr (about 200
+#: lines in 4 s).
+TRACKING_LINE_INTERVAL_S = 5.0
+
+
+class TrackingReport:
+    """The operator's lines about the input's segments not tracked (nothing is sent then):
+    a change said at once, then at most one line per ``interval_s``, which counts the
+    changes since the last one when the tracking flickers."""
+
+    def __init__(self, interval_s: float = TRACKING_LINE_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        self._said: tuple[str, ...] = ()      # what the last line said was missing
+        self._current: tuple[str, ...] = ()
+        self._changes = 0                     # since the last line
+        self._last_line_s = -float("inf")
+
+    def update(self, missing: tuple[str, ...], now_s: float) -> str | None:
+        """The line to print for the segments ``missing`` at ``now_s`` [s], or None."""
+        if missing != self._current:
+            self._current = missing
+            self._changes += 1
+        if now_s - self._last_line_s < self.interval_s:
+            return None
+        flickered = self._changes >= 2
+        if self._current == self._said and not flickered:
+            return None
+        if self._current:
+            line = f"{', '.join(self._current)} not tracked: nothing sent, the robot holds its pose"
+        else:
+            line = "all tracked again: sending"
+        if flickered:
+            line += f" (tracking changed {self._changes} times in the last {now_s - self._last_line_s:.0f} s)"
+        self._said, self._changes, self._last_line_s = self._current, 0, now_s
+        return line
