@@ -94,9 +94,9 @@ def test_operator_warns_when_neither_robot_nor_mvn_stream_is_there(capsys, secre
                  "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 0
     out, err = capsys.readouterr()
     assert "received 0 feedback packets" in out
-    assert re.search(rf"no feedback or video from the robot at 127.0.0.1:{robot} in 1\.\d s: "
+    assert re.search(rf"no feedback or video from the robot at 127.0.0.1:{robot} in \d+\.\d s: "
                      r"is `teleop robot` running there\?", err)
-    assert re.search(rf"no MVN poses received on port {mvn} in 1\.\d s: is MVN's network streamer", err)
+    assert re.search(rf"no MVN poses received on port {mvn} in \d+\.\d s: is MVN's network streamer", err)
 
 
 def test_operator_says_which_mvn_stream_arrives_when_it_is_not_quaternion_poses(capsys, secret):
@@ -124,7 +124,7 @@ def test_operator_says_which_mvn_stream_arrives_when_it_is_not_quaternion_poses(
         stop.set()
         thread.join()
     err = capsys.readouterr().err
-    assert re.search(rf"no MVN poses received on port {mvn} in 1\.\d s: MVN sends message types "
+    assert re.search(rf"no MVN poses received on port {mvn} in \d+\.\d s: MVN sends message types "
                      r"01 \(pose, Euler angles\) but no 02 \(pose, quaternions\): tick "
                      r'"Position \+ Orientation \(Quaternion\)"', err), err
 

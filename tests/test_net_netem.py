@@ -93,13 +93,14 @@ def test_constant_delays_both_ways_within_a_few_ms():
     forward_delays = np.subtract(at_robot, sent)
     round_trips = np.subtract(echoed, sent)
     assert not np.isnan(round_trips).any()
-    # Tolerances cover this shared machine's timer overshoot (median ~0.1 ms, spikes of a few ms).
-    assert np.median(forward_delays) == pytest.approx(0.060, abs=0.002)
-    assert np.median(round_trips) == pytest.approx(0.100, abs=0.003)
-    assert np.all(np.abs(forward_delays - 0.060) < 0.015)
+    # Never early (the proxy must hold each datagram its delay); late by the wake-up latency
+    # of this process's and the proxy's threads, a few ms on a loaded 2-core machine.
+    assert 0.060 - 0.001 <= np.median(forward_delays) <= 0.060 + 0.010
+    assert 0.100 - 0.001 <= np.median(round_trips) <= 0.100 + 0.010
+    assert np.all(forward_delays >= 0.060 - 0.001)
     assert stats[0].delivered == stats[1].delivered == 20
-    assert stats[0].delay_mean == pytest.approx(0.060, abs=0.002)  # the proxy's own measurement
-    assert stats[1].delay_mean == pytest.approx(0.040, abs=0.002)
+    assert 0.060 - 0.001 <= stats[0].delay_mean <= 0.060 + 0.010   # the proxy's own measurement
+    assert 0.040 - 0.001 <= stats[1].delay_mean <= 0.040 + 0.010
 
 
 def test_loss_and_duplication_are_applied():
@@ -142,8 +143,10 @@ def test_stations_through_proxy_measure_the_jittered_forward_delay():
     seqs = [r.packet.seq for r in received]
     assert len(received) == 150 and robot.stats.rx.dropped_total == 0
     assert seqs != sorted(seqs)  # jitter reordered them, the window accepted them all
-    assert statistics.fmean(delays) == pytest.approx(delay, abs=0.003)
-    assert statistics.stdev(delays) == pytest.approx(delay * 2 / 15, rel=0.3)
+    # The proxy thread shares this process's interpreter with the sending loop: it is late by
+    # a few ms when busy (never early), which also widens the spread.
+    assert delay - 0.0005 <= statistics.fmean(delays) <= delay + 0.006
+    assert statistics.stdev(delays) == pytest.approx(delay * 2 / 15, rel=0.5)
     assert len(replies) == 1 and replies[0].peer == proxy_address
 
 
@@ -180,8 +183,9 @@ def test_cli_process_forwards_and_shuts_down_cleanly_on_sigterm():
         assert ready, "the proxy did not start"
         assert process.stdout.readline().startswith("netem: 127.0.0.1")
         sent, at_robot, echoed = echo_through(("127.0.0.1", listen_port), robot, count=5, spacing=0.01, timeout=2.0)
-        assert np.median(np.subtract(at_robot, sent)) == pytest.approx(0.050, abs=0.003)
-        assert np.median(np.subtract(echoed, sent)) == pytest.approx(0.100, abs=0.005)
+        # Never early; late by another process's wake-up (a loaded machine: a few ms).
+        assert 0.049 <= np.median(np.subtract(at_robot, sent)) <= 0.065
+        assert 0.099 <= np.median(np.subtract(echoed, sent)) <= 0.115
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=5.0)
     finally:

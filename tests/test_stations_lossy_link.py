@@ -27,6 +27,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SECRET = "lossy-link-test-secret-0123456789abcdef"
 
 
+def _wait_for_line(stream, text: str) -> None:
+    """Read ``stream`` up to the line containing ``text`` (the process ends: it is missing)."""
+    for line in stream:
+        if text in line:
+            return
+    raise AssertionError(f"no line with {text!r}")
+
+
 @pytest.mark.slow
 def test_the_stations_survive_loss_jitter_and_reordering_through_the_real_proxy(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TELEOP_SECRET=SECRET)
@@ -40,11 +48,15 @@ def test_the_stations_survive_loss_jitter_and_reordering_through_the_real_proxy(
 
     children = [
         start(["robot", "--listen", f"127.0.0.1:{robot_port}", "--video-to", f"127.0.0.1:{video_port}",
-               "--duration", "16", "--record", str(recording), "--json"]),
+               "--duration", "24", "--record", str(recording), "--json"]),
         start(["netem", "--listen", f"127.0.0.1:{proxy_port}", "--target", f"127.0.0.1:{robot_port}",
                "--delay-ms", "500", "--jitter-ms", "300", "--loss", "0.2", "--reorder",
-               "--back-delay-ms", "500", "--seed", "7", "--duration", "16"]),
+               "--back-delay-ms", "500", "--seed", "7", "--duration", "24"]),
     ]
+    # The operator starts once both listen: started with them, its first packets reached a
+    # robot port nobody had bound yet (the robot starts slowest), counted as the link's loss.
+    _wait_for_line(children[0].stderr, "robot station listening")
+    _wait_for_line(children[1].stdout, "netem: ")
     children.append(start(["operator", "--robot", f"127.0.0.1:{proxy_port}", "--video-listen",
                            f"127.0.0.1:{video_port}", "--view", "none", "--duration", "12", "--json"]))
     try:

@@ -4,7 +4,8 @@ from teleop.benchmarks import video_bench
 
 
 def test_short_run_and_table():
-    row = video_bench.run_one(160, 120, fps=30.0, duration_s=0.6)
+    # 1.5 s: the sender skips ticks when the machine is busy, and the first 10 frames are warm-up.
+    row = video_bench.run_one(160, 120, fps=30.0, duration_s=1.5)
     assert row["frames_displayed"] == row["frames_streamed"] >= video_bench.WARMUP_FRAMES + 2
     assert 0.0 < row["added_latency_p50_ms"] <= row["added_latency_p99_ms"] < 1000.0
     assert row["fps"] > 10.0
