@@ -50,6 +50,26 @@ SEGMENTS: tuple[str, ...] = (
 TRACKER_SEGMENTS: tuple[str, ...] = ("head", "left_hand", "right_hand", "pelvis", "left_foot", "right_foot")
 
 
+#: Shortest and longest sample step [s] of a motion (median over the take), and so the
+#: rates [Hz] it may state (1 / step). Motion capture and VR tracking run at 30-1000 Hz
+#: (Xsens 60-240, HDM05 and CMU 120, SteamVR 90); 10 kHz and 1 Hz leave a wide margin
+#: around them. Outside, a time unit was mistaken or the file is corrupt (BVH ``Frame
+#: Time: 1e300``, VR times 1e-12 s apart), and a replay at the file's times stalls for
+#: ever or plays a take in nanoseconds: refused with the file named.
+MIN_SAMPLE_STEP_S = 1e-4
+MAX_SAMPLE_STEP_S = 1.0
+
+#: Largest deviation from 1 of an orientation quaternion's norm that a file may hold. The
+#: readers normalise, so a small error (rounding in a text export, float32) is harmless;
+#: a larger one is a scaled, zeroed or corrupt quaternion (all zeros turned a posture
+#: reference 0.76 rad, x3 1.41 rad), refused like the text readers refuse theirs.
+UNIT_NORM_TOLERANCE = 0.01
+
+#: Most characters of a name or token from a file that an error message quotes: a token
+#: of a damaged or foreign file can be megabytes long (see :func:`quote`).
+QUOTE_LIMIT = 40
+
+
 class MotionFormatError(ValueError):
     """A motion file or stream that is wrong, truncated or unsupported.
 
@@ -57,18 +77,32 @@ class MotionFormatError(ValueError):
     """
 
 
+def quote(token) -> str:
+    """``repr(token)`` for an error message, cut to :data:`QUOTE_LIMIT` characters with
+    ``...`` and the token's length after the quote when longer (e.g. ``'xxxx'... (2000000
+    characters)``), so that the message stays one readable line whatever the file holds
+    (a CSV body under a BVH header was echoed as one 4 KB token, a crafted file's 2 MB)."""
+    text = str(token)
+    if len(text) <= QUOTE_LIMIT:
+        return repr(text)
+    return f"{text[:QUOTE_LIMIT]!r}... ({len(text)} characters)"
+
+
 @dataclass
 class HumanMotion:
     """Segment poses of one person over time.
 
     Attributes:
-        times: (T,) sample times [s], strictly increasing.
-        segment_names: names of the S segments present (a subset of :data:`SEGMENTS`).
+        times: (T,) sample times [s], strictly increasing, with a median step between
+            :data:`MIN_SAMPLE_STEP_S` and :data:`MAX_SAMPLE_STEP_S`.
+        segment_names: names of the S segments present (a subset of :data:`SEGMENTS`, each
+            once).
         positions: (T, S, 3) segment origins in the world frame [m].
         orientations: (T, S, 4) world_from_segment unit quaternions (w, x, y, z).
         com: optional (T, 3) centre of mass [m], when the source measures it.
         source: file path or device name.
-        rate_hz: nominal sampling rate [Hz].
+        rate_hz: nominal sampling rate [Hz], within the rates the sample steps allow, or 0
+            when not stated.
         meta: anything else the reader knows (performer, task label, units...).
     """
 
@@ -98,9 +132,24 @@ class HumanMotion:
             k = int(np.argmax(steps <= 0))
             raise MotionFormatError(f"{self.source}: sample times must increase, but sample {k + 1} is at "
                                     f"{self.times[k + 1]:.6g} s after sample {k} at {self.times[k]:.6g} s")
+        if len(steps):
+            # A bound on the median, not on every step: a live recording may pause, and
+            # its typical step is what says the time unit is right (see MIN_SAMPLE_STEP_S).
+            step = float(np.median(steps))
+            if not MIN_SAMPLE_STEP_S <= step <= MAX_SAMPLE_STEP_S:
+                raise MotionFormatError(f"{self.source}: samples are {step:.3g} s apart (median): a motion's "
+                                        f"sample step must be {MIN_SAMPLE_STEP_S * 1e3:g} ms to "
+                                        f"{MAX_SAMPLE_STEP_S:g} s (times in the wrong unit, or a corrupt file?)")
+        self.rate_hz = _checked_rate(self.rate_hz, self.source)
         unknown = set(self.segment_names) - set(SEGMENTS)
         if unknown:
-            raise MotionFormatError(f"{self.source}: unknown segment names {sorted(unknown)}")
+            names = ", ".join(quote(s) for s in sorted(unknown)[:5]) + (", ..." if len(unknown) > 5 else "")
+            raise MotionFormatError(f"{self.source}: unknown segment names {names}")
+        repeated = sorted({s for s in self.segment_names if self.segment_names.count(s) > 1}, key=SEGMENTS.index)
+        if repeated:
+            # Every lookup by name (index, position, orientation) finds the first, so the
+            # second's data was silently dropped or, relabelled, taken for another segment.
+            raise MotionFormatError(f"{self.source}: segment {', '.join(repeated)} given more than once")
         if self.positions.shape != (n_t, n_s, 3):
             raise MotionFormatError(f"{self.source}: positions must be ({n_t}, {n_s}, 3), got {self.positions.shape}")
         if self.orientations.shape != (n_t, n_s, 4):
@@ -186,16 +235,54 @@ class HumanMotion:
                 raise MotionFormatError(f"{path}: damaged .npz file ({exc})") from None
             com = arrays["com"]
             meta = {"label": str(arrays["label"])} if str(arrays["label"]) else {}
-            motion = cls(arrays["times"], tuple(str(s) for s in arrays["segment_names"]), arrays["positions"],
-                         arrays["orientations"], com if len(com) else None, str(path), float(arrays["rate_hz"]),
-                         meta)
+            try:
+                motion = cls(arrays["times"], tuple(str(s) for s in arrays["segment_names"]), arrays["positions"],
+                             arrays["orientations"], com if len(com) else None, str(path), arrays["rate_hz"],
+                             meta)
+            except MotionFormatError:
+                raise
+            except (TypeError, ValueError):
+                # Members of the right names but not numbers (strings, a 0-d array for
+                # segment_names): numpy's own message names neither file nor member.
+                raise MotionFormatError(f"{path}: a humanmotion-v1 member holds something other than numbers "
+                                        "where numbers are expected (times, positions, orientations, com, "
+                                        "rate_hz) or segment names") from None
         if not len(motion):
             # Every reader refuses a take without frames; calibration would divide by zero.
             raise MotionFormatError(f"{path}: no frames")
         # The text readers refuse non-finite numbers with their line; do the same (with the
         # frame), or a NaN runs through retargeting and control into the results.
         check_finite_motion(motion, path)
+        # The text readers refuse a quaternion that is not of unit norm; so does this one
+        # (a zeroed or scaled quaternion passed and bent the posture references).
+        check_unit_quaternions(motion, path)
         return motion
+
+
+def _checked_rate(rate_hz, source: str) -> float:
+    """``rate_hz`` as a float, refused (MotionFormatError naming ``source``) unless it is 0
+    (not stated: a single live frame, a motion built in code) or a rate between
+    1 / MAX_SAMPLE_STEP_S and 1 / MIN_SAMPLE_STEP_S: the replay and the recorders pace by
+    it, and a NaN, negative or 1e300 Hz rate from a file went through to them."""
+    try:
+        rate = float(rate_hz)
+    except (TypeError, ValueError):
+        raise MotionFormatError(f"{source}: rate {quote(rate_hz)} is not a number") from None
+    if rate != 0.0 and not 1.0 / MAX_SAMPLE_STEP_S <= rate <= 1.0 / MIN_SAMPLE_STEP_S:
+        raise MotionFormatError(f"{source}: rate {rate:g} Hz: a motion's rate must be "
+                                f"{1.0 / MAX_SAMPLE_STEP_S:g} to {1.0 / MIN_SAMPLE_STEP_S:g} Hz")
+    return rate
+
+
+def check_unit_quaternions(motion: HumanMotion, path) -> None:
+    """MotionFormatError naming ``path``, the frame and segment of the first orientation
+    whose norm is not 1 within :data:`UNIT_NORM_TOLERANCE` (see there)."""
+    norms = np.linalg.norm(motion.orientations, axis=-1)       # (T, S)
+    bad = np.abs(norms - 1.0) > UNIT_NORM_TOLERANCE
+    if bad.any():
+        k, j = (int(i) for i in np.argwhere(bad)[0])
+        raise MotionFormatError(f"{path}: the quaternion of segment {motion.segment_names[j]} at frame {k} of "
+                                f"{len(motion)} is not of unit norm (norm {norms[k, j]:.3g})")
 
 
 def check_finite_motion(motion: HumanMotion, path, cause: str = "NaN or inf") -> None:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..human import HumanMotion, MotionFormatError
+import numpy as np
+
+from ..human import HumanMotion, MotionFormatError, check_finite_motion, check_unit_quaternions
 from ._text import head_bytes
 from .asf_amc import read_asf_amc
 from .bvh import read_bvh
@@ -103,8 +105,26 @@ def read_motion(path, **opts) -> HumanMotion:
     formats that store their own times), ``skeleton``/``asf_path`` (AMC), ``unit_m``,
     ``drop_rest_frame``, ``segment_map`` (BVH), ``npose_frame`` (VR), ``label`` (all but
     .npz).
+
+    A file whose numbers overflow on the way (1e308 through forward kinematics or unit
+    scaling) raises :class:`MotionFormatError` naming the frame and segment, without NumPy's
+    RuntimeWarnings first.
     """
     fmt = sniff_format(path)
+    # The readers check the numbers they parse, but a finite 1e308 can still overflow in
+    # what follows; the user then saw NumPy's "overflow encountered" warnings (source lines
+    # of this package) before the error. Silenced here: the checks below, and those in the
+    # readers and HumanMotion, refuse the result (non-finite, or a quaternion that
+    # overflowed to zero when normalised) with its frame and segment.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        motion = _read(path, fmt, opts)
+        check_finite_motion(motion, path, "a value in the file too large")
+        check_unit_quaternions(motion, path)
+    return motion
+
+
+def _read(path, fmt: str, opts: dict) -> HumanMotion:
+    """The motion of ``path`` read by the reader of ``fmt`` (see :func:`read_motion`)."""
     if fmt not in ("xsens-csv", "amc"):
         # MVNX, BVH, VR and .npz files carry their times: a rate given for files that do
         # not (teleop's --rate-hz, passed for every .csv) must not reach their readers,
@@ -119,11 +139,24 @@ def read_motion(path, **opts) -> HumanMotion:
             opts["asf_path"] = opts.pop("skeleton")
         return read_asf_amc(path, **opts)
     if fmt == "asf":
-        raise MotionFormatError(f"{path}: an ASF file is a skeleton without motion: give one of its .amc takes "
-                                "(the skeleton is found next to the take, or in Python read_motion(take.amc, "
-                                "skeleton=this.asf))")
+        raise MotionFormatError(f"{path}: an ASF file is a skeleton without motion: give one of its .amc "
+                                f"takes instead, which finds it {_where_takes_find(Path(path).name)}")
     if fmt == "bvh":
         return read_bvh(path, **opts)
     if fmt in ("vr-json", "vr-csv"):
-        return read_vr_trackers(path, **opts)
+        # The layout recognised in the content, not the suffix: JSON saved as .txt or .csv
+        # was parsed as CSV ("first column must be 't'").
+        return read_vr_trackers(path, layout="json" if fmt == "vr-json" else "csv", **opts)
     return read_xsens_csv(path, **opts)
+
+
+def _where_takes_find(asf_name: str) -> str:
+    """Where an AMC take finds the skeleton ``asf_name`` (the rules of
+    :func:`~retarget.readers.asf_amc.find_asf`), for a user of the command line, which has no
+    option naming the skeleton."""
+    performer = re.fullmatch(r"(HDM_[a-z]+)\.asf", asf_name)
+    if performer:
+        return (f"when the take is named {performer.group(1)}_*.amc and lies in the same folder, or in a folder "
+                f"beside a 'skeletons' folder holding it (the take's ../skeletons/{asf_name})")
+    return (f"when the take lies in the same folder and is named {Path(asf_name).stem}.amc, or when this is the "
+            "only .asf in the take's folder")

@@ -6,12 +6,24 @@ from pathlib import Path
 
 import numpy as np
 
-from ..human import MotionFormatError
+from ..human import MotionFormatError, quote
+
+#: Most characters of an error's message after ``path:line:`` (:func:`error`): the longest
+#: message a reader writes is about 200; beyond this only lists built from file content
+#: (unknown names, channels) grow, and a line on a terminal says enough with their start.
+MESSAGE_LIMIT = 400
 
 
 def error(path, line: int | None, message: str) -> MotionFormatError:
-    """A :class:`MotionFormatError` reading ``path:line: message`` (line 1-based)."""
+    """A :class:`MotionFormatError` reading ``path:line: message`` (line 1-based).
+
+    Readers quote file content with :func:`~retarget.human.quote` (imported here for
+    them); a message still longer than :data:`MESSAGE_LIMIT` (a list of many names from
+    the file) is cut there, saying so.
+    """
     where = f"{path}:{line}" if line is not None else f"{path}"
+    if len(message) > MESSAGE_LIMIT:
+        message = f"{message[:MESSAGE_LIMIT]}... (message cut: {len(message)} characters)"
     return MotionFormatError(f"{where}: {message}")
 
 
@@ -44,7 +56,7 @@ def floats(path, line_no: int, tokens: list[str], expected: int | None = None, w
         values = np.array([float(t) for t in tokens])
     except ValueError:
         bad = next(t for t in tokens if not _is_float(t))
-        raise error(path, line_no, f"not a number: {bad!r}") from None
+        raise error(path, line_no, f"not a number: {quote(bad)}") from None
     if not np.all(np.isfinite(values)):
         raise error(path, line_no, f"non-finite {what}")
     return values

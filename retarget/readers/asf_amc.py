@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import quat
-from ._text import error, floats, read_lines
+from ._text import error, floats, quote, read_lines
 from .articulated import SegmentTrack, to_human_motion
 
 INCH = 0.0254
@@ -129,7 +129,7 @@ def read_asf(path) -> AsfSkeleton:
             elif tok[0] == "angle":
                 angle_unit = tok[1].lower() if len(tok) > 1 else "deg"
                 if angle_unit not in ("deg", "rad"):
-                    raise error(path, no, f"unknown angle unit {tok[1]!r}")
+                    raise error(path, no, f"unknown angle unit {quote(tok[1])}")
         elif section == "root":
             if tok[0] == "order":
                 root_order = [t.upper() for t in tok[1:]]
@@ -154,7 +154,7 @@ def read_asf(path) -> AsfSkeleton:
                 bones[b.name] = b
                 current = None
             elif current is None:
-                raise error(path, no, f"bone data outside begin/end: {line!r}")
+                raise error(path, no, f"bone data outside begin/end: {quote(line)}")
             elif tok[0] == "name":
                 if len(tok) != 2:
                     raise error(path, no, "'name' needs exactly one bone name")
@@ -196,7 +196,7 @@ def read_asf(path) -> AsfSkeleton:
     while stack:
         b = stack.pop()
         if b in reached:
-            raise error(path, None, f"bone {b!r} appears more than once in the :hierarchy (or in a cycle)")
+            raise error(path, None, f"bone {quote(b)} appears more than once in the :hierarchy (or in a cycle)")
         reached.add(b)
         stack.extend(children.get(b, []))
     if set(bones) - reached:
@@ -211,14 +211,18 @@ def read_asf(path) -> AsfSkeleton:
 def read_amc(path, skel: AsfSkeleton) -> tuple[dict[str, np.ndarray], int]:
     """Parse an AMC file -> ({bone: (T, n_values)}, first line of frame data).
 
-    Every frame must give every bone that has dofs (and the root); a missing bone or a
-    wrong value count is reported with its line.
+    Every frame must give every bone that has dofs (and the root), each once; a missing or
+    repeated bone or a wrong value count is reported with its line. Frame numbers count up
+    by 1 from the first: a gap or a repeat is reported with its line (without frame numbers,
+    or with all "1", the takes read as one frame whose bones the later lines overwrote).
     """
     lines = read_lines(path)
     expected = {"root": 6} | {n: len(b.dof) for n, b in skel.bones.items() if b.dof}
     frames: list[dict[str, np.ndarray]] = []
     current: dict[str, np.ndarray] | None = None
     current_line = 0
+    bone_lines: dict[str, int] = {}      # line of each bone of the current frame
+    number = None                        # the current frame's number
     first_data = None
     radians = False
 
@@ -239,17 +243,30 @@ def read_amc(path, skel: AsfSkeleton) -> tuple[dict[str, np.ndarray], int]:
             radians |= line.upper().startswith(":RADIANS")
             continue
         tok = line.split()
-        if len(tok) == 1 and tok[0].isdigit():
+        if len(tok) == 1 and re.fullmatch(r"[+-]?\d+", tok[0]):
+            new = int(tok[0])
+            if number is None and new < 0:
+                raise error(path, no, f"frame number {new} is negative")
+            if number is not None and new != number + 1:
+                raise error(path, no, f"frame number {new} after frame {number} (line {current_line}): frame "
+                            f"numbers count up by 1 (a frame {'repeated' if new <= number else 'missing'}?)")
             close(no)
-            current, current_line = {}, no
+            current, current_line, number, bone_lines = {}, no, new, {}
             first_data = first_data or no
             continue
         if current is None:
-            raise error(path, no, f"expected a frame number, found {line[:40]!r}: not an AMC file?")
+            raise error(path, no, f"expected a frame number, found {quote(line)}: not an AMC file, or a "
+                        "file whose bone lines come without frame numbers")
         name = tok[0]
         if name not in expected:
-            raise error(path, no, f"bone {name!r} is not in the skeleton {Path(skel.path).name}")
+            raise error(path, no, f"bone {quote(name)} is not in the skeleton {Path(skel.path).name}")
+        if name in current:
+            # The second line overwrote the first; with the frame number lines lost, a whole
+            # take read as its one first frame.
+            raise error(path, no, f"bone {name} given twice in frame {number} (line {current_line}; first at "
+                        f"line {bone_lines[name]}): a frame number line missing?")
         current[name] = floats(path, no, tok[1:], expected[name], f"values for {name}")
+        bone_lines[name] = no
     close(len(lines))
     if not frames:
         raise error(path, len(lines), "no frames")

@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import quat
-from ._text import error, floats, read_lines
+from ..human import MAX_SAMPLE_STEP_S, MIN_SAMPLE_STEP_S
+from ._text import error, floats, quote, read_lines
 from .articulated import SegmentTrack, to_human_motion
 
 #: segment -> (joint, distal joint giving the bone direction; "end" = the joint's End Site).
@@ -114,7 +115,7 @@ def read_bvh_file(path) -> BvhFile:
             parent = stack[-1] if stack else None
             name = tok[1]
             if name in joints:
-                raise error(path, no, f"duplicate joint name {name!r}")
+                raise error(path, no, f"duplicate joint name {quote(name)}")
             pending = BvhJoint(name, parent, np.zeros(3), [], n_channels)
             joints[name] = pending
             if parent is not None:
@@ -161,12 +162,12 @@ def read_bvh_file(path) -> BvhFile:
             valid = {"Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation"}
             bad = [c for c in chans if c not in valid]
             if bad:
-                raise error(path, no, f"unknown channels {bad}")
+                raise error(path, no, f"unknown channels {', '.join(quote(c) for c in bad)}")
             j = joints[stack[-1]]
             j.channels, j.first_channel = chans, n_channels
             n_channels += count
         else:
-            raise error(path, no, f"unexpected {tok[0]!r} in the HIERARCHY")
+            raise error(path, no, f"unexpected {quote(tok[0])} in the HIERARCHY")
         i += 1
 
     i = nonempty(i)
@@ -186,8 +187,12 @@ def read_bvh_file(path) -> BvhFile:
         frame_time = float(lines[i].split(":", 1)[1])
     except (IndexError, ValueError):
         raise error(path, i + 1, "expected 'Frame Time: <seconds>'") from None
-    if not frame_time > 0:
-        raise error(path, i + 1, "frame time must be positive")
+    # The frame time sets every sample time: 1e300 or 1e-300 s passed and gave a take of
+    # 1e302 s or 1e-298 s, inf failed later without a line (see MIN_SAMPLE_STEP_S).
+    if not MIN_SAMPLE_STEP_S <= frame_time <= MAX_SAMPLE_STEP_S:
+        raise error(path, i + 1, f"frame time {frame_time:g} s: a BVH frame time must be "
+                    f"{MIN_SAMPLE_STEP_S:g} to {MAX_SAMPLE_STEP_S:g} s ({1 / MAX_SAMPLE_STEP_S:g} to "
+                    f"{1 / MIN_SAMPLE_STEP_S:g} frames per second)")
     first = i + 1
     rows = []
     for k in range(first, len(lines)):
@@ -277,10 +282,10 @@ def read_bvh(path, unit_m: float | None = None, drop_rest_frame: bool | None = N
             continue
         tip = rest_ends.get(joint) if distal == "end" else rest_pos[distal]
         if tip is None:
-            raise error(path, None, f"joint {joint!r} has no End Site for the {seg} direction")
+            raise error(path, None, f"joint {quote(joint)} has no End Site for the {seg} direction")
         direction = (tip - rest_pos[joint])[0]
         if np.linalg.norm(direction) < 1e-9:
-            raise error(path, None, f"{joint!r} -> {distal!r} has zero length in the rest pose")
+            raise error(path, None, f"{quote(joint)} -> {quote(distal)} has zero length in the rest pose")
         tracks[seg] = SegmentTrack(pos[joint], rot[joint], direction)
     n_t = len(data)
     rate = 1.0 / bvh.frame_time

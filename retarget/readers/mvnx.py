@@ -42,8 +42,8 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from .. import quat, skeleton
-from ..human import HumanMotion, MotionFormatError
-from ._text import error
+from ..human import MAX_SAMPLE_STEP_S, MIN_SAMPLE_STEP_S, UNIT_NORM_TOLERANCE, HumanMotion, MotionFormatError
+from ._text import error, quote
 from .mvn import CANONICAL_TO_MVN, MVN_SEGMENTS, MVN_TO_CANONICAL, mvn_to_npose_frames, npose_to_mvn_frames
 
 NAMESPACE = "http://www.xsens.com/mvn/mvnx"
@@ -64,6 +64,22 @@ def _numbers(path, line: int, elem, count: int, what: str) -> np.ndarray:
     if not np.all(np.isfinite(values)):
         raise error(path, line, f"<{what}> contains non-finite numbers")
     return values
+
+
+def _frame_rate(path, line: int, value: str | None) -> float:
+    """The ``frameRate`` attribute [Hz]: 0 when absent (the rate then comes from the frame
+    times), else a finite rate within what :class:`HumanMotion` allows, refused with its
+    line otherwise (NaN, -100 and 1e300 were taken as the take's rate)."""
+    if value is None or not value.strip():
+        return 0.0
+    try:
+        rate = float(value)
+    except ValueError:
+        raise error(path, line, f"frameRate {quote(value)} is not a number") from None
+    if not 1.0 / MAX_SAMPLE_STEP_S <= rate <= 1.0 / MIN_SAMPLE_STEP_S:
+        raise error(path, line, f"frameRate {quote(value)}: a frame rate must be {1.0 / MAX_SAMPLE_STEP_S:g} to "
+                    f"{1.0 / MIN_SAMPLE_STEP_S:g} Hz")
+    return rate
 
 
 def read_mvnx(path, label: str = "") -> HumanMotion:
@@ -94,11 +110,18 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                                 raise error(path, line_no, f"root element is <{tag}>, not <mvnx>")
                             saw_root = True
                         elif tag == "subject":
-                            try:
-                                rate = float(elem.get("frameRate", 0) or 0)
-                            except ValueError:
-                                raise error(path, line_no, f"frameRate {elem.get('frameRate')!r} is not a "
-                                            "number") from None
+                            rate = _frame_rate(path, line_no, elem.get("frameRate"))
+                        elif tag == "segment" and frames_elem is None:
+                            # Taken at its start tag, so an error names the segment's line.
+                            name = elem.get("label", "")
+                            if name not in MVN_TO_CANONICAL:
+                                raise error(path, line_no, f"unknown MVN segment label {quote(name)}")
+                            if name in labels:
+                                # Frames give one value per <segment>, in their order: a second
+                                # "Pelvis" (L5 relabelled) took the L5 data for the pelvis.
+                                raise error(path, line_no, f"segment label {name} given twice (segment "
+                                            f"{len(labels) + 1}; segment {labels.index(name) + 1} has it too)")
+                            labels.append(name)
                         elif tag == "frames":
                             frames_elem = elem
                         elif tag == "frame":
@@ -113,23 +136,28 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                                     current["time"] = float(elem.get("time")) / 1000.0
                                 except (TypeError, ValueError):
                                     raise error(path, line_no, "frame without a numeric time attribute") from None
+                                if not np.isfinite(current["time"]):
+                                    raise error(path, line_no, f"frame time {quote(elem.get('time'))} is not a "
+                                                "finite number")
                         continue
                     n = len(labels)
-                    if tag == "segment" and frames_elem is None:
-                        name = elem.get("label", "")
-                        if name not in MVN_TO_CANONICAL:
-                            raise error(path, line_no, f"unknown MVN segment label {name!r}")
-                        labels.append(name)
-                    elif current is not None and tag in ("orientation", "position"):
+                    if current is not None and tag in ("orientation", "position"):
                         # Parsed at its own end tag, so errors point at its line.
                         width = 4 if tag == "orientation" else 3
                         current[tag] = _numbers(path, line_no, elem, width * n, tag).reshape(n, width)
                         if tag == "orientation":
-                            # Normalised below: a zero quaternion would become NaN.
-                            zero = np.flatnonzero(np.linalg.norm(current[tag], axis=-1) < 1e-6)
+                            # Normalised below: a zero quaternion would become NaN, and one
+                            # of 1e308 overflowed to a norm of inf and became zero.
+                            norms = np.linalg.norm(current[tag], axis=-1)
+                            zero = np.flatnonzero(norms < 1e-6)
                             if len(zero):
                                 raise error(path, line_no, f"zero <orientation> quaternion of segment "
                                             f"{labels[zero[0]]} in motion frame {len(oris)}")
+                            off = np.flatnonzero(~(np.abs(norms - 1.0) <= UNIT_NORM_TOLERANCE))
+                            if len(off):
+                                raise error(path, line_no, f"<orientation> quaternion of segment {labels[off[0]]} "
+                                            f"in motion frame {len(oris)} is not of unit norm "
+                                            f"(norm {norms[off[0]]:.3g})")
                     elif current is not None and tag == "centerOfMass":
                         values = (elem.text or "").split()
                         current["com"] = _numbers(path, line_no, elem, max(len(values), 3), tag)[:3]
@@ -196,7 +224,9 @@ def write_mvnx(motion: HumanMotion, path, subject: str = "retarget") -> None:
         f.write(f'<mvnx version="4" xmlns="{NAMESPACE}">\n')
         f.write('<mvn version="2019.0.0" build="retarget"/>\n')
         f.write(f'<comment>written by retarget.readers.mvnx from {quoteattr(motion.source)[1:-1]}</comment>\n')
-        f.write(f'<subject label={quoteattr(subject)} frameRate="{rate:g}" segmentCount="{len(names)}" '
+        # No frameRate when it is not known (one frame): the reader refuses a rate of 0.
+        frame_rate = f' frameRate="{rate:g}"' if rate > 0 else ""
+        f.write(f'<subject label={quoteattr(subject)}{frame_rate} segmentCount="{len(names)}" '
                 f'configuration="FullBody">\n<segments>\n')
         for k, s in enumerate(names, start=1):
             f.write(f'<segment label="{CANONICAL_TO_MVN[s]}" id="{k}">\n<points>\n')

@@ -2,7 +2,7 @@
 
 Two equivalent file layouts, one timestamped pose per tracker and sample:
 
-CSV (``.csv``)::
+CSV (``.csv``, or any name whose content is this)::
 
     # vr-trackers v1
     # axes: z-up
@@ -16,7 +16,7 @@ CSV (``.csv``)::
   - trackers: ``head``, ``left_hand``, ``right_hand`` (required), ``pelvis``,
     ``left_foot``, ``right_foot`` (optional).
 
-JSON (``.json``)::
+JSON (``.json``, or any name whose content starts with ``{``)::
 
     {"format": "vr-trackers-v1", "axes": "z-up",
      "samples": [{"t": 0.0, "head": {"p": [x, y, z], "q": [w, x, y, z]},
@@ -45,7 +45,7 @@ import numpy as np
 
 from .. import quat, skeleton
 from ..human import TRACKER_SEGMENTS, HumanMotion, MotionFormatError
-from ._text import error, floats, read_lines
+from ._text import error, floats, quote, read_lines
 
 REQUIRED = ("head", "left_hand", "right_hand")
 _SUFFIXES = ("px", "py", "pz", "qw", "qx", "qy", "qz")
@@ -68,7 +68,7 @@ def _read_csv(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
             if body.lower().startswith("axes:"):
                 axes = body.split(":", 1)[1].strip().lower()
                 if axes not in AXES:
-                    raise error(path, no, f"unknown axes {axes!r} (known: {sorted(AXES)})")
+                    raise error(path, no, f"unknown axes {quote(axes)} (known: {sorted(AXES)})")
             continue
         if header is None:
             header, header_line = [c.strip() for c in s.split(",")], no
@@ -78,13 +78,17 @@ def _read_csv(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     if header is None:
         raise error(path, None, "no header line: not a VR tracker CSV")
     if header[0] not in ("t", "time"):
-        raise error(path, header_line, f"first column must be 't' (seconds), found {header[0]!r}")
+        raise error(path, header_line, f"first column must be 't' (seconds), found {quote(header[0])}")
     segments = []
-    for col in header[1:]:
+    for k, col in enumerate(header[1:], start=2):
         seg, _, suffix = col.rpartition("_")
         if seg not in TRACKER_SEGMENTS or suffix not in _SUFFIXES:
-            raise error(path, header_line, f"unknown column {col!r} (expected <tracker>_px..._qz, "
+            raise error(path, header_line, f"unknown column {quote(col)} (expected <tracker>_px..._qz, "
                         f"trackers {TRACKER_SEGMENTS})")
+        if col in header[:k - 1]:
+            # The table is read by column name: the last of two same-named columns won, and
+            # which of the two holds the tracker is anyone's guess.
+            raise error(path, header_line, f"column {col} given twice (columns {header.index(col) + 1} and {k})")
         if seg not in segments:
             segments.append(seg)
     for seg in segments:
@@ -113,7 +117,7 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
         raise error(path, None, "not a VR tracker file (expected \"format\": \"vr-trackers-v1\")")
     axes = str(doc.get("axes", "z-up")).lower()
     if axes not in AXES:
-        raise error(path, None, f"unknown axes {axes!r} (known: {sorted(AXES)})")
+        raise error(path, None, f"unknown axes {quote(axes)} (known: {sorted(AXES)})")
     samples = doc.get("samples")
     if not isinstance(samples, list) or not samples:
         raise error(path, None, "no samples")
@@ -135,7 +139,9 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
                     raise ValueError(f"{s}: p needs 3 numbers and q 4")
                 poses[s][k] = [float(v) for v in (*p, *q)]
         except (KeyError, TypeError, ValueError, OverflowError) as exc:   # OverflowError: float(10**400)
-            raise MotionFormatError(f"{path}: sample {k}: missing or malformed {exc}") from None
+            # The exception can quote the file's text ("could not convert string to float:
+            # '<the string>'"), of any length: cut as the readers cut tokens.
+            raise error(path, None, f"sample {k}: missing or malformed {exc}") from None
         # json.loads takes NaN and Infinity; the CSV path refuses them, so does this one.
         bad = ["t"] if not np.isfinite(times[k]) else []
         bad += [f"{s}.{field}" for s in segments for field, values in (("p", poses[s][k, :3]), ("q", poses[s][k, 3:]))
@@ -145,10 +151,19 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     return times, poses, axes
 
 
-def read_vr_trackers(path, npose_frame: int | None = 0, label: str = "") -> HumanMotion:
-    """Read a VR tracker file (CSV or JSON) -> sparse :class:`HumanMotion`."""
+def read_vr_trackers(path, npose_frame: int | None = 0, label: str = "", layout: str | None = None) -> HumanMotion:
+    """Read a VR tracker file (CSV or JSON) -> sparse :class:`HumanMotion`.
+
+    ``layout`` is "json" or "csv"; by default the suffix decides (``.json`` or not).
+    :func:`~retarget.readers.read_motion` passes the layout it recognised in the content,
+    so a JSON file saved as ``.txt`` is not parsed as CSV.
+    """
     path = Path(path)
-    if path.suffix.lower() == ".json":
+    if layout is None:
+        layout = "json" if path.suffix.lower() == ".json" else "csv"
+    if layout not in ("json", "csv"):
+        raise ValueError(f"layout must be 'json' or 'csv', not {layout!r}")
+    if layout == "json":
         times, poses, axes = _read_json(path)
     else:
         times, poses, axes = _read_csv(path)

@@ -8,7 +8,9 @@ Layout (the public ProMP demos of the Inria HuCeBot team; see /work/shared/data/
   detects the scale from the quaternion norms (57.2958 or 1) and divides it out.
 * ``N.csv``: 66 numbers per row = 22 MVN joints x 3 angles [deg]. Its rows are not aligned
   with ``pN.csv`` (different counts), so it is not used for the motion; it is attached as
-  ``meta["joint_angles_deg"]`` when found.
+  ``meta["joint_angles_deg"]`` when found and readable. A damaged ``N.csv`` does not stop
+  the motion of its valid ``pN.csv``: a :class:`DamagedJointAnglesWarning` says it is
+  ignored.
 * No rate is stored: ``rate_hz`` is a parameter (100 Hz by default, the rate of the same
   team's later teleoperation dataset).
 
@@ -18,11 +20,12 @@ MVN's T-pose convention to N-pose frames (:mod:`retarget.readers.mvn`).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ..human import HumanMotion
+from ..human import HumanMotion, MotionFormatError
 from ._text import error, floats, read_lines
 from .mvn import MVN_SEGMENTS, MVN_TO_CANONICAL, mvn_to_npose_frames
 
@@ -30,6 +33,10 @@ POSE_COLUMNS = 7 * len(MVN_SEGMENTS)   # 161
 JOINT_ANGLE_COLUMNS = 66
 #: The export's quaternion scale (180 / pi).
 QUAT_SCALE = 180.0 / np.pi
+
+
+class DamagedJointAnglesWarning(UserWarning):
+    """The joint-angle file ``N.csv`` beside a valid ``pN.csv`` cannot be read: ignored."""
 
 
 def _table(path, columns: int, what: str) -> np.ndarray:
@@ -97,8 +104,14 @@ def read_xsens_csv(path, rate_hz: float = 100.0, label: str = "") -> HumanMotion
             "axes": "MVN: x forward, y left, z up",
             "rate_note": "rate not stored in the file; given by the caller"}
     if angle_file is not None:
-        meta["joint_angles_deg"] = _table(angle_file, JOINT_ANGLE_COLUMNS, "joint angles (22 joints x 3)")
-        meta["joint_angles_file"] = str(angle_file)
+        try:
+            meta["joint_angles_deg"] = _table(angle_file, JOINT_ANGLE_COLUMNS, "joint angles (22 joints x 3)")
+            meta["joint_angles_file"] = str(angle_file)
+        except MotionFormatError as exc:
+            # N.csv is not the motion (see the module docstring): its damage must not make
+            # the valid pose file unreadable (a cut N.csv failed "teleop retarget pN.csv").
+            warnings.warn(f"{exc}; the joint-angle file is damaged and ignored: the motion is read from "
+                          f"{pose_file.name} alone", DamagedJointAnglesWarning, stacklevel=2)
     times = np.arange(len(data)) / float(rate_hz)
     return HumanMotion(times, names, positions, orientations, source=str(pose_file), rate_hz=float(rate_hz),
                        meta=meta)
