@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 import zipfile
 
 from teleop.cli_types import PreconditionError, UsageError
@@ -104,7 +105,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     limit_blas_threads()      # small matrix products: threads only wait (teleop/blas_threads.py)
     try:
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), _our_warnings_as_lines(args.command):
             result = args.func(args)
     except KeyboardInterrupt:
         _end_progress_bars()
@@ -135,6 +136,31 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         stop_handled()     # the stop, if any, ended this command: not the next one's (tests run several)
     return int(result or 0)
+
+
+#: Packages whose warnings are the product's own, said as one line each.
+OWN_PACKAGES = ("teleop", "retarget", "promp")
+
+
+@contextlib.contextmanager
+def _our_warnings_as_lines(command: str):
+    """While inside, a warning of the product's own (a damaged joint-angle file ignored, a
+    take skipped) is one line, ``teleop CMD: warning: ...``, as the commands' own warnings
+    are; Python's format added the file, line and source line of where it was raised.
+    Other libraries' warnings keep Python's format (they are rarer, and where matters)."""
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if category.__module__.split(".")[0] in OWN_PACKAGES:
+            _tell(f"teleop {command}: warning: {message}")
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
 
 
 def _end_progress_bars() -> None:
