@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -310,3 +311,10 @@ def test_an_address_to_send_to_cannot_have_port_0(capsys, argv, option):
     assert exc.value.code == 2
     assert (f"argument {option}: port 0 of 127.0.0.1:0 is no destination (it means any free port when binding): "
             "give the port the other side listens on") in capsys.readouterr().err
+
+
+def test_operator_refuses_a_rate_for_a_file_that_states_its_own(capsys):
+    """As `teleop retarget` does: given with a BVH or .npz, --rate-hz was silently ignored."""
+    take = Path(__file__).resolve().parents[1] / "datasets" / "synthetic" / "squat" / "squat_0.npz"
+    assert main(["operator", "--input", str(take), "--rate-hz", "50", "--duration", "0.1"]) == 2
+    assert "--rate-hz applies to Xsens CSV files only" in capsys.readouterr().err
