@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from retarget.human import HumanMotion
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import port, positive_float, sample_rate_hz
-from teleop.inputs.mvn_protocol import DEFAULT_PORT, MvnCodec
+from teleop.cli_types import PreconditionError, UsageError, port, positive_float, sample_rate_hz
+from teleop.inputs.mvn_protocol import DEFAULT_PORT, FLOAT32_MAX, MvnCodec
 from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 
@@ -37,6 +39,32 @@ def motion_datagrams(codec: MvnCodec, motion: HumanMotion, index: int, sample_co
     if motion.com is not None:
         datagrams += codec.encode_center_of_mass(sample_counter, time_code_ms, motion.com[index])
     return datagrams
+
+
+def unstreamable(motion: HumanMotion, position_unit_m: float) -> str | None:
+    """Why ``motion`` cannot be sent as MVN datagrams with ``position_unit_m`` metres per wire
+    unit, or None: the first frame holding a value beyond the protocol's 32-bit floats (spec
+    2.5: positions, quaternions and the CoM are float32). Found before streaming starts:
+    else the stream broke off at that frame with struct's OverflowError as a traceback."""
+    limit = FLOAT32_MAX * position_unit_m                       # [m]
+    signals = [("position", motion.positions, limit), ("orientation", motion.orientations, FLOAT32_MAX)]
+    if motion.com is not None:
+        signals.append(("centre of mass", np.asarray(motion.com, dtype=float)[:, None], limit))
+    first = None
+    for what, values, bound in signals:
+        with np.errstate(invalid="ignore"):
+            # Non-finite values go on the wire as they are (float32 holds NaN and inf): the
+            # receiver drops them, counted, as it would MVN's.
+            bad = np.isfinite(values) & (np.abs(values) > bound)
+        if bad.any():
+            frame, segment = (int(i) for i in np.argwhere(bad)[0][:2])
+            if first is None or frame < first[0]:
+                value = float(values[frame, segment][bad[frame, segment]][0])
+                name = what if what == "centre of mass" else f"{what} of {motion.segment_names[segment]}"
+                unit = "" if what == "orientation" else " m"
+                first = (frame, f"frame {frame}: {name} ({value:g}{unit}, more than {bound:.3g}{unit}) cannot be "
+                                f"streamed (beyond the MVN protocol's 32-bit floats)")
+    return None if first is None else first[1]
 
 
 def stream_motion(motion: HumanMotion, destination: tuple[str, int], *, speed: float = 1.0, loop: bool = False,
@@ -115,7 +143,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")
     parser.add_argument("--port", type=_destination_port, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
     parser.add_argument("--rate", type=sample_rate_hz, default=None,
-                        help="sampling rate of files that do not store one (Xsens CSV) [Hz] (default 100)")
+                        help="rate of an Xsens CSV file, which does not state it [Hz] (default: 100); other formats "
+                             "state theirs")
     parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
     parser.add_argument("--loop", action="store_true",
                         help="start over at the end (after returning to the first pose over 0.5-3 s)")
@@ -126,8 +155,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from retarget.readers import read_motion, sniff_format
-    from teleop.takes import check_human_motion_file, recording_motion
+    from retarget.readers import sniff_format
+    from teleop.takes import read_motion_file
 
     try:
         # Resolved first: with a host that does not resolve, every send fails and the stream
@@ -138,15 +167,18 @@ def _run(args: argparse.Namespace) -> int:
         reason = getattr(exc, "strerror", None) or exc
         raise OSError(f"--host {args.host}: cannot resolve it ({reason})") from None
     # A file it cannot use (OSError, or ValueError: MotionFormatError and the recording's /
-    # references' errors): exit code 1 and one line from teleop.cli.run_command.
-    if args.file.suffix.lower() == ".mcap" and args.file.is_file():
-        motion = recording_motion(args.file)    # a recorded session's operator input, replayed
-    else:
-        # Robot references: what to do instead, as retarget and operator --input say.
-        check_human_motion_file(args.file)
-        # Only the Xsens CSV and AMC readers take a rate: the other formats store theirs.
-        takes_rate = args.rate and sniff_format(args.file) in ("xsens-csv", "amc")
-        motion = read_motion(args.file, **({"rate_hz": args.rate} if takes_rate else {}))
+    # references' errors): exit code 1 and one line from teleop.cli.run_command. A recording
+    # (.mcap) gives its operator input; robot references are refused with what to give instead,
+    # as retarget and operator --input say.
+    motion = read_motion_file(args.file, args.rate)
+    if args.rate is not None and (args.file.suffix.lower() == ".mcap" or sniff_format(args.file) != "xsens-csv"):
+        # Else silently ignored (BVH) or applied (AMC), while `teleop retarget --rate-hz` refused
+        # it: one rule for both, and the user who expects the take at the rate given is told.
+        raise UsageError(f"--rate applies to Xsens CSV files only (they do not state their rate); {args.file} "
+                         f"is read at {motion.rate_hz:g} Hz")
+    problem = unstreamable(motion, args.unit)
+    if problem:      # checked before the first datagram: one line, exit code 1, nothing sent
+        raise PreconditionError(f"{args.file}: {problem}")
     print(f"streaming {args.file} ({len(motion)} frames, {motion.rate_hz:g} Hz) to {args.host}:{args.port}",
           file=sys.stderr)
     stats = {"samples": 0, "datagrams": 0, "bytes": 0, "send_errors": 0}

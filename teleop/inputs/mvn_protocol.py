@@ -95,6 +95,11 @@ _QUAT_ITEM = struct.Struct(">i3f4f")
 _POINT_ITEM = struct.Struct(">i3f")
 _JOINT_ITEM = struct.Struct(">ii3f")
 _COM_ITEM = struct.Struct(">3f")
+_SCALE_POINT = struct.Struct(">I3f")
+
+#: Largest magnitude a 32-bit float holds: the protocol's positions, quaternions and angles
+#: are all big-endian float32 (spec 2.5); a value beyond it cannot be put on the wire.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 #: MVN segment ID (1..23) -> canonical segment name, and back.
 SEGMENT_BY_ID: dict[int, str] = {i + 1: name for i, name in enumerate(SEGMENTS)}
@@ -227,6 +232,19 @@ def parse_header(datagram: bytes) -> MvnHeader:
                      character, segments, props, fingers, payload)
 
 
+def _pack(item: struct.Struct, what: str, *values) -> bytes:
+    """``item.pack(*values)``; a value beyond the protocol's 32-bit floats raises ValueError
+    naming ``what`` (struct says only "float too large to pack with f format", and only as
+    OverflowError, which callers that check input as ValueError let through as a traceback)."""
+    try:
+        return item.pack(*values)
+    except OverflowError:                 # a float beyond float32 (struct.error: other faults)
+        finite = [abs(float(v)) for v in values if np.isfinite(v)]
+        largest = max(finite, default=float("nan"))
+        raise ValueError(f"{what}: {largest:g} (in wire units) is beyond the MVN protocol's 32-bit floats "
+                         f"(at most {FLOAT32_MAX:.3g})") from None
+
+
 # --------------------------------------------------------------------- strings
 def _pack_string(text: str) -> bytes:
     raw = text.encode("utf-8")
@@ -287,7 +305,10 @@ class MvnCodec:
         return out
 
     def encode_pose(self, sample_counter: int, time_code_ms: int, pose: dict) -> list[bytes]:
-        """Type 02 from a pose {segment: (position (3,) [m], quaternion (4,) N-pose frames)}."""
+        """Type 02 from a pose {segment: (position (3,) [m], quaternion (4,) N-pose frames)}.
+
+        Raises ValueError for a value the protocol's 32-bit floats cannot hold (a position of
+        1e300 m), naming the segment."""
         items = []
         for name in SEGMENTS:                         # spec 2.5.1: body segments in ID order
             if name not in pose:
@@ -297,18 +318,20 @@ class MvnCodec:
             if name in _ARM_FIX:                      # N-pose frame -> MVN's T-pose frame
                 q = quat.mul(q, _ARM_FIX[name])
             p = np.asarray(position, dtype=float) / self.unit
-            items.append(_QUAT_ITEM.pack(ID_BY_SEGMENT[name], *p, *q))
+            items.append(_pack(_QUAT_ITEM, f"segment {name}", ID_BY_SEGMENT[name], *p, *q))
         return self._datagrams(POSE_QUATERNION, sample_counter, time_code_ms, items)
 
     def encode_pose_euler(self, sample_counter: int, time_code_ms: int,
                           items: dict[int, tuple[np.ndarray, np.ndarray]]) -> list[bytes]:
         """Type 01 from raw {segment ID: (position (3,) [m] Y up, Euler (3,) [deg])}."""
-        packed = [_EULER_ITEM.pack(sid, *(np.asarray(p, float) / self.unit), *e) for sid, (p, e) in sorted(items.items())]
+        packed = [_pack(_EULER_ITEM, f"segment ID {sid}", sid, *(np.asarray(p, float) / self.unit), *e)
+                  for sid, (p, e) in sorted(items.items())]
         return self._datagrams(POSE_EULER, sample_counter, time_code_ms, packed)
 
     def encode_points(self, sample_counter: int, time_code_ms: int, points: dict[int, np.ndarray]) -> list[bytes]:
         """Type 03 from {point ID: position (3,) [m] Y up}."""
-        packed = [_POINT_ITEM.pack(pid, *(np.asarray(p, float) / self.unit)) for pid, p in sorted(points.items())]
+        packed = [_pack(_POINT_ITEM, f"point {pid}", pid, *(np.asarray(p, float) / self.unit))
+                  for pid, p in sorted(points.items())]
         return self._datagrams(POINTS, sample_counter, time_code_ms, packed)
 
     def encode_joint_angles(self, sample_counter: int, time_code_ms: int, angles_deg: np.ndarray) -> list[bytes]:
@@ -320,13 +343,14 @@ class MvnCodec:
         (parent, child) segment IDs.
         """
         angles = np.asarray(angles_deg, dtype=float).reshape(len(JOINT_NAMES), 3)
-        packed = [_JOINT_ITEM.pack(256 * parent, 256 * (k + 2), *angles[k]) for k, parent in enumerate(JOINT_PARENT_ID)]
+        packed = [_pack(_JOINT_ITEM, JOINT_NAMES[k], 256 * parent, 256 * (k + 2), *angles[k])
+                  for k, parent in enumerate(JOINT_PARENT_ID)]
         return self._datagrams(JOINT_ANGLES, sample_counter, time_code_ms, packed)
 
     def encode_center_of_mass(self, sample_counter: int, time_code_ms: int, com: np.ndarray) -> list[bytes]:
         """Type 24 from the CoM (3,) [m]."""
         return self._datagrams(CENTER_OF_MASS, sample_counter, time_code_ms,
-                               [_COM_ITEM.pack(*(np.asarray(com, float) / self.unit))])
+                               [_pack(_COM_ITEM, "centre of mass", *(np.asarray(com, float) / self.unit))])
 
     def encode_meta(self, sample_counter: int, time_code_ms: int, tags: dict[str, str]) -> list[bytes]:
         """Type 12 from {tag: value} (name, xmid, color...), one string item."""
@@ -337,11 +361,12 @@ class MvnCodec:
         """Type 13 (one datagram holding the segments and the points)."""
         parts = [struct.pack(">I", len(scale.segments))]
         for name, origin in scale.segments:
-            parts += [_pack_string(name), struct.pack(">3f", *(np.asarray(origin, float) / self.unit))]
+            origin = np.asarray(origin, float) / self.unit
+            parts += [_pack_string(name), _pack(_COM_ITEM, f"scale segment {name}", *origin)]
         parts.append(struct.pack(">I", len(scale.points)))
         for segment_id, point_id, name, flags, position in scale.points:
             parts += [struct.pack(">HH", segment_id, point_id), _pack_string(name),
-                      struct.pack(">I3f", flags, *(np.asarray(position, float) / self.unit))]
+                      _pack(_SCALE_POINT, f"scale point {name}", flags, *(np.asarray(position, float) / self.unit))]
         return self._datagrams(CHARACTER_SCALE, sample_counter, time_code_ms, [b"".join(parts)])
 
     def encode_time_code(self, sample_counter: int, time_code_ms: int) -> list[bytes]:
@@ -430,23 +455,25 @@ class MvnCodec:
 
 
 class Reassembler:
-    """Collects the datagrams of one sample (same character, type and sample counter).
+    """Collects the datagrams of one sample (same origin, character, type and sample counter).
 
-    ``add(header, payload)`` returns ``(header, payload)`` of the whole sample once its
-    last datagram and every index before it have arrived, else None. At most
+    ``add(header, payload, origin)`` returns ``(header, payload)`` of the whole sample once
+    its last datagram and every index before it have arrived, else None. ``origin`` (the
+    sender's address) keeps two senders' samples apart: two MVN instances both count their
+    samples from 0, and parts of different streams must never be joined. At most
     ``max_pending`` samples wait; older ones are discarded and counted in ``incomplete``
     (a lost datagram must not hold memory forever).
     """
 
     def __init__(self, max_pending: int = 8) -> None:
         self.max_pending = max_pending
-        self._pending: dict[tuple[int, str, int], dict] = {}
+        self._pending: dict[tuple[object, int, str, int], dict] = {}
         self.incomplete = 0
 
-    def add(self, header: MvnHeader, payload: bytes) -> tuple[MvnHeader, bytes] | None:
+    def add(self, header: MvnHeader, payload: bytes, origin: object = None) -> tuple[MvnHeader, bytes] | None:
         if header.datagram_index == 0 and header.last:
             return header, payload                    # the usual case: one datagram per sample
-        key = (header.character_id, header.message_type, header.sample_counter)
+        key = (origin, header.character_id, header.message_type, header.sample_counter)
         entry = self._pending.setdefault(key, {"parts": {}, "last": None})
         entry["parts"][header.datagram_index] = (header, payload)
         if header.last:
