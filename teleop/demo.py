@@ -74,6 +74,7 @@ class SessionLog:
     max_joint_speed_ratio: float = 0.0    # max over ticks and joints of |measured velocity| / limit
     max_command_speed_ratio: float = 0.0  # the same for the commanded joint velocity (QP output)
     nonfinite_ticks: int = 0              # ticks whose executed references held a NaN or inf
+    scene_contact_s: float = 0.0          # time the robot touched the scene (pushed joints)
 
 
 def train_library(dataset: Path):
@@ -91,7 +92,7 @@ def _robot_figures(log: SessionLog) -> dict:
     """What one session's robot did: fell, foot slip [mm], the CoP's smallest margin to the
     edges of the feet [mm] (negative: outside), fastest joint speed / its limit."""
     return {"fell": log.fell, "max_foot_slip_mm": log.max_foot_slip_mm, "min_cop_margin_mm": log.min_cop_margin_mm,
-            "max_joint_speed_ratio": log.max_joint_speed_ratio}
+            "max_joint_speed_ratio": log.max_joint_speed_ratio, "scene_contact_s": log.scene_contact_s}
 
 
 def run_session(settings: DemoSettings, library, *, with_video: bool, progress: bool) -> SessionLog:
@@ -148,6 +149,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
         station = RobotStation(robot_ep, robot, sim, library, config,
                                video_out=send_video if with_video else None,
                                render=camera.render if camera is not None else None)
+        station.name_scene(scene)
         operator = OperatorStation(operator_ep, robot_ep.address, source, robot_target(robot), video)
         polygon = station.support_polygon
         soles0 = {s: sim.link_position(robot.description.frames[f"{s}_sole"]) for s in ("left", "right")}
@@ -200,6 +202,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
         log.telemetry = station.telemetry()
         # The station watches the measured joint speeds and falls every tick.
         log.max_joint_speed_ratio = station.max_joint_speed_ratio
+        log.scene_contact_s = station.scene_contact_ticks * station.dt
         log.fell = station.fell_at is not None
         if video is not None:
             log.telemetry["video"] = {"frames_displayed": video.displayed, **video.buffer.report()}
@@ -306,6 +309,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         "robot": {"fell": comp.fell or delayed.fell, "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
                   "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm),
                   "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio),
+                  "scene_contact_s": max(comp.scene_contact_s, delayed.scene_contact_s),
                   # The worst of the two runs above; each run's own here, to say which it was.
                   "sessions": {"compensated": _robot_figures(comp), "delayed": _robot_figures(delayed)}},
         "seen_hand_error_cm": {"compensated": seen_comp, "delayed": seen_delayed},

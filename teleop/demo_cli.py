@@ -52,7 +52,8 @@ def _run(args: argparse.Namespace) -> int:
     margins = {name: figures["min_cop_margin_mm"] for name, figures in robot["sessions"].items()}
     print(f"Robot: fell={robot['fell']}, max foot slip {robot['max_foot_slip_mm']:.1f} mm, min CoP margin "
           f"{margins['compensated']:+.1f} mm with compensation, {margins['delayed']:+.1f} mm without (0: at a "
-          f"sole's edge), joint speeds up to {robot['max_joint_speed_ratio']:.2f} of their limits")
+          f"sole's edge), joint speeds up to {robot['max_joint_speed_ratio']:.2f} of their limits"
+          + (f" (it touched the scene for {robot['scene_contact_s']:.2f} s)" if robot.get("scene_contact_s") else ""))
     timing = summary.get("controller_timing_ms") or {}
     if timing:
         print("Controller per tick [ms]: " + ", ".join(f"{k.removesuffix('_ms')} {v:.3f}" for k, v in timing.items()

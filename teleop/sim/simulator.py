@@ -320,6 +320,7 @@ class Simulation:
             self.link_index[info[12].decode()] = j
             if info[2] != pb.JOINT_FIXED:
                 name_to_joint[info[1].decode()] = j
+        self._link_names = {index: name for name, index in self.link_index.items()}
         missing = [n for n in self.robot.joint_names if n not in name_to_joint]
         if missing:
             raise RuntimeError(f"simulator lacks joints {missing}")
@@ -661,6 +662,14 @@ class Simulation:
         if total <= 1e-9:
             return np.full(2, np.nan)
         return sum(c.force * np.nan_to_num(c.cop) for c in contacts) / total
+
+    def touching(self) -> list[tuple[int, str]]:
+        """(body id, robot link name) of each body other than the ground that the robot
+        touches now, e.g. a hand on the table of the scene, sorted. Such a contact pushes the
+        joints: their measured speeds then exceed what the controller commands."""
+        pairs = {(c[2], c[3]) for c in pb.getContactPoints(self.body, **self._pb_kwargs)
+                 if c[2] not in (self.plane, self.body)}
+        return sorted((body, self._link_names.get(link, str(link))) for body, link in pairs)
 
     def other_contacts(self) -> int:
         """Number of robot–ground contact points not under the feet (a fall touches down)."""

@@ -469,6 +469,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint, robot, sim, library, config,
                                video_out=recording.video_out(sender) if recording else
                                (lambda image, t: sender.send_image(image[:, :, ::-1], t)), render=camera.render)
+        station.name_scene(scene)
         host, port = endpoint.address[:2]
         print(f"robot station listening on {host}:{port}, video to {args.video_to}, "
               f"compensation {'on: ' + str(args.library) if library else 'off'}", file=sys.stderr)
@@ -481,6 +482,11 @@ def _run_robot(args: argparse.Namespace) -> int:
             record = station.tick()
             if recording is not None:
                 recording.after_tick(station, record)
+            if station.first_scene_contact is not None and said.first("scene contact"):
+                # Said: the contact pushes the joints beyond the speeds the controller
+                # commands, and the hand stops where the operator's goes on.
+                print(f"[robot] warning: the robot touches the scene ({station.first_scene_contact}): a contact "
+                      "pushes its joints and stops the hand short of the operator's", file=sys.stderr)
             if station.fell_at is not None and said.first("fall"):
                 # Said at once: the simulated robot stays down, and everything after is moot.
                 print("[robot] warning: the robot fell (a body part other than the feet touches the ground); "
@@ -524,7 +530,10 @@ def _run_robot(args: argparse.Namespace) -> int:
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
               f"tau_b {_tau_b(telemetry)}, {loop_timing.short()}, joint speeds up to "
-              f"{telemetry['max_joint_speed_ratio']:.2f} of their limits" + (", the robot fell" if telemetry["fell"] else "")
+              f"{telemetry['max_joint_speed_ratio']:.2f} of their limits"
+              + (f" (it touched the scene for {telemetry['scene_contact_s']:.2f} s: {telemetry['first_scene_contact']})"
+                 if telemetry["scene_contact_s"] else "")
+              + (", the robot fell" if telemetry["fell"] else "")
               + (f", {telemetry['refused_other_operator']} commands of another operator refused"
                  if telemetry["refused_other_operator"] else "")
               + (f", {telemetry['refused_implausible']} implausible commands refused"

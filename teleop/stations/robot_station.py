@@ -236,6 +236,26 @@ class RobotStation:
         # first touched the ground (a fall), on the station clock.
         self.max_joint_speed_ratio = 0.0
         self.fell_at: float | None = None
+        # Contacts with the scene (a hand on the table): they push the joints beyond the
+        # speeds the controller commands, which would otherwise look like a controller fault.
+        self.scene_contact_ticks = 0
+        self.first_scene_contact: str | None = None      # "r_hand touched the table at 6.27 s"
+        self._scene_names: dict[int, str] = {}
+
+    def name_scene(self, scene) -> None:
+        """Name the bodies of ``scene`` (a :class:`teleop.sim.scene.SimulatedScene`) in what
+        the station says of the robot's contacts with them (else "body N")."""
+        self._scene_names = {body: obj.name for body, obj in zip(scene.body_ids, scene.objects)}
+
+    def _note_scene_contacts(self, now: float) -> None:
+        touching = self.sim.touching()
+        if not touching:
+            return
+        self.scene_contact_ticks += 1
+        if self.first_scene_contact is None:
+            body, link = touching[0]
+            self.first_scene_contact = (f"{link} touched the {self._scene_names.get(body, f'body {body}')} "
+                                        f"at {now:.2f} s")
 
     def _settle_at_home(self, max_ticks: int = 500, tolerance: float = 1e-6) -> None:
         """Start from the posture the controller holds at home, not from the description's.
@@ -428,6 +448,7 @@ class RobotStation:
         self.max_joint_speed_ratio = max(self.max_joint_speed_ratio, speed)
         if self.fell_at is None and self.sim.other_contacts() > 0:
             self.fell_at = now
+        self._note_scene_contacts(now)
         if self.video_out is not None and self.render is not None and self.config.video_hz > 0 and now >= self._next_video:
             # On a fixed grid, not "now + period": a tick lands up to a control period after
             # the frame was due, and counting from it lost that much every frame (9.5 Hz for
@@ -480,5 +501,6 @@ class RobotStation:
                 "compensation": self.compensator.state.value,
                 "network": self.endpoint.stats.summary(),
                 "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None,
+                "scene_contact_s": self.scene_contact_ticks * self.dt, "first_scene_contact": self.first_scene_contact,
                 "refused_other_operator": self.foreign_references,
                 "refused_implausible": self.implausible_references}

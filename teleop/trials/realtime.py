@@ -135,6 +135,7 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
                                RobotStationConfig(video_hz=video_hz, compensation=library is not None),
                                video_out=lambda image, t: sender.send_image(image[:, :, ::-1], t),
                                render=camera.render)
+        station.name_scene(scene)
         station.keep_records = True
         try:
             parent.send(endpoint.address[1])      # ready
