@@ -257,10 +257,40 @@ def recording_motion(path: Path) -> HumanMotion:
         # The reader's message names the file already: once is enough.
         reason = str(exc).removeprefix(f"{path}: ")
         raise ValueError(f"{path}: not a readable recording ({reason})") from None
+    damage = _damage_of(recording)
     if OPERATOR_INPUT not in recording.channels:
+        if damage:
+            # Its input may have been in what is lost: "a recording without operator input"
+            # sent the user looking for a wrong command, not at a damaged file.
+            raise ValueError(f"{path}: no operator input could be read: the file is {damage} (`teleop dataset "
+                             f"inspect {path}` says what is left)")
         raise ValueError(f"{path}: a recording without operator input ({OPERATOR_INPUT}, which `teleop operator "
                          f"--record` records), so no human motion to read; {_what_it_is_good_for(recording, path)}")
-    return recording.operator_motion()
+    motion = recording.operator_motion()
+    if damage:
+        warnings.warn(f"{path} is {damage}: {len(motion)} frames of operator input read ({motion.duration:.2f} s); "
+                      "what was lost is not replayed", DamagedRecordingWarning, stacklevel=2)
+    return motion
+
+
+class DamagedRecordingWarning(UserWarning):
+    """A recording read in part: cut short (a crash) or with damaged chunks skipped."""
+
+
+def _damage_of(recording) -> str | None:
+    """How ``recording`` is incomplete or damaged ("cut short (...)", "damaged (N damaged
+    chunks skipped ...)"), or None if it is whole."""
+    index = recording.index
+    index.verify_chunks()      # a complete file's chunks are checked when read: check them now
+    parts = []
+    if index.problem:
+        parts.append(f"cut short ({index.problem})")
+    elif not index.complete:
+        parts.append("incomplete (its recorder did not finish it)")
+    report = index.damage_report()
+    if report:
+        parts.append(f"damaged ({report})")
+    return ", and ".join(parts) or None
 
 
 def _what_it_is_good_for(recording, path: Path) -> str:
