@@ -5,31 +5,16 @@ import argparse
 import numpy as np
 import pytest
 
-from retarget.references import FLAT_SIZE, ReferenceTrajectory, RobotReferences
+from retarget.references import ReferenceTrajectory, RobotReferences
 from teleop.record import Recorder, export_episodes, open_recording, write_copy
 from teleop.record import dataset_cli
+from test_dataset_audit import STEP_NS, flat_at, write_session as _write_session
 
-STEP_NS = 10_000_000  # 100 Hz
-
-
-def flat_at(i: int) -> np.ndarray:
-    return np.full(FLAT_SIZE, float(i)) + np.arange(FLAT_SIZE) / 100
 
 
 def write_session(path, episodes=(("squat", 0, 100), ("", 150, 250), ("wave", 260, 290)), n=300):
     """100 Hz references for n ticks (log time i * 10 ms) with episodes (task, first tick, stop tick)."""
-    clock = {"t": 0}
-    starts = {first: (task, stop) for task, first, stop in episodes}
-    stops = {stop for _, _, stop in episodes}
-    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False) as rec:
-        for i in range(n):
-            clock["t"] = i * STEP_NS
-            if i in stops:
-                rec.stop_episode()
-            if i in starts:
-                rec.start_episode(starts[i][0])
-            rec.log_references(RobotReferences.from_flat(i * 0.01, flat_at(i)))
-    return path
+    return _write_session(path, episodes, n)
 
 
 def test_episodes_are_read_back(tmp_path):
