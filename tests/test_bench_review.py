@@ -58,6 +58,9 @@ def test_bench_jog_out_naming_a_file_is_refused_before_measuring(tmp_path, monke
     assert f"--out {notes} is a file" in err and "the measurements started" not in err
     assert main(["bench", "jog", "--quick", "--out", str(notes / "plots")]) == 1
     assert f"is below {notes}, a file" in capsys.readouterr().err
+    # Where nothing can be made: found before the ~30 s of measurements, naming --out.
+    assert main(["bench", "jog", "--quick", "--out", "/proc/no/plots"]) == 1
+    assert "--out /proc/no/plots: cannot write there" in capsys.readouterr().err
 
 
 def test_bench_jog_command_is_the_first_detection_of_the_moved_tag(monkeypatch):

@@ -200,3 +200,33 @@ def test_the_reduction_is_a_ratio_only_where_it_means_one(before, after, text):
     assert _reduction_text(before, after) == text
     ratio = rmse_reduction(before, after)
     assert (ratio is None) == (text != "16.0x lower") and (ratio is None or math.isclose(ratio, 16.0))
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--groups", "right_arm,r_elbow"], "right_arm,r_elbow: r_elbow and right_arm share the joint r_elbow"),
+    (["--duration", "1e308"], "--duration must be at most 600 s"),
+    (["--duration", "1e6"], "--duration must be at most 600 s"),
+    (["--noise", "1e308"], "--noise must be at most 0.1 rad"),
+])
+def test_test_recording_options_no_fit_can_use_are_refused_before_the_work(tmp_path, capsys, argv, fragment):
+    """Overlapping groups fitted one joint twice (the product of both scales in the file);
+    --duration 1e6 asked for 26 GiB and 1e308 overflowed (tracebacks); --noise 1e308 ran the
+    whole simulation and then blamed the file."""
+    out = tmp_path / "rec.npz"
+    rc, _, err = run_cli(capsys, "calibrate-sim", "--make-test-recording", out, *argv)
+    assert rc == 2 and fragment in err
+    assert not out.exists()
+
+
+def test_a_group_given_twice_is_fitted_once(tmp_path, capsys):
+    """right_arm,right_arm recorded every right-arm joint twice (and the fit died after its
+    replays with an IndexError)."""
+    out = tmp_path / "rec.npz"
+    rc, _, err = run_cli(capsys, "calibrate-sim", "--make-test-recording", out, "--groups", "right_arm,right_arm",
+                         "--duration", "3")
+    assert rc == 0, err
+    import numpy as np
+
+    with np.load(out, allow_pickle=False) as data:
+        names = [str(n) for n in data["joint_names"]]
+    assert len(names) == len(set(names)) == 7

@@ -174,3 +174,29 @@ def test_takes_csv_writes_every_unmeasured_figure_as_an_empty_cell(tmp_path):
     row = next(csv.DictReader(path.open()))
     assert row["engaged_at_s"] == "" and row["hand_cm_comp"] == "" and row["hand_cm_nocomp"] == ""
     assert row["whole_hand_cm_comp"] == "" and row["worst_excess_cm"] == "0"
+
+
+def test_takes_below_the_compensators_round_trip_are_said_to_pass_through():
+    """RTT 0 (in the default sweep): compensation is off there, which the table blamed on
+    recognition ("never had a task probable enough")."""
+    from teleop.trials.report import format_table
+
+    never = (_run(True, "squat", None, None), _run(False, "squat", None, None))
+    table = format_table(summarise({0.0: [never, never]}, ["0"]))
+    assert "RTT 0 s: compensation is off below a 0.04 s round trip" in table
+    assert "never had a task probable enough" not in table
+
+
+def test_the_whole_take_series_is_drawn_with_markers_for_a_single_round_trip(tmp_path, monkeypatch):
+    """One round trip: a dotted line of one point drew nothing, the legend listed it."""
+    import matplotlib.pyplot as plt
+
+    from teleop.trials.report import plot_error_vs_delay
+
+    engaged = (_run(True, "squat", 1.0, "squat"), _run(False, "squat", 1.0, None))
+    summary = summarise({1.5: [engaged]}, ["1.5"])
+    drawn = []
+    monkeypatch.setattr(plt, "close", lambda fig: drawn.append(fig))
+    plot_error_vs_delay(summary, tmp_path / "e.png")
+    whole = [line for line in drawn[0].axes[0].get_lines() if "whole take" in line.get_label()]
+    assert len(whole) == 2 and all(line.get_marker() not in ("None", "", None) for line in whole)

@@ -110,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     """Exit code 2 for an option value (checked before any work), 1 for a file or data the
     command cannot use (raised, as ValueError or OSError, for teleop.cli to report)."""
     from teleop.robot.model import RobotModel
-    from teleop.sim.calibration import DEFAULT_FIT, group_joints
+    from teleop.sim.calibration import DEFAULT_FIT
 
     if (args.data is None) == (args.make_test_recording is None):
         raise UsageError("give exactly one of --data RECORDING or --make-test-recording OUT")
@@ -118,16 +118,39 @@ def _run(args: argparse.Namespace) -> int:
     if problem:
         raise UsageError(problem)
     robot = RobotModel(args.robot)
-    groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
-    for group in groups or ():
-        try:
-            group_joints(robot, group)
-        except KeyError as exc:
-            raise UsageError(f"--groups {args.groups}: {exc.args[0]}")
+    groups = _groups(args.groups, robot) if args.groups else None
     fit = (("kp",) if args.fit_kp else ()) + DEFAULT_FIT
     if args.make_test_recording is not None:
         return _make_test_recording(args, robot, groups or ["right_arm"], fit)
     return _fit(args, robot, groups, fit)
+
+
+#: Longest test recording [s] (a fit needs seconds; 10 minutes is 60,000 samples a joint).
+MAX_TEST_DURATION_S = 600.0
+#: Largest noise on a test recording's angles [rad] (encoders resolve ~1e-4 rad; 0.1 rad is
+#: already larger than most of the motion).
+MAX_TEST_NOISE_RAD = 0.1
+
+
+def _groups(text: str, robot) -> list[str]:
+    """--groups: the named groups or joints, each once, sharing no joint. A repeated group
+    was fitted twice (an IndexError after every replay), and a joint in two groups got the
+    product of both groups' scales in the fitted file."""
+    from teleop.sim.calibration import group_joints
+
+    groups = list(dict.fromkeys(g.strip() for g in text.split(",") if g.strip()))
+    owner: dict[str, str] = {}
+    for group in groups:
+        try:
+            joints = group_joints(robot, group)
+        except KeyError as exc:
+            raise UsageError(f"--groups {text}: {exc.args[0]}")
+        for joint in joints:
+            if joint in owner:
+                raise UsageError(f"--groups {text}: {group} and {owner[joint]} share the joint {joint}: "
+                                 "give each joint in one group")
+            owner[joint] = group
+    return groups
 
 
 def _test_recording_option_problem(args: argparse.Namespace) -> str | None:
@@ -135,6 +158,12 @@ def _test_recording_option_problem(args: argparse.Namespace) -> str | None:
     out = args.make_test_recording
     if not 0.0 <= args.perturb < 0.7:
         return f"--perturb must be in [0, 0.7), got {args.perturb:g}"
+    # Bounded: 1e6 s asked for 26 GiB of samples, 1e308 s overflowed (tracebacks both).
+    if args.duration > MAX_TEST_DURATION_S:
+        return f"--duration must be at most {MAX_TEST_DURATION_S:g} s for a test recording, got {args.duration:g}"
+    # Noise beyond it is no servo's: 1e308 rad ran the whole simulation, then blamed the file.
+    if args.noise > MAX_TEST_NOISE_RAD:
+        return f"--noise must be at most {MAX_TEST_NOISE_RAD:g} rad, got {args.noise:g}"
     if out.is_dir():   # the wrong kind of path, as the stations' --record refuses a folder (exit 2)
         return f"--make-test-recording {out} is a folder: give a .npz or .json file"
     if out.suffix.lower() not in (".npz", ".json"):

@@ -54,7 +54,13 @@ def _late_engagement_lines(summary: dict) -> list[str]:
             lines.append(f"RTT {label} s: {late} take(s) engaged only after the operator's motion had ended "
                          "(nothing left to score); left out of the window means, counted in 'whole'.")
         never = e.get("never_engaged_takes", 0)
-        if never:
+        if never and float(label) < _min_round_trip():
+            # Not a recognition failure: below it the compensator passes the delayed
+            # references through (the RTT 0 of the default sweep said "never had a task
+            # probable enough").
+            lines.append(f"RTT {label} s: compensation is off below a {_min_round_trip():g} s round trip (the "
+                         "delayed references pass through): 'with' is the same as 'without'.")
+        elif never:
             abandoned = e.get("abandoned_takes", 0)
             why = ([f"{abandoned} began to blend in and fell back when the motion left the learned distribution"]
                    if abandoned else [])
@@ -63,6 +69,13 @@ def _late_engagement_lines(summary: dict) -> list[str]:
             lines.append(f"RTT {label} s: {never} take(s) never engaged ({'; '.join(why)}); left out of the window "
                          "means, counted in 'whole', 'wrong task' and 'worst excess'.")
     return lines
+
+
+def _min_round_trip() -> float:
+    """The round trip [s] below which the compensator passes the references through."""
+    from teleop.prescient.compensator import CompensatorConfig
+
+    return CompensatorConfig().min_round_trip
 
 
 def _per_task_lines(summary: dict) -> list[str]:
@@ -117,7 +130,9 @@ def plot_error_vs_delay(summary: dict, path: Path) -> Path:
         whole = np.array([summary["rtt"][k][key]["whole"]["hand_cm"] or np.nan for k in labels], dtype=float)
         line, = ax.plot(rtts, mean, style, label=f"{name} (after engagement)")
         ax.fill_between(rtts, mean - std, mean + std, color=line.get_color(), alpha=0.15)
-        ax.plot(rtts, whole, ":", color=line.get_color(), label=f"{name} (whole take)")
+        # Open markers: one round trip gives a single point, which a dotted line alone does not draw.
+        ax.plot(rtts, whole, ":" + style[0], color=line.get_color(), markerfacecolor="none",
+                label=f"{name} (whole take)")
     ax.set_xlabel("round-trip delay [s]")
     ax.set_ylabel("hand error, RMS [cm]")
     ax.set_title("What the operator sees vs what the operator does")
