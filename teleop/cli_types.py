@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 
 class UsageError(ValueError):
@@ -251,3 +252,12 @@ def recording_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_RECORDING_S:.3g} s (the time range of a recording: "
                                          f"MCAP log times are 64-bit nanoseconds), got {text}")
     return value
+
+
+def nonempty_path(text: str) -> Path:
+    """argparse type of an output path (``--out`` of ``eval``, ``trial``, ``bench``): any path
+    but an empty or blank one, which ``Path("")`` reads as ``.``, so ``--out ''`` (an unset
+    shell variable) wrote the results into the current folder without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the path must not be empty, e.g. --out out/run1")
+    return Path(text)

@@ -455,3 +455,36 @@ def split_csv(text: str | None) -> list[str] | None:
 
 def trajectories(takes: Iterable[Take]) -> list[ReferenceTrajectory]:
     return [t.trajectory for t in takes]
+
+
+def check_take_kinds(files: list[tuple[Path, str]]) -> None:
+    """Refuse (ValueError naming the file) a listed take that is no motion: a ProMP task
+    library, a recording, a file of no motion format. Cheap (an archive's directory or a
+    file's first bytes), so it runs before the task labels are compared: a single file
+    given as --train is labelled by its folder, and a library or a stray file then
+    failed as "test take ... is of task 'squat', which the training takes do not have
+    (tasks: <its folder>)", a wrong diagnosis that hid the file's own problem. Shared by
+    ``eval promp`` and ``trial``."""
+    for path, _ in files:
+        suffix = path.suffix.lower()
+        if suffix == ".mcap":   # load_take's message, said before the labels are compared
+            raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
+                             f"(teleop dataset export {path} -o DIR) and give DIR")
+        if suffix != ".npz":
+            sniff_format(path)            # "unsupported motion format", "empty file", ...
+            continue
+        kind = _npz_kind(path)
+        if kind == "references":          # robot references are takes as they are
+            continue
+        check_human_motion_file(path)     # a task library
+        if kind is None:
+            # Not an archive of ours: the motion reader says what is wrong with it (it
+            # fails at once on such a file), prefixed by the path as load_take_files does.
+            try:
+                read_motion_file(path)
+            except (OSError, ValueError, EOFError) as exc:
+                reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) \
+                    or type(exc).__name__
+                if str(path) in reason:
+                    raise
+                raise ValueError(f"{path}: {reason}") from exc

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from teleop.cli_types import PreconditionError, UsageError, int_at_least
+from teleop.cli_types import PreconditionError, UsageError, int_at_least, nonempty_path
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_out_folder,
                                check_output_location, read_take_files, robot_target_of, take_files)
-from teleop.takes import Take, check_left_out, list_take_files, same_take, tasks_not_learned
+from teleop.takes import Take, check_left_out, check_take_kinds, list_take_files, same_take, tasks_not_learned
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
 
@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="with --train and --test the same folder: each test take is predicted by a library "
                          "trained on all the other takes")
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
-    ev.add_argument("--out", type=Path, default=Path("out") / "eval",
+    ev.add_argument("--out", type=nonempty_path, default=Path("out") / "eval",
                     help="folder for summary.json and predictions.png (one take per task, predicted after 1/4 "
                          "and 1/2; default: out/eval)")
     add_take_filters(ev, "train")
@@ -335,17 +335,23 @@ def _confusion(truth: list[str], recognised: list[str]) -> dict[str, dict[str, i
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from teleop.output_set import write_outputs_together
+
     if args.out.exists() and not args.out.is_dir():   # found before the work, not after it
         raise PreconditionError(f"--out {args.out} is a file: give a folder for the summary and the plot")
-    check_output_location(args.out, "--out")
+    # Also whether the folder can be made and written in: `--out /proc/x` failed only after
+    # the whole evaluation, with an error that did not name --out.
+    check_out_folder(args.out, "--out")
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
+    check_take_kinds(train_files + test_files)     # the file's own problem before any label mismatch
     check_test_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
     result = evaluate(train, test, args.leave_one_out, progress=True)   # on stderr, --json or not
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(result, indent=1))
-    _plot_examples(train, test, args.leave_one_out, args.out / "predictions.png")
+    write_outputs_together({
+        args.out / "summary.json": lambda tmp: tmp.write_text(json.dumps(result, indent=1)),
+        args.out / "predictions.png": lambda tmp: _plot_examples(train, test, args.leave_one_out, tmp),
+    })
     if args.json:
         print(json.dumps(result))
         return 0

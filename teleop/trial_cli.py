@@ -6,9 +6,10 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from teleop.cli_types import delay_list, probability
+from teleop.cli_types import delay_list, nonempty_path, probability
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
                                take_files)
 from teleop.takes import check_left_out, same_take, tasks_not_learned
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="each test take is predicted by a library trained on all other training takes")
     p.add_argument("--seed", type=int, default=0, help="seed of the delay model")
     p.add_argument("--loss", type=probability, default=0.0, help="forward packet loss probability, in [0, 1)")
-    p.add_argument("--out", type=Path, default=Path("out") / "trial", help="folder for the table and plots (default: out/trial)")
+    p.add_argument("--out", type=nonempty_path, default=Path("out") / "trial", help="folder for the table and plots (default: out/trial)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--realtime", action="store_true",
                    help="run the real stations through the real UDP proxy on loopback (wall-clock time)")
@@ -52,8 +53,13 @@ def read_trial_takes(args: argparse.Namespace) -> tuple[list[str], list[float], 
     """The round trips as written (they key the results: "1.5", "3") and as numbers [s], and
     the training and test takes, every folder and the leave-one-out checked before any take
     is read. Shared by the virtual and the ``--realtime`` trial."""
+    from teleop.takes import check_take_kinds
+
     labels = args.rtt
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
+    # A library or a stray file given as --train is labelled by its folder: said as what it
+    # is, not first as "1 of 1 test takes are of a task their library does not know".
+    check_take_kinds(train_files + test_files)
     if args.leave_one_out:
         check_leave_one_out(train_files, test_files)
     warn_unlearned_tasks(train_files, test_files, args.leave_one_out)
@@ -94,6 +100,7 @@ def warn_round_trips_past_the_takes(rtts: list[float], takes: list) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     check_out_folder(args.out)
+    from teleop.output_set import write_outputs_together
     from teleop.train_cli import _learn
     from teleop.trials.delay_trial import TrialSettings
     from teleop.trials.report import format_table, plot_error_vs_delay, write_take_rows
@@ -113,19 +120,25 @@ def _run(args: argparse.Namespace) -> int:
         results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss),
                             progress=True)   # on stderr: --json keeps stdout for the JSON
         summary = summarise(results, labels)
-    args.out.mkdir(parents=True, exist_ok=True)
     # A real-time run's files carry "_realtime", so that the two modes' results on the same
     # takes sit side by side in one folder (before, each removed the other's summary and
     # overwrote its table, takes and plots).
     suffix = "_realtime" if args.realtime else ""
     names = [f"summary{suffix}.json", f"table{suffix}.txt", f"takes{suffix}.csv", f"error_vs_delay{suffix}.png"]
-    (args.out / names[0]).write_text(json.dumps(summary, indent=1))
     table = format_table(summary)
-    (args.out / names[1]).write_text(table + "\n")
-    write_take_rows(take_rows(results, labels, [str(t.path) for t in test]), args.out / names[2])
-    plot_error_vs_delay(summary, args.out / names[3])
-    plots = _plot_takes(results, [t.path.name for t in test], min(results, key=lambda r: abs(r - 1.5)), args.out,
-                        suffix)
+    rows = take_rows(results, labels, [str(t.path) for t in test])
+    writers = {
+        args.out / names[0]: lambda tmp: tmp.write_text(json.dumps(summary, indent=1)),
+        args.out / names[1]: lambda tmp: tmp.write_text(table + "\n"),
+        args.out / names[2]: lambda tmp: write_take_rows(rows, tmp),
+        args.out / names[3]: lambda tmp: plot_error_vs_delay(summary, tmp),
+    }
+    plot_writers, stale = _take_plots(results, [t.path.name for t in test], min(results, key=lambda r: abs(r - 1.5)),
+                                      args.out, suffix)
+    # All at once: an interrupted run leaves the previous run's set as it was (before, a
+    # Ctrl-C while plotting left the new summary and table without their take plots).
+    write_outputs_together({**writers, **plot_writers}, remove=stale)
+    plots = [path.name for path in plot_writers]
     if args.json:
         print(json.dumps(summary))
     else:
@@ -136,12 +149,15 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot_takes(results, names: list[str], rtt: float, out: Path, suffix: str = "") -> list[str]:
+def _take_plots(results, names: list[str], rtt: float, out: Path,
+                suffix: str = "") -> tuple[dict[Path, Callable[[Path], object]], list[Path]]:
     """At the round trip nearest 1.5 s: the first take, and the take where compensation did
     the most harm (largest worst excess over no compensation; the first take again if it is
-    that one), as ``take0_rtt<rtt><suffix>.png`` and ``worst_rtt<rtt><suffix>.png``. Such
-    plots left in ``out`` by an earlier run of the same mode (another round trip) are
-    removed, so that every take plot there is of this run or of the other mode's last."""
+    that one), as ``take0_rtt<rtt><suffix>.png`` and ``worst_rtt<rtt><suffix>.png``: their
+    writers (path -> function drawing into a given file), for
+    :func:`teleop.output_set.write_outputs_together`, and the take plots an earlier run of
+    the same mode left in ``out`` (of another round trip), to be removed with the new
+    plots' arrival, so that every take plot there is of this run or of the other mode's last."""
     from teleop.trials.report import plot_take
 
     pairs = results[rtt]
@@ -149,12 +165,12 @@ def _plot_takes(results, names: list[str], rtt: float, out: Path, suffix: str = 
     worst = max(range(len(pairs)), key=lambda i: excess[i] if excess[i] == excess[i] else -1.0)
     chosen = {f"take0_rtt{rtt:g}{suffix}.png": 0, f"worst_rtt{rtt:g}{suffix}.png": worst}
     realtime = re.compile(r"(take0|worst)_rtt[0-9.]+_realtime\.png")
-    for stale in [*out.glob("take0_rtt*.png"), *out.glob("worst_rtt*.png")]:
-        if stale.name not in chosen and bool(realtime.fullmatch(stale.name)) == bool(suffix):
-            stale.unlink()
-    for file, i in chosen.items():
+    stale = [path for path in [*out.glob("take0_rtt*.png"), *out.glob("worst_rtt*.png")]
+             if path.name not in chosen and bool(realtime.fullmatch(path.name)) == bool(suffix)]
+
+    def writer(i: int) -> Callable[[Path], object]:
         comp, nocomp = pairs[i]
         began = f", began as {comp.engaged_task}" if comp.engaged_task and comp.engaged_task != comp.label else ""
-        plot_take(comp, nocomp, out / file,
-                  title=f"{names[i]}{began}; worst excess {excess[i]:.1f} cm")
-    return list(chosen)
+        return lambda tmp: plot_take(comp, nocomp, tmp, title=f"{names[i]}{began}; worst excess {excess[i]:.1f} cm")
+
+    return {out / file: writer(i) for file, i in chosen.items()}, stale

@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from teleop.cli_types import nonempty_path
+
 #: Benchmark name -> (module, what it measures).
 BENCHMARKS = {
     "sim": ("teleop.benchmarks.sim_bench", "simulation real-time factor, model/sim agreement, eye camera frame time"),
@@ -47,7 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="which benchmark")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--quick", action="store_true", help="shorter run (for smoke tests; noisier figures)")
-    parser.add_argument("--out", type=Path, help="also write plots to this folder (benchmarks that draw them: jog)")
+    # nonempty_path: `--out ''` (an unset shell variable) wrote the plots into the current folder.
+    parser.add_argument("--out", type=nonempty_path,
+                        help="also write plots to this folder (benchmarks that draw them: jog)")
     parser.add_argument("--data", type=Path, metavar="DIR",
                         help="recorded data to measure on (retarget: a folder of Xsens pN.csv takes; default "
                              "../shared/data/xsens_putaside_box, else a generated motion)")

@@ -1,0 +1,89 @@
+"""A command's output files written as one set: all of them appear, or none does.
+
+:func:`write_outputs_together` writes each file to a hidden temporary beside it and renames
+them into place only once all are written, with the stop signals held during the renames:
+an interrupted or failed ``teleop eval`` or ``teleop trial`` left a new summary beside an
+earlier run's plot, or a set without its take plots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+
+#: The signals ``teleop``'s entry point turns into KeyboardInterrupt (teleop.cli.sigterm_as_interrupt).
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _stops_held():
+    """While inside, Ctrl-C, SIGTERM and SIGHUP wait: noted, then handled as they would have
+    been (the usual KeyboardInterrupt, or the default action) on leaving. Done with Python
+    handlers, not a blocked signal mask: that blocks only the calling thread, and a signal
+    sent to the process then reaches another one (tqdm's monitor) and interrupts at once.
+    Only in the main thread (signal handlers are set there); elsewhere a no-op. A signal
+    ignored (``nohup``) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, object]] = []
+
+    def hold(signum, frame):
+        held.append((signum, frame))
+
+    previous = {}
+    for sig in _STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        if callable(handler) or handler == signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum, frame in held[:1]:      # the first stop; a second one within it adds nothing
+            if callable(previous[signum]):
+                previous[signum](signum, frame)
+            else:
+                signal.raise_signal(signum)
+
+
+def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove: Iterable[Path] = ()) -> None:
+    """Write a run's output files so that they appear together or not at all: each file
+    ``path`` is written by ``writers[path](tmp)`` to a hidden temporary file beside it (same
+    suffix: it picks the format of a plot), and only once all are written are they renamed
+    into place, and the files of ``remove`` (an earlier run's, now stale) removed. Before,
+    the files were written one after another, and a Ctrl-C (or an error) in the middle left
+    a new summary beside an earlier run's plot, or a set without its take plots.
+
+    The idea of teleop.sim.calibrate_cli._write_atomically, and further: the renames run
+    with the stop signals held (a Ctrl-C then interrupts just after them, exit code 130), so
+    that no interruption leaves a new file beside an old one. On any failure or interruption
+    while writing, the temporary files, and the folders this call made, are removed: the
+    previous run's files stay as they were."""
+    folder = Path(next(iter(writers))).parent if writers else Path(".")
+    made = [p for p in (folder, *folder.parents) if not p.exists()]   # deepest first
+    temps = {path: path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}") for path in writers}
+    done = False
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, write in writers.items():
+            write(temps[path])
+        with _stops_held():
+            for path, tmp in temps.items():
+                os.replace(tmp, path)
+            for stale in remove:
+                stale.unlink(missing_ok=True)
+            done = True
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+        if not done:
+            for made_folder in made:
+                with contextlib.suppress(OSError):
+                    made_folder.rmdir()    # only if empty: nothing of anyone else's is removed
