@@ -66,6 +66,7 @@ import numpy as np
 
 from retarget.npz_checks import CheckedNpz
 from retarget.references import FLAT_LABELS, ReferenceTrajectory
+from teleop.output_set import write_outputs_together
 from teleop.progress import progress_bar
 
 from .channels import COMMANDS_DELIVERED, REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
@@ -171,12 +172,7 @@ def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[s
     buffer.seek(0)
     with np.load(buffer, allow_pickle=False) as saved:
         keys = dict(saved)
-    partial = path.with_name(f".{path.stem}.{os.getpid()}.partial.npz")   # savez wants the .npz
-    try:
-        np.savez_compressed(partial, **keys, **arrays)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+    write_outputs_together({path: lambda partial: np.savez_compressed(partial, **keys, **arrays)})
 
 
 #: Seconds of recording an export reads before it shows a progress bar: a shorter one ends

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
-from typing import Callable
 
 from teleop.cli_types import PreconditionError, UsageError, int_at_least, non_negative_float, positive_float, positive_int
+from teleop.output_set import write_outputs_together
 
 
 #: What a fit writes into --out.
@@ -44,23 +43,6 @@ def _check_earlier_fit(out: Path, force: bool) -> None:
     if earlier and not force:
         raise PreconditionError(f"--out {out} holds {' and '.join(earlier)} of an earlier fit: pass --force to "
                          f"overwrite {'them' if len(earlier) > 1 else 'it'}, or choose another --out")
-
-
-def _write_atomically(writers: dict[Path, Callable[[Path], object]]) -> None:
-    """Write each file ``path`` with ``writers[path](tmp)`` into a temporary file next to it
-    (same suffix: it picks the format), then move them all into place with os.replace, so
-    an interrupted run leaves each file either as it was or complete, never half-written.
-    (All are written before any is moved: only an interruption between two renames leaves
-    a new file beside an old one.)"""
-    temps = {path: path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}") for path in writers}
-    try:
-        for path, write in writers.items():
-            write(temps[path])
-        for path, tmp in temps.items():
-            os.replace(tmp, path)
-    finally:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -253,7 +235,7 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
     args.out.mkdir(parents=True, exist_ok=True)
     params_path, report_path = args.out / PARAMS_FILE, args.out / REPORT_FILE
     report = {"recording": source, **result.summary(rec.joint_names), "fitted_parameters": str(params_path)}
-    _write_atomically({params_path: lambda tmp: write_actuator_params(result.params, tmp),
+    write_outputs_together({params_path: lambda tmp: write_actuator_params(result.params, tmp),
                        report_path: lambda tmp: tmp.write_text(json.dumps(report, indent=1))})
     if args.json:
         print(json.dumps(report))
