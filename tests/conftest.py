@@ -102,3 +102,16 @@ def recording(tmp_path, capsys) -> Path:
                  "--duration", "0.2"]) == 0
     capsys.readouterr()
     return path
+
+
+def refused_camera_calibration(images: Path, out: Path) -> str:
+    """The error of ``teleop calibrate-camera --images IMAGES --out OUT`` refusing to write a
+    calibration that looks wrong; OUT is checked not written."""
+    from teleop.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(images), "--out", str(out)])
+    message = str(exc.value)
+    assert message.startswith("teleop calibrate-camera: error: the calibration looks wrong, not written to")
+    assert "--accept-problems" in message and not out.exists()
+    return message
