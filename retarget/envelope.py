@@ -94,3 +94,22 @@ class ReferenceEnvelope:
             if abs(flat[i]) > self.max_angle_rad:
                 return f"{FLAT_LABELS[i]} {flat[i]:.3g} rad (plausible: within ±{self.max_angle_rad:.3g} rad)"
         return None
+
+    def first_violation(self, values: np.ndarray) -> tuple[int, str] | None:
+        """(frame, :meth:`violation` of it) of the first of the (T, 20) flat references
+        ``values`` outside the envelope, or None: the same test for a whole trajectory at
+        once (a take checked frame by frame cost a Python call per frame)."""
+        values = np.asarray(values, dtype=float).reshape(-1, FLAT_SIZE)
+        with np.errstate(invalid="ignore", over="ignore"):
+            outside = ~np.isfinite(values).all(axis=1)
+            outside |= np.hypot(values[:, _COM[0]], values[:, _COM[1]]) > self.walk_m
+            for ix, iy in _HANDS:
+                outside |= np.hypot(values[:, ix], values[:, iy]) > self.reach_m
+            heights = values[:, list(_HEIGHTS)]
+            outside |= ((heights < self.low_m) | (heights > self.high_m)).any(axis=1)
+            outside |= (np.abs(values[:, list(POSTURE_INDICES)]) > self.max_angle_rad).any(axis=1)
+        if not outside.any():
+            return None
+        frame = int(np.argmax(outside))
+        return frame, self.violation(values[frame])
+

@@ -365,11 +365,11 @@ def reference_problem(traj: ReferenceTrajectory, envelope: ReferenceEnvelope) ->
         frame = int(np.argmax(bad))
         signals = [FLAT_LABELS[i] for i in np.flatnonzero(~np.isfinite(values[frame]))] or ["time"]
         return f"non-finite values (NaN or inf) at frame {frame} of {len(bad)} ({', '.join(signals)})"
-    for frame, flat in enumerate(values):
-        why = envelope.violation(flat)
-        if why is not None:
-            return (f"frame {frame} of {len(values)}: {why}, which the robot station refuses as a command (a "
-                    "unit mistake, or a fault where the file was made)")
+    outside = envelope.first_violation(values)
+    if outside is not None:
+        frame, why = outside
+        return (f"frame {frame} of {len(values)}: {why}, which the robot station refuses as a command (a "
+                "unit mistake, or a fault where the file was made)")
     return None
 
 

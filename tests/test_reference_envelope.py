@@ -192,3 +192,21 @@ def test_the_operator_withholds_what_the_robot_would_refuse(robot, icub_target):
     assert (station.sent, station.implausible) == (2, 2) and len(delivered) == 2
     assert all(np.array_equal(flat, home) for flat in delivered)
     assert station.first_implausible == "r.hand x, y 3 m from the stance origin (plausible: within 2.2 m)"
+
+
+def test_first_violation_of_a_trajectory_agrees_with_violation_frame_by_frame():
+    from retarget.envelope import ReferenceEnvelope
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+
+    envelope = ReferenceEnvelope.for_target(robot_target(RobotModel()))
+    rng = np.random.default_rng(0)
+    values = np.zeros((200, 20))
+    values[:, [2, 5, 8]] = 0.5
+    assert envelope.first_violation(values) is None
+    for column, value in ((3, 5.0), (0, 30.0), (5, -1.0), (12, 7.0), (7, np.nan)):
+        bad = values.copy()
+        frame = int(rng.integers(0, 200))
+        bad[frame:, column] = value
+        expected = next((k, why) for k, flat in enumerate(bad) if (why := envelope.violation(flat)) is not None)
+        assert envelope.first_violation(bad) == expected == (frame, envelope.violation(bad[frame]))
