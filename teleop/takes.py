@@ -257,8 +257,8 @@ def recording_motion(path: Path) -> HumanMotion:
         # The reader's message names the file already: once is enough.
         reason = str(exc).removeprefix(f"{path}: ")
         raise ValueError(f"{path}: not a readable recording ({reason})") from None
-    damage = _damage_of(recording)
     if OPERATOR_INPUT not in recording.channels:
+        damage = _damage_of(recording, verify=True)
         if damage:
             # Its input may have been in what is lost: "a recording without operator input"
             # sent the user looking for a wrong command, not at a damaged file.
@@ -267,6 +267,7 @@ def recording_motion(path: Path) -> HumanMotion:
         raise ValueError(f"{path}: a recording without operator input ({OPERATOR_INPUT}, which `teleop operator "
                          f"--record` records), so no human motion to read; {_what_it_is_good_for(recording, path)}")
     motion = recording.operator_motion()
+    damage = _damage_of(recording)    # what reading the input met: no second pass over the file
     if damage:
         warnings.warn(f"{path} is {damage}: {len(motion)} frames of operator input read ({motion.duration:.2f} s); "
                       "what was lost is not replayed", DamagedRecordingWarning, stacklevel=2)
@@ -277,11 +278,13 @@ class DamagedRecordingWarning(UserWarning):
     """A recording read in part: cut short (a crash) or with damaged chunks skipped."""
 
 
-def _damage_of(recording) -> str | None:
+def _damage_of(recording, verify: bool = False) -> str | None:
     """How ``recording`` is incomplete or damaged ("cut short (...)", "damaged (N damaged
-    chunks skipped ...)"), or None if it is whole."""
+    chunks skipped ...)"), or None if it is whole (``verify``: check every chunk first; else
+    what reading it found, which checks them all once it meets a damaged one)."""
     index = recording.index
-    index.verify_chunks()      # a complete file's chunks are checked when read: check them now
+    if verify:
+        index.verify_chunks()
     parts = []
     if index.problem:
         parts.append(f"cut short ({index.problem})")

@@ -41,3 +41,13 @@ def test_a_recording_with_nothing_readable_says_it_is_damaged(session, tmp_path)
     stub.write_bytes(session.read_bytes()[:100])
     with pytest.raises(ValueError, match=r"no operator input could be read: the file is cut short"):
         recording_motion(stub)
+
+
+def test_a_complete_recording_with_a_damaged_chunk_is_read_with_a_warning(session, tmp_path):
+    data = bytearray(session.read_bytes())
+    data[len(data) // 3] ^= 0xFF          # inside a chunk's compressed data
+    flipped = tmp_path / "flipped.mcap"
+    flipped.write_bytes(bytes(data))
+    with pytest.warns(DamagedRecordingWarning, match=r"flipped\.mcap is damaged \(1 damaged chunk skipped"):
+        motion = recording_motion(flipped)
+    assert 0 < len(motion) < 300
