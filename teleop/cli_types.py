@@ -35,6 +35,9 @@ class PreconditionError(ValueError):
 
 
 def _number(text: str) -> float:
+    if "_" in text:
+        # Python reads "1_5" as 15: a typo for 1.5 became a ten times longer value.
+        raise argparse.ArgumentTypeError(f"{text!r}: write the number without '_' (e.g. 1.5)")
     try:
         value = float(text)
     except ValueError:

@@ -318,3 +318,18 @@ def test_operator_refuses_a_rate_for_a_file_that_states_its_own(capsys):
     take = Path(__file__).resolve().parents[1] / "datasets" / "synthetic" / "squat" / "squat_0.npz"
     assert main(["operator", "--input", str(take), "--rate-hz", "50", "--duration", "0.1"]) == 2
     assert "--rate-hz applies to Xsens CSV files only" in capsys.readouterr().err
+
+
+def test_a_number_written_with_an_underscore_is_refused(capsys):
+    """Python reads --rtt 1_5 as 15: a typo for 1.5 ran a trial at a ten times longer delay
+    (here refused as above the 10 s modelled, which hid the typo)."""
+    assert usage_error(capsys, ["trial", "--rtt", "1_5"]).endswith(
+        "argument --rtt: '1_5': write the number without '_' (e.g. 1.5)")
+
+
+def test_bench_retarget_reads_the_pose_exports_only(tmp_path):
+    from teleop.benchmarks.retarget_bench import xsens_takes
+
+    for name in ("p1.csv", "p12.csv", "pose.csv", "plan.csv", "1.csv"):
+        (tmp_path / name).write_text("t")
+    assert [p.name for p in xsens_takes(tmp_path)] == ["p1.csv", "p12.csv"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -79,6 +80,12 @@ def _throughput(motions: list[HumanMotion], target: RobotTarget, repeats: int) -
     return frames / _best_time(lambda: [r.retarget_motion(m) for r, m in retargeters], repeats)
 
 
+def _xsens_takes(folder: Path) -> list[Path]:
+    """The Xsens pose exports ``pN.csv`` of ``folder`` (N a number), by name: ``p*.csv``
+    also took a ``pose.csv`` or ``plan.csv`` lying there."""
+    return sorted(p for p in folder.glob("p*.csv") if re.fullmatch(r"p\d+\.csv", p.name, re.IGNORECASE))
+
+
 def xsens_takes(data: Path | str | None) -> list[Path]:
     """The Xsens takes (``pN.csv``) to measure: those in ``data`` (a folder that must hold
     some), or in :data:`DEFAULT_DATA` when ``data`` is None ([] and a note on stderr if that
@@ -90,11 +97,11 @@ def xsens_takes(data: Path | str | None) -> list[Path]:
                              f"(e.g. --data {data.parent})")
         if not data.is_dir():
             raise FileNotFoundError(f"--data {data}: no such folder (give a folder of Xsens pN.csv takes)")
-        takes = sorted(data.glob("p*.csv"))
+        takes = _xsens_takes(data)
         if not takes:
             raise ValueError(f"--data {data}: no Xsens takes in it (looked for pN.csv files, e.g. p1.csv)")
         return takes
-    takes = sorted(DEFAULT_DATA.glob("p*.csv")) if DEFAULT_DATA.is_dir() else []
+    takes = _xsens_takes(DEFAULT_DATA) if DEFAULT_DATA.is_dir() else []
     if not takes:
         why = "no pN.csv files" if DEFAULT_DATA.is_dir() else "not found"
         print(f"bench retarget: no Xsens takes in {DEFAULT_DATA} ({why}): measuring on the generated synthetic "
