@@ -448,7 +448,8 @@ class TaskPhaseFilter:
         added), so the evidence depends on the set of observations, not on their order.
         Distinct observations with the same time stamp are ranked by :func:`_tie_key`
         (the one with more observed signals, then a fixed order of the values), not by
-        arrival.
+        arrival; those whose masks share no signal are parts of one sample, merged into one
+        observation (only the first part counted before).
 
         Args:
             t: time since motion onset [s] (operator clock).
@@ -461,7 +462,11 @@ class TaskPhaseFilter:
         bucket = int(np.floor(t * self.config.evidence_rate_hz))
         current = self._buckets.get(bucket)
         if current is not None:
-            if t > current[0] or (t == current[0] and not _tie_key(y, mask) < _tie_key(current[1], current[2])):
+            if t == current[0] and _disjoint(mask, current[2]):
+                # Two parts of one sample (e.g. the hands and the head sent apart): one
+                # observation of both, not the first part alone.
+                y, mask = _merged(current, np.asarray(y, dtype=float), mask)
+            elif t > current[0] or (t == current[0] and not _tie_key(y, mask) < _tie_key(current[1], current[2])):
                 return False
             self._accumulate(*current, sign=-1.0)
             self.n_evidence -= 1
@@ -669,6 +674,20 @@ class TaskPhaseFilter:
 
 
 # ----------------------------------------------------------------------------- helpers
+def _disjoint(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Whether two observation masks share no signal (None: every signal)."""
+    return a is not None and b is not None and not np.any(np.logical_and(a, b))
+
+
+def _merged(current: tuple, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values, mask) of the observation ``current`` (t, y, mask) and ``(y, mask)`` of the
+    same time stamp and disjoint masks, as one; the mask None when it covers every signal."""
+    _, y_current, mask_current = current
+    mask = np.asarray(mask, dtype=bool)
+    union = mask | mask_current
+    return np.where(mask, y, y_current), (None if union.all() else union)
+
+
 def _tie_key(y: np.ndarray, mask: np.ndarray | None) -> tuple:
     """Rank of an observation among those with the same time stamp (smaller wins).
 

@@ -69,3 +69,18 @@ def test_phase_variance_after_new_evidence_does_not_read_the_moments_of_the_old_
     warp = fresh.time_warp(0)
     expected = fresh.phase_variance(0, times, warp)
     np.testing.assert_allclose(stale.phase_variance(0, times, warp), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_two_parts_of_one_sample_are_one_observation_of_both(tasks, library, order):
+    """The hands in one packet and the head in another, same time stamp: only the first part
+    counted as evidence before (the second lost the tie)."""
+    demo = tasks[0].demonstrations(np.random.default_rng(13), 1)[0]
+    halves = (np.array([True, True, False, False]), np.array([False, False, True, True]))
+    whole, split = TaskPhaseFilter(library.promps), TaskPhaseFilter(library.promps)
+    for t, y in list(zip(demo.times[::5], demo.values[::5]))[:20]:
+        whole.add(t, y)
+        for k in order:
+            split.add(t, np.where(halves[k], y, np.nan), halves[k])
+    assert split.n_evidence == whole.n_evidence == 20
+    np.testing.assert_allclose(split.log_posterior(), whole.log_posterior(), rtol=1e-9, atol=1e-9)
