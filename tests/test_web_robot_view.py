@@ -206,7 +206,12 @@ def render_view(chromium: str, url: str, path, profile) -> tuple[np.ndarray, dic
     """Screenshot the page and return (canvas region, colour counts). A loaded machine can
     start Chromium slowly: if a pose colour is missing, retry once with a longer run."""
     for run_ms in (4000, 12000):
-        region = canvas_region(screenshot(chromium, url, path, profile, run_ms))
+        try:
+            region = canvas_region(screenshot(chromium, url, path, profile, run_ms))
+        except AssertionError:
+            if run_ms == 12000:
+                raise
+            continue       # not laid out yet: the longer run
         counts = colour_counts(region)
         if all(count > 150 for count in counts.values()):
             break

@@ -285,7 +285,8 @@ class Browser:
              "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         port_file = os.path.join(self.profile, "DevToolsActivePort")
-        for _ in range(200):
+        deadline = time.monotonic() + 60.0    # a cold start on a loaded machine: seconds, not 10
+        while time.monotonic() < deadline:
             if os.path.exists(port_file) and open(port_file).read().count("\n") >= 1:
                 break
             time.sleep(0.05)
@@ -306,7 +307,7 @@ class Browser:
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
         return result.get("result", {}).get("value")
 
-    def wait_for(self, expression: str, timeout_s: float = 5.0):
+    def wait_for(self, expression: str, timeout_s: float = 20.0):
         """Evaluate until truthy; returns the last value (falsy when it never became true)."""
         deadline = time.monotonic() + timeout_s
         while True:
