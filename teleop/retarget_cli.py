@@ -80,8 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     from retarget.mapping import retarget_motion
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
-    from retarget.readers import sniff_format
-    from teleop.takes import read_motion_file, reference_problem
+    from teleop.takes import read_motion_file, reference_problem, takes_a_rate
 
     for option, given in (("--view", args.view), ("--no-zmp-correction", args.no_zmp_correction)):
         if given and not args.execute:   # else silently ignored: the user expects a window or a raw CoM
@@ -96,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     # directory' or 'No such file or directory' after the work, when the references were saved.
     check_out_folder(out, "--out")
     motion = read_motion_file(args.file, args.rate_hz)
-    if args.rate_hz is not None and (args.file.suffix.lower() == ".mcap" or sniff_format(args.file) != "xsens-csv"):
+    if args.rate_hz is not None and not takes_a_rate(args.file):
         # Else silently ignored: the user expects the take to play at the rate given.
         raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); {args.file} "
                          f"is read at {motion.rate_hz:g} Hz")

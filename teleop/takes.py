@@ -331,6 +331,20 @@ def check_human_motion_file(path: Path) -> None:
                          f"{folder_label(path.parent)!r}); here give the human motion file it was made from")
 
 
+def takes_a_rate(path: Path) -> bool:
+    """Whether the motion file ``path`` needs the rate it is read at (``--rate-hz``): an
+    Xsens CSV export, which does not state it, recognised by content (one saved as .txt
+    too). Every other format states its own, and a recording gives its input's times;
+    an unreadable file takes none (reading it says what is wrong, naming it)."""
+    path = Path(path)
+    if path.suffix.lower() == ".mcap":
+        return False
+    try:
+        return sniff_format(path) == "xsens-csv"
+    except ValueError:
+        return False
+
+
 def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
     """A human motion file: :func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens
     CSV files (which do not state their rate), or a recording's operator input
@@ -339,9 +353,8 @@ def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
     if path.suffix.lower() == ".mcap" and path.is_file():
         return recording_motion(path)
     check_human_motion_file(path)
-    # By content, not by suffix: an Xsens export saved as .txt needs the rate too, and an
-    # AMC file (which the readers also give a rate) keeps its own 120 Hz default.
-    opts = {"rate_hz": rate_hz} if rate_hz and sniff_format(path) == "xsens-csv" else {}
+    # An AMC file (which the readers also give a rate) keeps its own 120 Hz default.
+    opts = {"rate_hz": rate_hz} if rate_hz and takes_a_rate(path) else {}
     return read_motion(path, **opts)
 
 

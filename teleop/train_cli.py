@@ -167,18 +167,11 @@ def _check_rate(args: argparse.Namespace, files: list[tuple[Path, str]]) -> None
     """--rate-hz is for Xsens CSV files (they do not state their rate): given when no take
     is one, it would be ignored without a word (a user who expects the takes to be read at
     it), as ``teleop retarget`` refuses it. A UsageError (exit code 2)."""
-    from retarget.readers import sniff_format
+    from teleop.takes import takes_a_rate
 
     if args.rate_hz is None:
         return
-
-    def is_xsens(path: Path) -> bool:
-        try:
-            return sniff_format(path) == "xsens-csv"
-        except ValueError:   # unreadable: the reading says so, naming the file
-            return False
-
-    if not any(is_xsens(path) for path, _ in files):
+    if not any(takes_a_rate(path) for path, _ in files):
         raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); none of the "
                          f"{len(files)} take{'s' if len(files) != 1 else ''} is one: their files state their rate")
 

@@ -155,8 +155,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from retarget.readers import sniff_format
-    from teleop.takes import read_motion_file
+    from teleop.takes import read_motion_file, takes_a_rate
 
     try:
         # Resolved first: with a host that does not resolve, every send fails and the stream
@@ -171,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
     # (.mcap) gives its operator input; robot references are refused with what to give instead,
     # as retarget and operator --input say.
     motion = read_motion_file(args.file, args.rate)
-    if args.rate is not None and (args.file.suffix.lower() == ".mcap" or sniff_format(args.file) != "xsens-csv"):
+    if args.rate is not None and not takes_a_rate(args.file):
         # Else silently ignored (BVH) or applied (AMC), while `teleop retarget --rate-hz` refused
         # it: one rule for both, and the user who expects the take at the rate given is told.
         raise UsageError(f"--rate applies to Xsens CSV files only (they do not state their rate); {args.file} "

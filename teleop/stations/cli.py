@@ -250,17 +250,12 @@ def _is_file_source(spec: str) -> bool:
     return not (spec in ("synthetic", "openvr", "xsens-live") or spec.startswith("xsens-live:"))
 
 
-def _stated_rate(path: Path) -> bool:
-    """Whether the motion file ``path`` states its rate (all but an Xsens CSV export)."""
-    from retarget.readers import sniff_format
-
-    return path.suffix.lower() == ".mcap" or sniff_format(path) != "xsens-csv"
-
-
 def _check_operator_options(args: argparse.Namespace) -> None:
     """Refuse, before anything starts, an option that the chosen input or view would ignore
     (as --task without --record): the user expects it to act. Only options given are
     refused (their defaults are None or False), never a default."""
+    from teleop.takes import takes_a_rate      # here, not at the top: `teleop --help` loads no readers
+
     if args.vr_config is not None and args.source != "openvr":
         raise UsageError(f"--vr-config configures the OpenVR input: give --input openvr too "
                          f"(not --input {args.source})")
@@ -270,7 +265,7 @@ def _check_operator_options(args: argparse.Namespace) -> None:
             if given:
                 raise UsageError(f"{option} is about replaying a motion file: give --input FILE "
                                  f"(not --input {args.source})")
-    elif args.rate_hz is not None and Path(args.source).is_file() and _stated_rate(Path(args.source)):
+    elif args.rate_hz is not None and Path(args.source).is_file() and not takes_a_rate(Path(args.source)):
         # As `teleop retarget` says it: else silently ignored, the take played at its own rate.
         raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); "
                          f"{args.source} states its own")
