@@ -3,13 +3,16 @@
 :func:`write_outputs_together` writes each file to a hidden temporary beside it and renames
 them into place only once all are written, with the stop signals held during the renames:
 an interrupted or failed ``teleop eval`` or ``teleop trial`` left a new summary beside an
-earlier run's plot, or a set without its take plots.
+earlier run's plot, or a set without its take plots. The one mechanism of every command
+that replaces files (eval, trial, calibrate-sim, dataset export and trim/label/recover).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterable
@@ -68,15 +71,17 @@ def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove
     previous run's files stay as they were."""
     folder = Path(next(iter(writers))).parent if writers else Path(".")
     made = [p for p in (folder, *folder.parents) if not p.exists()]   # deepest first
-    temps = {path: path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}") for path in writers}
+    temps: dict[Path, Path] = {}
     done = False
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for path, write in writers.items():
+            temps[path] = _temporary_beside(_destination(path))
             write(temps[path])
+            _settle(temps[path], _destination(path))
         with _stops_held():
             for path, tmp in temps.items():
-                os.replace(tmp, path)
+                os.replace(tmp, _destination(path))
             for stale in remove:
                 stale.unlink(missing_ok=True)
             done = True
@@ -87,3 +92,33 @@ def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove
             for made_folder in made:
                 with contextlib.suppress(OSError):
                     made_folder.rmdir()    # only if empty: nothing of anyone else's is removed
+
+
+def _destination(path: Path) -> Path:
+    """The file replaced for ``path``: itself, or the file it is a symlink to (renamed onto
+    the link, the new file would replace the link and leave the file it names unchanged,
+    e.g. a recording relabelled in place through a link)."""
+    return path.resolve() if path.is_symlink() else path
+
+
+def _temporary_beside(destination: Path) -> Path:
+    """A new, empty, hidden file next to ``destination`` (the same file system: the rename is
+    atomic) with a unique name and the same suffix (it picks a plot's format): a fixed name
+    (FILE.tmp) would overwrite a user's file of that name, or another run's temporary."""
+    while True:
+        temporary = destination.with_name(f".{destination.stem}.{secrets.token_hex(6)}.tmp{destination.suffix}")
+        try:
+            os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return temporary
+        except FileExistsError:
+            continue   # the name is taken (by chance): draw another
+
+
+def _settle(temporary: Path, destination: Path) -> None:
+    """Before the rename: the permissions of the file replaced, and the bytes on disk (a power
+    cut then leaves the old file or the new one, not an empty one)."""
+    if destination.exists():
+        shutil.copymode(destination, temporary)
+    with open(temporary, "rb+") as f:
+        os.fsync(f.fileno())
+

@@ -9,23 +9,20 @@ saying what was done. Damaged chunks of the source are skipped with a warning (s
 
 The copy is written to a hidden temporary file with a unique name next to the output and
 renamed onto it (atomically; onto the file a symlink points to, which stays a link) only
-once it is complete. An error, Ctrl-C or a full disk removes the temporary: the output is
+once it is complete (:func:`teleop.output_set.write_outputs_together`). An error, Ctrl-C or a full disk removes the temporary: the output is
 either what it was (absent, or the source itself when editing in place) or complete, never
 half-written, so a retry is not refused by a leftover.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from mcap.writer import CompressionType, Writer
 
+from teleop.output_set import write_outputs_together
 from teleop.progress import progress_bar
 
 from .channels import EPISODE_SPEC, EPISODES
@@ -80,65 +77,25 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
     output.parent.mkdir(parents=True, exist_ok=True)
     markers = episode_markers(recording.episodes() if episodes is None else episodes, start_ns, end_ns)
     index = recording.index
-    with _replacing(_destination(output)) as f:
-        writer = Writer(f, chunk_size=4 << 20, compression=CompressionType.ZSTD)
-        writer.start(profile=index.header.profile, library=LIBRARY)
-        channel_ids, episodes_id = _register_channels(writer, index, bool(markers))
-        for record in index.metadata:
-            writer.add_metadata(record.name, dict(record.metadata))
-        writer.add_metadata(REWRITE_METADATA, {"source": str(recording.path), "operation": operation,
-                                               "source_complete": str(recording.complete).lower()})
-        pending = _Markers(markers, episodes_id)
-        blocks = select_blocks(index, None, start_ns, end_ns)
-        with progress_bar(total=len(blocks), desc=f"writing {output.name}", enabled=progress) as bar:
-            for _ in _copy_messages(writer, recording, blocks, channel_ids, pending, start_ns, end_ns):
-                bar.update()
-        pending.write(writer)
-        writer.finish()
+    def write(temporary: Path) -> None:
+        with open(temporary, "wb") as f:
+            writer = Writer(f, chunk_size=4 << 20, compression=CompressionType.ZSTD)
+            writer.start(profile=index.header.profile, library=LIBRARY)
+            channel_ids, episodes_id = _register_channels(writer, index, bool(markers))
+            for record in index.metadata:
+                writer.add_metadata(record.name, dict(record.metadata))
+            writer.add_metadata(REWRITE_METADATA, {"source": str(recording.path), "operation": operation,
+                                                   "source_complete": str(recording.complete).lower()})
+            pending = _Markers(markers, episodes_id)
+            blocks = select_blocks(index, None, start_ns, end_ns)
+            with progress_bar(total=len(blocks), desc=f"writing {output.name}", enabled=progress) as bar:
+                for _ in _copy_messages(writer, recording, blocks, channel_ids, pending, start_ns, end_ns):
+                    bar.update()
+            pending.write(writer)
+            writer.finish()
+
+    write_outputs_together({output: write})
     return output
-
-
-def _destination(output: Path) -> Path:
-    """The file the copy is renamed onto: ``output``, or the file it is a symlink to (renamed
-    onto the link, the copy would replace the link and leave the file it names unchanged,
-    e.g. a recording relabelled in place through a link)."""
-    return output.resolve() if output.is_symlink() else output
-
-
-@contextlib.contextmanager
-def _replacing(destination: Path) -> Iterator[BinaryIO]:
-    """A file open for writing that becomes ``destination`` only when the block completes.
-
-    It is a hidden temporary in ``destination``'s folder (the same file system, so the rename
-    is atomic), synced to disk before the rename (a power cut then leaves the old file or the
-    new one), and removed on any exception, KeyboardInterrupt included.
-    """
-    fd, temporary = _create_temporary(destination)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if destination.exists():   # replacing a file: it keeps its permissions
-                shutil.copymode(destination, temporary)
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, destination)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-        raise
-
-
-def _create_temporary(destination: Path) -> tuple[int, Path]:
-    """(descriptor, path) of a new hidden file next to ``destination`` with a unique name:
-    a fixed name (FILE.tmp) would overwrite a user's file of that name, or another edit's
-    temporary. Created as any new file (mode 0666 less the umask)."""
-    while True:
-        temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                           0o666), temporary
-        except FileExistsError:
-            continue   # the name is taken (by chance): draw another
 
 
 def _register_channels(writer: Writer, index: FileIndex, need_episodes: bool) -> tuple[dict[int, int], int | None]:
