@@ -106,6 +106,14 @@ def probability(text: str) -> float:
     return _in_unit_interval(text, low_open=False, high_open=True)
 
 
+def burst_length(text: str) -> float:
+    """A mean run length of lost packets: a finite number >= 1 (``--loss-burst``)."""
+    value = _number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"is a mean number of packets lost in a row, >= 1, got {text}")
+    return value
+
+
 def fraction(text: str) -> float:
     """A probability in [0, 1], 1 included (netem may simulate a dead link)."""
     return _in_unit_interval(text, low_open=False, high_open=False)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from teleop.cli_types import delay_list, nonempty_path, probability
+from teleop.cli_types import burst_length, delay_list, nonempty_path, probability
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
                                take_files)
 from teleop.takes import check_left_out, same_take, tasks_not_learned
@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="each test take is predicted by a library trained on all other training takes")
     p.add_argument("--seed", type=int, default=0, help="seed of the delay model")
     p.add_argument("--loss", type=probability, default=0.0, help="forward packet loss probability, in [0, 1)")
+    p.add_argument("--loss-burst", type=burst_length, default=None, metavar="PACKETS",
+                   help="lose commands in runs of this mean length (Gilbert model, >= 1; default: independent)")
     p.add_argument("--out", type=nonempty_path, default=Path("out") / "trial", help="folder for the table and plots (default: out/trial)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--realtime", action="store_true",
@@ -117,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             library = _learn(train)
             cases = [SweepCase(t.trajectory, library) for t in test]
-        results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss),
+        results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss, loss_burst=args.loss_burst),
                             progress=True)   # on stderr: --json keeps stdout for the JSON
         summary = summarise(results, labels)
     # A real-time run's files carry "_realtime", so that the two modes' results on the same

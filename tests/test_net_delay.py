@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel, LinkModel, VirtualLink
+from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel, LinkModel, VirtualLink, make_rng
 
 N = 10_000
 PERIOD = 0.01  # 100 Hz, the operator → robot stream rate (thesis §5.4.1)
@@ -69,6 +69,43 @@ def test_loss_and_duplication_fractions():
     assert len(sequences) - len(set(sequences)) == link.stats.duplicated
 
 
+def _loss_runs(lost: list[bool]) -> list[int]:
+    """Lengths of the runs of consecutive losses."""
+    runs, current = [], 0
+    for gone in lost + [False]:
+        if gone:
+            current += 1
+        elif current:
+            runs.append(current)
+            current = 0
+    return runs
+
+
+def test_bursty_loss_has_its_rate_and_mean_run_length():
+    """Gilbert model: the long-run loss rate is ``loss`` and losses come in runs of mean
+    ``loss_burst`` (geometric); independent losses have runs of 1/(1 - loss)."""
+    n = 200_000
+    for burst, loss in ((3.0, 0.03), (10.0, 0.1), (1.0, 0.05)):
+        link = VirtualLink(DirectionModel(loss=loss, loss_burst=burst), seed=2)
+        lost = [not link.line.schedule(0.0, 100) for _ in range(n)]
+        runs = _loss_runs(lost)
+        assert sum(lost) / n == pytest.approx(loss, rel=0.1)
+        assert statistics.fmean(runs) == pytest.approx(burst, rel=0.1)
+    independent = VirtualLink(DirectionModel(loss=0.03), seed=2)
+    runs = _loss_runs([not independent.line.schedule(0.0, 100) for _ in range(n)])
+    assert statistics.fmean(runs) == pytest.approx(1 / 0.97, rel=0.02)
+
+
+def test_independent_loss_draws_as_before():
+    """Without loss_burst a seeded run loses the packets it always lost (trials reproducible
+    across versions): one draw per packet, lost when below ``loss``."""
+    model = DirectionModel(loss=0.2)
+    link = VirtualLink(model, seed=9)
+    rng = make_rng(9, "forward")
+    expected = [rng.random() < 0.2 for _ in range(500)]
+    assert [not link.line.schedule(0.0, 10) for _ in range(500)] == expected
+
+
 def test_seed_reproducibility():
     model = DirectionModel(delay=0.3, loss=0.05, duplicate=0.05)
     first = [(d.t_deliver, d.data) for d in run(VirtualLink(model, seed=7), n=1000)]
@@ -113,6 +150,8 @@ def test_thesis_link_model():
 
 
 def test_invalid_models_are_refused():
-    for bad in (dict(delay=-1), dict(loss=1.5), dict(duplicate=-0.1), dict(rate_bps=0), dict(delay=20, max_delay=10)):
+    for bad in (dict(delay=-1), dict(loss=1.5), dict(duplicate=-0.1), dict(rate_bps=0), dict(delay=20, max_delay=10),
+                dict(loss=0.1, loss_burst=0.5), dict(loss=1.0, loss_burst=3), dict(loss=0.1, loss_burst=math.nan),
+                dict(loss=0.1, loss_burst=math.inf)):
         with pytest.raises(ValueError):
             DirectionModel(**bad)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from retarget.references import FLAT_SIZE, RobotReferences
-from teleop.net.cli import models_from_args, register
+from teleop.net.cli import _describe, models_from_args, register
 from teleop.net.delay import DirectionModel
 from teleop.net.netem import NetemProxy
 from teleop.net.protocol import PacketCodec
@@ -163,6 +163,25 @@ def test_cli_defaults_follow_the_thesis():
     assert forward.keep_order and forward.sigma == 0.0 and backward.delay == 0.05
     assert forward.rate_bps == backward.rate_bps == 3e6
     assert args.func.__name__ == "run_netem"
+    assert forward.loss_burst is None and backward.loss_burst is None   # independent losses by default
+    args = parser.parse_args(["netem", "--loss", "0.03", "--loss-burst", "3", "--back-loss", "0.1",
+                              "--back-loss-burst", "5"])
+    forward, backward = models_from_args(args)
+    assert (forward.loss, forward.loss_burst, backward.loss, backward.loss_burst) == (0.03, 3.0, 0.1, 5.0)
+    assert "loss=0.03 in runs of 3" in _describe(forward)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--loss-burst", "0.5"], "--loss-burst: is a mean number of packets lost in a row, >= 1, got 0.5"),
+    (["--loss-burst", "nan"], "--loss-burst"),
+    (["--loss", "1", "--loss-burst", "3"], "--loss-burst needs a loss below 1"),
+    (["--back-loss", "1", "--back-loss-burst", "2"], "--back-loss-burst needs a loss below 1"),
+])
+def test_bad_loss_bursts_are_refused_with_the_option_named(options, message):
+    result = subprocess.run([sys.executable, "-m", "teleop", "netem", *options, "--duration", "0.1"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr
 
 
 def free_port():

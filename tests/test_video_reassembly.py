@@ -189,12 +189,13 @@ def test_sender_datagrams_on_the_wire(jpegs):
     headers = [h for h in every if not h.is_parity]
     assert {h.stream_id for h in every} == {1}
     assert [h.chunk_index for h in headers] == list(range(sent.chunk_count))
-    # One parity after each group of 8 slices, numbered by group.
+    # The slices, then one parity per interleaved group, continuing the slices' round of groups.
+    n, k = sent.chunk_count, sent.parity_count
     assert [(i, h.chunk_index) for i, h in enumerate(every) if h.is_parity] == [
-        (9 * g + 8 if 8 * (g + 1) <= sent.chunk_count else len(every) - 1, g) for g in range(sent.parity_count)]
+        (n + j, (n + j) % k) for j in range(k)]
     assert headers[0].capture_s == 5.0 and headers[0].available_s == 5.001
     assert headers[0].encode_end_s <= headers[0].send_s <= headers[-1].send_s
-    assert struct.unpack_from("!2sB", grams[0]) == (b"TV", 1)
+    assert struct.unpack_from("!2sB", grams[0]) == (b"TV", wire.VERSION) and wire.VERSION == 2
 
 
 def test_restarted_sender_reusing_frame_ids_is_not_taken_for_duplicates(receiver, jpegs):

@@ -14,7 +14,7 @@ import signal
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, address, destination, fraction, non_negative_float, positive_float
+from teleop.cli_types import UsageError, address, burst_length, destination, fraction, non_negative_float, positive_float
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
 
 
@@ -40,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     fwd.add_argument("--jitter-ms", type=non_negative_float, default=None,
                      help=f"Gaussian jitter σ [ms] (default {THESIS_JITTER_RATIO:.4f} × delay, thesis Eq. 5.17; 0 = none)")
     fwd.add_argument("--loss", type=fraction, default=0.0, help="loss probability in [0, 1] (default 0)")
+    fwd.add_argument("--loss-burst", type=burst_length, default=None, metavar="PACKETS",
+                     help="lose packets in runs of this mean length (Gilbert model, ≥ 1; "
+                          "default: each packet lost independently)")
     fwd.add_argument("--dup", type=fraction, default=0.0, help="duplication probability in [0, 1] (default 0)")
     order = fwd.add_mutually_exclusive_group()
     order.add_argument("--reorder", dest="keep_order", action="store_false",
@@ -54,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     back.add_argument("--back-jitter-ms", type=non_negative_float, default=0.0,
                       help="Gaussian jitter σ [ms] (default 0: constant, thesis Eq. 5.18)")
     back.add_argument("--back-loss", type=fraction, default=0.0, help="loss probability (default 0)")
+    back.add_argument("--back-loss-burst", type=burst_length, default=None, metavar="PACKETS",
+                      help="mean run length of backward losses (default: independent)")
     back.add_argument("--back-dup", type=fraction, default=0.0, help="duplication probability (default 0)")
     back.add_argument("--back-keep-order", action="store_true",
                       help="deliver in send order in the backward direction")
@@ -97,11 +102,17 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
                   f"{100 * _share_below_zero(delay_ms, sigma):.0f} % of the packets would have a negative delay "
                   "and are sent at once", file=sys.stderr)
     common = dict(max_delay=ms(args.max_delay_ms), queue_limit=ms(args.queue_ms))
+    for option, burst, loss in (("--loss-burst", args.loss_burst, args.loss),
+                                ("--back-loss-burst", args.back_loss_burst, args.back_loss)):
+        if burst is not None and loss >= 1.0:
+            raise UsageError(f"{option} needs a loss below 1 (at 1 every packet is lost)")
     forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms(args.jitter_ms), loss=args.loss,
+                             loss_burst=args.loss_burst,
                              duplicate=args.dup, keep_order=args.keep_order,
                              rate_bps=rate(args.rate_kbps), **common)
     back_rate = args.rate_kbps if args.back_rate_kbps is None else args.back_rate_kbps
     backward = DirectionModel(delay=ms(back_delay), jitter=ms(args.back_jitter_ms), loss=args.back_loss,
+                              loss_burst=args.back_loss_burst,
                               duplicate=args.back_dup, keep_order=args.back_keep_order,
                               rate_bps=rate(back_rate), **common)
     return forward, backward
@@ -177,6 +188,8 @@ def _describe(model: DirectionModel) -> str:
     text = f"{1e3 * model.delay:.0f}±{1e3 * model.sigma:.0f}ms"
     if model.loss:
         text += f" loss={model.loss:g}"
+        if model.loss_burst is not None:
+            text += f" in runs of {model.loss_burst:g}"
     if model.duplicate:
         text += f" dup={model.duplicate:g}"
     if model.rate_bps:

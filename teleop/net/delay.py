@@ -10,7 +10,8 @@ lost). The same decision code serves two clocks:
 
 Per packet, in order (thesis §5.3.8, Eqs. 5.14–5.17):
 
-1. loss with probability ``loss``;
+1. loss with probability ``loss``: independently per packet, or, with ``loss_burst`` set, in
+   runs of consecutive packets (Gilbert's two-state model, below);
 2. duplication with probability ``duplicate`` (the copy gets its own delay);
 3. serialisation at ``rate_bps`` behind the packets already queued (a FIFO link of that
    bandwidth); tail drop once the queue holds more than ``queue_limit`` seconds;
@@ -19,6 +20,15 @@ Per packet, in order (thesis §5.3.8, Eqs. 5.14–5.17):
    so a packet can overtake the previous one (reordering, like netem with jitter);
    ``keep_order`` holds each packet until the previous one is delivered instead, which
    skews the delay distribution upwards.
+
+Bursty loss (Gilbert 1960; the ``gemodel`` of Linux netem with h = 1, k = 0): a link is
+*good* (delivers) or *bad* (loses everything), and changes state before each packet with
+
+    P(good → bad) = p = loss · r / (1 − loss),     P(bad → good) = r = 1 / loss_burst,
+
+so that the long-run loss rate is p / (p + r) = ``loss`` and a run of consecutive losses
+lasts ``loss_burst`` packets on average (geometric). Wireless links and congested queues
+lose packets this way; a video frame of 40 datagrams meets a burst, not 3 scattered losses.
 
 All randomness comes from one ``random.Random`` per direction, seeded, so a trial is
 reproducible from its seed.
@@ -46,7 +56,9 @@ class DirectionModel:
         delay: constant part of the one-way delay τ_D [s].
         jitter: standard deviation of the Gaussian part [s]; None = THESIS_JITTER_RATIO·delay,
             0 = constant delay.
-        loss: probability that a packet is lost, in [0, 1].
+        loss: probability that a packet is lost, in [0, 1] (the long-run share of packets lost).
+        loss_burst: mean number of packets lost in a row [packets], ≥ 1 (Gilbert model, see the
+            module docstring); None = each packet lost independently (mean run 1/(1 − loss)).
         duplicate: probability that a packet is delivered twice, in [0, 1].
         keep_order: deliver in send order (no overtaking).
         rate_bps: bandwidth [bit/s]; None = unlimited.
@@ -59,6 +71,7 @@ class DirectionModel:
     delay: float = 0.0
     jitter: float | None = None
     loss: float = 0.0
+    loss_burst: float | None = None
     duplicate: float = 0.0
     keep_order: bool = False
     rate_bps: float | None = None
@@ -67,7 +80,7 @@ class DirectionModel:
 
     def __post_init__(self) -> None:
         numbers = [self.delay, self.loss, self.duplicate, self.queue_limit] + \
-            [x for x in (self.jitter, self.rate_bps, self.max_delay) if x is not None]
+            [x for x in (self.jitter, self.loss_burst, self.rate_bps, self.max_delay) if x is not None]
         if not all(math.isfinite(x) for x in numbers):   # NaN passes every comparison below
             raise ValueError("delay model values must be finite numbers")
         if self.delay < 0 or (self.jitter is not None and self.jitter < 0):
@@ -76,6 +89,10 @@ class DirectionModel:
             object.__setattr__(self, "max_delay", max(DEFAULT_MAX_DELAY, self.delay + 6.0 * self.sigma))
         if not (0.0 <= self.loss <= 1.0 and 0.0 <= self.duplicate <= 1.0):
             raise ValueError("loss and duplicate are probabilities in [0, 1]")
+        if self.loss_burst is not None and not (self.loss_burst >= 1.0 and self.loss < 1.0):
+            # Below one packet a run of losses is not a run; at loss 1 there is no good state.
+            raise ValueError(f"loss_burst is a mean run length ≥ 1 packet with loss < 1, got "
+                             f"{self.loss_burst:g} at loss {self.loss:g}")
         if self.rate_bps is not None and self.rate_bps <= 0:
             raise ValueError("rate_bps must be > 0 (None for unlimited)")
         if self.max_delay < self.delay:
@@ -87,6 +104,13 @@ class DirectionModel:
     def sigma(self) -> float:
         """Jitter standard deviation actually used [s]."""
         return THESIS_JITTER_RATIO * self.delay if self.jitter is None else self.jitter
+
+    @property
+    def burst_transitions(self) -> tuple[float, float]:
+        """(p, r) of the Gilbert model: P(good → bad) and P(bad → good) per packet."""
+        assert self.loss_burst is not None
+        r = 1.0 / self.loss_burst
+        return self.loss * r / (1.0 - self.loss), r
 
     @classmethod
     def constant(cls, delay: float, **kw) -> "DirectionModel":
@@ -142,12 +166,22 @@ class DelayLine:
         self.stats = ChannelStats()
         self._link_free_at = float("-inf")   # when the serialiser finishes its queue [s]
         self._last_delivery = float("-inf")  # for keep_order [s]
+        self._bad = False                    # Gilbert state (loss_burst): losing every packet
+
+    def _lost(self) -> bool:
+        """Whether the next packet is lost (one draw per packet, so seeded runs replay)."""
+        model = self.model
+        if model.loss_burst is None:
+            return bool(model.loss) and self.rng.random() < model.loss
+        p, r = model.burst_transitions
+        self._bad = self.rng.random() >= r if self._bad else self.rng.random() < p
+        return self._bad
 
     def schedule(self, t_send: float, size: int) -> list[float]:
         """Delivery times of the packet sent at ``t_send`` [s], size in bytes ([] if lost)."""
         model, rng, stats = self.model, self.rng, self.stats
         stats.sent += 1
-        if model.loss and rng.random() < model.loss:
+        if self._lost():
             stats.lost += 1
             return []
         copies = 1

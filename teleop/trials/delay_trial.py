@@ -58,6 +58,8 @@ class TrialSettings:
         send_hz: rate at which the operator sends references [Hz].
         jitter_ratio: σ of τ_f over its mean (thesis: 2/15).
         loss: forward packet loss probability.
+        loss_burst: mean run of consecutive forward losses [packets] (Gilbert model, see
+            :class:`teleop.net.delay.DirectionModel`); None = independent losses.
         duplicate: forward duplication probability.
         tail: seconds simulated after the take ends plus τ_f's mean + 4σ (so that the last
             commands still arrive).
@@ -69,6 +71,7 @@ class TrialSettings:
     send_hz: float = 100.0
     jitter_ratio: float = THESIS_JITTER_RATIO
     loss: float = 0.0
+    loss_burst: float | None = None
     duplicate: float = 0.0
     tail: float = 0.5
     lead_in: float = 1.0
@@ -222,7 +225,8 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
     tau_b = one_way
     link = LinkModel(
         forward=DirectionModel(delay=one_way, jitter=settings.jitter_ratio * one_way,
-                               loss=settings.loss, duplicate=settings.duplicate),
+                               loss=settings.loss, loss_burst=settings.loss_burst,
+                               duplicate=settings.duplicate),
         backward=DirectionModel.constant(tau_b))
     clock = VirtualClock(0.0)
     codec = PacketCodec(session_secret())

@@ -63,6 +63,7 @@ class RealtimeSettings:
         video_hz: eye-camera rate [Hz] (the video carries τ̂_b back to the robot).
         jitter_ratio: forward jitter std as a fraction of the one-way delay.
         loss: forward packet loss probability.
+        loss_burst: mean run of consecutive forward losses [packets]; None = independent.
         startup_timeout: longest wait for the robot process to come up [s].
     """
 
@@ -71,6 +72,7 @@ class RealtimeSettings:
     video_hz: float = 10.0
     jitter_ratio: float = THESIS_JITTER_RATIO
     loss: float = 0.0
+    loss_burst: float | None = None
     startup_timeout: float = 60.0
 
 
@@ -249,7 +251,7 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
             raise RuntimeError(f"the robot station process died on start-up (exit code {child.exitcode})") from None
         command_proxy = NetemProxy(("127.0.0.1", 0), ("127.0.0.1", port),
                                    forward=DirectionModel(delay=one_way, jitter=settings.jitter_ratio * one_way,
-                                                          loss=settings.loss),
+                                                          loss=settings.loss, loss_burst=settings.loss_burst),
                                    backward=DirectionModel.constant(one_way), seed=seed)
         proxies.append(command_proxy)
         threads += [threading.Thread(target=p.run, daemon=True) for p in proxies]
@@ -358,7 +360,7 @@ def run_realtime_trial(args: argparse.Namespace):
 
     labels, rtts, train, test = read_trial_takes(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    settings = RealtimeSettings(loss=args.loss)
+    settings = RealtimeSettings(loss=args.loss, loss_burst=args.loss_burst)
     libraries: list[Path] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, t in enumerate(test):

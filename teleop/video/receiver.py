@@ -143,7 +143,7 @@ class _PartialFrame:
         parity = self.parities.get(group)
         if parity is None:
             return None
-        members = range(group * self.group_size, min((group + 1) * self.group_size, len(self.chunks)))
+        members = wire.parity_group_members(group, len(self.chunks), self.group_size)
         present = {i: self.chunks[i] for i in members if self.chunks[i] is not None}
         missing = [i for i in members if i not in present]
         if len(missing) != 1:
@@ -310,7 +310,7 @@ class VideoReceiver:
         partial.send_start_s = min(partial.send_start_s, header.send_s)
         partial.send_end_s = max(partial.send_end_s, header.send_s)
         if partial.group_size:
-            self._recover(partial, header.chunk_index // partial.group_size)
+            self._recover(partial, wire.parity_group_of(header.chunk_index, len(partial.chunks), partial.group_size))
         return self._complete_if_whole(key, partial, arrival_s)
 
     def _add_parity(self, key, partial: _PartialFrame, header: wire.ChunkHeader, piece: bytes,

@@ -35,16 +35,23 @@ callable, the tag it returns for ``message = header || payload slice`` is append
 a tag that does not verify. Without ``verify`` a tag is stripped unchecked. The MAC
 itself (key, algorithm) belongs to ``teleop.net`` and is plugged in by the integration.
 
-Forward error correction: with a parity group size ``G`` (``fec_group``), after every ``G``
-consecutive slices (and after the last, shorter group) the sender adds one parity datagram:
-the same header with ``codec | PARITY_FLAG``, ``chunk_index`` = the group's number ``g``
-(covering slices ``g*G .. g*G+G-1``), and the payload::
+Forward error correction: with a parity group size ``G`` (``fec_group``), the ``N`` slices of
+a frame form ``K = ceil(N / G)`` parity groups, *interleaved*: group ``g`` holds the slices
+``g, g + K, g + 2K, ...`` (at most ``G`` of them). After the frame's slices the sender adds
+one parity datagram per group, continuing the slices' round of groups (``N mod K``, then
+``N + 1 mod K``, ...), each with the same header but ``codec | PARITY_FLAG`` and
+``chunk_index`` = ``g``, and the payload::
 
     parity payload = u16 G || XOR of the group's slices, each zero-padded to the slice size
 
 Any one slice of a group lost on the way is the XOR of the parity with the others (its
 length follows from ``frame_bytes``), so one lost datagram no longer costs its whole frame,
-at 1/G more bytes: the scheme of RFC 5109's single-level XOR FEC, without its extra header.
+at 1/G more bytes: RFC 5109's single-level XOR FEC without its extra header, with the
+interleaving of its §9.1 figures (SMPTE 2022-1's columns). Interleaving costs nothing against
+scattered losses and turns a burst of up to ``K`` consecutive datagrams lost (a wireless fade,
+a full queue: losses come in runs) into one loss per group, all recoverable, wherever it falls
+(the datagrams' groups repeat with period ``K`` to the last parity); consecutive groups (wire
+version 1) lost the frame to any two losses in a row.
 
 Size: ``max_datagram_bytes`` (default 1200, which fits the IPv6 minimum MTU with room
 for UDP/IP and tunnel headers) bounds the whole UDP payload: header + slice + tag.
@@ -59,7 +66,8 @@ from enum import IntEnum
 from typing import Callable, Iterator
 
 MAGIC = b"TV"
-VERSION = 1
+#: 2: parity groups interleaved (1 grouped consecutive slices; the two do not mix).
+VERSION = 2
 HEADER = struct.Struct("!2sBBIHHIBBdddd")
 HEADER_BYTES = HEADER.size  # 50
 DEFAULT_MAX_DATAGRAM_BYTES = 1200
@@ -158,8 +166,9 @@ def packetize(
     tag_len: int = 0,
     fec_group: int = 0,
 ) -> Iterator[bytes]:
-    """Yield the datagrams of one encoded frame, in chunk order, each group of ``fec_group``
-    slices followed by its parity datagram (none when ``fec_group`` is 0).
+    """Yield the datagrams of one encoded frame: its slices in chunk order, then one parity
+    datagram per interleaved group, in the slices' round of groups (see the module docstring;
+    none when ``fec_group`` is 0).
 
     The generator stamps ``send_s`` with ``send_clock()`` when it builds each datagram,
     so a caller that sends each datagram as soon as it is yielded gets the true
@@ -201,22 +210,32 @@ def packetize(
             raise ValueError(f"authenticate returned a {len(tag)}-byte tag, expected {tag_len}")
         return message + tag
 
-    parity = 0   # XOR of the current group's slices, as one big integer (fast in CPython)
+    groups = parity_groups(chunk_count, fec_group)
+    parities = [0] * groups   # XOR of each group's slices, as one big integer (fast in CPython)
     for index in range(chunk_count):
         piece = view[index * slice_bytes : (index + 1) * slice_bytes]
         yield datagram(index, codec, piece)
-        if not fec_group:
-            continue
-        parity ^= int.from_bytes(bytes(piece).ljust(slice_bytes, b"\0"), "big")
-        if (index + 1) % fec_group == 0 or index == chunk_count - 1:
-            body = PARITY_PREFIX.pack(fec_group) + parity.to_bytes(slice_bytes, "big")
-            yield datagram(index // fec_group, codec | PARITY_FLAG, body)
-            parity = 0
+        if groups:
+            parities[index % groups] ^= int.from_bytes(bytes(piece).ljust(slice_bytes, b"\0"), "big")
+    for group in ((chunk_count + j) % groups for j in range(groups)):
+        body = PARITY_PREFIX.pack(fec_group) + parities[group].to_bytes(slice_bytes, "big")
+        yield datagram(group, codec | PARITY_FLAG, body)
 
 
 def parity_groups(chunk_count: int, fec_group: int) -> int:
     """Number of parity datagrams of a frame of ``chunk_count`` slices (0 without FEC)."""
     return -(-chunk_count // fec_group) if fec_group else 0
+
+
+def parity_group_members(group: int, chunk_count: int, fec_group: int) -> range:
+    """Indices of the slices of parity group ``group`` (interleaved: ``group``, ``group + K``,
+    ... with ``K`` = :func:`parity_groups`)."""
+    return range(group, chunk_count, parity_groups(chunk_count, fec_group))
+
+
+def parity_group_of(index: int, chunk_count: int, fec_group: int) -> int:
+    """Parity group of slice ``index`` (``fec_group`` ≥ 1)."""
+    return index % parity_groups(chunk_count, fec_group)
 
 
 def recover_slice(parity_body: bytes, others: list[bytes], length: int) -> bytes:
