@@ -36,7 +36,10 @@ class DemoSettings:
         performer: synthetic performer id (≥ 3: not in the training data).
         video_hz: eye-camera rate [Hz].
         camera_size: (width, height) of the eye camera [px].
-        loss: forward packet loss probability.
+        loss: packet loss probability of the command link (operator → robot) and of the
+            video (robot → operator).
+        loss_burst: mean run of consecutive losses [packets] on both (Gilbert model, see
+            :class:`teleop.net.delay.DirectionModel`); None = independent losses.
         jitter: forward jitter std [s]; None = the thesis's model (2/15 of the one-way delay).
         robot_clock_offset: the robot station's clock minus the operator's [s], as between
             two hosts (the stations measure it over the link).
@@ -49,6 +52,7 @@ class DemoSettings:
     video_hz: float = 5.0
     camera_size: tuple[int, int] = (320, 240)
     loss: float = 0.0
+    loss_burst: float | None = None
     jitter: float | None = None
     robot_clock_offset: float = 0.0
     dataset: Path = field(default_factory=lambda: DATASET)
@@ -118,15 +122,17 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     one_way = settings.rtt / 2.0
     clock = VirtualClock(0.0)
     jitter = THESIS_JITTER_RATIO * one_way if settings.jitter is None else settings.jitter
-    link = LinkModel(forward=DirectionModel(delay=one_way, jitter=jitter, loss=settings.loss),
+    lossy = dict(loss=settings.loss, loss_burst=settings.loss_burst)
+    link = LinkModel(forward=DirectionModel(delay=one_way, jitter=jitter, **lossy),
                      backward=DirectionModel.constant(one_way))
     operator_ep, robot_ep = connect_virtual(PacketCodec(session_secret()), link, clock, seed=settings.seed,
                                             robot_clock_offset=settings.robot_clock_offset)
     robot = RobotModel()
     log = SessionLog()
-    video_link = VirtualLink(DirectionModel.constant(one_way), seed=settings.seed, direction="video")
+    video_link = VirtualLink(DirectionModel.constant(one_way, **lossy), seed=settings.seed, direction="video")
     codec = JpegCodec()
     frame_ids = iter(range(1 << 31))
+    frames_sent_s: list[float] = []   # when each frame was sent (virtual clock) [s]
 
     def on_display(frame, now):
         log.frames.append((now, frame.timing.capture_s, frame.payload))
@@ -135,6 +141,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
 
     def send_video(image: np.ndarray, capture_s: float) -> None:
         payload = codec.encode(image[:, :, ::-1])  # the codec takes OpenCV's BGR order
+        frames_sent_s.append(clock.now())
         for datagram in wire.packetize(payload, stream_id=0, frame_id=next(frame_ids), codec=1, capture_s=capture_s,
                                        available_s=capture_s, encode_end_s=capture_s, send_clock=robot_ep.clock.now,
                                        fec_group=wire.DEFAULT_FEC_GROUP):   # as `teleop robot` sends it
@@ -200,12 +207,16 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
                 log.min_cop_margin_mm = min(log.min_cop_margin_mm, 1000.0 * margin)
         bar.close()
         log.telemetry = station.telemetry()
+        log.telemetry["commands_lost"] = operator_ep.datagrams_lost()
         # The station watches the measured joint speeds and falls every tick.
         log.max_joint_speed_ratio = station.max_joint_speed_ratio
         log.scene_contact_s = station.scene_contact_ticks * station.dt
         log.fell = station.fell_at is not None
         if video is not None:
-            log.telemetry["video"] = {"frames_displayed": video.displayed, **video.buffer.report()}
+            # Frames sent in the last one-way delay were still on their way when the session ended.
+            arrived_by_end = sum(t <= clock.now() - one_way for t in frames_sent_s)
+            log.telemetry["video"] = {"frames_due": arrived_by_end, "frames_displayed": video.displayed,
+                                      "datagrams_lost": video_link.stats.lost, **video.buffer.report()}
             video.close()
     return log
 
@@ -304,6 +315,8 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
     states = {s: comp.states.count(s) for s in sorted(set(comp.states))}
     summary = {
         "round_trip_s": settings.rtt,
+        "link": {"loss": settings.loss, "loss_burst": settings.loss_burst,
+                 "commands_lost": comp.telemetry.get("commands_lost")},
         "duration_s": round(comp.times[-1] - comp.times[0], 2) if comp.times else 0.0,
         "library": {"tasks": library.labels, "demonstrations": n_demos},
         "robot": {"fell": comp.fell or delayed.fell, "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from teleop.cli_types import positive_float, round_trip
+from teleop.cli_types import burst_length, positive_float, probability, round_trip
 from teleop.data_args import check_out_folder
 
 
@@ -22,6 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and the session ends with the operator and the robot at rest")
     p.add_argument("--rtt", type=round_trip, default=1.5, help="round-trip delay [s], at most 10 (default: 1.5)")
     p.add_argument("--seed", type=int, default=7, help="seed of the operator and the link")
+    p.add_argument("--loss", type=probability, default=0.0,
+                   help="share of the datagrams lost, commands and video, in [0, 1) (default 0)")
+    p.add_argument("--loss-burst", type=burst_length, default=None, metavar="PACKETS",
+                   help="lose them in runs of this mean length (Gilbert model, >= 1; default: independent)")
     p.add_argument("--headless", action="store_true", help="print only the summary JSON on stdout")
     p.set_defaults(func=_run)
 
@@ -29,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from teleop.demo import DemoSettings, run_demo
 
-    settings = DemoSettings(duration=args.duration, rtt=args.rtt, seed=args.seed)
+    settings = DemoSettings(duration=args.duration, rtt=args.rtt, seed=args.seed, loss=args.loss,
+                            loss_burst=args.loss_burst)
     check_out_folder(args.out)   # before the sessions, not when the frames are written after them
     summary = run_demo(args.out, settings, progress=not args.headless)
     if args.headless:
@@ -59,5 +64,8 @@ def _run(args: argparse.Namespace) -> int:
         print("Controller per tick [ms]: " + ", ".join(f"{k.removesuffix('_ms')} {v:.3f}" for k, v in timing.items()
                                                       if k != "ticks")
               + f" (the last {timing.get('ticks', 0)} ticks)")
-    print(f"Video frames shown: {summary['video'].get('frames_displayed')}; outputs in {args.out}/")
+    video = summary["video"]
+    due = f" of the {video['frames_due']} due" if video.get("frames_due") is not None else ""
+    print(f"Video frames shown: {video.get('frames_displayed')}{due}"
+          + (f" ({video.get('datagrams_lost')} datagrams lost)" if args.loss else "") + f"; outputs in {args.out}/")
     return 0

@@ -60,8 +60,10 @@ def run_teleop(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 def test_demo_headless_prints_the_summary_and_writes_its_outputs(tmp_path):
+    """Over a link that loses 5 % of the commands and video datagrams in runs of 3."""
     out = tmp_path / "demo"
-    summary = json.loads(run_teleop("demo", "--headless", "--duration", "5", "--seed", "11", "--out", str(out)).stdout)
+    summary = json.loads(run_teleop("demo", "--headless", "--duration", "5", "--seed", "11", "--out", str(out),
+                                    "--loss", "0.05", "--loss-burst", "3").stdout)
     for key in ("round_trip_s", "robot", "seen_hand_error_cm", "controller_timing_ms", "video", "library"):
         assert key in summary
     assert summary["robot"]["fell"] is False
@@ -69,7 +71,9 @@ def test_demo_headless_prints_the_summary_and_writes_its_outputs(tmp_path):
     assert set(sessions) == {"compensated", "delayed"}
     assert summary["robot"]["min_cop_margin_mm"] == min(s["min_cop_margin_mm"] for s in sessions.values())
     assert set(summary["seen_hand_error_cm"]["compensated"]) == {"moving_cm", "all_cm", "predicting_cm"}
-    assert summary["video"]["frames_displayed"] > 5
+    assert summary["video"]["frames_due"] >= summary["video"]["frames_displayed"] > 5
+    assert summary["link"]["loss"] == 0.05 and summary["link"]["loss_burst"] == 3.0
+    assert summary["link"]["commands_lost"] > 0 and summary["video"]["datagrams_lost"] > 0
     assert (out / "summary.json").is_file() and (out / "demo.png").stat().st_size > 10_000
     assert len(list((out / "frames").glob("*.jpg"))) > 0
 

@@ -63,6 +63,10 @@ class VirtualEndpoint(PacketEndpoint):
         self._outgoing[peer.address] = link
         peer._incoming.append((link, self.address))
 
+    def datagrams_lost(self) -> int:
+        """Datagrams this endpoint sent that its links lost (the model's decisions)."""
+        return sum(link.stats.lost for link in self._outgoing.values())
+
     def _transmit(self, data: bytes, peer: Address) -> str | None:
         link = self._outgoing.get(tuple(peer))
         if link is None:
