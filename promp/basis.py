@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from typing import Any, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,6 +63,9 @@ class RBFBasis:
     width_factor: float = 1.0
     margin_factor: float = 1.0
     width: float | None = None
+    # Derived in __post_init__ (not parameters: no __init__ argument, not compared).
+    _sigma: float = field(init=False, repr=False, compare=False)
+    _centres: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Refused here, not at the first evaluation: an infinite width or a NaN margin gave
@@ -163,14 +167,14 @@ class RBFBasis:
         d = phi * (a - np.sum(phi * a, axis=1, keepdims=True))
         return d[0] if z_arr.ndim == 0 else d
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, int | float]:
         """Plain parameters (for saving)."""
         return {"n_basis": int(self.n_basis), "width_factor": float(self.width_factor),
                 "margin_factor": float(self.margin_factor),
                 "width": float(self.width) if self.width is not None else float("nan")}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RBFBasis":
+    def from_dict(cls, d: Mapping[str, Any]) -> "RBFBasis":
         width = float(d["width"])
         try:
             n_basis = int(d["n_basis"])

@@ -5,7 +5,11 @@ values (D,), optional mask) is stored and offered to the :class:`TaskPhaseFilter
 maintains the posterior over tasks and a continuous (speed, offset) estimate per task
 (recognition, thesis Eq. 5.7, and time modulation, Eq. 5.8, done continuously instead of
 once). Observations may be old, irregular and out of order: every statistic is a sum over
-observations and the time stamps, not the arrival order, define the phases.
+observations and the time stamps, not the arrival order, define the phases. An observation
+outside the motion under every hypothesis (long after its end, or before its start) is
+taken likewise, at phase 1 (or 0), and flagged and counted; a time beyond
++-:data:`MAX_TIME_S` (a clock error) and invalid values are refused before anything
+changes (:meth:`OnlineEstimator.update`).
 
 Predictions use the most probable task and its time warp z(t) = speed (t - offset) / T_bar
 (Eq. 5.13 with the onset as t_0): the weight posterior is conditioned on *all* stored
@@ -224,18 +228,29 @@ turning by ~180 degrees within a frame on four throwBasketball takes) changed no
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from promp.learning import augment_promp
 from promp.library import TaskLibrary
 from promp.ood import DeltaSigmaTest
-from promp.phase_filter import PhaseGridConfig, TaskPhaseFilter, TimeWarp
+from promp.phase_filter import PhaseGridConfig, TaskPhaseFilter, TimeWarp, as_mask
 from promp.posterior import StructuredPosterior
 
-__all__ = ["EstimatorConfig", "Estimate", "OnlineEstimator"]
+__all__ = ["EstimatorConfig", "Estimate", "OnlineEstimator", "MAX_TIME_S"]
+
+#: Largest |time| [s since the motion onset] that :meth:`OnlineEstimator.update` and
+#: :meth:`OnlineEstimator.predict_many` take. A motion lasts seconds and a session hours;
+#: a time stamp beyond 11.6 days is a clock error (an absolute Unix time, or milliseconds
+#: / nanoseconds read as seconds), not an observation of the motion, and is refused.
+MAX_TIME_S = 1e6
+
+#: What a weight posterior was conditioned on: (speed, offset) of the warp and the number
+#: of observations.
+_PosteriorKey = tuple[float, float, int]
 
 
 @dataclass(frozen=True)
@@ -294,6 +309,27 @@ class EstimatorConfig:
     phase_averaging: str = "none"
     future_speed_std: float = 0.3
 
+    def __post_init__(self) -> None:
+        """ValueError naming the field for settings that cannot work (a negative or NaN
+        ``variance_scale`` gave negative or NaN covariances, a NaN ``future_speed_std`` or
+        fraction was used as is, an ``ood_margin`` of NaN never fired)."""
+        if self.phase_averaging not in ("none", "unscented"):
+            raise ValueError(f"phase_averaging must be 'none' or 'unscented', got {self.phase_averaging!r}")
+        if not 0 < self.variance_scale < math.inf:
+            raise ValueError(f"variance_scale must be a positive finite number, got {self.variance_scale!r}")
+        if not 0 < self.conditioning_noise_scale < math.inf:
+            raise ValueError("conditioning_noise_scale must be a positive finite number (the conditioning noise "
+                             f"is the model's noise times it), got {self.conditioning_noise_scale!r}")
+        for name in ("future_speed_std", "offset_fraction", "group_offset_scale", "ramp_fraction",
+                     "amplitude_fraction", "group_amplitude_fraction", "ood_n_std"):
+            value = getattr(self, name)
+            if not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not math.isfinite(self.ood_margin):
+            raise ValueError(f"ood_margin must be finite, got {self.ood_margin!r}")
+        if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0 for i in self.ood_indices):
+            raise ValueError(f"ood_indices must be signal indices >= 0, got {self.ood_indices!r}")
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -308,6 +344,11 @@ class Estimate:
         phase: phase of the latest observation's time stamp under that warp.
         out_of_distribution: the Delta-sigma test fired on this observation.
         n_observations: observations stored so far.
+        outside_motion: this observation's time stamp lies outside the motion under every
+            (task, speed, offset) hypothesis of the filter (:attr:`OnlineEstimator.motion_span`):
+            long after the end (an operator holding the final pose, a rest not detected
+            yet) or before the start. It was stored and used at phase 1 (or 0), like any
+            other observation; :attr:`OnlineEstimator.n_outside_motion` counts them.
     """
 
     task: str
@@ -318,6 +359,7 @@ class Estimate:
     phase: float
     out_of_distribution: bool
     n_observations: int
+    outside_motion: bool = False
 
 
 class OnlineEstimator:
@@ -335,10 +377,18 @@ class OnlineEstimator:
         self.n_signals = library.n_signals
         prior = None if config.task_log_prior is None else np.asarray(config.task_log_prior, dtype=float)
         self.filter = TaskPhaseFilter(self._promps, config.grid, prior)
+        if any(i >= self.n_signals for i in config.ood_indices):
+            # A negative index used to wrap silently to the last signals, a large one failed
+            # in numpy (IndexError).
+            raise ValueError(f"ood_indices must be signal indices in 0..{self.n_signals - 1}, "
+                             f"got {config.ood_indices!r}")
         test = DeltaSigmaTest(config.ood_indices, config.ood_margin, config.ood_n_std)
         self._ood = [test.tabulate(p) for p in self._promps]
-        if config.phase_averaging not in ("none", "unscented"):
-            raise ValueError(f"phase_averaging must be 'none' or 'unscented', got {config.phase_averaging!r}")
+        # Every hypothesis h = (task, speed, offset) of the filter maps t to its phase
+        # speed (t - offset) / T_task: before the smallest offset every phase is 0, after
+        # the largest offset + the longest T / the smallest speed every phase is 1.
+        speeds, offsets = self.filter.speed_grid, self.filter.offset_grid
+        self._span = (float(offsets.min()), float(offsets.max() + self.filter.durations.max() / speeds.min()))
         self._prior_models = [augment_promp(p, config.offset_fraction, config.ramp_fraction,
                                             config.amplitude_fraction, config.group_offset_scale,
                                             config.group_amplitude_fraction)
@@ -362,13 +412,29 @@ class OnlineEstimator:
         self._partial = False
         self._latest_t = -np.inf
         self._last_ood = False
+        self._n_outside = 0
+        self._last_outside = False
         self.filter.reset()
-        self._post_key: list[tuple | None] = [None] * len(self._promps)
-        self._sigma_keys: dict[tuple[int, int], tuple] = {}
+        self._post_key: list[_PosteriorKey | None] = [None] * len(self._promps)
+        self._sigma_keys: dict[tuple[int, int], _PosteriorKey] = {}
 
     @property
     def n_observations(self) -> int:
         return self._n
+
+    @property
+    def motion_span(self) -> tuple[float, float]:
+        """(earliest, latest) time [s since onset] inside the motion under some hypothesis
+        of the filter: the smallest offset of the grid, and its largest offset plus the
+        longest task duration divided by the smallest speed. An observation outside it is
+        at phase 0 (or 1) under every hypothesis (see :meth:`update`)."""
+        return self._span
+
+    @property
+    def n_outside_motion(self) -> int:
+        """Stored observations whose time lies outside :attr:`motion_span` (since the last
+        :meth:`reset`)."""
+        return self._n_outside
 
     @property
     def observations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -407,41 +473,57 @@ class OnlineEstimator:
     def update(self, t: float, y: np.ndarray, mask: np.ndarray | None = None) -> Estimate:
         """Take one observation and return the current :class:`Estimate`.
 
-        An exact repeat of a stored observation (same t, values where observed and mask: a
-        duplicated packet) changes nothing: the filter keeps one observation per time stamp
-        anyway, and the weight posterior must not count it twice either. Distinct values at
-        the same t are two observations for the weight posterior (the filter keeps one).
-        Invalid input (wrong shape, NaN / inf in t or in an observed value) raises
-        ValueError before anything is stored.
+        Observations may arrive late and in any order: each is used at the phase its own
+        time stamp has under the current time warp. An exact repeat of a stored observation
+        (same t, values where observed and mask: a duplicated packet) changes nothing: the
+        filter keeps one observation per time stamp anyway, and the weight posterior must
+        not count it twice either. Distinct values at the same t are two observations for
+        the weight posterior (the filter keeps one).
+
+        Times outside the motion (:attr:`motion_span`: after the end, or before the
+        start, under every hypothesis of the filter, e.g. an operator who holds the final
+        pose while the end of the motion is not detected yet) are accepted like old ones:
+        stored and used at phase 1 (or 0), flagged in :attr:`Estimate.outside_motion` and
+        counted in :attr:`n_outside_motion`. The caller decides when the motion is over
+        (:meth:`reset`).
+
+        Invalid input raises before anything is stored or changed (an update that raises
+        leaves the estimator as it was):
+
+        * TypeError: t is not a real number (a string, a bool, an array, None), or y does
+          not hold real numbers.
+        * ValueError: t is not finite, or beyond +-:data:`MAX_TIME_S` (a clock error: times
+          are seconds since the motion onset); y is not (D,) or holds NaN / inf where
+          observed; mask is not (D,) booleans (or 0 / 1), or observes no signal.
 
         Args:
             t: time stamp on the operator clock, relative to motion onset [s].
-            y: (D,) observed values (ignored where mask is False).
+            y: (D,) observed values (ignored where mask is False: NaN allowed there).
             mask: (D,) booleans, True where the signal is present (None = all).
         """
-        t = float(t)
-        if not np.isfinite(t):
-            raise ValueError(f"observation time t must be finite, got {t}")
-        y = np.asarray(y, dtype=float)
+        t = _check_time(t, "observation time t")
+        y = _real_array(y, "observation y")
         if y.shape != (self.n_signals,):
-            raise ValueError(f"observation must have shape ({self.n_signals},), got {y.shape}")
+            raise ValueError(f"observation y must have shape ({self.n_signals},), got {y.shape}")
         if mask is not None:
-            mask = np.asarray(mask, dtype=bool)
-            if mask.shape != (self.n_signals,):
-                raise ValueError(f"mask must have shape ({self.n_signals},), got {mask.shape}")
+            mask = _boolean_mask(mask, self.n_signals)
             if mask.all():
                 mask = None
         if not np.all(np.isfinite(y[mask] if mask is not None else y)):
-            raise ValueError("observation has non-finite values")
+            raise ValueError("observation y has non-finite values (NaN or inf) where observed")
         if self._is_stored(t, y, mask):
             return self.estimate()
-        self._store(t, y, mask)
+        # The filter checks its own input and raises before changing anything: first, so
+        # that nothing is stored when it refuses.
         self.filter.add(t, y, mask)
+        self._store(t, y, mask)
         self._latest_t = max(self._latest_t, t)
+        self._last_outside = not self._span[0] <= t <= self._span[1]
+        self._n_outside += self._last_outside
         est = self.estimate(_ood_sample=(t, y, mask))
         return est
 
-    def estimate(self, _ood_sample: tuple | None = None) -> Estimate:
+    def estimate(self, _ood_sample: tuple[float, np.ndarray, np.ndarray | None] | None = None) -> Estimate:
         """The current :class:`Estimate` (without adding an observation)."""
         probs = self.filter.task_probabilities()
         task = int(np.argmax(probs))
@@ -449,10 +531,11 @@ class OnlineEstimator:
         t_ref = self._latest_t if np.isfinite(self._latest_t) else 0.0
         if _ood_sample is not None:
             t, y, mask = _ood_sample
-            self._last_ood = self._ood_check(task, warp.phase(t), y, mask)
+            self._last_ood = self._ood_check(task, float(warp.phase(t)), y, mask)
         return Estimate(task=self._labels[task], task_index=task, task_probabilities=probs,
                         speed=warp.speed, offset=warp.offset, phase=float(warp.phase(t_ref)),
-                        out_of_distribution=self._last_ood, n_observations=self._n)
+                        out_of_distribution=self._last_ood, n_observations=self._n,
+                        outside_motion=self._last_outside)
 
     def _ood_check(self, task: int, z: float, y: np.ndarray, mask: np.ndarray | None) -> bool:
         return self._ood[task].is_outside(z, y, mask)
@@ -463,17 +546,31 @@ class OnlineEstimator:
 
     def time_warp(self, task: int | None = None) -> TimeWarp:
         """Continuous (speed, offset) estimate of a task (default: the most probable)."""
-        return self.filter.time_warp(task)
+        return self.filter.time_warp(self._task_index(task))
+
+    def _task_index(self, task: Any) -> int:
+        """``task`` as a library index (None: the most probable task); TypeError for a
+        non-integer, ValueError outside 0..K-1 (-1 silently meant the last task)."""
+        if task is None:
+            return self.filter.best_task()
+        K = self.filter.n_tasks
+        if isinstance(task, (bool, np.bool_)) or not isinstance(task, (int, np.integer)):
+            raise TypeError(f"task must be an integer index in 0..{K - 1} (or None: the most probable), "
+                            f"got {task!r}")
+        if not 0 <= task < K:
+            raise ValueError(f"task must be an index in 0..{K - 1}, got {task!r}")
+        return int(task)
 
     # -------------------------------------------------------------- posterior
     def weight_posterior(self, task: int | None = None) -> StructuredPosterior:
         """The task's weight posterior given every observation at its current phase estimate."""
-        task = self.filter.best_task() if task is None else task
+        task = self._task_index(task)
         warp = self.filter.time_warp(task)
         self._post_key[task] = self._refresh(self._posteriors[task], self._post_key[task], task, warp)
         return self._posteriors[task]
 
-    def _refresh(self, post: StructuredPosterior, key: tuple | None, task: int, warp: TimeWarp) -> tuple:
+    def _refresh(self, post: StructuredPosterior, key: _PosteriorKey | None, task: int,
+                 warp: TimeWarp) -> _PosteriorKey:
         """Bring ``post`` up to date with the observations at ``warp``; returns the new key."""
         if key is None or key[:2] != (warp.speed, warp.offset):
             # The warp moved: every stored observation has a new phase, rebuild.
@@ -501,25 +598,42 @@ class OnlineEstimator:
 
     # ------------------------------------------------------------- prediction
     def predict(self, t: float, task: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Predictive mean (D,) and covariance (D, D) of the signals at time t [s since onset]."""
-        mean, cov = self.predict_many(np.array([t], dtype=float), task=task)
+        """Predictive mean (D,) and covariance (D, D) of the signals at time t [s since onset]
+        (one time; :meth:`predict_many` for several). Same checks as :meth:`predict_many`."""
+        if np.ndim(t) != 0:
+            raise ValueError(f"predict takes one time t (use predict_many for several), got shape {np.shape(t)}")
+        mean, cov = self.predict_many(np.array([_check_time(t, "prediction time t")], dtype=float), task=task)
         return mean[0], cov[0]
 
     def predict_many(self, times: Sequence[float] | np.ndarray, task: int | None = None,
                      full_cov: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised prediction at F times [s since onset].
 
+        Any time may be asked, before the newest observation (a negative horizon: the
+        posterior read at a past phase) or after it; a time outside :attr:`motion_span`
+        reads phase 0 (or 1). Nothing is changed by a prediction, except cached
+        conditionings.
+
+        Raises:
+            TypeError: ``times`` are not real numbers, or ``task`` is not an integer.
+            ValueError: ``times`` are not a scalar or 1-D, hold NaN / inf or a time beyond
+                +-:data:`MAX_TIME_S`; ``task`` is not in 0..K-1.
+
         Returns:
             mean (F, D) [signal units] and cov (F, D, D) (or var (F, D) with
             ``full_cov=False``) [signal units^2]; the posterior's covariance is multiplied
             by ``variance_scale`` (the future-speed spread is added unscaled).
         """
-        if task is not None and (isinstance(task, bool) or not 0 <= task < self.filter.n_tasks):
-            raise ValueError(f"task must be an index in 0..{self.filter.n_tasks - 1}, got {task!r}")
-        task = self.filter.best_task() if task is None else task
-        times = np.atleast_1d(np.asarray(times, dtype=float))
+        task = self._task_index(task)
+        times = np.atleast_1d(_real_array(times, "prediction times"))
+        if times.ndim != 1:
+            # A (F, 1) column failed deep in a broadcast.
+            raise ValueError(f"prediction times must be a scalar or 1-D [s since onset], got shape {times.shape}")
         if not np.all(np.isfinite(times)):   # NaN failed in a table lookup, inf was accepted
             raise ValueError("prediction times must be finite [s since onset]")
+        if times.size and np.max(np.abs(times)) > MAX_TIME_S:
+            raise ValueError(f"prediction times must be seconds since the motion onset, within +-{MAX_TIME_S:g} s; "
+                             f"got {times[np.argmax(np.abs(times))]:g}")
         if self.config.phase_averaging == "unscented" and self.filter.n_evidence:
             return self._predict_unscented(times, task, full_cov)
         warp = self.filter.time_warp(task)
@@ -551,11 +665,11 @@ class OnlineEstimator:
         weights = self.weight_posterior(task).mean_weights
         basis = self._promps[task].basis
         std = self.config.future_speed_std
-        nodes = [mean[future]]
+        node_means = [mean[future]]
         for u in (np.sqrt(3.0) * std, -np.sqrt(3.0) * std):
             z_u = np.minimum(np.maximum(z_n + warp.phase_rate * np.exp(u) * ahead, 0.0), 1.0)
-            nodes.append(basis.lookup(z_u) @ weights.T)
-        nodes = np.stack(nodes)                                                   # (3, Ff, D)
+            node_means.append(basis.lookup(z_u) @ weights.T)
+        nodes = np.stack(node_means)                                              # (3, Ff, D)
         w = np.array([2 / 3, 1 / 6, 1 / 6])
         mix = np.einsum("u,ufd->fd", w, nodes)
         dev = nodes - mix[None]
@@ -593,18 +707,19 @@ class OnlineEstimator:
     def _predict_unscented(self, times: np.ndarray, task: int, full_cov: bool) -> tuple[np.ndarray, np.ndarray]:
         """Mixture of the predictions conditioned at each sigma point of the warp posterior."""
         warps, weights = self._sigma_warps(task)
-        if self._sigma_posteriors[task] is None:
-            self._sigma_posteriors[task] = [StructuredPosterior(self._prior_models[task], self._cond_noise[task])
-                                            for _ in warps]
+        posteriors = self._sigma_posteriors[task]
+        if posteriors is None:
+            posteriors = self._sigma_posteriors[task] = [
+                StructuredPosterior(self._prior_models[task], self._cond_noise[task]) for _ in warps]
         basis = self._promps[task].basis
-        means, covs = [], []
-        for j, (warp, post) in enumerate(zip(warps, self._sigma_posteriors[task])):
+        mean_list, covs = [], []
+        for j, (warp, post) in enumerate(zip(warps, posteriors)):
             self._sigma_keys[(task, j)] = self._refresh(post, self._sigma_keys.get((task, j)), task, warp)
             m, c = post.predict(basis.lookup(warp.phase(times)), include_noise=self.config.include_noise,
                                 full_cov=full_cov)
-            means.append(m)
+            mean_list.append(m)
             covs.append(c)
-        means = np.array(means)                                   # (5, F, D)
+        means = np.array(mean_list)                               # (5, F, D)
         mean = np.einsum("j,jfd->fd", weights, means)
         dev = means - mean[None]
         if full_cov:
@@ -615,3 +730,41 @@ class OnlineEstimator:
         if self.config.variance_scale != 1.0:
             cov = cov * self.config.variance_scale
         return mean, cov
+
+
+# ----------------------------------------------------------------------------- checks
+def _check_time(t: Any, name: str) -> float:
+    """``t`` [s since onset] as a float; TypeError if it is not a real number, ValueError if
+    it is not finite or beyond +-:data:`MAX_TIME_S`."""
+    if isinstance(t, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or np.ndim(t) != 0:
+        # float("0.5") and float(True) were taken as times.
+        raise TypeError(f"{name} must be a real number [s since onset], got {t!r}")
+    try:
+        value = float(t)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a real number [s since onset], got {t!r}") from exc
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if abs(value) > MAX_TIME_S:
+        raise ValueError(f"{name} must be seconds since the motion onset, within +-{MAX_TIME_S:g} s; got {value:g} "
+                         "(a time stamp of an absolute clock, or in ms or ns?)")
+    return value
+
+
+def _real_array(values: Any, name: str) -> np.ndarray:
+    """``values`` as a float array; TypeError if they are not real numbers (complex values
+    lost their imaginary part with a warning, strings failed in numpy's conversion)."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    return array.astype(float, copy=False)
+
+
+def _boolean_mask(mask: Any, n_signals: int) -> np.ndarray:
+    """An observation mask as (D,) booleans (:func:`promp.phase_filter.as_mask`), and
+    ValueError if it observes no signal."""
+    array = as_mask(mask, n_signals)
+    if not array.any():
+        # Stored, it counted as an observation and moved the newest time and phase.
+        raise ValueError("mask observes no signal: an observation needs at least one")
+    return array

@@ -28,7 +28,7 @@ Metrics (all from the same predictions):
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ LEVELS = ("none", "recog", "1/4", "1/2")
 
 def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], labels: Sequence[str], *,
                      groups: Mapping[str, Sequence[int]] | None = None,
-                     config: EstimatorConfig = EstimatorConfig(), recog_time: float = 1.0) -> dict:
+                     config: EstimatorConfig = EstimatorConfig(), recog_time: float = 1.0) -> dict[str, Any]:
     """Evaluate recognition and prediction on labelled test motions (see module doc).
 
     Args:
@@ -69,14 +69,14 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
     groups = dict(groups or {})
     est = OnlineEstimator(library, config)
     D = library.n_signals
-    rms_rem = {lv: [] for lv in LEVELS}
-    rms_whole = {lv: [] for lv in LEVELS}
-    rms_rem_prior = {lv: [] for lv in LEVELS}
+    rms_rem: dict[str, list[_RMS]] = {lv: [] for lv in LEVELS}
+    rms_whole: dict[str, list[_RMS]] = {lv: [] for lv in LEVELS}
+    rms_rem_prior: dict[str, list[_RMS]] = {lv: [] for lv in LEVELS}
     inside = {lv: np.zeros(D) for lv in LEVELS}
     counted = {lv: np.zeros(D) for lv in LEVELS}
     correct = {lv: 0 for lv in LEVELS}
-    speeds = {lv: [] for lv in LEVELS}
-    recognised = {lv: [] for lv in LEVELS}
+    speeds: dict[str, list[float]] = {lv: [] for lv in LEVELS}
+    recognised: dict[str, list[str]] = {lv: [] for lv in LEVELS}
     true_speeds = []
     prior_task = int(np.argmax(est.filter.task_probabilities()))
     for demo, label in zip(test_demos, labels):
@@ -133,12 +133,16 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
     }
 
 
-def _rms(err: np.ndarray, groups: Mapping[str, Sequence[int]]) -> tuple[np.ndarray, dict]:
+#: Per-signal RMS (D,) and the RMS of each named group of signals.
+_RMS = tuple[np.ndarray, dict[str, float]]
+
+
+def _rms(err: np.ndarray, groups: Mapping[str, Sequence[int]]) -> _RMS:
     per_signal = np.sqrt(np.mean(err ** 2, axis=0))
     return per_signal, {name: float(np.sqrt(np.mean(err[:, list(idx)] ** 2))) for name, idx in groups.items()}
 
 
-def _summary(values: list[tuple[np.ndarray, dict]], groups: Mapping[str, Sequence[int]]) -> dict:
+def _summary(values: list[_RMS], groups: Mapping[str, Sequence[int]]) -> dict[str, Any]:
     per = np.array([v[0] for v in values])
     return {"per_signal_mean": per.mean(axis=0).tolist(), "per_signal_std": per.std(axis=0).tolist(),
             "groups": {name: {"mean": float(np.mean([v[1][name] for v in values])),

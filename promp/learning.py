@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import scipy.linalg
+import scipy.linalg  # type: ignore[import-untyped, unused-ignore]  # no stubs unless scipy-stubs is installed
 
 from promp.basis import RBFBasis
 from promp.model import ProMP
@@ -67,12 +67,15 @@ class Demonstration:
     group: str | None = None
 
     def __post_init__(self) -> None:
-        self.times = np.asarray(self.times, dtype=float)
-        self.values = np.asarray(self.values, dtype=float)
+        self.times = _real(self.times, "demonstration times")
+        self.values = _real(self.values, "demonstration values")
         if self.values.ndim == 1:
             self.values = self.values[:, None]
-        if self.times.ndim != 1 or self.values.shape[0] != self.times.shape[0]:
+        if self.times.ndim != 1 or self.values.ndim != 2 or self.values.shape[0] != self.times.shape[0]:
+            # (T, D, 3) values were taken as D signals and failed in the fit.
             raise ValueError(f"times (T,) and values (T, D) disagree: {self.times.shape} vs {self.values.shape}")
+        if self.values.shape[1] == 0:
+            raise ValueError("demonstration values have no signal (shape (T, 0))")
         if not np.all(np.isfinite(self.times)):
             # NaN passes the increasing-times check below (every comparison is False).
             raise ValueError("demonstration times must be finite")
@@ -87,7 +90,7 @@ class Demonstration:
 
     @property
     def n_signals(self) -> int:
-        return self.values.shape[1]
+        return int(self.values.shape[1])
 
     @property
     def phases(self) -> np.ndarray:
@@ -134,6 +137,15 @@ _NO_SPREAD_VARIANCE = 1e-6
 #: 0.05 is badly over-confident on real data, 1.0 costs accuracy on clean data; 0.3 keeps
 #: the accuracy and most of the calibration on both.
 DEFAULT_REGULARISATION = CovarianceRegularisation()
+
+
+def _real(values: object, name: str) -> np.ndarray:
+    """``values`` as a float array; TypeError if they are not real numbers (complex values
+    lost their imaginary part with a warning, strings failed in numpy's conversion)."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    return array.astype(float, copy=False)
 
 
 def demo_phases(times: np.ndarray) -> np.ndarray:
@@ -192,6 +204,13 @@ def learn_promp(demos: Sequence[Demonstration], basis: RBFBasis | None = None, *
     """
     if len(demos) == 0:
         raise ValueError("need at least one demonstration")
+    if not all(isinstance(d, Demonstration) for d in demos):
+        bad = next(d for d in demos if not isinstance(d, Demonstration))
+        raise TypeError(f"demos must be Demonstration objects, got {type(bad).__name__}")
+    if basis is not None and not isinstance(basis, RBFBasis):
+        raise TypeError(f"basis must be an RBFBasis, got {type(basis).__name__}")
+    if not 0 <= ridge < np.inf:
+        raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
     if len(demos) == 1 and regularisation.absolute <= _NO_SPREAD_VARIANCE:
         warnings.warn(f"{'task ' + repr(label) + ': ' if label else ''}a ProMP learned from one demonstration has "
                       "no spread and cannot follow an operator who moves otherwise: learn from several, or give "
@@ -202,6 +221,9 @@ def learn_promp(demos: Sequence[Demonstration], basis: RBFBasis | None = None, *
     D = demos[0].n_signals
     if any(d.n_signals != D for d in demos):
         raise ValueError("all demonstrations must have the same number of signals")
+    floor = np.asarray(min_noise_std, dtype=float)
+    if floor.shape not in ((), (D,)) or not np.all(np.isfinite(floor) & (floor >= 0)):
+        raise ValueError(f"min_noise_std must be a finite std >= 0, a scalar or ({D},), got {floor.tolist()!r}")
     k = basis.n_basis
     weights = np.empty((len(demos), D, k))
     sq_residual = np.zeros(D)
@@ -298,9 +320,10 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
         amplitude = group_amplitude
     if not promp.structured or not promp.coupled or (offset_std is None and ramp <= 0 and amplitude <= 0):
         return promp
-    basis, mean, low_rank = promp.basis, promp.weight_mean, promp.low_rank
+    basis, mean = promp.basis, promp.weight_mean
+    low_rank, block_var = promp.structure()
     D, k = mean.shape
-    cols = []
+    cols: list[np.ndarray] = []
     # The normalised RBFs sum to one, so equal weights give a constant; weights equal to
     # the (clipped) phase of their centre give a ramp.
     if offset_std is not None:
@@ -312,7 +335,7 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
         cols.append((amplitude * (mean - mean[:, :1]))[:, :, None])
     return ProMP(basis=basis, weight_mean=mean, noise_var=promp.noise_var, durations=promp.durations,
                  low_rank=np.ascontiguousarray(np.concatenate([low_rank] + cols, axis=2)),
-                 block_var=promp.block_var, coupled=True, signal_names=promp.signal_names,
+                 block_var=block_var, coupled=True, signal_names=promp.signal_names,
                  label=promp.label, group_var=promp.group_var)
 
 
@@ -327,7 +350,7 @@ def _offset_std(promp: ProMP, offset: float, group_offset: float) -> np.ndarray 
         return None
     if group_offset > 0 and promp.group_var is not None:
         return group_offset * np.sqrt(promp.group_var)
-    return offset * _demo_spread(promp.basis, promp.low_rank) if offset > 0 else None
+    return offset * _demo_spread(promp.basis, promp.structure()[0]) if offset > 0 else None
 
 
 def _demo_spread(basis: RBFBasis, low_rank: np.ndarray, n_phases: int = 101) -> np.ndarray:

@@ -25,7 +25,7 @@ import json
 import os
 import zipfile
 import zlib
-from typing import Iterator, Mapping, Sequence
+from typing import Any, ItemsView, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -88,17 +88,17 @@ class TaskLibrary:
     def __iter__(self) -> Iterator[str]:
         return iter(self._promps)
 
-    def items(self):
+    def items(self) -> ItemsView[str, ProMP]:
         return self._promps.items()
 
     @classmethod
-    def learn(cls, demos_by_label: Mapping[str, Sequence[Demonstration]], **learn_kwargs) -> "TaskLibrary":
+    def learn(cls, demos_by_label: Mapping[str, Sequence[Demonstration]], **learn_kwargs: Any) -> "TaskLibrary":
         """Learn one ProMP per label (keyword arguments go to :func:`promp.learning.learn_promp`)."""
         return cls({label: learn_promp(demos, label=label, **learn_kwargs)
                     for label, demos in demos_by_label.items()})
 
     # ------------------------------------------------------------------ file
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the library to ``path`` (an .npz file, written at exactly that path).
 
         Atomically: the file is written beside ``path`` under a unique temporary name and
@@ -111,7 +111,7 @@ class TaskLibrary:
         Raises:
             OSError: naming ``path`` (``[Errno 28]`` alone did not say which file).
         """
-        arrays: dict[str, np.ndarray] = {
+        arrays: dict[str, Any] = {
             "format": np.array(FORMAT_NAME), "version": np.array(FORMAT_VERSION),
             "labels": np.array(self.labels, dtype=str),
         }
@@ -123,10 +123,9 @@ class TaskLibrary:
             arrays[p + "durations"] = promp.durations
             arrays[p + "coupled"] = np.array(bool(promp.coupled))
             if promp.structured:
-                arrays[p + "low_rank"] = promp.low_rank
-                arrays[p + "block_var"] = promp.block_var
+                arrays[p + "low_rank"], arrays[p + "block_var"] = promp.structure()
             else:
-                arrays[p + "dense_cov"] = promp.dense_cov
+                arrays[p + "dense_cov"] = promp.weight_cov
             if promp.signal_names is not None:
                 arrays[p + "signal_names"] = np.array(promp.signal_names, dtype=str)
             if promp.group_var is not None:
@@ -163,7 +162,7 @@ class TaskLibrary:
             raise
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "TaskLibrary":
+    def load(cls, path: str | os.PathLike[str]) -> "TaskLibrary":
         """Read a library written by :meth:`save`.
 
         Raises:
@@ -201,14 +200,17 @@ class TaskLibrary:
                 raise LibraryFormatError(f"{path}: corrupt task library ({_reason(exc)})") from exc
 
     @classmethod
-    def _read(cls, data: "_CheckedMembers", path: str | os.PathLike) -> "TaskLibrary":
+    def _read(cls, data: "_CheckedMembers", path: str | os.PathLike[str]) -> "TaskLibrary":
         """The library in an opened .npz (see :meth:`load`)."""
         if "format" not in data or str(data["format"]) != FORMAT_NAME:
             raise LibraryFormatError(f"{path}: not a ProMP task library (no '{FORMAT_NAME}' format field)")
-        version = data["version"] if "version" in data else np.array(-1)
-        if version.shape != () or version.dtype.kind not in "iu":
-            raise LibraryFormatError(f"{path}: task library format version is not an integer: {version.tolist()!r}")
-        version = int(version)
+        if "version" not in data:
+            raise LibraryFormatError(f"{path}: task library has no format version field; re-learn the library "
+                                     "from its demonstrations")
+        stored = data["version"]
+        if stored.shape != () or stored.dtype.kind not in "iu":
+            raise LibraryFormatError(f"{path}: task library format version is not an integer: {stored.tolist()!r}")
+        version = int(stored)
         if version > FORMAT_VERSION:
             raise LibraryFormatError(
                 f"{path}: task library format version {version} comes from a newer release, this code "
@@ -227,6 +229,12 @@ class TaskLibrary:
         if repeated:
             # Loaded, the later task silently replaced the earlier one of the same label.
             raise LibraryFormatError(f"{path}: task library labels repeat: {', '.join(map(repr, repeated))}")
+        unlabelled = sorted({key.split("/", 1)[0] for key in data.keys() if _task_index(key) >= len(names)},
+                            key=_task_index)
+        if unlabelled:
+            # A shortened labels field loaded the first tasks without a word about the rest.
+            raise LibraryFormatError(f"{path}: task library holds task fields {', '.join(unlabelled)} beyond its "
+                                     f"{len(names)} labels")
         lib = cls()
         for i, label in enumerate(labels):
             label, p = str(label), f"t{i}/"
@@ -245,7 +253,7 @@ class TaskLibrary:
                 coupled = data[p + "coupled"]
                 if coupled.shape != () or coupled.dtype != bool:
                     raise ValueError(f"coupled must be a boolean, got {coupled.tolist()!r}")   # bool("False") is True
-                kw = dict(basis=RBFBasis.from_dict(spec),
+                kw: dict[str, Any] = dict(basis=RBFBasis.from_dict(spec),
                           weight_mean=_real(weight_mean, "weight_mean"), noise_var=_real(data[p + "noise_var"], "noise_var"),
                           durations=_real(data[p + "durations"], "durations"), coupled=bool(coupled),
                           label=label)
@@ -257,7 +265,7 @@ class TaskLibrary:
                 if p + "signal_names" in data:
                     kw.update(signal_names=tuple(str(s) for s in data[p + "signal_names"]))
                 if p + "group_var" in data:
-                    kw.update(group_var=data[p + "group_var"])
+                    kw.update(group_var=_real(data[p + "group_var"], "group_var"))
                 lib.add(label, ProMP(**kw))
             except LibraryFormatError:
                 raise
@@ -280,18 +288,24 @@ class _CheckedMembers:
     _MAX_RATIO = 50
     _RATIO_CHECKED_FROM = 1 << 20
 
-    def __init__(self, data: np.lib.npyio.NpzFile, path: str | os.PathLike) -> None:
+    def __init__(self, data: np.lib.npyio.NpzFile, path: str | os.PathLike[str]) -> None:
         self._data, self._path = data, path
 
     def __contains__(self, key: str) -> bool:
         return key in self._data
 
-    def __getitem__(self, key: str):
+    def keys(self) -> list[str]:
+        """The members' names (without .npy)."""
+        return list(self._data.files)
+
+    def __getitem__(self, key: str) -> np.ndarray:
         self._check_size(key)
         return self._data[key]
 
     def _check_size(self, key: str) -> None:
         zf = self._data.zip
+        if zf is None:                                # closed (not while load reads it)
+            raise ValueError("the archive is closed")
         names = set(zf.namelist())
         name = key + ".npy" if key + ".npy" in names else key
         if name not in names:
@@ -319,6 +333,12 @@ class _CheckedMembers:
             raise LibraryFormatError(
                 f"{self._path}: corrupt task library (member {name!r} declares shape {shape} "
                 f"({declared} bytes) but holds {info.file_size} bytes)")
+
+
+def _task_index(key: str) -> int:
+    """i of a member ``t{i}/...`` (a task's field), else -1."""
+    head, sep, _ = key.partition("/")
+    return int(head[1:]) if sep and head[:1] == "t" and head[1:].isdigit() else -1
 
 
 def _real(array: np.ndarray, name: str) -> np.ndarray:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg
+import scipy.linalg  # type: ignore[import-untyped, unused-ignore]  # no stubs unless scipy-stubs is installed
 
 from promp.basis import RBFBasis, signal_covariances, signal_means, signal_variances
 
@@ -76,6 +76,8 @@ class ProMP:
         if self.weight_mean.ndim != 2 or self.weight_mean.shape[1] != self.basis.n_basis:
             raise ValueError(f"weight_mean must be (D, {self.basis.n_basis}), got {self.weight_mean.shape}")
         D, k = self.weight_mean.shape
+        if D == 0:
+            raise ValueError("weight_mean must have at least one signal, got shape (0, k)")
         self.noise_var = np.broadcast_to(np.asarray(self.noise_var, dtype=float), (D,)).copy()
         self.durations = np.atleast_1d(np.asarray(self.durations, dtype=float))
         # NaN fails every comparison, so the range checks below are written to fail on it
@@ -112,11 +114,11 @@ class ProMP:
     # ------------------------------------------------------------------ sizes
     @property
     def n_signals(self) -> int:
-        return self.weight_mean.shape[0]
+        return int(self.weight_mean.shape[0])
 
     @property
     def n_basis(self) -> int:
-        return self.weight_mean.shape[1]
+        return int(self.weight_mean.shape[1])
 
     @property
     def n_weights(self) -> int:
@@ -126,6 +128,13 @@ class ProMP:
     def structured(self) -> bool:
         """True if the covariance is stored as block_var + low_rank (fast path)."""
         return self.dense_cov is None
+
+    def structure(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low_rank (D, k, r), block_var (D,)) of a structured model; ValueError for a
+        dense one (``dense_cov``), which has neither."""
+        if self.low_rank is None or self.block_var is None:
+            raise ValueError("a dense ProMP (dense_cov) has no low_rank / block_var structure")
+        return self.low_rank, self.block_var
 
     # ------------------------------------------------------------------ time
     @property
@@ -155,21 +164,22 @@ class ProMP:
         if self.dense_cov is not None:
             return self.dense_cov
         if self._cov_cache is None:
-            self._cov_cache = structured_to_dense(self.low_rank, self.block_var, self.coupled)
+            self._cov_cache = structured_to_dense(*self.structure(), self.coupled)
         return self._cov_cache
 
     def sample_weights(self, n_samples: int, rng: np.random.Generator) -> np.ndarray:
         """(n_samples, D, k) weight vectors drawn from N(mu_w, Sigma_w)."""
         D, k = self.weight_mean.shape
         if self.structured:
-            r = self.low_rank.shape[2]
-            iso = rng.standard_normal((n_samples, D, k)) * np.sqrt(self.block_var)[None, :, None]
+            low_rank, block_var = self.structure()
+            r = low_rank.shape[2]
+            iso = rng.standard_normal((n_samples, D, k)) * np.sqrt(block_var)[None, :, None]
             if self.coupled:
                 a = rng.standard_normal((n_samples, r))
-                low = np.einsum("dkr,nr->ndk", self.low_rank, a)
+                low = np.einsum("dkr,nr->ndk", low_rank, a)
             else:
                 a = rng.standard_normal((n_samples, D, r))
-                low = np.einsum("dkr,ndr->ndk", self.low_rank, a)
+                low = np.einsum("dkr,ndr->ndk", low_rank, a)
             return self.weight_mean[None] + iso + low
         chol = _psd_cholesky(self.weight_cov)
         e = rng.standard_normal((n_samples, D * k))
@@ -186,8 +196,9 @@ class ProMP:
         """Covariance between signals Phi(z) Sigma_w Phi(z)^T (+ Sigma_y): (D, D) or (n, D, D)."""
         phi = self.basis(np.atleast_1d(z))
         if self.structured:
-            out = np.einsum("nk,d->nd", phi ** 2, self.block_var)[:, :, None] * np.eye(self.n_signals)
-            low = np.einsum("nk,dkr->ndr", phi, self.low_rank)
+            low_rank, block_var = self.structure()
+            out = np.einsum("nk,d->nd", phi ** 2, block_var)[:, :, None] * np.eye(self.n_signals)
+            low = np.einsum("nk,dkr->ndr", phi, low_rank)
             if self.coupled:
                 out = out + np.einsum("ndr,ner->nde", low, low)
             else:
@@ -202,8 +213,9 @@ class ProMP:
         """Marginal variances per signal: (D,) or (n, D)."""
         phi = self.basis(np.atleast_1d(z))
         if self.structured:
-            low = np.einsum("nk,dkr->ndr", phi, self.low_rank)
-            out = (phi ** 2).sum(1)[:, None] * self.block_var[None] + np.einsum("ndr,ndr->nd", low, low)
+            low_rank, block_var = self.structure()
+            low = np.einsum("nk,dkr->ndr", phi, low_rank)
+            out = (phi ** 2).sum(1)[:, None] * block_var[None] + np.einsum("ndr,ndr->nd", low, low)
         else:
             out = signal_variances(phi, self.weight_cov)
         if include_noise:
@@ -245,7 +257,13 @@ class ProMP:
         if zz.ndim != 1 or yy.shape != (n, D):
             raise ValueError(f"z (n,) and y (n, {D}) disagree: z {np.shape(z)}, y {np.shape(y)}")
         if mm is not None and mm.shape not in ((1, D), (n, D)):
-            raise ValueError(f"mask must be ({D},) or ({n}, {D}), got {np.shape(mask)}")
+            raise ValueError(f"mask must be ({D},) or ({n}, {D}), got {np.asarray(mask).shape}")
+        # NaN / inf were refused only when the result was built, as "weight_mean must be finite".
+        if not np.all(np.isfinite(zz)):
+            raise ValueError("phases z must be finite")
+        if not np.all(np.isfinite(yy if mm is None else np.where(mm, yy, 0.0))):
+            raise ValueError("observed values y must be finite where observed (they hold NaN or inf)")
+        _check_noise_var(noise, D)
         belief = self.belief()
         phis = self.basis(zz)
         for i in range(len(zz)):
@@ -296,9 +314,14 @@ class GaussianWeights:
         if np.shape(phi) != (k,) or np.shape(y) != (D,) or (mask is not None and np.shape(mask) != (D,)):
             raise ValueError(f"phi must be ({k},), y and mask ({D},): got {np.shape(phi)}, {np.shape(y)}, "
                              f"{None if mask is None else np.shape(mask)}")
+        if not np.all(np.isfinite(phi)):
+            raise ValueError("phi must be finite (it holds NaN or inf)")
+        _check_noise_var(noise_var, D)
         sel = np.arange(D) if mask is None else np.flatnonzero(mask)
         if sel.size == 0:
             return
+        if not np.all(np.isfinite(y[sel])):
+            raise ValueError("y must be finite where observed (it holds NaN or inf)")
         noise = np.broadcast_to(np.asarray(noise_var, dtype=float), (D,))[sel]
         n = D * k
         # Sigma H^T: columns of Sigma belonging to the observed blocks, contracted with phi.
@@ -356,6 +379,16 @@ def structured_to_dense(low_rank: np.ndarray, block_var: np.ndarray, coupled: bo
             cov[s, s] = low_rank[d] @ low_rank[d].T
     cov[np.diag_indices(D * k)] += np.repeat(block_var, k)
     return cov
+
+
+def _check_noise_var(noise_var: object, n_signals: int) -> None:
+    """ValueError unless ``noise_var`` is a scalar or (D,) of finite variances >= 0 (a
+    negative one was used as is)."""
+    noise = np.asarray(noise_var, dtype=float)
+    if noise.shape not in ((), (n_signals,)):
+        raise ValueError(f"noise_var must be a scalar or ({n_signals},), got shape {noise.shape}")
+    if not np.all(np.isfinite(noise) & (noise >= 0)):
+        raise ValueError(f"noise_var must be finite and >= 0, got {noise.tolist()}")
 
 
 def _check_finite(**arrays: np.ndarray) -> None:

@@ -64,10 +64,22 @@ class OnsetDetector:
         self.onset, self._prev, self._run_start = None, None, None
 
     def push(self, t: float, y: np.ndarray) -> float | None:
-        """Add one sample; returns the onset time once detected (and ever after)."""
+        """Add one sample; returns the onset time once detected (and ever after).
+
+        ValueError (before anything changes) for a time that is not finite, or a sample
+        whose tested signals are missing or not finite (a NaN sample was taken, as a
+        speed that is never above the threshold).
+        """
         if self.onset is not None:
             return self.onset
-        sel = np.asarray(y, dtype=float)[list(self.indices)]
+        if not np.isfinite(t):
+            raise ValueError(f"sample time t must be finite, got {t}")
+        y = np.asarray(y, dtype=float)
+        if y.ndim != 1 or any(not -len(y) <= i < len(y) for i in self.indices):
+            raise ValueError(f"sample y must be 1-D with the signals {list(self.indices)}, got shape {y.shape}")
+        sel = y[list(self.indices)]
+        if not np.all(np.isfinite(sel)):
+            raise ValueError("sample y must be finite on the tested signals (it holds NaN or inf)")
         if self._prev is not None and t > self._prev[0]:
             t_prev, y_prev = self._prev
             speed = float(np.linalg.norm(sel - y_prev)) / (t - t_prev)

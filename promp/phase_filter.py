@@ -49,6 +49,9 @@ __all__ = ["PhaseGridConfig", "TaskPhaseFilter", "TimeWarp"]
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
+#: One observation (t, y (D,), mask (D,) or None) as the filter keeps it.
+_Observation = tuple[float, np.ndarray, np.ndarray | None]
+
 #: The speed estimates :class:`PhaseGridConfig` offers (see its ``speed_estimate``).
 SPEED_ESTIMATES = ("smooth", "mean", "map")
 
@@ -352,6 +355,10 @@ class TaskPhaseFilter:
         if self._task_log_prior.shape != (K,) or np.any(np.isnan(self._task_log_prior)):
             # A longer prior used to be cut to its first K entries without a word.
             raise ValueError(f"task_log_prior must be ({K},) log-probabilities, got shape {self._task_log_prior.shape}")
+        if np.any(self._task_log_prior == np.inf) or not np.any(np.isfinite(self._task_log_prior)):
+            # +inf or no finite entry made every posterior NaN.
+            raise ValueError("task_log_prior must be log-probabilities (< +inf), at least one finite, got "
+                             f"{self._task_log_prior.tolist()}")
         self.reset()
 
     # ----------------------------------------------------------------- tables
@@ -359,7 +366,7 @@ class TaskPhaseFilter:
         cfg = self.config
         G = cfg.n_phase_points
         z = np.linspace(0.0, 1.0, G)
-        r = max(0, min(cfg.latent_rank, max(p.low_rank.shape[2] if p.structured else 0 for p in promps)))
+        r = max(0, min(cfg.latent_rank, max(p.structure()[0].shape[2] if p.structured else 0 for p in promps)))
         self.rank = r
         K, D = len(promps), promps[0].n_signals
         q_tab = np.zeros((K, G, r * r))
@@ -389,11 +396,11 @@ class TaskPhaseFilter:
                 # so it would make a broad task broad even at phase 0 where every take is
                 # at rest (the Occam-factor failure of the fourth round); the unmodelled
                 # variation it stood in for is now the measured between-performer part.
-                var_total = var_total - (phi ** 2).sum(1)[:, None] * promp.block_var[None]
+                var_total = var_total - (phi ** 2).sum(1)[:, None] * promp.structure()[1][None]
             lat = np.zeros((G, D, r))
             if r and promp.structured:
                 Dk = promp.n_weights
-                u = promp.low_rank.reshape(Dk, -1)
+                u = promp.structure()[0].reshape(Dk, -1)
                 left, sing, _ = np.linalg.svd(u, full_matrices=False)
                 keep = min(r, len(sing))
                 u_r = (left[:, :keep] * sing[:keep]).reshape(D, promp.n_basis, keep)
@@ -431,7 +438,7 @@ class TaskPhaseFilter:
         self._quad = np.zeros(K * H0)
         self._logdet_noise = np.zeros(K * H0)
         self.alive = np.ones(K, dtype=bool)
-        self._buckets: dict[int, tuple[float, np.ndarray, np.ndarray | None]] = {}
+        self._buckets: dict[int, _Observation] = {}
         self.n_evidence = 0
         self._log_post: np.ndarray | None = None
         self._warps: dict[int, TimeWarp] = {}
@@ -451,18 +458,32 @@ class TaskPhaseFilter:
         arrival; those whose masks share no signal are parts of one sample, merged into one
         observation (only the first part counted before).
 
+        Invalid input (t not finite, y not (D,) or not finite where observed, mask not (D,))
+        raises ValueError before anything changes: a late packet's replacement used to
+        subtract the bucket's representative and then fail on the new one.
+
         Args:
             t: time since motion onset [s] (operator clock).
             y: (D,) observed values.
             mask: (D,) booleans, True where observed (None = all).
         """
-        if mask is not None and not np.any(mask):
-            return False
         t = float(t)
-        bucket = int(np.floor(t * self.config.evidence_rate_hz))
+        scaled = t * self.config.evidence_rate_hz
+        if not math.isfinite(scaled):
+            raise ValueError(f"observation time t must be finite (and t x evidence_rate_hz too), got {t}")
+        if np.shape(y) != (self.n_signals,):
+            raise ValueError(f"observation y must have shape ({self.n_signals},), got {np.shape(y)}")
+        if mask is not None:
+            mask = as_mask(mask, self.n_signals)
+            if not mask.any():
+                return False
+        y = np.asarray(y, dtype=float)
+        if not np.all(np.isfinite(y if mask is None else y[mask])):
+            raise ValueError("observation y has non-finite values (NaN or inf) where observed")
+        bucket = int(math.floor(scaled))
         current = self._buckets.get(bucket)
         if current is not None:
-            if t == current[0] and _disjoint(mask, current[2]):
+            if t == current[0] and mask is not None and _disjoint(mask, current[2]):
                 # Two parts of one sample (e.g. the hands and the head sent apart): one
                 # observation of both, not the first part alone.
                 y, mask = _merged(current, np.asarray(y, dtype=float), mask)
@@ -611,7 +632,7 @@ class TaskPhaseFilter:
             if spread > self._log_step:
                 return TimeWarp(float(np.exp(mean_log)), float(p.sum(axis=0) @ self.offset_grid),
                                 float(self.durations[task]))
-        i, j = np.unravel_index(np.argmax(lp), lp.shape)
+        i, j = (int(v) for v in np.unravel_index(np.argmax(lp), lp.shape))
         li = _parabola_peak(lp[:, j], i)
         lj = _parabola_peak(lp[i, :], j)
         speed = float(np.exp(np.interp(li, np.arange(len(log_speed)), log_speed)))
@@ -674,12 +695,25 @@ class TaskPhaseFilter:
 
 
 # ----------------------------------------------------------------------------- helpers
+def as_mask(mask: object, n_signals: int) -> np.ndarray:
+    """An observation mask as (D,) booleans; ValueError for another shape or for values
+    other than booleans or 0 / 1 (NaN, 0.5 and strings converted to True)."""
+    array = np.asarray(mask)
+    if array.shape != (n_signals,):
+        raise ValueError(f"mask must have shape ({n_signals},), got {array.shape}")
+    if array.dtype != bool:
+        if array.dtype.kind not in "iuf" or not np.all((array == 0) | (array == 1)):
+            raise ValueError(f"mask must hold booleans (True where the signal is observed), got {array.tolist()!r}")
+        array = array.astype(bool)
+    return array
+
+
 def _disjoint(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     """Whether two observation masks share no signal (None: every signal)."""
     return a is not None and b is not None and not np.any(np.logical_and(a, b))
 
 
-def _merged(current: tuple, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+def _merged(current: _Observation, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(values, mask) of the observation ``current`` (t, y, mask) and ``(y, mask)`` of the
     same time stamp and disjoint masks, as one; the mask None when it covers every signal."""
     _, y_current, mask_current = current
@@ -688,7 +722,7 @@ def _merged(current: tuple, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray
     return np.where(mask, y, y_current), (None if union.all() else union)
 
 
-def _tie_key(y: np.ndarray, mask: np.ndarray | None) -> tuple:
+def _tie_key(y: np.ndarray, mask: np.ndarray | None) -> tuple[int, tuple[bool, ...], tuple[float, ...]]:
     """Rank of an observation among those with the same time stamp (smaller wins).
 
     More observed signals first, then the mask and the observed values in a fixed

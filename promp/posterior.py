@@ -28,6 +28,8 @@ the stored observations in O(n k^2), and the order of arrival does not matter.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from promp.model import ProMP
@@ -53,20 +55,21 @@ class StructuredPosterior:
         if not promp.structured:
             raise ValueError("StructuredPosterior needs a ProMP with low_rank/block_var structure")
         self.promp = promp
-        D, k, r = promp.low_rank.shape
+        low_rank, block_var = promp.structure()
+        D, k, r = low_rank.shape
         self._D, self._k, self._r = D, k, r
         self._coupled = promp.coupled
         self._mu = promp.weight_mean
-        self._u = promp.low_rank
-        self._u_km = np.ascontiguousarray(promp.low_rank.transpose(1, 0, 2))   # (k, D, r)
+        self._u = low_rank
+        self._u_km = np.ascontiguousarray(low_rank.transpose(1, 0, 2))         # (k, D, r)
         self._mu_km = np.ascontiguousarray(promp.weight_mean.T)                # (k, D)
         cond_noise = promp.noise_var if conditioning_noise_var is None else \
             np.broadcast_to(np.asarray(conditioning_noise_var, dtype=float), (D,)).copy()
         if not np.all((cond_noise > 0) & np.isfinite(cond_noise)):
             # The information form divides by it: 0 gave NaN means and covariances.
             raise ValueError(f"conditioning noise variances must be finite and > 0, got {cond_noise}")
-        self._ratio = (promp.block_var / cond_noise)[None, :]                  # eps / sigma^2
-        self._eps = promp.block_var
+        self._ratio = (block_var / cond_noise)[None, :]                        # eps / sigma^2
+        self._eps = block_var
         self._noise = cond_noise
         self._predictive_noise = promp.noise_var
         self.reset()
@@ -106,20 +109,27 @@ class StructuredPosterior:
                              f"{phi.shape}, {values.shape}, {None if mask is None else np.shape(mask)}")
         if n == 0:
             return self
-        full = self._full_key()
+        # The contributions first, checked, then added: NaN / inf in phi or in an observed
+        # value made every later mean and covariance NaN (or failed in an eigensolver).
         if mask is None or np.all(mask):
-            self._add_gram(full, phi.T @ phi)
-            self._b += (values / self._noise).T @ phi
+            grams = [(self._full_key(), phi.T @ phi)]
+            b_add = (values / self._noise).T @ phi
         else:
             mask = np.atleast_2d(np.asarray(mask, dtype=bool))
             weighted = np.where(mask, values, 0.0) / self._noise
-            self._b += weighted.T @ phi
+            b_add = weighted.T @ phi
             patterns, inverse = np.unique(mask, axis=0, return_inverse=True)
+            grams = []
             for p, pattern in enumerate(patterns):
                 if not pattern.any():
                     continue
                 rows = phi[inverse.ravel() == p]
-                self._add_gram(pattern.tobytes(), rows.T @ rows)
+                grams.append((pattern.tobytes(), rows.T @ rows))
+        if not (np.all(np.isfinite(b_add)) and all(np.all(np.isfinite(gram)) for _, gram in grams)):
+            raise ValueError("phi and the observed values must be finite (they hold NaN or inf)")
+        for key, gram in grams:
+            self._add_gram(key, gram)
+        self._b += b_add
         self._n_obs += n
         self._solved = False
         return self
@@ -203,6 +213,7 @@ class StructuredPosterior:
                 low = e_rot @ a                                               # (k, S)
                 factor = e_rot @ inv_chol_t                                   # Q^T E C^-T
             else:
+                m_part = cast(np.ndarray, m_part)                             # set when not coupled
                 chol_s = np.linalg.cholesky(m_part)                           # (S, r, r)
                 corr = np.einsum("ksr,ks->sr", e_rot, x_rot)
                 a_s = np.linalg.solve(m_part, corr[:, :, None])[:, :, 0]
@@ -234,9 +245,14 @@ class StructuredPosterior:
         Returns:
             mean (F, D) and cov (F, D, D) or var (F, D).
         """
-        self._solve()
         phi = np.atleast_2d(phi)
         F, D, r = phi.shape[0], self._D, self._r
+        if phi.ndim != 2 or phi.shape[1] != self._k or not np.all(np.isfinite(phi)):
+            raise ValueError(f"phi must be finite (F, {self._k}) basis rows, got shape {phi.shape}"
+                             + ("" if phi.shape[1:] != (self._k,) else " with NaN or inf"))
+        if extra_factor is not None and (np.ndim(extra_factor) != 3 or extra_factor.shape[:2] != (F, D)):
+            raise ValueError(f"extra_factor must be ({F}, {D}, c), got shape {np.shape(extra_factor)}")
+        self._solve()
         mean = phi @ self._mean.T
         var = np.empty((F, D))
         c = 0 if extra_factor is None else extra_factor.shape[2]

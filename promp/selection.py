@@ -9,7 +9,7 @@ not seen, which is what the product needs, rather than how closely it fits the d
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -25,7 +25,7 @@ __all__ = ["leave_one_out_scores"]
 def leave_one_out_scores(demos: Sequence[Demonstration], basis: RBFBasis = RBFBasis(), *,
                          regularisation: CovarianceRegularisation = DEFAULT_REGULARISATION,
                          covariance: str = "full", config: EstimatorConfig = EstimatorConfig(),
-                         ridge: float = 1e-12) -> dict:
+                         ridge: float = 1e-12) -> dict[str, Any]:
     """Leave-one-out scores of one task's demonstrations (needs >= 3 demos).
 
     Returns:

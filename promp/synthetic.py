@@ -10,6 +10,7 @@ cross-covariance matters, like a person who lifts higher also leans more), a dur
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class SyntheticTask:
 
     @property
     def n_signals(self) -> int:
-        return self.base.shape[0]
+        return int(self.base.shape[0])
 
     def values(self, z: np.ndarray, coeffs: np.ndarray | None = None) -> np.ndarray:
         """(n, D) signal values at phases z for latent coefficients (L,) (default 0: the mean)."""
@@ -79,18 +80,18 @@ class SyntheticTask:
         z = t / t[-1]
         if warp:
             z = z + warp * rng.uniform(-1.0, 1.0) * np.sin(np.pi * z) / np.pi
-        c = rng.standard_normal(self.latent.shape[0]) if coeffs is None else np.asarray(coeffs)
+        c = np.asarray(rng.standard_normal(self.latent.shape[0]) if coeffs is None else coeffs)
         y = self.values(z, c) + rng.normal(0.0, noise_std, (len(t), self.n_signals))
         return Demonstration(t, y, label=self.label), c
 
     def demonstrations(self, rng: np.random.Generator, n_demos: int, speed_spread: float = 0.1,
-                       **kw) -> list[Demonstration]:
+                       **kw: Any) -> list[Demonstration]:
         """n_demos executions with speeds log-uniform in [1/(1+spread), 1+spread]."""
         s = np.exp(rng.uniform(-np.log1p(speed_spread), np.log1p(speed_spread), n_demos))
         return [self.execution(rng, speed=float(si), **kw)[0] for si in s]
 
 
-def make_tasks(seed: int, n_tasks: int, n_signals: int, **kw) -> list[SyntheticTask]:
+def make_tasks(seed: int, n_tasks: int, n_signals: int, **kw: Any) -> list[SyntheticTask]:
     """``n_tasks`` random tasks labelled task0, task1, ... (keyword args: :meth:`SyntheticTask.random`)."""
     rng = np.random.default_rng(seed)
     return [SyntheticTask.random(rng, n_signals, f"task{i}", **kw) for i in range(n_tasks)]

@@ -161,6 +161,69 @@ def test_a_non_finite_time_is_refused_and_leaves_the_estimator_unchanged(tasks, 
     np.testing.assert_array_equal(est.predict(2.0)[1], cov)
 
 
+def _state(est):
+    """Everything an update may change, for before/after comparisons."""
+    e = est.estimate()
+    mean, cov = est.predict(2.0)
+    return (est.n_observations, est.observations[0].copy(), est.observations[1].copy(), e.task, e.speed,
+            e.offset, e.phase, e.task_probabilities.copy(), est.filter.log_posterior().copy(), mean, cov)
+
+
+def _assert_same_state(a, b):
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+        else:
+            assert x == y
+
+
+def test_observations_outside_the_motion_are_stored_flagged_and_counted(tasks, library):
+    """An observation long after the end of the motion under every hypothesis (the operator
+    holds the final pose, the caller has not seen the end yet) is accepted like an old one:
+    stored, used at phase 1, and now flagged and counted (it was clipped without a word)."""
+    rng = np.random.default_rng(14)
+    demo, _ = tasks[0].execution(rng)
+    est = OnlineEstimator(library)
+    e = feed(est, demo, until=1.0)
+    assert not e.outside_motion and est.n_outside_motion == 0
+    lo, hi = est.motion_span
+    grid = est.filter
+    assert lo == grid.offset_grid.min()
+    assert hi == pytest.approx(grid.offset_grid.max() + max(p.duration for p in library.promps) / grid.speed_grid.min())
+    n = est.n_observations
+    late = est.update(hi + 30.0, demo.values[-1])
+    assert late.outside_motion and late.phase == 1.0
+    assert est.n_outside_motion == 1 and late.n_observations == n + 1
+    early = est.update(lo - 1.0, demo.values[0])
+    assert early.outside_motion and est.n_outside_motion == 2 and early.n_observations == n + 2
+    # An exact repeat is not stored again, nor counted.
+    est.update(hi + 30.0, demo.values[-1])
+    assert est.n_outside_motion == 2 and est.n_observations == n + 2
+    inside = est.update(0.5 * (lo + hi), demo.values[len(demo.times) // 2])
+    assert not inside.outside_motion and est.n_outside_motion == 2
+    assert np.all(np.isfinite(est.predict(hi + 60.0)[1]))
+    est.reset()
+    assert est.n_outside_motion == 0 and not est.estimate().outside_motion
+
+
+@pytest.mark.parametrize("bad_t", [1.7e9, -2e6, 1e300, 1.7e308])
+def test_a_time_beyond_any_motion_clock_is_refused_and_leaves_the_estimator_unchanged(tasks, library, bad_t):
+    """A time stamp of an absolute clock (Unix seconds), or ms / ns read as s, was taken at
+    phase 1 (or 0) without a word; near the float limit the filter's bucket overflowed after
+    the observation had been stored (OverflowError, half an update)."""
+    rng = np.random.default_rng(15)
+    demo, _ = tasks[1].execution(rng)
+    est = OnlineEstimator(library)
+    feed(est, demo, until=1.0)
+    before = _state(est)
+    with pytest.raises(ValueError, match="observation time t must be seconds since the motion onset"):
+        est.update(bad_t, demo.values[0])
+    _assert_same_state(_state(est), before)
+    with pytest.raises(ValueError, match="prediction times must be seconds since the motion onset"):
+        est.predict_many([1.0, bad_t])
+    _assert_same_state(_state(est), before)
+
+
 def test_an_exact_repeat_of_an_observation_is_stored_once_distinct_values_twice(tasks, library):
     rng = np.random.default_rng(13)
     demo, _ = tasks[1].execution(rng)
