@@ -114,6 +114,18 @@ def burst_length(text: str) -> float:
     return value
 
 
+def check_loss_burst(loss: float, burst: float | None, loss_option: str = "--loss",
+                     burst_option: str = "--loss-burst") -> None:
+    """UsageError unless a ``--loss-burst`` comes with a loss it can shape: in (0, 1)."""
+    if burst is None:
+        return
+    if loss <= 0:
+        raise UsageError(f"{burst_option} {burst:g} shapes the losses of {loss_option}, which loses none: "
+                         f"give {loss_option} P with P > 0")
+    if loss >= 1:
+        raise UsageError(f"{burst_option} needs a loss below 1 (at {loss_option} 1 every packet is lost)")
+
+
 def fraction(text: str) -> float:
     """A probability in [0, 1], 1 included (netem may simulate a dead link)."""
     return _in_unit_interval(text, low_open=False, high_open=False)

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from teleop.cli_types import burst_length, positive_float, probability, round_trip
+from teleop.cli_types import burst_length, check_loss_burst, positive_float, probability, round_trip
 from teleop.data_args import check_out_folder
 
 
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from teleop.demo import DemoSettings, run_demo
 
+    check_loss_burst(args.loss, args.loss_burst)
     settings = DemoSettings(duration=args.duration, rtt=args.rtt, seed=args.seed, loss=args.loss,
                             loss_burst=args.loss_burst)
     check_out_folder(args.out)   # before the sessions, not when the frames are written after them

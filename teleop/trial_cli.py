@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from teleop.cli_types import burst_length, delay_list, nonempty_path, probability
+from teleop.cli_types import burst_length, check_loss_burst, delay_list, nonempty_path, probability
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
                                take_files)
 from teleop.takes import check_left_out, same_take, tasks_not_learned
@@ -101,6 +101,7 @@ def warn_round_trips_past_the_takes(rtts: list[float], takes: list) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_loss_burst(args.loss, args.loss_burst)
     check_out_folder(args.out)
     from teleop.output_set import write_outputs_together
     from teleop.train_cli import _learn

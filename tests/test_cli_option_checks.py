@@ -333,3 +333,11 @@ def test_bench_retarget_reads_the_pose_exports_only(tmp_path):
     for name in ("p1.csv", "p12.csv", "pose.csv", "plan.csv", "1.csv"):
         (tmp_path / name).write_text("t")
     assert [p.name for p in xsens_takes(tmp_path)] == ["p1.csv", "p12.csv"]
+
+
+@pytest.mark.parametrize("command", [["demo", "--duration", "1"], ["trial", "--train", "x", "--test", "y"]])
+def test_a_loss_burst_without_a_loss_is_refused_with_a_usage_message(command, tmp_path, capsys):
+    """--loss-burst shapes the losses of --loss: alone it would silently change nothing."""
+    assert main([*command, "--out", str(tmp_path / "out"), "--loss-burst", "3"]) == 2
+    assert "--loss-burst 3 shapes the losses of --loss, which loses none" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -14,7 +14,7 @@ import signal
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, address, burst_length, destination, fraction, non_negative_float, positive_float
+from teleop.cli_types import UsageError, address, burst_length, check_loss_burst, destination, fraction, non_negative_float, positive_float
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
 
 
@@ -102,10 +102,8 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
                   f"{100 * _share_below_zero(delay_ms, sigma):.0f} % of the packets would have a negative delay "
                   "and are sent at once", file=sys.stderr)
     common = dict(max_delay=ms(args.max_delay_ms), queue_limit=ms(args.queue_ms))
-    for option, burst, loss in (("--loss-burst", args.loss_burst, args.loss),
-                                ("--back-loss-burst", args.back_loss_burst, args.back_loss)):
-        if burst is not None and loss >= 1.0:
-            raise UsageError(f"{option} needs a loss below 1 (at 1 every packet is lost)")
+    check_loss_burst(args.loss, args.loss_burst)
+    check_loss_burst(args.back_loss, args.back_loss_burst, "--back-loss", "--back-loss-burst")
     forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms(args.jitter_ms), loss=args.loss,
                              loss_burst=args.loss_burst,
                              duplicate=args.dup, keep_order=args.keep_order,
