@@ -123,6 +123,8 @@ def _run(args: argparse.Namespace) -> int:
         results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss, loss_burst=args.loss_burst),
                             progress=True)   # on stderr: --json keeps stdout for the JSON
         summary = summarise(results, labels)
+    # The link the figures were measured on (a lossy run's files must not read as a clean one's).
+    summary["link"] = {"loss": args.loss, "loss_burst": args.loss_burst, "seed": args.seed}
     # A real-time run's files carry "_realtime", so that the two modes' results on the same
     # takes sit side by side in one folder (before, each removed the other's summary and
     # overwrote its table, takes and plots).

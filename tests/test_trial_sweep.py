@@ -150,3 +150,15 @@ def test_the_trial_warns_when_the_forward_delay_outlasts_every_take(capsys):
     assert "round trip(s) 8 s the forward delay exceeds the longest test take (3.00 s)" in err
     warn_round_trips_past_the_takes([1.5, 6.0], [take])
     assert capsys.readouterr().err == ""
+
+
+def test_the_table_says_when_the_link_lost_commands():
+    """A lossy run's table must not read as a clean one's."""
+    from teleop.trials.report import format_table
+
+    summary = summarise({1.5: [_pair(1.5, "squat", "squat")]}, ["1.5"])
+    assert "link:" not in format_table(summary)
+    summary["link"] = {"loss": 0.1, "loss_burst": 20.0, "seed": 3}
+    assert "link: 10 % of the commands lost in runs of 20 on average, seed 3." in format_table(summary)
+    summary["link"] = {"loss": 0.05, "loss_burst": None, "seed": 0}
+    assert "link: 5 % of the commands lost (independently), seed 0." in format_table(summary)

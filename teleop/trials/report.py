@@ -39,6 +39,10 @@ def format_table(summary: dict) -> str:
                  "compensation began to blend in with another task, whether it then engaged or fell back; "
                  "worst excess: the most the compensated hand stayed farther off than without compensation "
                  "for 0.2 s in a row [cm], over all takes.")
+    link = summary.get("link") or {}
+    if link.get("loss"):
+        runs = f" in runs of {link['loss_burst']:g} on average" if link.get("loss_burst") else " (independently)"
+        lines.append(f"link: {100 * link['loss']:g} % of the commands lost{runs}, seed {link.get('seed')}.")
     lines += _late_engagement_lines(summary)
     lines += _per_task_lines(summary)
     return "\n".join(lines)
