@@ -234,7 +234,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from promp.learning import augment_promp
+from promp.learning import augment_promp, real_array
 from promp.library import TaskLibrary
 from promp.ood import DeltaSigmaTest
 from promp.phase_filter import PhaseGridConfig, TaskPhaseFilter, TimeWarp, as_mask
@@ -502,7 +502,7 @@ class OnlineEstimator:
             mask: (D,) booleans, True where the signal is present (None = all).
         """
         t = _check_time(t, "observation time t")
-        y = _real_array(y, "observation y")
+        y = real_array(y, "observation y")
         if y.shape != (self.n_signals,):
             raise ValueError(f"observation y must have shape ({self.n_signals},), got {y.shape}")
         if mask is not None:
@@ -625,7 +625,7 @@ class OnlineEstimator:
             by ``variance_scale`` (the future-speed spread is added unscaled).
         """
         task = self._task_index(task)
-        times = np.atleast_1d(_real_array(times, "prediction times"))
+        times = np.atleast_1d(real_array(times, "prediction times"))
         if times.ndim != 1:
             # A (F, 1) column failed deep in a broadcast.
             raise ValueError(f"prediction times must be a scalar or 1-D [s since onset], got shape {times.shape}")
@@ -749,15 +749,6 @@ def _check_time(t: Any, name: str) -> float:
         raise ValueError(f"{name} must be seconds since the motion onset, within +-{MAX_TIME_S:g} s; got {value:g} "
                          "(a time stamp of an absolute clock, or in ms or ns?)")
     return value
-
-
-def _real_array(values: Any, name: str) -> np.ndarray:
-    """``values`` as a float array; TypeError if they are not real numbers (complex values
-    lost their imaginary part with a warning, strings failed in numpy's conversion)."""
-    array = np.asarray(values)
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    return array.astype(float, copy=False)
 
 
 def _boolean_mask(mask: Any, n_signals: int) -> np.ndarray:

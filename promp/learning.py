@@ -67,8 +67,8 @@ class Demonstration:
     group: str | None = None
 
     def __post_init__(self) -> None:
-        self.times = _real(self.times, "demonstration times")
-        self.values = _real(self.values, "demonstration values")
+        self.times = real_array(self.times, "demonstration times")
+        self.values = real_array(self.values, "demonstration values")
         if self.values.ndim == 1:
             self.values = self.values[:, None]
         if self.times.ndim != 1 or self.values.ndim != 2 or self.values.shape[0] != self.times.shape[0]:
@@ -139,7 +139,7 @@ _NO_SPREAD_VARIANCE = 1e-6
 DEFAULT_REGULARISATION = CovarianceRegularisation()
 
 
-def _real(values: object, name: str) -> np.ndarray:
+def real_array(values: object, name: str) -> np.ndarray:
     """``values`` as a float array; TypeError if they are not real numbers (complex values
     lost their imaginary part with a warning, strings failed in numpy's conversion)."""
     array = np.asarray(values)
