@@ -83,7 +83,7 @@ def test_offset_on_loopback_within_one_millisecond():
     codec = PacketCodec(b"clock-test-secret-0123456")
     with UdpEndpoint(codec) as pinger, UdpEndpoint(codec, clock=WallClock(offset=injected)) as responder:
         client = ClockSyncClient(pinger, responder.address, interval=0.0)
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + 30.0      # a guard against never, not a timing check
         while len(client.estimator.samples) < 10 and time.monotonic() < deadline:
             client.tick()
             for received in responder.poll(timeout=0.01):
@@ -112,7 +112,7 @@ def test_duplicated_pongs_count_once():
         assert len(client.estimator.samples) == 1
 
 
-def _poll(endpoint, count, timeout=1.0):
+def _poll(endpoint, count, timeout=10.0):
     received, deadline = [], time.monotonic() + timeout
     while len(received) < count and time.monotonic() < deadline:
         received += endpoint.poll(timeout=0.02)

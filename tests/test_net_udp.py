@@ -37,7 +37,9 @@ def test_send_and_receive_references(pair):
     assert [r.packet.seq for r in received] == list(range(1, 21))  # loopback keeps order
     assert all(r.packet.packet_type == PacketType.REFERENCES and r.peer == operator.address for r in received)
     assert [r.packet.send_time for r in received] == sent_at
-    assert all(0 <= r.arrival_time - r.packet.send_time < 0.05 for r in received)
+    # Kernel stamps (or the poll's time) on the sender's clock: never before the send; the upper
+    # bound only catches another clock or unit (a loaded machine may deschedule us mid-send).
+    assert all(0 <= r.arrival_time - r.packet.send_time < 1.0 for r in received)
     assert operator.stats.sent == 20 and robot.stats.rx.accepted == 20
     assert robot.stats.rx.bytes_received == operator.stats.bytes_sent
     assert robot.poll() == []  # timeout 0 never blocks
@@ -73,11 +75,13 @@ def test_kernel_timestamps_exclude_the_time_spent_waiting_for_poll(pair):
     if not robot.kernel_timestamps:
         pytest.skip("kernel receive timestamps are only used on Linux")
     operator.send(ClockPing(1), robot.address)
-    time.sleep(0.05)  # the loop is busy elsewhere
+    time.sleep(0.5)  # the loop is busy elsewhere
     polled_at = time.monotonic()
     (received,) = poll_until(robot, 1)
-    assert received.arrival_time - received.packet.send_time < 0.01
-    assert polled_at - received.arrival_time > 0.04
+    # Stamped as the send went through, not when polled 0.5 s later (margins of 0.25 s and
+    # 0.1 s: a loaded machine may deschedule the sender between its send time and the send).
+    assert received.arrival_time - received.packet.send_time < 0.25
+    assert polled_at - received.arrival_time > 0.4
 
 
 def test_reflected_packets_are_refused():

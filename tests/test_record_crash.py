@@ -30,8 +30,9 @@ CHILD = textwrap.dedent("""
     i = 0
     while True:
         rec.log_references(RobotReferences.from_flat(i * 0.01, np.full(FLAT_SIZE, float(i))))
-        if i == 0:
-            print("started", time.time_ns(), flush=True)
+        # What was logged when (after the recorder stamped it): the loss is measured against
+        # this, not against the time of the kill, which a descheduled child would inflate.
+        print("logged", i, time.time_ns(), flush=True)
         i += 1
         # Absolute schedule: a late tick is caught up, so the count tracks elapsed time.
         delay = start + i * 0.01 - time.monotonic()
@@ -47,11 +48,11 @@ def test_sigkill_loses_at_most_one_second(tmp_path):
                              env=env, cwd=REPO_ROOT)
     try:
         line = child.stdout.readline()
-        assert line.startswith("started"), line
-        first_ns = int(line.split()[1])
+        assert line.startswith("logged 0 "), line
         time.sleep(2.0)
-        kill_ns = time.time_ns()
         os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        lines = [line, *child.stdout.read().splitlines()]
     finally:
         if child.poll() is None:
             child.kill()
@@ -59,12 +60,18 @@ def test_sigkill_loses_at_most_one_second(tmp_path):
         child.stdout.close()
     assert child.returncode == -signal.SIGKILL
 
-    elapsed_s = (kill_ns - first_ns) * 1e-9
+    logged_ns = [int(ln.split()[2]) for ln in lines if ln.startswith("logged ")]
+    assert len(logged_ns) >= 10, lines[-3:]         # (a loaded machine may run the child slowly)
+    last_ns = logged_ns[-1]
     recording = open_recording(path)
     assert not recording.complete
     count = recording.channel("references").count
-    assert count >= (elapsed_s - 1.0) * 100, (count, elapsed_s)
-    assert (kill_ns - recording.end_ns) * 1e-9 <= 1.0
+    # Everything logged more than a second before the last message the child logged is in the
+    # file. Against the child's own log, not the kill's wall-clock time: a child descheduled on
+    # a loaded machine logs nothing meanwhile, so loses nothing for it.
+    older = sum(1 for ns in logged_ns if ns <= last_ns - 1_000_000_000)
+    assert count >= older, (count, older, len(logged_ns))
+    assert (last_ns - recording.end_ns) * 1e-9 <= 1.0, (count, len(logged_ns))
     values = recording.reference_trajectory().values
     np.testing.assert_array_equal(values[:, 0], np.arange(count))  # in order, nothing missing before the tail
     [episode] = recording.episodes()

@@ -2,7 +2,7 @@
 
 ``teleop robot --record`` and ``teleop operator --record`` run as subprocesses talking UDP
 on loopback; once both files hold every stream, both processes are SIGKILLed and the files
-are reopened: everything up to (at most) the last second is there and readable. SIGTERM,
+are reopened: everything up to (at most) the last second or two is there and readable. SIGTERM,
 instead, stops both cleanly.
 """
 
@@ -70,7 +70,9 @@ def test_both_stations_record_every_stream_and_survive_sigkill(tmp_path):
                 ready = True
                 break
             time.sleep(0.5)
-        time.sleep(1.0)                                  # record a little more, then crash
+        # Record a while more, then crash: longer than the loss bound below, so that a recorder
+        # that stopped flushing after the first data loses more than the bound allows.
+        time.sleep(3.0)
         kill_time = time.monotonic()                     # the stations' clock (CLOCK_MONOTONIC)
         for child in children:
             if child.poll() is None:
@@ -90,7 +92,10 @@ def test_both_stations_record_every_stream_and_survive_sigkill(tmp_path):
         recording = open_recording(path)
         assert not recording.complete                    # cut by the kill, read anyway
         assert set(topics) <= set(recording.channels)
-        assert kill_time - recording.end_ns * 1e-9 <= 1.0, f"{path.name}: more than the last second lost"
+        # Flushed every 0.5 s: about that is lost. 2 s, not 1: a loaded 2-core machine starves the
+        # stations' loops and writer threads (1.5 s measured with 12 busy processes).
+        lost = kill_time - recording.end_ns * 1e-9
+        assert lost <= 2.0, f"{path.name}: the last {lost:.1f} s lost (flushed every 0.5 s)"
         assert recover(path, tmp_path / f"repaired-{path.name}").messages == recording.message_count
 
     op = open_recording(operator_file)

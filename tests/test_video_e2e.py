@@ -18,6 +18,14 @@ from teleop.video import (
 FRAMES = 30
 
 
+def _wait_until(condition, bound_s: float = 20.0) -> None:
+    """Poll ``condition`` every 10 ms until it holds or ``bound_s`` passed (a guard against
+    never, not a timing check: the caller asserts what it waited for)."""
+    deadline = time.monotonic() + bound_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_thirty_frames_over_loopback_in_order_with_timings():
     scene = SyntheticSceneSource(320, 240)
     displayed = []
@@ -28,10 +36,7 @@ def test_thirty_frames_over_loopback_in_order_with_timings():
             streamer = VideoStreamer(SyntheticSceneSource(320, 240), sender, fps=60.0)
             assert streamer.run(max_frames=FRAMES) == FRAMES
             # Bounded wait for the tail of the stream to be displayed.
-            for _ in range(100):
-                if len(displayed) == FRAMES:
-                    break
-                time.sleep(0.01)
+            _wait_until(lambda: len(displayed) == FRAMES)
         finally:
             playback.stop()
     assert sender.stats.frames_sent == FRAMES
@@ -61,10 +66,7 @@ def test_buffered_playout_over_loopback():
         playback.start()
         try:
             streamer.run(max_frames=10)
-            for _ in range(100):
-                if len(displayed) == 10:
-                    break
-                time.sleep(0.01)
+            _wait_until(lambda: len(displayed) == 10)
         finally:
             playback.stop()
     assert [f.timing.frame_id for f in displayed] == list(range(10))
