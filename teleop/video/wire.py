@@ -46,8 +46,8 @@ one parity datagram per group, continuing the slices' round of groups (``N mod K
 
 Any one slice of a group lost on the way is the XOR of the parity with the others (its
 length follows from ``frame_bytes``), so one lost datagram no longer costs its whole frame,
-at 1/G more bytes: RFC 5109's single-level XOR FEC without its extra header, with the
-interleaving of its §9.1 figures (SMPTE 2022-1's columns). Interleaving costs nothing against
+at 1/G more bytes: RFC 5109's single-level XOR FEC without its extra header, its groups
+interleaved like the column FEC of SMPTE 2022-1. Interleaving costs nothing against
 scattered losses and turns a burst of up to ``K`` consecutive datagrams lost (a wireless fade,
 a full queue: losses come in runs) into one loss per group, all recoverable, wherever it falls
 (the datagrams' groups repeat with period ``K`` to the last parity); consecutive groups (wire
