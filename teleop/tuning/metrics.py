@@ -7,7 +7,10 @@ Per joint and motion (:func:`joint_metrics`), over N samples of e = SP − PV:
 * ``AvgAbsoluteError``  = Σ|e|/N,  ``AvgSignedError`` = Σe/N,  ``MaxAbsoluteError`` = max|e|.
 * For each *significant set-point change* (|ΔSP| > ε, ε = Unity's ``Mathf.Epsilon``, and the
   new SP held for ≥ 2 samples), with k0 the first sample after the change, k1 the last before
-  the next significant change, e_s = SP − PV on [k0, k1] and Δ = |SP_new − SP_old|:
+  the next change of the set-point (any |ΔSP| > ε, significant or not: the window is where the
+  new SP holds, so a ramp after a hold is not the hold's overshoot or settling — the reference's
+  "null if ... the set-point changes too fast"), e_s = SP − PV on [k0, k1] and
+  Δ = |SP_new − SP_old|:
 
   - kc = first k ≥ k0 with sign(e_s[k]) ≠ sign(e_s[k0])               (PV crosses SP)
   - overshoot = None if no kc else max|e_s[kc..k1]|
@@ -59,17 +62,20 @@ class SetpointChange:
 
 
 def significant_changes(setpoint: np.ndarray, epsilon: float = EPSILON) -> list[SetpointChange]:
-    """Significant set-point changes of a (N,) set-point series [deg] (§3.3.2)."""
+    """Significant set-point changes of a (N,) set-point series [deg] (§3.3.2).
+
+    Each window [k0, k1] ends before the next change of the set-point of any size (the
+    reference's "k1 (before the next change)"), not before the next *significant* one: the
+    samples after it track another set-point.
+    """
     sp = np.asarray(setpoint, dtype=float)
-    starts = []
-    for k in range(1, len(sp) - 1):
-        # changed at k, and the new value is held for >= 2 samples (k and k+1)
-        if abs(sp[k] - sp[k - 1]) > epsilon and abs(sp[k + 1] - sp[k]) <= epsilon:
-            starts.append(k)
+    # Samples k at which the set-point changed (|sp[k] − sp[k−1]| > ε).
+    changed_at = (np.nonzero(np.abs(np.diff(sp)) > epsilon)[0] + 1).tolist()
     changes = []
-    for i, k0 in enumerate(starts):
-        k1 = starts[i + 1] - 1 if i + 1 < len(starts) else len(sp) - 1
-        changes.append(SetpointChange(k0, k1, abs(sp[k0] - sp[k0 - 1])))
+    for i, k0 in enumerate(changed_at):
+        k1 = changed_at[i + 1] - 1 if i + 1 < len(changed_at) else len(sp) - 1
+        if k1 >= k0 + 1:      # the new value is held for >= 2 samples (k0 and k0 + 1)
+            changes.append(SetpointChange(k0, k1, float(abs(sp[k0] - sp[k0 - 1]))))
     return changes
 
 
@@ -113,6 +119,15 @@ def joint_metrics(trace: JointTrace) -> dict[str, float | None]:
     e = trace.error
     if len(e) == 0:
         raise ValueError(f"{trace.joint}: empty trace")
+    # NaN / inf samples would make every metric NaN (or a sample "cross" the set-point), and
+    # the times t[k] − t[k0] assume increasing sample times: refuse both, naming the trace.
+    for name in ("t", "desired", "measured"):
+        bad = np.nonzero(~np.isfinite(getattr(trace, name)))[0]
+        if len(bad):
+            raise ValueError(f"joint {trace.joint!r} ({trace.motion}): non-finite {name} at sample(s) "
+                             f"{bad[:5].tolist()}{' ...' if len(bad) > 5 else ''}")
+    if np.any(np.diff(trace.t) <= 0):
+        raise ValueError(f"joint {trace.joint!r} ({trace.motion}): sample times t are not increasing")
     per_change = [change_metrics(trace.t, e, c) for c in significant_changes(trace.desired)]
     return {
         "AvgAbsoluteError": float(np.mean(np.abs(e))),

@@ -109,6 +109,9 @@ def step_test(home: np.ndarray, lower: np.ndarray, upper: np.ndarray, dt: float 
     Each joint steps up if home + step fits inside its limits (with the margin), else down,
     and stays at the new angle. Returns (T, n) set-points [rad] at the physics rate.
     """
+    if not (step_deg > 0 and pause_s > 0 and lead_s > 0):
+        # A zero step has no set-point change: every step metric would silently be null.
+        raise ValueError(f"step_deg, pause_s and lead_s must be > 0, got {step_deg}, {pause_s}, {lead_s}")
     n = len(home)
     step = np.radians(step_deg)
     lead, pause = int(round(lead_s / dt)), int(round(pause_s / dt))

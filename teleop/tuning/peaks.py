@@ -35,6 +35,8 @@ def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 
     x = np.asarray(signal, dtype=float)
     if decimation < 1 or min_separation < 0:
         raise ValueError("decimation must be >= 1 and min_separation >= 0")
+    if x.ndim != 1 or not np.all(np.isfinite(x)):
+        raise ValueError("peak detection needs a 1-D signal of finite samples (NaN or inf found)")
     kept = np.arange(0, len(x), decimation)
     y = x[kept]
     if len(y) < 3:

@@ -34,8 +34,14 @@ class PidGains:
     @classmethod
     def from_standard(cls, kp: float, ti: float | None, td: float) -> "PidGains":
         """From standard form u = K_p(e + (1/T_i)∫e + T_d ė): K_i = K_p/T_i, K_d = K_p T_d
-        (the relations the reference's ``PidParameters`` implements but does not write)."""
-        return cls(kp, 0.0 if not ti else kp / ti, kp * td)
+        (the relations the reference's ``PidParameters`` implements but does not write).
+        ``ti`` None (or inf) means no integral action; T_i = 0 would be an infinite K_i and is
+        refused, as is a negative T_i or T_d."""
+        if ti is not None and not ti > 0:
+            raise ValueError(f"T_i must be > 0 (None: no integral action), got {ti!r}")
+        if not td >= 0:
+            raise ValueError(f"T_d must be >= 0, got {td!r}")
+        return cls(kp, 0.0 if ti is None else kp / ti, kp * td)
 
     def to_standard(self) -> tuple[float, float | None, float]:
         """(K_p, T_i [s] or None without I, T_d [s])."""

@@ -42,7 +42,21 @@ class RelayResult:
 
 def ultimate_from_peaks(t: np.ndarray, y: np.ndarray, relay_torque: float, decimation: int = 2,
                         min_separation: int = 4, min_peaks: int = MIN_PEAKS, joint: str = "") -> RelayResult:
-    """T_u and K_u from a relay oscillation: (N,) times [s] and measured angles [rad]."""
+    """T_u and K_u from a relay oscillation: (N,) times [s] and measured angles [rad].
+
+    Raises ValueError on bad input (mismatched or non-finite series, times not increasing, a
+    relay torque d that is not > 0) and :class:`RelayTestError` on too weak an oscillation.
+    """
+    t = np.asarray(t, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if t.ndim != 1 or t.shape != y.shape:
+        raise ValueError(f"{joint}: times and angles must be equal-length 1-D arrays, got {t.shape} and {y.shape}")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
+        raise ValueError(f"{joint}: relay samples must be finite (NaN or inf found)")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError(f"{joint}: relay sample times are not increasing")
+    if not (np.isfinite(relay_torque) and relay_torque > 0):
+        raise ValueError(f"{joint}: the relay torque d must be > 0, got {relay_torque!r}")
     peaks = detect_peaks(y, decimation, min_separation)
     if len(peaks.index) < min_peaks:
         raise RelayTestError(f"{joint}: relay test found {len(peaks.index)} peaks, needs >= {min_peaks} "
