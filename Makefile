@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	for b in sim wbc retarget promp video record; do $(VENV)/bin/teleop bench $$b || exit 1; done
+	for b in sim wbc retarget promp video fec record; do $(VENV)/bin/teleop bench $$b || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)
