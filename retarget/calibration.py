@@ -36,6 +36,7 @@ import numpy as np
 
 from . import quat, skeleton
 from .body import BodyMeasures, Stance, measure
+from .com_mapping import feet_frame
 from .human import HumanMotion
 
 POSTURE_SIGNALS = ("left_arm", "right_arm", "neck", "torso")
@@ -224,6 +225,13 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
     corners = foot_corners_local(dims["stature"], ankle, ball)
 
     at_frame = measure(motion.slice(frame, frame + 1), stance, corners)
+    if at_frame.foot_centers is not None:
+        # The CoM offsets (Eqs. 2.2, 2.8) are measured against these feet: refuse feet on
+        # top of each other here, with the frame, not at the first retargeted frame.
+        try:
+            feet_frame(at_frame.foot_centers[0, 0], at_frame.foot_centers[0, 1], at_frame.foot_corners[0])
+        except ValueError as exc:
+            raise CalibrationError(f"{motion.source}: frame {frame}: {exc}") from None
     if reference == "frame":
         ref = at_frame
     else:

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 _EPS = 1e-9
+#: Shortest feet line |R - L|, and shallowest polygon depth |A - B| across it [m], that
+#: Eqs. 2.2 and 2.8 can divide by: a person's or a robot's feet are centimetres apart and
+#: their soles centimetres long, so anything below a millimetre is corrupt input.
+MIN_LENGTH_M = 1e-3
 
 
 @dataclass
@@ -47,20 +51,40 @@ def feet_frame(left_center: np.ndarray, right_center: np.ndarray, corners: np.nd
     Args:
         left_center, right_center: (..., 2) foot centres L and R [m].
         corners: (..., K, 2) sole corners of both feet [m] (K = 8 for two rectangles).
+
+    Raises:
+        ValueError: the foot centres closer than :data:`MIN_LENGTH_M` (no feet line: Eq. 2.2
+            divides by |R - L|^2), or the corners spanning less than that across the feet
+            line (Eq. 2.8 divides by |A - B|^2); with leading (frame) dimensions the first
+            such frame is named. NaN inputs (a lost tracker) give NaN, as elsewhere.
     """
     left = np.asarray(left_center, dtype=float)
     right = np.asarray(right_center, dtype=float)
     corners = np.asarray(corners, dtype=float)
     d = right - left
     n = np.linalg.norm(d, axis=-1, keepdims=True)
-    # Feet never coincide; the guard only avoids dividing by zero on corrupt input.
+    _check_length(n[..., 0], "the left and right foot centres are {:.3g} m apart{}: no feet line for the "
+                  "CoM offsets of Eq. 2.2 (feet on top of each other?)")
     e_par = d / np.maximum(n, _EPS)
     e_perp = np.stack([-e_par[..., 1], e_par[..., 0]], axis=-1)
     origin = 0.5 * (left + right)
     along = np.einsum("...kj,...j->...k", corners - origin[..., None, :], e_perp)
-    toe = origin + e_perp * along.max(axis=-1, keepdims=True)
-    heel = origin + e_perp * along.min(axis=-1, keepdims=True)
+    top, bottom = along.max(axis=-1, keepdims=True), along.min(axis=-1, keepdims=True)
+    _check_length((top - bottom)[..., 0], "the sole corners span a depth of {:.3g} m across the feet line{}: "
+                  "no heel-to-toe extent for the CoM offsets of Eq. 2.8")
+    toe = origin + e_perp * top
+    heel = origin + e_perp * bottom
     return FeetFrame(left, right, origin, toe, heel)
+
+
+def _check_length(length: np.ndarray, message: str) -> None:
+    """ValueError with ``message`` (formatted with the length and the frame) if a finite
+    ``length`` (...,) is below :data:`MIN_LENGTH_M`."""
+    short = np.isfinite(length) & (length < MIN_LENGTH_M)
+    if np.any(short):
+        where = tuple(int(i) for i in np.argwhere(short)[0])
+        at = "" if not where else f" at frame {where[0] if len(where) == 1 else where}"
+        raise ValueError(message.format(float(length[where]), at))
 
 
 def _ratio(p: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -86,8 +86,11 @@ class Retargeter:
         self.calibration = calibration
         self.clamp_reach = clamp_reach
         self.human_feet = human_feet
-        self._robot_feet = feet_frame(target.left_foot_center, target.right_foot_center,
-                                      target.support_polygon)
+        try:
+            self._robot_feet = feet_frame(target.left_foot_center, target.right_foot_center,
+                                          target.support_polygon)
+        except ValueError as exc:
+            raise ValueError(f"RobotTarget {target.name!r}: {exc}") from None
         # Streaming: each posture signal's last finite value, so that step() unwraps the
         # twist angles across frames as retarget_motion() does across a take; kept per
         # calibration object (a new calibration starts afresh).

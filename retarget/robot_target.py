@@ -76,6 +76,9 @@ class RobotTarget:
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"RobotTarget.{name} must be a positive length, got {value}")
             setattr(self, name, value)
+        if not self.trunk_height > 0:
+            raise ValueError(f"RobotTarget: the shoulders are {self.trunk_height:.3f} m above the waist: the trunk "
+                             "height (the trunk ratio of the hand mapping) must be positive (inconsistent model data)")
         for side in ("left", "right"):
             reach = float(np.linalg.norm(getattr(self, f"{side}_hand") - getattr(self, f"{side}_shoulder")))
             if reach > self.arm_length + 1e-3:

@@ -31,7 +31,8 @@ this is one more convex polygon of admissible ZMPs (an affine, point-reflected c
 the support polygon), intersected with the polygon before projecting. If the
 intersection is empty (the measured state is already beyond recovery) the ZMP is placed
 to bring the capture point as close as possible to the polygon's centre. With
-``capture_point=False`` the corrector is the literal Eq. 2.15.
+``capture_point=False`` and ``recovery_time=math.inf`` (no recovery term, below) the
+corrector is the literal Eq. 2.15.
 
 Resolved gaps of the thesis (reference §3.1 [GAP]):
 
@@ -82,13 +83,39 @@ class ShrunkHull:
         self._hull: np.ndarray | None = None
 
     def __call__(self, support_polygon: np.ndarray) -> np.ndarray:
-        """(K, 2) shrunk hull of the (N, 2+) support points [m]."""
-        pts = np.asarray(support_polygon, dtype=float)[:, :2]
+        """(K, 2) shrunk hull of the (N, 2+) support points [m].
+
+        Raises:
+            ValueError: points of the wrong shape, not finite, or spanning no area (fewer
+                than three points off one line): no ZMP can be placed in them.
+        """
+        pts = np.asarray(support_polygon, dtype=float)
+        if pts.ndim != 2 or pts.shape[1] < 2:
+            raise ValueError(f"support polygon must be (K, 2) or (K, 3) points [m], got shape {pts.shape}")
+        pts = pts[:, :2]
         key = pts.tobytes()
         if key != self._key:
-            self._hull = shrink(convex_hull(pts), self.margin)
+            if not np.all(np.isfinite(pts)):
+                raise ValueError("support polygon: its points are not finite (NaN or inf)")
+            hull = convex_hull(pts)
+            if len(hull) < 3:
+                raise ValueError(f"support polygon of {len(pts)} point(s) has no area (a point or a line): "
+                                 "no ZMP can be placed in it")
+            self._hull = shrink(hull, self.margin)
             self._key = key
         return self._hull
+
+
+def _finite(name: str, value, size: int) -> np.ndarray:
+    """The first ``size`` values of ``value`` as floats; ValueError naming ``name`` if there
+    are fewer or any is NaN or infinite (a NaN would stay in a filter's state for good)."""
+    a = np.asarray(value, dtype=float).reshape(-1)
+    if a.size < size:
+        raise ValueError(f"{name} must have {size} values, got {a.size}")
+    a = a[:size]
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} is not finite: {a.tolist()}")
+    return a
 
 
 class ZmpCorrector:
@@ -101,13 +128,14 @@ class ZmpCorrector:
             retargeted one after the constraint released it (see module docstring). The
             default 0.2 s brings an iCub-sized CoM (h = 0.5 m) 6 cm across in under 1 s
             without overshoot; shorter times overshoot (and, without the capture-point
-            safeguard, diverge).
+            safeguard, diverge). ``math.inf``: no recovery term (the literal thesis); 0: the
+            whole offset in one step.
         bounds: "polygon" (projection on the convex polygon) or "box" (per-axis intervals).
         gravity: [m/s^2].
         min_height: lower bound on the measured CoM height used in the model [m] (guards
             against a corrupt measurement dividing by ~0).
         capture_point: keep the next capture point inside the polygon too (see module
-            docstring); False gives the literal Eq. 2.15.
+            docstring); False (with ``recovery_time=math.inf``) gives the literal Eq. 2.15.
         capture_margin: the capture point is kept inside the polygon shrunk by this [m]
             (default: ``margin``); a larger value keeps the CoM itself further inside.
 
@@ -118,8 +146,16 @@ class ZmpCorrector:
     def __init__(self, dt: float = 0.01, margin: float = 0.01, recovery_time: float = 0.2,
                  bounds: str = "polygon", gravity: float = GRAVITY, min_height: float = 0.05,
                  capture_point: bool = True, capture_margin: float | None = None) -> None:
-        if dt <= 0:
-            raise ValueError("dt must be positive")
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be a positive number of seconds, got {dt}")
+        for name, value in (("margin", margin), ("capture_margin", 0.0 if capture_margin is None else capture_margin)):
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a distance >= 0 [m], got {value}")
+        if not recovery_time >= 0:
+            raise ValueError(f"recovery_time must be >= 0 [s], got {recovery_time}")
+        for name, value in (("gravity", gravity), ("min_height", min_height)):
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be positive, got {value}")
         if bounds not in ("polygon", "box"):
             raise ValueError(f"bounds must be 'polygon' or 'box', got {bounds!r}")
         self.dt = float(dt)
@@ -158,11 +194,16 @@ class ZmpCorrector:
             measured_com_vel: (3,) robot CoM velocity v^m [m/s] (z ignored).
             support_polygon: (K, 2) or (K, 3) corners of the soles in contact [m], same
                 ground frame as the CoM.
+
+        Raises:
+            ValueError: a non-finite input, or a support polygon of no area (the state is
+                left as it was).
         """
-        x_ref = np.asarray(com_ref_xy, dtype=float)[:2]
-        v_ref = np.asarray(com_ref_vel_xy, dtype=float)[:2]
-        x_m = np.asarray(measured_com, dtype=float)
-        v_m = np.asarray(measured_com_vel, dtype=float)[:2]
+        x_ref = _finite("com_ref_xy", com_ref_xy, 2)
+        v_ref = _finite("com_ref_vel_xy", com_ref_vel_xy, 2)
+        x_m = _finite("measured_com", measured_com, 3)
+        v_m = _finite("measured_com_vel", measured_com_vel, 2)
+        region = self.feasible_region(support_polygon)
         height = max(float(x_m[2]), self.min_height)
         if self.com is None:
             self.com = x_m[:2].copy()
@@ -170,7 +211,6 @@ class ZmpCorrector:
         v_des = v_ref + self.recovery * (x_ref - (self.com + dt * v_ref)) / dt
         k = dt * self.gravity / height
         z_free = x_m[:2] - (v_des - v_m) / k
-        region = self.feasible_region(support_polygon)
         if self.bounds == "box":
             region = _box(region.min(axis=0), region.max(axis=0))
         if self.capture_point:
@@ -347,8 +387,17 @@ class ZmpPrefilter:
 
     def step(self, com_ref_xy: np.ndarray, com_height: float, support_polygon: np.ndarray) -> np.ndarray:
         """(2,) corrected CoM reference for the (2,) retargeted one [m], at CoM height
-        ``com_height`` [m] above the (K, 2) or (K, 3) ``support_polygon`` points [m]."""
-        ref = np.asarray(com_ref_xy, dtype=float)[:2]
+        ``com_height`` [m] above the (K, 2) or (K, 3) ``support_polygon`` points [m].
+
+        Raises:
+            ValueError: a non-finite reference, a CoM height that is not a positive length,
+                or a support polygon of no area (the state is left as it was).
+        """
+        ref = _finite("com_ref_xy", com_ref_xy, 2)
+        if not (np.isfinite(com_height) and com_height > 0):
+            raise ValueError(f"com_height must be a positive length [m], got {com_height}")
+        self.com_region(support_polygon)                  # checks the polygon first
+        self.corrector.feasible_region(support_polygon)
         if self.com_margin > 0:
             ref = project(self.com_region(support_polygon), ref)
         if self._smoother is not None:
@@ -365,5 +414,7 @@ class ZmpPrefilter:
     def waist_height(self, height: float, bounds: tuple[float, float] | None = None) -> float:
         """Smoothed waist height reference [m] for the retargeted one ``height`` [m],
         clamped to ``bounds`` (low, high) [m] first (the range the controller tracks)."""
+        if not np.isfinite(height):
+            raise ValueError(f"waist height must be finite [m], got {height}")
         target = float(height) if bounds is None else min(max(float(height), bounds[0]), bounds[1])
         return float(self._waist.step(np.array([target]))[0][0])
