@@ -210,3 +210,32 @@ def test_first_violation_of_a_trajectory_agrees_with_violation_frame_by_frame():
         bad[frame:, column] = value
         expected = next((k, why) for k, flat in enumerate(bad) if (why := envelope.violation(flat)) is not None)
         assert envelope.first_violation(bad) == expected == (frame, envelope.violation(bad[frame]))
+
+
+def test_a_non_finite_command_from_upstream_is_held_not_raised(robot, station_sim, monkeypatch):
+    """Should a NaN ever come out of the compensator (a bug: arrivals and predictions are
+    checked), the station holds its last pose and counts it; the balance filter, which
+    refuses NaN, never sees it, and the loop goes on."""
+    from teleop.prescient.compensator import CompensationState, CompensatorOutput
+
+    clock = VirtualClock()
+    operator, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=3)
+    station = RobotStation(robot_ep, robot, station_sim, None, RobotStationConfig(video_hz=0))
+    home = references_from_configuration(robot, station.tracker.q).to_flat()
+    broken = home.copy()
+    broken[4] = np.nan
+    for k in range(60):
+        clock.set(k * 0.01)
+        operator.send(RobotReferences.from_flat(k * 0.01, home), robot_ep.address)
+        if k == 1:
+            # The operator is attached (its own compensator and clock estimate): the
+            # compensator runs once the operator's clock is known (one exchange, one clock),
+            # and returns NaN for ten ticks.
+            station.clock_estimator.add(0.0, 0.0, 0.0, 0.0)
+            real_step = station.compensator.step
+            monkeypatch.setattr(station.compensator, "step", lambda t, tau_b: CompensatorOutput(
+                broken.copy(), CompensationState.PASSTHROUGH) if 20 <= k < 30 else real_step(t, tau_b))
+        station.tick()
+        assert np.all(np.isfinite(station.last_executed))
+    assert station.nonfinite_commands == 10
+    assert station.telemetry()["nonfinite_commands_held"] == 10

@@ -219,6 +219,7 @@ class RobotStation:
         self.home = references_from_configuration(robot, self.tracker.q).to_flat()
         self.hold = self.home.copy()
         self.last_executed = self.home.copy()
+        self.nonfinite_commands = 0    # ticks whose command held NaN / inf and was replaced by a hold
         self._next_video = -np.inf     # any clock origin (a virtual clock may be negative)
         self._next_feedback = -np.inf
         self._last_seq = 0
@@ -430,6 +431,12 @@ class RobotStation:
         else:
             executed = commanded
         executed = np.array(executed, dtype=float)
+        if not np.all(np.isfinite(executed)):
+            # Arrivals and predictions are checked, so this is a bug upstream: hold the last
+            # executed pose (finite) rather than let a NaN reach the balance filter, which
+            # refuses it, or the smoother, which would keep it.
+            self.nonfinite_commands += 1
+            executed = self.last_executed.copy()
         if self.smoother is not None:
             executed = self.smoother.step(executed)
 
@@ -503,4 +510,5 @@ class RobotStation:
                 "max_joint_speed_ratio": self.max_joint_speed_ratio, "fell": self.fell_at is not None,
                 "scene_contact_s": self.scene_contact_ticks * self.dt, "first_scene_contact": self.first_scene_contact,
                 "refused_other_operator": self.foreign_references,
-                "refused_implausible": self.implausible_references}
+                "refused_implausible": self.implausible_references,
+                "nonfinite_commands_held": self.nonfinite_commands}
