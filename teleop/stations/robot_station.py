@@ -15,8 +15,9 @@ One :meth:`RobotStation.tick` per control period (100 Hz by default):
    τ̂_b means anything before that;
 3. the stale-command watchdog overrides them: it holds the last executed references when
    commands stop arriving and blends back smoothly when they resume;
-4. the ZMP/LIP correction moves the CoM reference so the ZMP stays in the support polygon,
-   from the measured CoM and CoM velocity (Eq. 2.15);
+4. the ZMP/LIP correction moves the CoM reference so that its ZMP stays in the support
+   polygon (Eq. 2.15 run as a pure pre-filter on its own CoM state, not the measured CoM:
+   see ``zmp_correction`` below);
 5. the whole-body QP computes the joint command; the simulation advances;
 6. at the video rate the eye camera renders a frame for the operator.
 
