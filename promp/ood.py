@@ -4,7 +4,11 @@ The operator is "out of distribution" when, on any checked signal (the x, y, z o
 hands in the thesis), the distance between the observation and the task's learned mean at
 the current phase exceeds Delta_sigma = n_std * learned std + margin, margin = 5 cm. The
 thesis says "learned variance"; a variance in m^2 cannot be added to 5 cm, so we read it as
-the standard-deviation band of the learned (prior, not conditioned) ProMP.
+the standard-deviation band of the learned (prior, not conditioned) ProMP. That band is the
+model's marginal std without observation noise, i.e. it includes the isotropic regulariser
+of :mod:`promp.learning` (by default 0.3 of the signal's mean weight variance) on top of the
+demonstrations' sample covariance (1/(N-1), Eq. 5.6 has 1/N): slightly wider than the
+thesis's Sigma_w alone.
 When it triggers, the caller blends back from the prediction to the delayed command (5.27).
 """
 

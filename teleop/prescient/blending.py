@@ -30,7 +30,10 @@ def blend_steps(difference: np.ndarray, step_units: np.ndarray = STEP_UNITS,
     predicted references is large, and a blend longer than the delay itself would keep
     the robot late for most of a 4-6 s motion.
     """
-    steps = np.ceil(np.abs(difference) / step_units)
+    # Whole units count as such: 0.7 degrees is 7.000000000000001 tenths of a degree in
+    # radians and took 8 steps; a difference within 1e-9 of a step of a whole number of
+    # steps is that number (an effect of 1e-12 m or 2e-12 rad, never seen otherwise).
+    steps = np.ceil(np.abs(difference) / step_units - 1e-9)
     return np.clip(steps, min_steps, max_steps)
 
 

@@ -32,6 +32,7 @@ estimated clock offset); the motion time is counted from the detected onset t_0 
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -39,7 +40,7 @@ from enum import Enum
 
 import numpy as np
 
-from promp.estimator import EstimatorConfig, OnlineEstimator
+from promp.estimator import MAX_TIME_S, EstimatorConfig, OnlineEstimator
 from promp.library import TaskLibrary
 from promp.onset import OnsetDetector
 from retarget.references import CARTESIAN_INDICES, FLAT_SIZE, HAND_INDICES
@@ -285,13 +286,25 @@ class PrescientCompensator:
             flat: (20,) flat references [m, rad].
             arrival_op: arrival time converted to the operator clock [s]; the forward delay
                 τ_f = arrival − t_op (Eq. 5.19) is exponentially averaged over ~20 packets.
+                A negative delay (arrival before the time stamp: an error of the clock-offset
+                estimate on a short link) is averaged as measured; it only makes the
+                pass-through decision (``min_round_trip``) see a shorter round trip.
 
         Raises:
-            ValueError: ``flat`` is not 20 finite values or ``t_op`` is not finite.
+            ValueError: ``flat`` is not 20 finite values, ``t_op`` or ``arrival_op`` is not
+                finite, or ``t_op`` lies beyond +-MAX_TIME_S of the current motion's onset
+                (a clock error). Nothing changes when it raises (a NaN arrival time made the
+                averaged τ_f NaN for good; a time stamp the estimator refused had already
+                become the newest delayed reference, which no later sample could replace).
         """
         flat = np.asarray(flat, dtype=float)
         if flat.shape != (FLAT_SIZE,) or not np.all(np.isfinite(flat)) or not np.isfinite(t_op):
             raise ValueError("a reference sample must be 20 finite values with a finite time")
+        if arrival_op is not None and not np.isfinite(arrival_op):
+            raise ValueError(f"the arrival time must be finite (or None), got {arrival_op!r}")
+        if self._t0 is not None and abs(float(t_op) - self._t0) > MAX_TIME_S:
+            raise ValueError(f"time stamp {float(t_op):g} s is beyond +-{MAX_TIME_S:g} s of the motion onset "
+                             f"{self._t0:g} s (a clock error?)")
         self.observed_count += 1
         if arrival_op is not None:
             delay = float(arrival_op) - float(t_op)
@@ -343,9 +356,20 @@ class PrescientCompensator:
         """The references to execute now: ŷ(t + τ̂_b) once compensation engaged (Eq. 5.24).
 
         Args:
-            t_op_now: the current time converted to the operator's clock [s].
-            tau_b: the backward delay the video will take (incl. jitter buffer) [s].
+            t_op_now: the current time converted to the operator's clock [s]. It may step
+                back (the clock-offset estimate moved): see :meth:`_limit_rate`.
+            tau_b: the backward delay the video will take (incl. jitter buffer) [s], >= 0.
+
+        Raises:
+            ValueError: ``t_op_now`` is not finite, or ``tau_b`` is not finite and >= 0,
+                before anything changes (a NaN time gave NaN references, for good once
+                they were the rate limit's previous output; a negative τ̂_b predicted
+                the past).
         """
+        if not math.isfinite(t_op_now):
+            raise ValueError(f"the current time t_op_now must be finite, got {t_op_now!r}")
+        if not (math.isfinite(tau_b) and tau_b >= 0.0):
+            raise ValueError(f"the backward delay tau_b must be a finite number of seconds >= 0, got {tau_b!r}")
         if self._latest_y is None:
             return CompensatorOutput(None, self.state)
         y_d = self._latest_y
