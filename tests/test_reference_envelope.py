@@ -239,3 +239,10 @@ def test_a_non_finite_command_from_upstream_is_held_not_raised(robot, station_si
         assert np.all(np.isfinite(station.last_executed))
     assert station.nonfinite_commands == 10
     assert station.telemetry()["nonfinite_commands_held"] == 10
+
+
+@pytest.mark.parametrize("tau_b", [-0.1, float("nan"), float("inf")])
+def test_a_default_backward_delay_that_is_no_delay_is_refused_at_once(tau_b):
+    """Before, the station started and its compensator refused every tick."""
+    with pytest.raises(ValueError, match="default_tau_b must be a finite delay >= 0"):
+        RobotStationConfig(default_tau_b=tau_b)

@@ -27,6 +27,7 @@ or a network, or the virtual link of trials and the demo): the code path is the 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
@@ -116,6 +117,11 @@ class RobotStationConfig:
     clock_ping_interval: float = 0.25
     clock_window: int = 128
     compensator: CompensatorConfig = field(default_factory=CompensatorConfig)
+
+    def __post_init__(self) -> None:
+        # The compensator refuses a negative or NaN τ̂_b at every tick: say it once, here.
+        if not (math.isfinite(self.default_tau_b) and self.default_tau_b >= 0.0):
+            raise ValueError(f"default_tau_b must be a finite delay >= 0 [s], got {self.default_tau_b!r}")
 
 
 #: Peak speeds of the resume blend, Cartesian references [m/s] and postures [rad/s]: about
