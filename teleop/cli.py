@@ -116,6 +116,12 @@ def run_command(args: argparse.Namespace) -> int:
             # Our reader went away (`teleop info | head`), or our terminal did (a hang-up:
             # the command had stopped cleanly, its final statistics had nowhere to go).
             return 0
+        if getattr(exc, "before_work", False) and not os.environ.get("TELEOP_DEBUG"):
+            # Refused before the command started (a non-loopback address without
+            # --allow-remote): what to change, and no more, as PreconditionError below.
+            _end_progress_bars()
+            _tell(f"teleop {args.command}: error: {exc}")
+            return 1
         if isinstance(exc, BrokenPipeError) or not os.environ.get("TELEOP_DEBUG"):
             return _user_error(args, exc)      # a socket's peer went away, a missing file: real errors
         raise

@@ -341,3 +341,15 @@ def test_a_loss_burst_without_a_loss_is_refused_with_a_usage_message(command, tm
     assert main([*command, "--out", str(tmp_path / "out"), "--loss-burst", "3"]) == 2
     assert "--loss-burst 3 shapes the losses of --loss, which loses none" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [["robot", "--listen", "0.0.0.0:0", "--duration", "0.1"],
+                                  ["operator", "--video-listen", "0.0.0.0:0", "--duration", "0.1"],
+                                  ["netem", "--listen", "0.0.0.0:0"]])
+def test_a_refused_remote_address_is_a_check_before_the_work_no_debug_hint(capsys, secret, argv):
+    """Refused before any port opened: what to change and no more (the TELEOP_DEBUG hint
+    "shows where it happened" is for errors raised from inside the work; README)."""
+    assert main([*argv, "--secret-file", str(secret)] if argv[0] != "netem" else argv) == 1
+    err = capsys.readouterr().err
+    assert "refusing to listen on non-loopback address 0.0.0.0" in err
+    assert "TELEOP_DEBUG" not in err and len(err.strip().splitlines()) == 1, err

@@ -131,7 +131,7 @@ def _check_addresses(args: argparse.Namespace) -> None:
     """Resolve --listen and --target, each on its own so that a failure names its option (a
     target that does not resolve was reported as a --listen error), and refuse either off
     loopback without --allow-remote, before anything is bound."""
-    from teleop.net.udp import is_loopback, parse_address, resolve
+    from teleop.net.udp import NonLoopbackRefused, is_loopback, parse_address, resolve
 
     for option, value, action in (("--listen", args.listen, "listen on"), ("--target", args.target, "forward to")):
         try:
@@ -139,7 +139,7 @@ def _check_addresses(args: argparse.Namespace) -> None:
         except OSError as exc:
             raise OSError(f"{option} {value}: {exc.strerror or exc}") from None
         if not args.allow_remote and not is_loopback(host):
-            raise PermissionError(f"{option} {value}: refusing to {action} non-loopback address {host}; "
+            raise NonLoopbackRefused(f"{option} {value}: refusing to {action} non-loopback address {host}; "
                                   "give --allow-remote to expose the proxy to the network")
 
 

@@ -34,7 +34,7 @@ from typing import TextIO
 
 from teleop.net.delay import ChannelStats, DelayLine, DirectionModel, make_rng
 from teleop.net.udp import (
-    Address, enable_kernel_timestamps, is_loopback, open_udp_socket, parse_address,
+    Address, NonLoopbackRefused, enable_kernel_timestamps, is_loopback, open_udp_socket, parse_address,
     receive_datagram, resolve,
 )
 
@@ -116,7 +116,7 @@ class NetemProxy:
         target = parse_address(target) if isinstance(target, str) else target
         self._target_family, self.target = resolve(target)
         if not allow_remote and not is_loopback(self.target[0]):
-            raise PermissionError(f"refusing to forward to non-loopback address {self.target[0]}; "
+            raise NonLoopbackRefused(f"refusing to forward to non-loopback address {self.target[0]}; "
                                   "pass allow_remote=True (--allow-remote)")
         self.clock = time.monotonic  # real time by definition; kernel stamps convert onto it
         self.max_clients = max_clients

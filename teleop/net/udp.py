@@ -70,15 +70,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class NonLoopbackRefused(PermissionError):
+    """A non-loopback address refused without ``--allow-remote`` (``allow_remote=True``).
+
+    Raised before any port is opened: ``before_work`` tells the command line to report it as
+    a check made before the command started (the error line alone, no TELEOP_DEBUG hint).
+    """
+
+    before_work = True
+
+
 def open_udp_socket(bind: tuple[str, int], *, allow_remote: bool = False) -> socket.socket:
     """A non-blocking UDP socket bound to ``bind``.
 
     Raises:
-        PermissionError: ``bind`` is not a loopback address and ``allow_remote`` is False.
+        NonLoopbackRefused: ``bind`` is not a loopback address and ``allow_remote`` is False.
     """
     family, sockaddr = resolve(bind)
     if not allow_remote and not is_loopback(sockaddr[0]):
-        raise PermissionError(f"refusing to listen on non-loopback address {sockaddr[0]}; "
+        raise NonLoopbackRefused(f"refusing to listen on non-loopback address {sockaddr[0]}; "
                               "give --allow-remote (allow_remote=True) to expose the port")
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:

@@ -62,14 +62,14 @@ def _check_host(args: argparse.Namespace) -> None:
     the port drives the simulation."""
     import socket
 
-    from teleop.net.udp import is_loopback
+    from teleop.net.udp import NonLoopbackRefused, is_loopback
 
     try:
         address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0][4][0]
     except OSError as exc:
         raise OSError(f"--host {args.host}: {exc.strerror or exc}") from None
     if not args.allow_remote and not is_loopback(address):
-        raise PermissionError(f"--host {args.host}: refusing to listen on non-loopback address {address}; "
+        raise NonLoopbackRefused(f"--host {args.host}: refusing to listen on non-loopback address {address}; "
                               "give --allow-remote to expose the simulation to the network")
 
 

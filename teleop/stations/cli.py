@@ -193,7 +193,9 @@ def _bound(option: str, value, open_: Callable):
     try:
         return open_()
     except OSError as exc:
-        raise OSError(f"{option} {value}: {_in_cli_words(exc.strerror or str(exc))}") from None
+        # A refusal made before anything opened keeps its kind (reported without the hint).
+        kind = type(exc) if getattr(exc, "before_work", False) else OSError
+        raise kind(f"{option} {value}: {_in_cli_words(exc.strerror or str(exc))}") from None
 
 
 def _in_cli_words(message: str) -> str:
@@ -576,14 +578,14 @@ def _run_operator(args: argparse.Namespace) -> int:
     robot_address = _check_command_link(args)
     from teleop.clock import WallClock
     from teleop.net.protocol import PacketCodec, video_mac
-    from teleop.net.udp import UdpEndpoint, is_loopback, parse_address, resolve
+    from teleop.net.udp import NonLoopbackRefused, UdpEndpoint, is_loopback, parse_address, resolve
 
     video_host = parse_address(args.video_listen)[0]
     if not args.allow_remote and not is_loopback(_bound("--video-listen", args.video_listen,
                                                         lambda: resolve(parse_address(args.video_listen)))[1][0]):
         # As every other port the stations open: off loopback only when asked for.
-        raise PermissionError(f"--video-listen {args.video_listen}: refusing to listen on non-loopback address "
-                              f"{video_host}; give --allow-remote to receive the robot's video from another host")
+        raise NonLoopbackRefused(f"--video-listen {args.video_listen}: refusing to listen on non-loopback address "
+                                 f"{video_host}; give --allow-remote to receive the robot's video from another host")
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
     from teleop.stations.operator_station import OperatorStation, OperatorStationConfig, VideoPath
