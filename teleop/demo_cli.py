@@ -68,5 +68,6 @@ def _run(args: argparse.Namespace) -> int:
     video = summary["video"]
     due = f" of the {video['frames_due']} due" if video.get("frames_due") is not None else ""
     print(f"Video frames shown: {video.get('frames_displayed')}{due}"
-          + (f" ({video.get('datagrams_lost')} datagrams lost)" if args.loss else "") + f"; outputs in {args.out}/")
+          + (f" ({video.get('datagrams_lost')} datagrams lost; commands lost: "
+             f"{summary['link']['commands_lost']})" if args.loss else "") + f"; outputs in {args.out}/")
     return 0

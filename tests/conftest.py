@@ -4,6 +4,7 @@ secret file for the stations, free loopback ports, and running the CLI in-proces
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+#: The real recorded motion: ../shared/data beside the repository, or TELEOP_SHARED_DATA.
+SHARED_DATA = Path(os.environ.get("TELEOP_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
 #: The product's own demonstrations (human motion, one folder per task).
 SYNTHETIC = REPO_ROOT / "datasets" / "synthetic"
 
@@ -20,7 +22,8 @@ def shared_data(*parts: str) -> Path:
     """Path inside ../shared/data, or skip the test when it is absent (a fresh clone)."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"{path} not found: real-data test skipped (a fresh clone has no ../shared/data)")
+        pytest.skip(f"{path} not found: real-data test skipped (a fresh clone has no ../shared/data; "
+                    "set TELEOP_SHARED_DATA to where it is)")
     return path
 
 

@@ -1,24 +1,21 @@
 """Real data: the 8 Xsens "put the box aside" demos (hands), learn from 7, predict the 8th."""
 
-import pathlib
-
 import numpy as np
 import pytest
+
+from conftest import shared_data
 
 from promp.estimator import OnlineEstimator
 from promp.evaluation import evaluate_library
 from promp.learning import Demonstration
 from promp.library import TaskLibrary
 
-DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 RATE_HZ = 100.0                      # not stated by the source; see shared/data/README.md
 RIGHT_HAND, LEFT_HAND = 10, 14       # MVN segment indices; 7 columns per segment
 
 
 def load_hand_demos() -> list[Demonstration]:
-    folder = DATA / "xsens_putaside_box"
-    if not folder.exists():
-        pytest.skip("../shared/data not found: real-data test skipped (a fresh clone has no shared data)")
+    folder = shared_data("xsens_putaside_box")
     demos = []
     for i in range(1, 9):
         poses = np.loadtxt(folder / f"p{i}.csv", delimiter=",")

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import shared_data
+
 from retarget import quat, skeleton
 from retarget.anthropometry import whole_body_com
 from retarget.human import HumanMotion, MotionFormatError
@@ -18,7 +20,6 @@ from retarget.readers.vr_trackers import OPENVR_TO_Z_UP
 from retarget.references import SIGNAL_SLICES
 from retarget.robot_target import RobotTarget
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def moving_body(n=40, seed=0) -> HumanMotion:
@@ -79,9 +80,7 @@ def test_mvnx_writer_follows_mvn_conventions(tmp_path):
 
 
 def test_mvnx_round_trip_of_real_xsens_data(tmp_path):
-    src = DATA / "xsens_putaside_box" / "p2.csv"
-    if not src.exists():
-        pytest.skip("../shared/data not found: real-data test skipped (a fresh clone has no shared data)")
+    src = shared_data("xsens_putaside_box", "p2.csv")
     m = read_motion(src)
     write_mvnx(m, tmp_path / "p2.mvnx")
     back = read_mvnx(tmp_path / "p2.mvnx")
@@ -238,9 +237,7 @@ def test_vr_errors_name_file_and_line(tmp_path):
 @pytest.mark.parametrize("path", ["hdm05/grabHighR/HDM_bd_grabHighR_001_120.amc", "cmu_bvh/115_10.bvh"])
 def test_head_hands_pelvis_trackers_approximate_the_full_body_mapping(path):
     """Real motion reduced to VR trackers: hands within 4 cm of the full-body mapping."""
-    src = DATA / path
-    if not src.exists():
-        pytest.skip("../shared/data not found: real-data test skipped (a fresh clone has no shared data)")
+    src = shared_data(path)
     m = read_motion(src)
     target = RobotTarget.approximate_icub()
     full = retarget_motion(m, target)

@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import shared_data
+
 from retarget import quat, skeleton
 from retarget.calibration import calibrate
 from retarget.human import SEGMENTS, HumanMotion, MotionFormatError
@@ -13,15 +15,9 @@ from retarget.readers import read_motion, sniff_format
 from retarget.readers.asf_amc import read_asf
 from retarget.readers.bvh import read_bvh_file
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SKIP = "../shared/data not found: real-data test skipped (a fresh clone has no shared data)"
-
-
 def data(*parts) -> Path:
-    path = DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(SKIP)
-    return path
+    """A file or folder of the real recorded motion (the test skips, saying so, without it)."""
+    return shared_data(*parts)
 
 
 def tilt_deg(q: np.ndarray, axis, expected) -> np.ndarray:

@@ -1,19 +1,17 @@
 """The simulated arm, the relay on it, motions, and `teleop tune --quick` end to end."""
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import SHARED_DATA
 
 pytest.importorskip("pybullet")
 
 from teleop.tuning import motions  # noqa: E402
 from teleop.tuning.pid import PidGains  # noqa: E402
 from teleop.tuning.setups import SETUPS  # noqa: E402
-
-SHARED_DATA = Path(os.environ.get("TELEOP_SHARED_DATA", "/work/shared/data"))
 
 
 @pytest.fixture(scope="module")

@@ -216,3 +216,20 @@ def test_interleaved_parity_keeps_most_frames_of_a_bursty_link():
         completed[group] = rx.stats.frames_completed
     assert completed[0] <= 0.8 * len(frames)
     assert completed[8] >= 0.85 * len(frames)
+
+
+def test_a_slice_overtaken_by_its_parity_is_told_from_a_lost_one(jpeg):
+    """On a reordering link a parity may arrive before a slice of its group: the slice is
+    rebuilt, then arrives after all. It was not lost: the count of datagrams the parity saved
+    (what the operator reports) leaves it out."""
+    grams = datagrams_of(jpeg)
+    slices = _slice_positions(grams)
+    late, lost = slices[0], slices[len(slices) - 1]          # two groups: 0's and the last slice's
+    assert wire.parity_group_of(0, len(slices), GROUP) != wire.parity_group_of(len(slices) - 1, len(slices), GROUP)
+    with receiver() as rx:
+        frames = deliver(rx, [g for i, g in enumerate(grams) if i not in (late, lost)] + [grams[late]])
+        assert len(frames) == 1 and frames[0].payload == jpeg
+        assert rx.stats.chunks_recovered == 2 and rx.stats.recovered_then_arrived == 1
+        assert rx.stats.chunks_lost_recovered == 1 == rx.stats.as_dict()["chunks_lost_recovered"]
+        deliver(rx, [grams[late]])                            # a duplicate of it: counted once
+        assert rx.stats.recovered_then_arrived == 1 and rx.stats.duplicate_chunks == 2

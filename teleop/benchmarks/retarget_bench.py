@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -36,7 +37,9 @@ from retarget.readers import read_motion
 
 TARGET_FRAMES_PER_S = 2000.0
 #: The Xsens takes measured when ``data`` is not given (skipped, with a note, when absent).
-DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "xsens_putaside_box"
+#: ../shared/data beside the repository (or TELEOP_SHARED_DATA, as the tests read it).
+DEFAULT_DATA = Path(os.environ.get("TELEOP_SHARED_DATA")
+                    or Path(__file__).resolve().parents[2].parent / "shared" / "data") / "xsens_putaside_box"
 
 
 def synthetic_motion(n_frames: int, rate_hz: float = 100.0) -> HumanMotion:

@@ -751,7 +751,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     # images shown needs the offset the robot measured (None until it has).
     stats = {"references_sent": station.sent, "references_implausible": station.implausible,
              "feedback_received": station.feedback_received, "video_frames_displayed": video.displayed, "image_age_s": image_age_s(report, station.feedback),
-             "video": report, "video_datagrams_restored": video.receiver.stats.chunks_recovered,
+             # Lost and rebuilt from parity (not those the parity merely overtook).
+             "video": report, "video_datagrams_restored": video.receiver.stats.chunks_lost_recovered,
              "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
     if args.json:
         print(dumps(stats))
@@ -760,9 +761,8 @@ def _run_operator(args: argparse.Namespace) -> int:
         shown = (f"displayed {video.displayed} video frames{age}" if args.view != "none" else
                  f"received {video.displayed} video frames on time for display{age} (not shown: --view none)")
         withheld = f" ({station.implausible} withheld: outside the robot's reach)" if station.implausible else ""
-        restored = video.receiver.stats.chunks_recovered
-        # Rebuilt: lost, or overtaken by their group's parity on a reordering link.
-        shown += f" ({restored} video datagrams rebuilt from parity)" if restored else ""
+        restored = stats["video_datagrams_restored"]
+        shown += f" ({restored} lost video datagrams rebuilt from parity)" if restored else ""
         print(f"sent {station.sent} reference packets{withheld}, received {station.feedback_received} feedback "
               f"packets, {shown}, {loop_timing.short()}")
     if recording_error is not None:

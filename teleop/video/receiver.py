@@ -110,12 +110,20 @@ class ReceiverStats:
     parity_datagrams: int = 0      # parity datagrams accepted (forward error correction)
     parity_unused: int = 0         # of which arrived after their frame was complete or dropped
     chunks_recovered: int = 0      # slices rebuilt from a parity: lost, or overtaken by it (then duplicates)
+    recovered_then_arrived: int = 0  # of which arrived after all (overtaken, not lost; also duplicates)
+
+    @property
+    def chunks_lost_recovered(self) -> int:
+        """Slices rebuilt from a parity that never arrived themselves (as far as the last
+        ``RECENT_FRAMES_REMEMBERED`` frames tell): the datagrams the parity saved."""
+        return self.chunks_recovered - self.recovered_then_arrived
 
     def as_dict(self) -> dict:
         """JSON-friendly copy; ``malformed_total`` sums all reasons."""
         data = asdict(self)
         data["malformed"] = dict(self.malformed)
         data["malformed_total"] = sum(self.malformed.values())
+        data["chunks_lost_recovered"] = self.chunks_lost_recovered
         return data
 
 
@@ -123,7 +131,7 @@ class _PartialFrame:
     """Chunks received so far for one (stream, frame)."""
 
     __slots__ = ("header", "chunks", "missing", "bytes_held", "first_arrival_s", "send_start_s", "send_end_s",
-                 "parities", "group_size", "slice_bytes")
+                 "parities", "group_size", "slice_bytes", "recovered")
 
     def __init__(self, header: wire.ChunkHeader, arrival_s: float) -> None:
         self.header = header
@@ -136,6 +144,7 @@ class _PartialFrame:
         self.parities: dict[int, bytes] = {}   # group number -> XOR of its slices
         self.group_size = 0                     # slices per parity group (0: no parity seen)
         self.slice_bytes = 0                    # size of every slice but the last
+        self.recovered: set[int] = set()        # slices rebuilt from a parity
 
     def recover(self, group: int) -> tuple[int, bytes] | None:
         """(index, slice) of the one missing slice of ``group`` rebuilt from its parity, or None
@@ -196,7 +205,9 @@ class VideoReceiver:
         self._clock = clock
         # Frame key: (stream_id, frame_id, capture_s); see the module docstring.
         self._partial: dict[tuple[int, int, float], _PartialFrame] = {}
-        self._recent: dict[int, collections.OrderedDict[tuple[int, float], None]] = collections.defaultdict(
+        # Per stream: (frame_id, capture_s) of the frames finished lately -> the slices their
+        # parities rebuilt.
+        self._recent: dict[int, collections.OrderedDict[tuple[int, float], set[int]]] = collections.defaultdict(
             collections.OrderedDict
         )
         self.stats = ReceiverStats()
@@ -272,12 +283,17 @@ class VideoReceiver:
             self.stats.malformed["too_large"] += 1
             return None
         key = (header.stream_id, header.frame_id, header.capture_s)
-        if (header.frame_id, header.capture_s) in self._recent[header.stream_id]:
+        recent = self._recent[header.stream_id]
+        if (header.frame_id, header.capture_s) in recent:
             if header.is_parity:
                 self.stats.parity_datagrams += 1
                 self.stats.parity_unused += 1     # the frame completed without it: no loss
             else:
                 self.stats.duplicate_chunks += 1
+                rebuilt = recent[(header.frame_id, header.capture_s)]
+                if header.chunk_index in rebuilt:  # overtaken by its parity, not lost: say so once
+                    rebuilt.discard(header.chunk_index)
+                    self.stats.recovered_then_arrived += 1
             return None
         partial = self._partial.get(key)
         if partial is None:
@@ -343,6 +359,7 @@ class VideoReceiver:
         partial.chunks[index] = piece
         partial.bytes_held += len(piece)
         partial.missing -= 1
+        partial.recovered.add(index)
         self.stats.chunks_recovered += 1
 
     def _complete_if_whole(self, key, partial: _PartialFrame, arrival_s: float) -> ReceivedFrame | None:
@@ -361,11 +378,12 @@ class VideoReceiver:
         return len(stale)
 
     def _forget(self, key: tuple[int, int, float]) -> None:
-        """Remove a frame from the table and remember it as finished."""
-        self._partial.pop(key, None)
+        """Remove a frame from the table and remember it as finished, with the slices its
+        parities rebuilt (so that one arriving late is known to have been overtaken)."""
+        partial = self._partial.pop(key, None)
         stream_id, frame_id, capture_s = key
         recent = self._recent[stream_id]
-        recent[(frame_id, capture_s)] = None
+        recent[(frame_id, capture_s)] = partial.recovered if partial is not None else set()
         while len(recent) > RECENT_FRAMES_REMEMBERED:
             recent.popitem(last=False)
 
