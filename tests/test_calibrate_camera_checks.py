@@ -19,34 +19,11 @@ import pytest
 from conftest import refused_camera_calibration
 from teleop.cli import main
 from teleop.jog.calibration import CameraCalibration, calibrate_chessboard, images_from_paths
-from teleop.jog.render import FACING_CAMERA, chessboard_texture, default_camera_matrix, rotation_from_rpy
+from teleop.jog.render import (
+    FACING_CAMERA, MILD_DISTORTION, default_camera_matrix, render_board_view, rotation_from_rpy, spread_board_views,
+)
 
 SQUARE_M = 0.025
-SQUARE_PX = 40          # texture pixels per square
-
-
-def _render_board(K, dist, R, t, rng, size=(640, 480)) -> np.ndarray:
-    """(H, W) uint8 image of a 10x7-square chessboard (9x6 inner corners, SQUARE_M squares,
-    one square of white margin) at pose (R (3, 3), t (3,) [m]) in the OpenCV camera frame,
-    seen by a camera with matrix K [px] and OpenCV distortion coefficients ``dist`` (zeros:
-    a pinhole camera), on a grey background with 2 grey levels of noise."""
-    texture = chessboard_texture(10, 7, square_px=SQUARE_PX).astype(np.float32)
-    th, tw = texture.shape
-    m = SQUARE_M / SQUARE_PX
-    # Texture pixel -> board plane [m], centred, y up (the frame of render.FACING_CAMERA).
-    S = np.array([[m, 0.0, -0.5 * tw * m], [0.0, -m, 0.5 * th * m], [0.0, 0.0, 1.0]])
-    w, h = size
-    pixels = np.stack(np.meshgrid(np.arange(w, dtype=float), np.arange(h, dtype=float)), -1).reshape(-1, 1, 2)
-    rays = cv2.undistortPoints(pixels, K, np.asarray(dist, float), R=np.eye(3),
-                               criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)).reshape(-1, 2)
-    H = np.column_stack([R[:, 0], R[:, 1], t]) @ S       # texture pixel -> normalised image point
-    uvw = np.linalg.solve(H, np.vstack([rays.T, np.ones(len(rays))]))
-    map_x, map_y = (uvw[:2] / uvw[2]).reshape(2, h, w).astype(np.float32)
-    board = cv2.remap(texture, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
-    mask = cv2.remap(np.ones_like(texture), map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
-                     borderValue=0.0)
-    image = board * mask + 110.0 * (1.0 - mask) + rng.normal(0.0, 2.0, (h, w))
-    return np.clip(image + 0.5, 0, 255).astype(np.uint8)
 
 
 def _centred_boards(folder, seed: int) -> np.ndarray:
@@ -59,27 +36,17 @@ def _centred_boards(folder, seed: int) -> np.ndarray:
     for i, (roll, pitch) in enumerate(tilts_deg):
         R = rotation_from_rpy(np.radians(roll), np.radians(pitch), np.radians(rng.uniform(-10, 10))) @ FACING_CAMERA
         t = np.array([rng.uniform(-0.02, 0.02), rng.uniform(-0.02, 0.02), rng.uniform(0.7, 0.8)])
-        cv2.imwrite(str(folder / f"board_{i:02d}.png"), _render_board(K, np.zeros(5), R, t, rng))
+        cv2.imwrite(str(folder / f"board_{i:02d}.png"), render_board_view(K, np.zeros(5), R, t, rng))
     return K
 
 
-#: A mild barrel distortion, as of a webcam (k1, k2, p1, p2, k3).
-MILD_DISTORTION = np.array([-0.12, 0.04, 0.0, 0.0, 0.0])
-
-
 def _spread_boards(folder, seed: int = 0) -> np.ndarray:
-    """12 views of a 9x6 board 0.42-0.5 m away, on a 3x3 grid reaching the image's edges and
-    corners plus 3 near the centre, tilted by 25 degrees, through a 70-degree camera with
-    :data:`MILD_DISTORTION`. Returns its K."""
-    K = default_camera_matrix(640, 480, hfov_deg=70.0)
-    rng = np.random.default_rng(seed)
-    tilt = np.radians(25)
-    places = [(x, y) for y in (-0.08, 0.0, 0.08) for x in (-0.13, 0.0, 0.13)] + [(0, 0), (-0.05, 0.03), (0.05, -0.03)]
-    for i, (x, y) in enumerate(places):
-        roll, pitch = [(tilt, 0.0), (-tilt, 0.0), (0.0, tilt), (0.0, -tilt)][i % 4]
-        R = rotation_from_rpy(roll, pitch, rng.uniform(-0.2, 0.2)) @ FACING_CAMERA
-        t = np.array([x, y, 0.42 + 0.04 * (i % 3)])
-        cv2.imwrite(str(folder / f"board_{i:02d}.png"), _render_board(K, MILD_DISTORTION, R, t, rng))
+    """The product's good calibration session (:func:`teleop.jog.render.spread_board_views`:
+    12 views reaching the image's edges and corners, through a 70-degree camera with
+    :data:`MILD_DISTORTION`) written to ``folder``. Returns its K."""
+    K, _, images = spread_board_views(seed)
+    for i, image in enumerate(images):
+        cv2.imwrite(str(folder / f"board_{i:02d}.png"), image)
     return K
 
 
@@ -215,3 +182,23 @@ def test_force_does_not_write_a_calibration_with_problems(tmp_path):
     assert main(["calibrate-camera", "--images", str(tmp_path), "--out", str(out), "--force",
                  "--accept-problems"]) == 0
     assert CameraCalibration.load(out).rms_px < 0.5
+
+
+def test_make_test_images_gives_a_session_that_calibrates_to_its_truth(tmp_path, capsys):
+    """Without a camera: the rendered session and its camera, calibrated back to it; written
+    once, replaced only with --force, never into a file."""
+    boards = tmp_path / "boards"
+    assert main(["calibrate-camera", "--make-test-images", str(boards)]) == 0
+    assert f"teleop calibrate-camera --images {boards}" in capsys.readouterr().out
+    truth = json.loads((boards / "truth.json").read_text())
+    assert len(list(boards.glob("board_*.png"))) == 12
+    out = tmp_path / "camera.json"
+    assert main(["calibrate-camera", "--images", str(boards), "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["problems"] == [] and abs(result["fx"] / truth["K"][0][0] - 1) < 0.01
+    assert abs(result["dist"][0] - truth["dist"][0]) < 0.02
+    assert main(["calibrate-camera", "--make-test-images", str(boards)]) == 1
+    assert "holds test images already: pass --force" in capsys.readouterr().err
+    assert main(["calibrate-camera", "--make-test-images", str(boards), "--force"]) == 0
+    assert main(["calibrate-camera", "--make-test-images", str(out)]) == 1
+    assert "is a file: give a folder" in capsys.readouterr().err

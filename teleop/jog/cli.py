@@ -28,8 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from teleop.cli_types import (UsageError, checked_text, float_in_interval, int_in_range, port, positive_float,
-                              positive_int)
+from teleop.cli_types import (UsageError, checked_text, float_in_interval, int_in_range, nonempty_path, port,
+                              positive_float, positive_int)
 from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
@@ -130,7 +130,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "reprojection error and writes the file teleop jog --calibration reads (a "
                                    "calibration that looks wrong is not written without --accept-problems, nor "
                                    "an existing file replaced without --force).")
-    c.add_argument("--images", nargs="+", required=True, help="image files, folders or glob patterns")
+    source = c.add_mutually_exclusive_group(required=True)
+    source.add_argument("--images", nargs="+", help="image files, folders or glob patterns")
+    source.add_argument("--make-test-images", type=nonempty_path, metavar="DIR",
+                        help="without a camera: write 12 rendered views of a 9x6 chessboard (25 mm squares) "
+                             "through a known camera, and that camera as truth.json, to DIR; then calibrate "
+                             "them with --images DIR (--force replaces earlier ones)")
     c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"))
     c.add_argument("--board", type=_board, default="9x6",
                    help="COLSxROWS: inner corners (chessboard) or squares (ChArUco) (default 9x6)")
@@ -142,7 +147,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--min-views", type=positive_int, default=5, help="boards needed (default 5)")
     c.add_argument("--out", type=Path, default=Path("out/calibrate-camera/camera.json"),
                    help="calibration file to write (default: out/calibrate-camera/camera.json)")
-    c.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    c.add_argument("--force", action="store_true",
+                   help="overwrite --out if it exists (with --make-test-images: the images of DIR)")
     c.add_argument("--accept-problems", action="store_true",
                    help="write the calibration even if it looks wrong (RMS error above 1 px, fx/fy far from 1, "
                         "principal point far off-centre, distortion folding the image anywhere out to its "
@@ -165,7 +171,43 @@ def _board(text: str) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------- calibrate-camera
+def _make_test_images(folder: Path, force: bool) -> int:
+    """``calibrate-camera --make-test-images DIR``: a good calibration session rendered
+    through a known camera (:func:`teleop.jog.render.spread_board_views`), with the camera
+    in ``truth.json`` to compare a calibration with."""
+    import cv2
+
+    from teleop.cli_types import PreconditionError
+    from teleop.data_args import check_output_location
+    from teleop.jog.render import spread_board_views
+
+    if folder.exists() and not folder.is_dir():
+        raise PreconditionError(f"--make-test-images {folder} is a file: give a folder for the images")
+    check_output_location(folder, "--make-test-images")
+    earlier = sorted(folder.glob("board_*.png")) + ([folder / "truth.json"] if (folder / "truth.json").exists() else [])
+    if earlier and not force:
+        raise PreconditionError(f"--make-test-images {folder} holds test images already: pass --force to replace "
+                                "them, or choose another folder")
+    K, dist, images = spread_board_views()
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in earlier:
+        old.unlink()
+    for i, image in enumerate(images):
+        path = folder / f"board_{i:02d}.png"
+        if not cv2.imwrite(str(path), image):
+            raise OSError(f"--make-test-images: could not write {path}")
+    truth = {"image_size": [640, 480], "K": K.tolist(), "dist": dist.tolist(), "board": "9x6", "square_size_m": 0.025,
+             "note": "the camera these images were rendered through (OpenCV's K and distortion)"}
+    (folder / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    print(f"wrote {len(images)} chessboard views and the camera they were rendered through (truth.json: fx "
+          f"{K[0, 0]:.1f} px, k1 {dist[0]:g}) to {folder}/; calibrate them with: "
+          f"teleop calibrate-camera --images {folder}")
+    return 0
+
+
 def _run_calibrate(args: argparse.Namespace) -> int:
+    if args.make_test_images is not None:
+        return _make_test_images(args.make_test_images, args.force)
     from teleop.jog.calibration import CalibrationError, calibrate_charuco, calibrate_chessboard, images_from_paths
 
     def fail(message: str) -> SystemExit:

@@ -270,3 +270,55 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
     finally:
         writer.release()
     return n
+
+
+# --------------------------------------------------------------------------- calibration boards
+#: A mild barrel distortion, as of a webcam (OpenCV's k1, k2, p1, p2, k3): the camera of the
+#: calibration test images.
+MILD_DISTORTION = np.array([-0.12, 0.04, 0.0, 0.0, 0.0])
+
+
+def render_board_view(K: np.ndarray, dist: np.ndarray, R: np.ndarray, t: np.ndarray, rng: np.random.Generator,
+                      size: tuple[int, int] = (640, 480), squares: tuple[int, int] = (10, 7),
+                      square_m: float = 0.025, square_px: int = 40) -> np.ndarray:
+    """(H, W) uint8 image of a chessboard of ``squares`` (cols, rows; 10x7 has 9x6 inner
+    corners) of ``square_m`` [m], with one square of white margin, at pose (R (3, 3), t (3,)
+    [m]) in the OpenCV camera frame, seen by a camera with matrix K [px] and OpenCV
+    distortion coefficients ``dist`` (zeros: a pinhole camera), on a grey background with 2
+    grey levels of noise. Each image pixel is undistorted to its ray and the ray meets the
+    board's plane at a texture point, so the true intrinsics of the image are known."""
+    texture = chessboard_texture(*squares, square_px=square_px).astype(np.float32)
+    th, tw = texture.shape
+    m = square_m / square_px
+    # Texture pixel -> board plane [m], centred, y up (the frame of FACING_CAMERA).
+    S = np.array([[m, 0.0, -0.5 * tw * m], [0.0, -m, 0.5 * th * m], [0.0, 0.0, 1.0]])
+    w, h = size
+    pixels = np.stack(np.meshgrid(np.arange(w, dtype=float), np.arange(h, dtype=float)), -1).reshape(-1, 1, 2)
+    rays = cv2.undistortPoints(pixels, K, np.asarray(dist, float), R=np.eye(3),
+                               criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)).reshape(-1, 2)
+    H = np.column_stack([R[:, 0], R[:, 1], t]) @ S       # texture pixel -> normalised image point
+    uvw = np.linalg.solve(H, np.vstack([rays.T, np.ones(len(rays))]))
+    map_x, map_y = (uvw[:2] / uvw[2]).reshape(2, h, w).astype(np.float32)
+    board = cv2.remap(texture, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+    mask = cv2.remap(np.ones_like(texture), map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                     borderValue=0.0)
+    image = board * mask + 110.0 * (1.0 - mask) + rng.normal(0.0, 2.0, (h, w))
+    return np.clip(image + 0.5, 0, 255).astype(np.uint8)
+
+
+def spread_board_views(seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """12 views of a 9x6-inner-corner board of 25 mm squares, 0.42-0.5 m away, on a 3x3 grid
+    reaching the image's edges and corners plus 3 near the centre, tilted by 25 degrees,
+    through a 640x480, 70-degree camera with :data:`MILD_DISTORTION`: what a good
+    calibration session looks like. Returns (K (3, 3) [px], dist (5,), images)."""
+    K = default_camera_matrix(640, 480, hfov_deg=70.0)
+    rng = np.random.default_rng(seed)
+    tilt = np.radians(25)
+    places = [(x, y) for y in (-0.08, 0.0, 0.08) for x in (-0.13, 0.0, 0.13)] + [(0, 0), (-0.05, 0.03), (0.05, -0.03)]
+    images = []
+    for i, (x, y) in enumerate(places):
+        roll, pitch = [(tilt, 0.0), (-tilt, 0.0), (0.0, tilt), (0.0, -tilt)][i % 4]
+        R = rotation_from_rpy(roll, pitch, rng.uniform(-0.2, 0.2)) @ FACING_CAMERA
+        t = np.array([x, y, 0.42 + 0.04 * (i % 3)])
+        images.append(render_board_view(K, MILD_DISTORTION, R, t, rng))
+    return K, MILD_DISTORTION.copy(), images
