@@ -116,12 +116,6 @@ def run_command(args: argparse.Namespace) -> int:
             # Our reader went away (`teleop info | head`), or our terminal did (a hang-up:
             # the command had stopped cleanly, its final statistics had nowhere to go).
             return 0
-        if getattr(exc, "before_work", False) and not os.environ.get("TELEOP_DEBUG"):
-            # Refused before the command started (a non-loopback address without
-            # --allow-remote): what to change, and no more, as PreconditionError below.
-            _end_progress_bars()
-            _tell(f"teleop {args.command}: error: {exc}")
-            return 1
         if isinstance(exc, BrokenPipeError) or not os.environ.get("TELEOP_DEBUG"):
             return _user_error(args, exc)      # a socket's peer went away, a missing file: real errors
         raise
@@ -133,8 +127,7 @@ def run_command(args: argparse.Namespace) -> int:
     except PreconditionError as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise
-        _tell(f"teleop {args.command}: error: {exc}")
-        return 1
+        return _user_error(args, exc)
     except USER_ERRORS as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise
@@ -179,8 +172,13 @@ def _end_progress_bars() -> None:
 
 
 def _user_error(args: argparse.Namespace, exc: BaseException) -> int:
+    """The error line, exit code 1. A check made before the work started (PreconditionError,
+    or an error marked ``before_work`` such as a non-loopback address refused) says what to
+    change and no more; an error from inside the work adds where to look."""
     _end_progress_bars()
-    _tell(f"teleop {args.command}: error: {describe(exc)}\n(TELEOP_DEBUG=1 shows where it happened)")
+    before_work = isinstance(exc, PreconditionError) or getattr(exc, "before_work", False)
+    hint = "" if before_work else "\n(TELEOP_DEBUG=1 shows where it happened)"
+    _tell(f"teleop {args.command}: error: {describe(exc)}{hint}")
     return 1
 
 

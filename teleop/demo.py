@@ -131,8 +131,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     log = SessionLog()
     video_link = VirtualLink(DirectionModel.constant(one_way, **lossy), seed=settings.seed, direction="video")
     codec = JpegCodec()
-    frame_ids = iter(range(1 << 31))
-    frames_sent_s: list[float] = []   # when each frame was sent (virtual clock) [s]
+    frames_sent_s: list[float] = []   # when each frame was sent (virtual clock) [s]; its index is its id
 
     def on_display(frame, now):
         log.frames.append((now, frame.timing.capture_s, frame.payload))
@@ -141,8 +140,9 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
 
     def send_video(image: np.ndarray, capture_s: float) -> None:
         payload = codec.encode(image[:, :, ::-1])  # the codec takes OpenCV's BGR order
+        frame_id = len(frames_sent_s)
         frames_sent_s.append(clock.now())
-        for datagram in wire.packetize(payload, stream_id=0, frame_id=next(frame_ids), codec=1, capture_s=capture_s,
+        for datagram in wire.packetize(payload, stream_id=0, frame_id=frame_id, codec=1, capture_s=capture_s,
                                        available_s=capture_s, encode_end_s=capture_s, send_clock=robot_ep.clock.now,
                                        fec_group=wire.DEFAULT_FEC_GROUP):   # as `teleop robot` sends it
             video_link.push(clock.now(), datagram)

@@ -52,8 +52,7 @@ def datagram_groups(layout: str, slices: int, group: int = GROUP) -> list[int]:
             order += [g] * len(members) + [g]          # the group's slices, then its parity
         return order
     if layout == "interleaved":
-        k = wire.parity_groups(slices, group)
-        return [wire.parity_group_of(i, slices, group) for i in range(slices)] + [(slices + j) % k for j in range(k)]
+        return [wire.parity_group_of(i, slices, group) for i in range(slices)] + wire.parity_send_order(slices, group)
     raise ValueError(f"unknown layout {layout!r}; one of {', '.join(LAYOUTS)}")
 
 

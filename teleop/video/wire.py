@@ -217,7 +217,7 @@ def packetize(
         yield datagram(index, codec, piece)
         if groups:
             parities[index % groups] ^= int.from_bytes(bytes(piece).ljust(slice_bytes, b"\0"), "big")
-    for group in ((chunk_count + j) % groups for j in range(groups)):
+    for group in parity_send_order(chunk_count, fec_group):
         body = PARITY_PREFIX.pack(fec_group) + parities[group].to_bytes(slice_bytes, "big")
         yield datagram(group, codec | PARITY_FLAG, body)
 
@@ -231,6 +231,14 @@ def parity_group_members(group: int, chunk_count: int, fec_group: int) -> range:
     """Indices of the slices of parity group ``group`` (interleaved: ``group``, ``group + K``,
     ... with ``K`` = :func:`parity_groups`)."""
     return range(group, chunk_count, parity_groups(chunk_count, fec_group))
+
+
+def parity_send_order(chunk_count: int, fec_group: int) -> list[int]:
+    """Groups of the parity datagrams in the order they follow the slices: the slices' round
+    of groups continued (``N mod K``, ``N + 1 mod K``, ...), so that the groups of a frame's
+    datagrams repeat with period K to the last parity and any K in a row are K groups."""
+    groups = parity_groups(chunk_count, fec_group)
+    return [(chunk_count + j) % groups for j in range(groups)]
 
 
 def parity_group_of(index: int, chunk_count: int, fec_group: int) -> int:
