@@ -33,6 +33,7 @@ for a ground projection used through normalised offsets.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -42,13 +43,14 @@ from .human import HumanMotion
 # A rule is ("between", a, b, f): p_a + f (p_b - p_a)
 #        or ("along", a, axis (3,), ref_a, ref_b, k): p_a + R_a axis * k * |p_ref_b - p_ref_a|.
 # Each mass element lists alternative rules; the first whose segments are present is used.
+_Rule = tuple[Any, ...]
 _HEAD = [("along", "head", (0.0, 0.0, 1.0), "neck", "head", 0.25), ("between", "head", "head", 0.0)]
 _UPPER_TRUNK = [("between", "neck", "t12", 0.2999), ("between", "neck", "pelvis", 0.15)]
 _MIDDLE_TRUNK = [("between", "t12", "l3", 0.4502), ("between", "t8", "pelvis", 0.55)]
 _LOWER_TRUNK = [("between", "l3", "pelvis", 0.6115), ("between", "t8", "pelvis", 0.85)]
 
 
-def _limb(side: str) -> list[tuple[float, list]]:
+def _limb(side: str) -> list[tuple[float, list[_Rule]]]:
     s = side
     return [
         (2.71, [("between", f"{s}_upper_arm", f"{s}_forearm", 0.5772)]),
@@ -61,27 +63,28 @@ def _limb(side: str) -> list[tuple[float, list]]:
 
 
 #: (mass % of body mass, alternative CoM rules) for every de Leva segment.
-MASS_TABLE: list[tuple[float, list]] = [
+MASS_TABLE: list[tuple[float, list[_Rule]]] = [
     (6.94, _HEAD), (15.96, _UPPER_TRUNK), (16.33, _MIDDLE_TRUNK), (11.17, _LOWER_TRUNK),
     *_limb("left"), *_limb("right"),
 ]
 assert abs(sum(m for m, _ in MASS_TABLE) - 100.0) < 1e-9
 
 
-def _rule_segments(rule) -> tuple[str, ...]:
+def _rule_segments(rule: _Rule) -> tuple[str, ...]:
     if rule[0] == "between":
         return rule[1], rule[2]
     return rule[1], rule[3], rule[4]
 
 
-def can_compute_com(segment_names) -> bool:
+def can_compute_com(segment_names: Iterable[str]) -> bool:
     """Whether every mass element has an applicable rule for these segments."""
     present = set(segment_names)
     return all(any(set(_rule_segments(r)) <= present for r in rules) for _, rules in MASS_TABLE)
 
 
 @lru_cache(maxsize=32)
-def _plan(segment_names: tuple[str, ...]):
+def _plan(segment_names: tuple[str, ...]) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                                                  tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Index arrays applying the mass table to one segment set (cached per set)."""
     present = set(segment_names)
     idx = {s: i for i, s in enumerate(segment_names)}

@@ -98,7 +98,8 @@ class BodyMeasures:
         return getattr(self, name)
 
 
-def foot_geometry(positions: np.ndarray, orientations: np.ndarray, corners_local: np.ndarray):
+def foot_geometry(positions: np.ndarray, orientations: np.ndarray,
+                  corners_local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sole corners and centres on the ground.
 
     Args:
@@ -143,7 +144,7 @@ def measure(motion: HumanMotion, stance: Stance, foot_corners_local: np.ndarray)
         elif can_compute_com(motion.segment_names):
             com_xy = com_from_arrays(motion.segment_names, P, stance.orientations(Q))[:, :2]
 
-    arms = {}
+    arms: dict[str, np.ndarray | None] = {}
     for s in SIDES:
         parent = f"{s}_shoulder" if has(f"{s}_shoulder") else "t8"
         if has(parent, f"{s}_upper_arm", f"{s}_forearm", f"{s}_hand"):

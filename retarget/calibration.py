@@ -31,6 +31,7 @@ from usual foot anthropometry).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def foot_corners_local(stature: float, ankle_height: float, ball_forward: float 
                      [back, -half, -ankle_height], [back, half, -ankle_height]])
 
 
-def _dimensions(offsets: dict[str, np.ndarray], ankle_height: float) -> dict:
+def _dimensions(offsets: dict[str, np.ndarray], ankle_height: float) -> dict[str, Any]:
     """Body dimensions [m] from N-pose offsets (see module docstring)."""
     pose = skeleton.npose(offsets, ankle_height)
     norm = np.linalg.norm
@@ -144,7 +145,7 @@ def _check_segments(motion: HumanMotion) -> None:
                                "(a full body, or at least the head and both hands, is needed)")
 
 
-def _check_dimensions(dims: dict, motion: HumanMotion, frame: int) -> None:
+def _check_dimensions(dims: dict[str, Any], motion: HumanMotion, frame: int) -> None:
     low, high = STATURE_RANGE_M
     stature = float(dims["stature"])
     if not (np.isfinite(stature) and low <= stature <= high):
@@ -164,7 +165,7 @@ def has_full_body(motion: HumanMotion) -> bool:
 
 
 def _stance(motion: HumanMotion, frame: int) -> Stance:
-    at = lambda s: motion.position(s)[frame]  # noqa: E731 - a local shorthand
+    at: Callable[[str], np.ndarray] = lambda s: motion.position(s)[frame]  # noqa: E731 - a local shorthand
     if motion.has("left_upper_leg", "right_upper_leg", "left_upper_arm", "right_upper_arm"):
         yaw = skeleton.heading_from_lines([at("left_upper_leg"), at("left_upper_arm")],
                                           [at("right_upper_leg"), at("right_upper_arm")])
@@ -228,6 +229,7 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
     if at_frame.foot_centers is not None:
         # The CoM offsets (Eqs. 2.2, 2.8) are measured against these feet: refuse feet on
         # top of each other here, with the frame, not at the first retargeted frame.
+        assert at_frame.foot_corners is not None  # measure() sets the centres and corners together
         try:
             feet_frame(at_frame.foot_centers[0, 0], at_frame.foot_centers[0, 1], at_frame.foot_corners[0])
         except ValueError as exc:

@@ -37,6 +37,14 @@ _HANDS: tuple[tuple[int, int], ...] = ((3, 4), (6, 7))
 _HEIGHTS: tuple[int, ...] = (2, 5, 8)
 
 
+def _hypot(x: float, y: float) -> float:
+    """np.hypot as :meth:`ReferenceEnvelope.first_violation` computes it (math.hypot can differ
+    in the last bit, so a frame on the bound was outside for one and inside for the other);
+    inf, quietly, beyond the float range."""
+    with np.errstate(over="ignore"):
+        return float(np.hypot(x, y))
+
+
 @dataclass(frozen=True)
 class ReferenceEnvelope:
     """Bounds of plausible references (stance frame, see :mod:`retarget.references`).
@@ -77,11 +85,11 @@ class ReferenceEnvelope:
         bad = np.flatnonzero(~np.isfinite(flat))
         if bad.size:
             return f"{FLAT_LABELS[bad[0]]} is {flat[bad[0]]} (not a number the robot can follow)"
-        walked = math.hypot(flat[_COM[0]], flat[_COM[1]])
+        walked = _hypot(flat[_COM[0]], flat[_COM[1]])
         if walked > self.walk_m:
             return f"com x, y {walked:.3g} m from the stance origin (plausible: within {self.walk_m:.3g} m)"
         for ix, iy in _HANDS:
-            distance = math.hypot(flat[ix], flat[iy])
+            distance = _hypot(flat[ix], flat[iy])
             if distance > self.reach_m:
                 name = FLAT_LABELS[ix].rsplit(" ", 1)[0]
                 return (f"{name} x, y {distance:.3g} m from the stance origin "
@@ -108,8 +116,9 @@ class ReferenceEnvelope:
             heights = values[:, list(_HEIGHTS)]
             outside |= ((heights < self.low_m) | (heights > self.high_m)).any(axis=1)
             outside |= (np.abs(values[:, list(POSTURE_INDICES)]) > self.max_angle_rad).any(axis=1)
-        if not outside.any():
-            return None
-        frame = int(np.argmax(outside))
-        return frame, self.violation(values[frame])
+        for frame in np.flatnonzero(outside):
+            why = self.violation(values[frame])
+            if why is not None:                   # always, as both apply the same test
+                return int(frame), why
+        return None
 

@@ -29,9 +29,11 @@ Segment names (a subset may be present; sparse sources such as VR trackers only 
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +79,7 @@ class MotionFormatError(ValueError):
     """
 
 
-def quote(token) -> str:
+def quote(token: object) -> str:
     """``repr(token)`` for an error message, cut to :data:`QUOTE_LIMIT` characters with
     ``...`` and the token's length after the quote when longer (e.g. ``'xxxx'... (2000000
     characters)``), so that the message stays one readable line whatever the file holds
@@ -113,7 +115,7 @@ class HumanMotion:
     com: np.ndarray | None = None
     source: str = ""
     rate_hz: float = 0.0
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.times = np.asarray(self.times, dtype=float)
@@ -191,7 +193,7 @@ class HumanMotion:
                            self.source, self.rate_hz, dict(self.meta))
 
     # ------------------------------------------------------------------ storage
-    def save_npz(self, path) -> None:
+    def save_npz(self, path: str | os.PathLike[str]) -> None:
         """Write the motion as a compressed .npz (the product's native motion format)."""
         np.savez_compressed(
             path, format=np.array("humanmotion-v1"), times=self.times,
@@ -201,7 +203,7 @@ class HumanMotion:
             label=np.array(str(self.meta.get("label", ""))))
 
     @classmethod
-    def load_npz(cls, path) -> "HumanMotion":
+    def load_npz(cls, path: str | os.PathLike[str]) -> "HumanMotion":
         """Read a motion written by :meth:`save_npz`; a foreign file gets a clear error."""
         try:
             with open(path, "rb") as f:
@@ -259,7 +261,7 @@ class HumanMotion:
         return motion
 
 
-def _checked_rate(rate_hz, source: str) -> float:
+def _checked_rate(rate_hz: Any, source: str) -> float:
     """``rate_hz`` as a float, refused (MotionFormatError naming ``source``) unless it is 0
     (not stated: a single live frame, a motion built in code) or a rate between
     1 / MAX_SAMPLE_STEP_S and 1 / MIN_SAMPLE_STEP_S: the replay and the recorders pace by
@@ -274,7 +276,7 @@ def _checked_rate(rate_hz, source: str) -> float:
     return rate
 
 
-def check_unit_quaternions(motion: HumanMotion, path) -> None:
+def check_unit_quaternions(motion: HumanMotion, path: str | os.PathLike[str]) -> None:
     """MotionFormatError naming ``path``, the frame and segment of the first orientation
     whose norm is not 1 within :data:`UNIT_NORM_TOLERANCE` (see there)."""
     norms = np.linalg.norm(motion.orientations, axis=-1)       # (T, S)
@@ -285,7 +287,7 @@ def check_unit_quaternions(motion: HumanMotion, path) -> None:
                                 f"{len(motion)} is not of unit norm (norm {norms[k, j]:.3g})")
 
 
-def check_finite_motion(motion: HumanMotion, path, cause: str = "NaN or inf") -> None:
+def check_finite_motion(motion: HumanMotion, path: str | os.PathLike[str], cause: str = "NaN or inf") -> None:
     """MotionFormatError naming ``path``, the array, frame and segment if any of the motion's
     times, positions, orientations or CoM is NaN or inf (``cause`` goes in the message)."""
     for name in ("times", "positions", "orientations", "com"):

@@ -124,11 +124,9 @@ class Retargeter:
         holds the (T, 4) head orientation reference (Eq. 2.13, robot head upright at start)
         when the source has a head.
         """
-        if self.calibration is None:
-            self.calibrate(motion)
-        values, valid, head = self._map(measure(motion, self.calibration.stance,
-                                                self.calibration.foot_corners_local))
-        meta = {"calibration_frame": self.calibration.frame, "reference": self.calibration.reference,
+        c = self.calibrate(motion) if self.calibration is None else self.calibration
+        values, valid, head = self._map(measure(motion, c.stance, c.foot_corners_local))
+        meta = {"calibration_frame": c.frame, "reference": c.reference,
                 "ratios": {k: np.asarray(v).tolist() for k, v in self.ratios.items()}}
         if head is not None:
             meta["head_orientation"] = head
@@ -186,9 +184,12 @@ class Retargeter:
             # frame is the calibrated one by default: measured per frame, foot markers
             # that roll and slide with the ankle (HDM05 squats: 30 degrees, 7 cm) swing a
             # short feet line and with it the mapped CoM by more than 10 cm.
+            # measure() sets the foot centres and corners together, and the CoM only with feet.
             if self.human_feet == "calibration" and ref.foot_centers is not None:
+                assert ref.foot_corners is not None
                 centres, corners = ref.foot_centers[:1], ref.foot_corners[:1]
             else:
+                assert m.foot_centers is not None and m.foot_corners is not None
                 centres, corners = m.foot_centers, m.foot_corners
             human_feet = feet_frame(centres[:, 0], centres[:, 1], corners)
             com_xy = retarget_com(m.com_xy, human_feet, self._robot_feet)
@@ -199,7 +200,7 @@ class Retargeter:
                 # CoM (2 cm on the synthetic reach), and a position-controlled robot
                 # asked for that step tips over before any motion starts.
                 start_feet = feet_frame(ref.foot_centers[:1, 0], ref.foot_centers[:1, 1], ref.foot_corners[:1]) \
-                    if ref.foot_centers is not None else human_feet
+                    if ref.foot_centers is not None and ref.foot_corners is not None else human_feet
                 com_xy = com_xy - retarget_com(ref.com_xy[:1], start_feet, self._robot_feet) + tgt.com_xy
             put("com_xy", com_xy)
 
@@ -219,7 +220,7 @@ class Retargeter:
             robot_hands = np.stack([tgt.left_hand, tgt.right_hand])
             robot_shoulders = np.stack([tgt.left_shoulder, tgt.right_shoulder])
             shoulders = robot_shoulders + base[:, None] + r["trunk"] * d_trunk
-            hands = robot_hands + base[:, None] + r["trunk"] * d_trunk + r["arm"][None, :, None] * d_arm
+            hands = robot_hands + base[:, None] + r["trunk"] * d_trunk + np.asarray(r["arm"])[None, :, None] * d_arm
             if self.clamp_reach:
                 hands = _clamp_to_sphere(hands, shoulders, tgt.arm_length)
             put("left_hand", hands[:, 0])
@@ -241,6 +242,7 @@ class Retargeter:
 
         head = None
         if m.head is not None:
+            assert ref.head is not None           # calibrate() refuses a pose without a head
             # Eq. 2.13 with the robot head upright at start: R_R = R_H (R_H^0)^-1.
             head = quat.make_continuous(quat.mul(m.head, quat.conj(ref.head[0])))
         return values, valid, head

@@ -24,6 +24,8 @@ high rate is legitimately large, and no single number separates it from a damage
 from __future__ import annotations
 
 import os
+import zipfile
+from typing import Any
 
 import numpy as np
 
@@ -51,12 +53,24 @@ class CheckedNpz:
         self._data = data
         # The archive's real size bounds every compressed size the zip directory claims.
         # (zipfile seeks to its own position before each read, so moving fp is harmless.)
-        self._archive_bytes = data.zip.fp.seek(0, os.SEEK_END)
+        fp = self._zip().fp
+        if fp is None:
+            raise ValueError("the .npz archive is closed")
+        self._archive_bytes = fp.seek(0, os.SEEK_END)
+
+    def _zip(self) -> zipfile.ZipFile:
+        """The NpzFile's open zip archive; ValueError once the NpzFile is closed."""
+        zf = self._data.zip
+        if zf is None:
+            raise ValueError("the .npz archive is closed")
+        return zf
 
     def __contains__(self, key: str) -> bool:
         return key in self._data
 
-    def __getitem__(self, key: str):
+    def __getitem__(self, key: str) -> Any:
+        # An ndarray, typed Any as NpzFile's members are used: callers convert each to what
+        # it must hold (a dict of members may also take a decoded JSON value, say).
         self.check(key)
         return self._data[key]
 
@@ -64,7 +78,7 @@ class CheckedNpz:
         """Raise :class:`OversizedMember` if member ``key`` (with or without ``.npy``)
         declares more bytes than the archive can hold; a missing member or one that is not
         a readable .npy is left to numpy (KeyError, ValueError)."""
-        zf = self._data.zip
+        zf = self._zip()
         names = set(zf.namelist())
         name = key + ".npy" if key + ".npy" in names else key
         if name not in names:

@@ -19,7 +19,7 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
     if len(pts) <= 2:
         return pts
 
-    def cross(o, a, b) -> float:
+    def cross(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
         return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
 
     lower: list[np.ndarray] = []

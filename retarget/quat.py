@@ -116,15 +116,15 @@ def from_axis_angle(axis: np.ndarray, angle: np.ndarray | float) -> np.ndarray:
     return np.concatenate([np.cos(angle / 2), np.sin(angle / 2) * axis], axis=-1)
 
 
-def about_x(angle) -> np.ndarray:
+def about_x(angle: np.ndarray | float) -> np.ndarray:
     return from_axis_angle(np.array([1.0, 0.0, 0.0]), angle)
 
 
-def about_y(angle) -> np.ndarray:
+def about_y(angle: np.ndarray | float) -> np.ndarray:
     return from_axis_angle(np.array([0.0, 1.0, 0.0]), angle)
 
 
-def about_z(angle) -> np.ndarray:
+def about_z(angle: np.ndarray | float) -> np.ndarray:
     return from_axis_angle(np.array([0.0, 0.0, 1.0]), angle)
 
 

@@ -40,9 +40,11 @@ live here and nowhere else.
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 from dataclasses import dataclass, field, replace
+from typing import IO, Any
 
 import numpy as np
 
@@ -141,12 +143,12 @@ class RobotReferences:
         return out
 
     @classmethod
-    def from_flat(cls, t: float, flat: np.ndarray, **extras) -> "RobotReferences":
+    def from_flat(cls, t: float, flat: np.ndarray, **extras: Any) -> "RobotReferences":
         """Build references from a (20,) flat vector (see :data:`SIGNALS`)."""
         flat = np.asarray(flat, dtype=float)
         if flat.shape != (FLAT_SIZE,):
             raise InvalidReferences(f"flat references must have shape ({FLAT_SIZE},), got {flat.shape}")
-        values = {name: flat[SIGNAL_SLICES[name]].copy() for name, _ in SIGNALS}
+        values: dict[str, Any] = {name: flat[SIGNAL_SLICES[name]].copy() for name, _ in SIGNALS}
         values["waist_height"] = float(values["waist_height"][0])
         return cls(t=float(t), **values, **extras)
 
@@ -184,7 +186,7 @@ class ReferenceTrajectory:
     values: np.ndarray
     label: str | None = None
     source: str | None = None
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     valid: np.ndarray | None = None
 
     def __post_init__(self) -> None:
@@ -222,17 +224,17 @@ class ReferenceTrajectory:
         return out[0] if np.isscalar(t) or np.ndim(t) == 0 else out
 
     @classmethod
-    def from_samples(cls, samples: list[RobotReferences], **kw) -> "ReferenceTrajectory":
+    def from_samples(cls, samples: list[RobotReferences], **kw: Any) -> "ReferenceTrajectory":
         return cls(np.array([s.t for s in samples]), np.stack([s.to_flat() for s in samples]), **kw)
 
-    def save_npz(self, path) -> None:
+    def save_npz(self, path: str | os.PathLike[str] | IO[bytes]) -> None:
+        extra: dict[str, Any] = {} if self.valid is None else {"valid": self.valid}
         np.savez_compressed(path, times=self.times, values=self.values,
                             label=self.label or "", source=self.source or "",
-                            signals=np.array([n for n, _ in SIGNALS]),
-                            **({} if self.valid is None else {"valid": self.valid}))
+                            signals=np.array([n for n, _ in SIGNALS]), **extra)
 
     @classmethod
-    def load_npz(cls, path) -> "ReferenceTrajectory":
+    def load_npz(cls, path: str | os.PathLike[str] | IO[bytes]) -> "ReferenceTrajectory":
         """Read a trajectory written by :meth:`save_npz`.
 
         Raises:

@@ -72,10 +72,10 @@ class RobotTarget:
                 raise ValueError(f"RobotTarget.{name} is not finite")
             setattr(self, name, value)
         for name in ("waist_height", "arm_length", "leg_length", "com_height"):
-            value = float(getattr(self, name))
-            if not (np.isfinite(value) and value > 0):
-                raise ValueError(f"RobotTarget.{name} must be a positive length, got {value}")
-            setattr(self, name, value)
+            length = float(getattr(self, name))
+            if not (np.isfinite(length) and length > 0):
+                raise ValueError(f"RobotTarget.{name} must be a positive length, got {length}")
+            setattr(self, name, length)
         if not self.trunk_height > 0:
             raise ValueError(f"RobotTarget: the shoulders are {self.trunk_height:.3f} m above the waist: the trunk "
                              "height (the trunk ratio of the hand mapping) must be positive (inconsistent model data)")

@@ -12,6 +12,8 @@ Frames and units: z up, x forward, y to the person's left, metres, quaternions (
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 
 from . import quat
@@ -95,7 +97,7 @@ def present_parent(segment: str, present: tuple[str, ...] | set[str]) -> str | N
     return p
 
 
-def topological(segments) -> list[str]:
+def topological(segments: Iterable[str]) -> list[str]:
     """The given segments ordered parents first (canonical order already is)."""
     segs = set(segments)
     return [s for s in SEGMENTS if s in segs]
@@ -123,7 +125,7 @@ def offsets_from_motion(motion: HumanMotion, frame: int | slice = 0) -> dict[str
 
 def forward_kinematics(offsets: dict[str, np.ndarray], root_position: np.ndarray,
                        local_rotations: dict[str, np.ndarray], root_name: str = "pelvis",
-                       segments=None) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+                       segments: Iterable[str] | None = None) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """Segment poses from offsets and local rotations, vectorised over frames.
 
     Args:

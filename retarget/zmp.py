@@ -51,14 +51,16 @@ Resolved gaps of the thesis (reference §3.1 [GAP]):
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from .polygon import clip, convex_hull, halfplanes, project, shrink
 
 GRAVITY = 9.81
 
 
-def zmp_axis_closed_form(x_meas, v_des, v_meas, height: float, dt: float, z_min, z_max,
-                         gravity: float = GRAVITY):
+def zmp_axis_closed_form(x_meas: npt.ArrayLike, v_des: npt.ArrayLike, v_meas: npt.ArrayLike, height: float,
+                         dt: float, z_min: npt.ArrayLike, z_max: npt.ArrayLike,
+                         gravity: float = GRAVITY) -> tuple[np.ndarray, np.ndarray]:
     """Eq. 2.15 closed form on one axis (vectorised over any arrays).
 
     Args: x_meas [m], v_des and v_meas [m/s], height h^m [m], dt delta [s], z_min and
@@ -103,10 +105,11 @@ class ShrunkHull:
                                  "no ZMP can be placed in it")
             self._hull = shrink(hull, self.margin)
             self._key = key
+        assert self._hull is not None             # set together with _key, which now matches
         return self._hull
 
 
-def _finite(name: str, value, size: int) -> np.ndarray:
+def _finite(name: str, value: npt.ArrayLike, size: int) -> np.ndarray:
     """The first ``size`` values of ``value`` as floats; ValueError naming ``name`` if there
     are fewer or any is NaN or infinite (a NaN would stay in a filter's state for good)."""
     a = np.asarray(value, dtype=float).reshape(-1)

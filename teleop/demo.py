@@ -14,6 +14,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -122,7 +123,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     one_way = settings.rtt / 2.0
     clock = VirtualClock(0.0)
     jitter = THESIS_JITTER_RATIO * one_way if settings.jitter is None else settings.jitter
-    lossy = dict(loss=settings.loss, loss_burst=settings.loss_burst)
+    lossy: dict[str, Any] = dict(loss=settings.loss, loss_burst=settings.loss_burst)
     link = LinkModel(forward=DirectionModel(delay=one_way, jitter=jitter, **lossy),
                      backward=DirectionModel.constant(one_way))
     operator_ep, robot_ep = connect_virtual(PacketCodec(session_secret()), link, clock, seed=settings.seed,

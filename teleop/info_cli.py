@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 from teleop.cli_types import PreconditionError
 
@@ -32,7 +33,7 @@ def _run(args: argparse.Namespace) -> int:
 
     robot = RobotModel(args.robot)
     robot.update(robot.home_configuration())
-    info = {
+    info: dict[str, Any] = {
         "robot": robot.description.name,
         "urdf": str(robot.description.urdf_path),
         "joints": robot.n_joints,
@@ -98,11 +99,15 @@ def _library_info(path: Path) -> dict:
     tasks = {}
     for label, promp in library.items():
         durations = promp.durations
+        if promp.dense_cov is not None:
+            covariance = "dense"
+        else:
+            assert promp.low_rank is not None   # a ProMP without dense_cov has low_rank (ProMP checks)
+            covariance = f"rank-{promp.low_rank.shape[2]}{' coupled' if promp.coupled else ''}"
         tasks[label] = {"takes": int(len(durations)), "mean_duration_s": float(durations.mean()),
                         "min_duration_s": float(durations.min()), "max_duration_s": float(durations.max()),
                         "basis": promp.basis.n_basis,
-                        "covariance": "dense" if promp.dense_cov is not None else
-                        f"rank-{promp.low_rank.shape[2]}{' coupled' if promp.coupled else ''}"}
+                        "covariance": covariance}
     return {"kind": "task library", "file": str(path), "signals": library.n_signals, "tasks": tasks}
 
 

@@ -17,6 +17,8 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 
 #: The signals ``teleop``'s entry point turns into KeyboardInterrupt (teleop.cli.sigterm_as_interrupt).
@@ -34,12 +36,12 @@ def _stops_held():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list[tuple[int, object]] = []
+    held: list[tuple[int, FrameType | None]] = []
 
-    def hold(signum, frame):
+    def hold(signum: int, frame: FrameType | None) -> None:
         held.append((signum, frame))
 
-    previous = {}
+    previous: dict[int, Callable[[int, FrameType | None], Any] | int | signal.Handlers | None] = {}
     for sig in _STOP_SIGNALS:
         handler = signal.getsignal(sig)
         if callable(handler) or handler == signal.SIG_DFL:
@@ -50,8 +52,9 @@ def _stops_held():
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for signum, frame in held[:1]:      # the first stop; a second one within it adds nothing
-            if callable(previous[signum]):
-                previous[signum](signum, frame)
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
             else:
                 signal.raise_signal(signum)
 

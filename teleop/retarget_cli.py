@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Literal
 
 from teleop.cli_types import PreconditionError, UsageError, sample_rate_hz
 from teleop.data_args import check_out_folder
@@ -127,7 +128,8 @@ def _run(args: argparse.Namespace) -> int:
         from teleop.stations.robot_station import RobotStationConfig
 
         # The robot station's ZMP margin, so that --execute shows what a session would do.
-        zmp = {"margin": RobotStationConfig.zmp_margin} if not args.no_zmp_correction else False
+        zmp: dict[str, float] | Literal[False] = \
+            {"margin": RobotStationConfig.zmp_margin} if not args.no_zmp_correction else False
         metrics = run_closed_loop(traj, robot=robot, zmp_correction=zmp, gui=args.view)
         result.update({key: metrics[key] for key in ("fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm")})
         result["zmp_correction"] = not args.no_zmp_correction

@@ -11,7 +11,7 @@ import pytest
 from retarget.references import HAND_INDICES, ReferenceTrajectory
 from teleop.prescient.compensator import CompensationState, CompensatorConfig, PrescientCompensator
 from teleop.prescient.training import learn_library, motion_span
-from teleop.trials.delay_trial import TrialSettings, pad_take, run_take
+from teleop.trials.delay_trial import TakeResult, TrialSettings, pad_take, run_take
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["reach_forward", "squat"]
@@ -179,10 +179,8 @@ def test_a_library_without_signal_names_warns_and_weighs_every_signal_alike(held
     assert compensator.estimator.config.grid.down_weighted_signals == ()
 
 
-def _result(hand_offset_cm: np.ndarray) -> "TakeResult":
+def _result(hand_offset_cm: np.ndarray) -> TakeResult:
     """A 1 s take at 100 Hz whose right hand is off by ``hand_offset_cm`` (K,) along x."""
-    from teleop.trials.delay_trial import TakeResult
-
     k = len(hand_offset_cm)
     truth = np.zeros((k, 20))
     executed = truth.copy()

@@ -17,8 +17,10 @@ extension says nothing (``.txt``, no extension).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +42,7 @@ __all__ = ["read_motion", "read_xsens_csv", "read_mvnx", "write_mvnx", "read_asf
            "read_vr_trackers", "write_vr_csv", "sniff_format"]
 
 
-def sniff_format(path) -> str:
+def sniff_format(path: str | os.PathLike[str]) -> str:
     """The format of a motion file: "npz", "mvnx", "amc", "asf", "bvh", "vr-json",
     "vr-csv" or "xsens-csv"; raises :class:`MotionFormatError` if none fits."""
     path = Path(path)
@@ -98,7 +100,7 @@ def _is_number_row(line: str) -> bool:
     return len(tokens) > 1
 
 
-def read_motion(path, **opts) -> HumanMotion:
+def read_motion(path: str | os.PathLike[str], **opts: Any) -> HumanMotion:
     """Read any supported motion file.
 
     Keyword options are passed to the reader: ``rate_hz`` (Xsens CSV, AMC; ignored by the
@@ -123,7 +125,7 @@ def read_motion(path, **opts) -> HumanMotion:
     return motion
 
 
-def _read(path, fmt: str, opts: dict) -> HumanMotion:
+def _read(path: str | os.PathLike[str], fmt: str, opts: dict[str, Any]) -> HumanMotion:
     """The motion of ``path`` read by the reader of ``fmt`` (see :func:`read_motion`)."""
     if fmt not in ("xsens-csv", "amc"):
         # MVNX, BVH, VR and .npz files carry their times: a rate given for files that do

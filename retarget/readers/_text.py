@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
-from ..human import MotionFormatError, quote
+from ..human import MotionFormatError
+from ..human import quote as quote   # re-exported: the readers quote file content with it
 
 #: Most characters of an error's message after ``path:line:`` (:func:`error`): the longest
 #: message a reader writes is about 200; beyond this only lists built from file content
@@ -14,7 +16,7 @@ from ..human import MotionFormatError, quote
 MESSAGE_LIMIT = 400
 
 
-def error(path, line: int | None, message: str) -> MotionFormatError:
+def error(path: str | os.PathLike[str], line: int | None, message: str) -> MotionFormatError:
     """A :class:`MotionFormatError` reading ``path:line: message`` (line 1-based).
 
     Readers quote file content with :func:`~retarget.human.quote` (imported here for
@@ -27,7 +29,7 @@ def error(path, line: int | None, message: str) -> MotionFormatError:
     return MotionFormatError(f"{where}: {message}")
 
 
-def read_lines(path) -> list[str]:
+def read_lines(path: str | os.PathLike[str]) -> list[str]:
     """All lines of a text file, without line terminators (CRLF or LF).
 
     Decoded as UTF-8 when possible, else Latin-1 (HDM05 files carry a Latin-1 comment);
@@ -48,7 +50,8 @@ def read_lines(path) -> list[str]:
     return text.splitlines()
 
 
-def floats(path, line_no: int, tokens: list[str], expected: int | None = None, what: str = "values") -> np.ndarray:
+def floats(path: str | os.PathLike[str], line_no: int, tokens: list[str], expected: int | None = None,
+           what: str = "values") -> np.ndarray:
     """Parse tokens as floats, with a located error for junk or a wrong count."""
     if expected is not None and len(tokens) != expected:
         raise error(path, line_no, f"expected {expected} {what}, found {len(tokens)}")
@@ -70,7 +73,7 @@ def _is_float(token: str) -> bool:
         return False
 
 
-def head_bytes(path, n: int = 4096) -> bytes:
+def head_bytes(path: str | os.PathLike[str], n: int = 4096) -> bytes:
     """The first ``n`` bytes of a file (for format sniffing)."""
     try:
         with open(path, "rb") as f:

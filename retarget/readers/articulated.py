@@ -27,6 +27,7 @@ source's frame and units. This module then
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -65,29 +66,35 @@ def npose_direction(segment: str, rest_direction_target: np.ndarray | None) -> n
 
 
 def to_human_motion(tracks: dict[str, SegmentTrack], times: np.ndarray, unit_m: float,
-                    source: str, rate_hz: float, meta: dict) -> HumanMotion:
+                    source: str, rate_hz: float, meta: dict[str, Any]) -> HumanMotion:
     """Canonical motion from per-segment tracks (see module docstring for the steps)."""
     c = Y_UP_TO_Z_UP
     qc = quat.from_matrix(c)
     names = tuple(s for s in SEGMENTS if s in tracks)
     positions = np.stack([tracks[s].origin for s in names], axis=1) * unit_m @ c.T
-    orientations = []
+    per_segment: list[np.ndarray] = []
     for s in names:
         tr = tracks[s]
         rest = None if tr.rest_direction is None else c @ tr.rest_direction
         target = npose_direction(s, rest)
-        swing = quat.IDENTITY if target is None else quat.between(rest, target)
+        if target is None:
+            swing = quat.IDENTITY
+        elif rest is None:
+            raise ValueError(f"{source}: segment {s} has no rest direction (only a segment without a long "
+                             "axis, such as the pelvis, may lack one)")
+        else:
+            swing = quat.between(rest, target)
         # R_seg = C R_bone C^-1 S^-1
         q = quat.mul(quat.mul(quat.mul(qc, tr.rotation), quat.conj(qc)), quat.conj(swing))
-        orientations.append(q)
-    orientations = np.stack(orientations, axis=1)
+        per_segment.append(q)
+    orientations = np.stack(per_segment, axis=1)
 
     # Facing direction at the first frame -> +x.
     idx = {s: i for i, s in enumerate(names)}
     pairs = [(f"left_{p}", f"right_{p}") for p in ("upper_leg", "upper_arm") if f"left_{p}" in idx and f"right_{p}" in idx]
     if pairs:
-        yaw = skeleton.heading_from_lines([positions[0, idx[a]] for a, _ in pairs],
-                                          [positions[0, idx[b]] for _, b in pairs])
+        yaw = float(skeleton.heading_from_lines([positions[0, idx[a]] for a, _ in pairs],
+                                                [positions[0, idx[b]] for _, b in pairs]))
     else:
         yaw = float(quat.yaw_of(orientations[0, idx["pelvis"]]))
     turn = quat.about_z(-yaw)

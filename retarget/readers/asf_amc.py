@@ -27,13 +27,16 @@ the N-pose as described in :mod:`retarget.readers.articulated`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import numpy as np
 
 from .. import quat
+from ..human import HumanMotion
 from ._text import error, floats, quote, read_lines
 from .articulated import SegmentTrack, to_human_motion
 
@@ -91,15 +94,17 @@ class AsfSkeleton:
 
 def _euler(angles: np.ndarray, order: str) -> np.ndarray:
     """Fixed-axis Euler rotation, first listed axis applied first: (..., 3) -> (..., 4)."""
-    q = None
+    q: np.ndarray | None = None
     axes = {"X": quat.about_x, "Y": quat.about_y, "Z": quat.about_z}
     for i, a in enumerate(order.upper()):
         r = axes[a](angles[..., i])
         q = r if q is None else quat.mul(r, q)
+    if q is None:
+        raise ValueError("an Euler rotation needs at least one axis")
     return q
 
 
-def read_asf(path) -> AsfSkeleton:
+def read_asf(path: str | os.PathLike[str]) -> AsfSkeleton:
     """Parse an ASF skeleton; errors name the file and line."""
     lines = read_lines(path)
     section = None
@@ -107,7 +112,7 @@ def read_asf(path) -> AsfSkeleton:
     root_order, root_axis, root_orient = ["TX", "TY", "TZ", "RX", "RY", "RZ"], "XYZ", np.zeros(3)
     bones: dict[str, Bone] = {}
     children: dict[str, list[str]] = {}
-    current: dict | None = None
+    current: dict[str, Any] | None = None
     pending_axis: list[tuple[int, list[str]]] = []
     saw_bonedata = saw_hierarchy = False
 
@@ -136,6 +141,9 @@ def read_asf(path) -> AsfSkeleton:
                 if sorted(root_order) != sorted(["TX", "TY", "TZ", "RX", "RY", "RZ"]):
                     raise error(path, no, f"unsupported root order {' '.join(tok[1:])}")
             elif tok[0] == "axis":
+                # Checked here as for a bone: "XYQ" failed later as a KeyError, "XY" dropped an angle.
+                if len(tok) != 2 or not re.fullmatch(r"[XYZxyz]{3}", tok[1]):
+                    raise error(path, no, "root axis needs an order like XYZ")
                 root_axis = tok[1].upper()
             elif tok[0] == "orientation":
                 pending_axis.append((no, tok[1:4]))
@@ -194,11 +202,11 @@ def read_asf(path) -> AsfSkeleton:
     # hierarchy from the root (a bone left out has no parent, a cycle never ends).
     reached, stack = set(), list(children["root"])
     while stack:
-        b = stack.pop()
-        if b in reached:
-            raise error(path, None, f"bone {quote(b)} appears more than once in the :hierarchy (or in a cycle)")
-        reached.add(b)
-        stack.extend(children.get(b, []))
+        name = stack.pop()
+        if name in reached:
+            raise error(path, None, f"bone {quote(name)} appears more than once in the :hierarchy (or in a cycle)")
+        reached.add(name)
+        stack.extend(children.get(name, []))
     if set(bones) - reached:
         raise error(path, None, f"bones {sorted(set(bones) - reached)} are not connected to the root in the :hierarchy")
     to_rad = np.pi / 180.0 if angle_unit == "deg" else 1.0
@@ -208,7 +216,7 @@ def read_asf(path) -> AsfSkeleton:
                        bones, children)
 
 
-def read_amc(path, skel: AsfSkeleton) -> tuple[dict[str, np.ndarray], int]:
+def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton) -> tuple[dict[str, np.ndarray], int]:
     """Parse an AMC file -> ({bone: (T, n_values)}, first line of frame data).
 
     Every frame must give every bone that has dofs (and the root), each once; a missing or
@@ -282,7 +290,8 @@ def read_amc(path, skel: AsfSkeleton) -> tuple[dict[str, np.ndarray], int]:
     return data, first_data or 1
 
 
-def forward_kinematics(skel: AsfSkeleton, data: dict[str, np.ndarray]):
+def forward_kinematics(skel: AsfSkeleton, data: dict[str, np.ndarray]
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """World rotations (T, 4) and start/end points (T, 3) of every bone (ASF units)."""
     root = data["root"]
     n_t = len(root)
@@ -311,7 +320,8 @@ def forward_kinematics(skel: AsfSkeleton, data: dict[str, np.ndarray]):
     return rot, start, end
 
 
-def read_asf_amc(amc_path, asf_path=None, rate_hz: float = 120.0, label: str | None = None):
+def read_asf_amc(amc_path: str | os.PathLike[str], asf_path: str | os.PathLike[str] | None = None,
+                 rate_hz: float = 120.0, label: str | None = None) -> HumanMotion:
     """Read an AMC take with its ASF skeleton -> canonical :class:`HumanMotion`.
 
     Args:
@@ -341,7 +351,7 @@ def read_asf_amc(amc_path, asf_path=None, rate_hz: float = 120.0, label: str | N
     return to_human_motion(tracks, np.arange(n_t) / rate_hz, skel.unit_m, str(amc_path), rate_hz, meta)
 
 
-def find_asf(amc_path) -> Path:
+def find_asf(amc_path: str | os.PathLike[str]) -> Path:
     """The skeleton of an AMC take: HDM05's ``../skeletons/HDM_<performer>.asf`` for
     ``HDM_<performer>_...amc``, else the only .asf (or the same stem) next to the take."""
     amc_path = Path(amc_path)

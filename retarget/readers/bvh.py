@@ -30,13 +30,14 @@ Other skeletons: pass ``segment_map`` {segment: (joint, distal joint or "end")}.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import quat
-from ..human import MAX_SAMPLE_STEP_S, MIN_SAMPLE_STEP_S
+from ..human import MAX_SAMPLE_STEP_S, MIN_SAMPLE_STEP_S, HumanMotion
 from ._text import error, floats, quote, read_lines
 from .articulated import SegmentTrack, to_human_motion
 
@@ -80,7 +81,7 @@ class BvhFile:
     data: np.ndarray                # (T, n_channels)
 
 
-def read_bvh_file(path) -> BvhFile:
+def read_bvh_file(path: str | os.PathLike[str]) -> BvhFile:
     """Parse a BVH file; every error names the file and line."""
     lines = read_lines(path)
     joints: dict[str, BvhJoint] = {}
@@ -110,6 +111,8 @@ def read_bvh_file(path) -> BvhFile:
         if key in ("ROOT", "JOINT"):
             if len(tok) < 2:
                 raise error(path, no, f"{tok[0]} without a name")
+            if in_end:
+                raise error(path, no, f"{tok[0]} inside an End Site")
             if key == "ROOT" and joints:
                 raise error(path, no, "several ROOTs are not supported")
             parent = stack[-1] if stack else None
@@ -126,6 +129,8 @@ def read_bvh_file(path) -> BvhFile:
                 raise error(path, no, "End Site outside a joint")
         elif key == "{":
             if in_end:
+                if not stack or stack[-1] is None:
+                    raise error(path, no, "unexpected '{' inside an End Site")
                 stack.append(None)
             elif pending is not None:
                 stack.append(pending.name)
@@ -145,10 +150,14 @@ def read_bvh_file(path) -> BvhFile:
             if not in_end and not stack:
                 raise error(path, no, "OFFSET outside a joint")
             off = floats(path, no, tok[1:], 3, "OFFSET values")
+            # None is on the stack only at its top, only inside an End Site (set with end_owner).
             if in_end:
+                assert end_owner is not None
                 joints[end_owner].end_site = off
             else:
-                joints[stack[-1]].offset = off
+                owner = stack[-1]
+                assert owner is not None
+                joints[owner].offset = off
         elif key == "CHANNELS":
             if in_end or not stack:
                 raise error(path, no, "CHANNELS outside a joint")
@@ -163,7 +172,9 @@ def read_bvh_file(path) -> BvhFile:
             bad = [c for c in chans if c not in valid]
             if bad:
                 raise error(path, no, f"unknown channels {', '.join(quote(c) for c in bad)}")
-            j = joints[stack[-1]]
+            owner = stack[-1]
+            assert owner is not None              # not in an End Site (see OFFSET)
+            j = joints[owner]
             j.channels, j.first_channel = chans, n_channels
             n_channels += count
         else:
@@ -208,7 +219,8 @@ def read_bvh_file(path) -> BvhFile:
     return BvhFile(str(path), joints, frame_time, np.stack(rows))
 
 
-def forward_kinematics(bvh: BvhFile, data: np.ndarray | None = None):
+def forward_kinematics(bvh: BvhFile, data: np.ndarray | None = None
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """World positions (T, 3) and rotations (T, 4) of every joint, plus end sites (file units)."""
     data = bvh.data if data is None else data
     n_t = len(data)
@@ -249,8 +261,8 @@ def detect_unit(bvh: BvhFile) -> tuple[str, float]:
     return name, UNITS[name]
 
 
-def read_bvh(path, unit_m: float | None = None, drop_rest_frame: bool | None = None,
-             segment_map: dict[str, tuple[str, str]] | None = None, label: str = ""):
+def read_bvh(path: str | os.PathLike[str], unit_m: float | None = None, drop_rest_frame: bool | None = None,
+             segment_map: dict[str, tuple[str, str]] | None = None, label: str = "") -> HumanMotion:
     """Read a BVH take -> canonical :class:`HumanMotion` (see module docstring)."""
     bvh = read_bvh_file(path)
     seg_map = CMU_SEGMENT_MAP if segment_map is None else segment_map
@@ -267,8 +279,8 @@ def read_bvh(path, unit_m: float | None = None, drop_rest_frame: bool | None = N
     rot_cols = [root.first_channel + k for k, c in enumerate(root.channels) if c.endswith("rotation")]
     data = bvh.data
     if drop_rest_frame is None:
-        drop_rest_frame = (len(data) > 1 and np.all(data[0, rot_cols] == 0.0)
-                           and np.any(data[1, rot_cols] != 0.0))
+        drop_rest_frame = bool(len(data) > 1 and np.all(data[0, rot_cols] == 0.0)
+                               and np.any(data[1, rot_cols] != 0.0))
     if drop_rest_frame:
         data = data[1:]
 

@@ -67,7 +67,8 @@ def arm_convention(names: tuple[str, ...], positions: np.ndarray, orientations: 
     return "tpose" if abs(local[1]) > abs(local[2]) else "npose"
 
 
-def mvn_to_npose_frames(names: tuple[str, ...], positions: np.ndarray, orientations: np.ndarray):
+def mvn_to_npose_frames(names: tuple[str, ...], positions: np.ndarray,
+                        orientations: np.ndarray) -> tuple[np.ndarray, dict[str, str]]:
     """Orientations (T, S, 4) with MVN's T-pose arm frames re-expressed in N-pose frames.
 
     Returns (orientations, {side: convention found}).

@@ -35,8 +35,11 @@ not to the file.
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
@@ -53,7 +56,7 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _numbers(path, line: int, elem, count: int, what: str) -> np.ndarray:
+def _numbers(path: str | os.PathLike[str], line: int, elem: ET.Element, count: int, what: str) -> np.ndarray:
     text = (elem.text or "").split()
     if len(text) != count:
         raise error(path, line, f"<{what}> has {len(text)} numbers, expected {count}")
@@ -66,7 +69,7 @@ def _numbers(path, line: int, elem, count: int, what: str) -> np.ndarray:
     return values
 
 
-def _frame_rate(path, line: int, value: str | None) -> float:
+def _frame_rate(path: str | os.PathLike[str], line: int, value: str | None) -> float:
     """The ``frameRate`` attribute [Hz]: 0 when absent (the rate then comes from the frame
     times), else a finite rate within what :class:`HumanMotion` allows, refused with its
     line otherwise (NaN, -100 and 1e300 were taken as the take's rate)."""
@@ -82,13 +85,16 @@ def _frame_rate(path, line: int, value: str | None) -> float:
     return rate
 
 
-def read_mvnx(path, label: str = "") -> HumanMotion:
+def read_mvnx(path: str | os.PathLike[str], label: str = "") -> HumanMotion:
     """Read an MVNX file -> canonical :class:`HumanMotion` (streaming, see module docstring)."""
     path = Path(path)
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     labels: list[str] = []
     rate = 0.0
-    times, oris, poss, coms = [], [], [], []
+    frame_times: list[float] = []
+    oris: list[np.ndarray] = []
+    poss: list[np.ndarray] = []
+    coms: list[np.ndarray] = []
     frames_elem = None
     saw_root = False
     line_no = 0
@@ -96,13 +102,14 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
         f = open(path, "rb")
     except OSError as exc:
         raise MotionFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    current: dict | None = None          # the motion frame being read
+    current: dict[str, Any] | None = None          # the motion frame being read
     in_frame = False                     # a <frame> element is open (of any type)
     with f:
         try:
             for line_no, raw in enumerate(f, start=1):
                 parser.feed(raw)
-                for event, elem in parser.read_events():
+                # Only start and end events are asked for: each is (event, element).
+                for event, elem in cast(Iterator[tuple[str, ET.Element]], parser.read_events()):
                     tag = _local(elem.tag)
                     if event == "start":
                         if not saw_root:
@@ -133,7 +140,7 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                             current = {"line": line_no} if elem.get("type", "normal") == "normal" else None
                             if current is not None:
                                 try:
-                                    current["time"] = float(elem.get("time")) / 1000.0
+                                    current["time"] = float(elem.get("time", "")) / 1000.0
                                 except (TypeError, ValueError):
                                     raise error(path, line_no, "frame without a numeric time attribute") from None
                                 if not np.isfinite(current["time"]):
@@ -167,7 +174,7 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                                 raise error(path, current["line"], "frame without <orientation> or <position>")
                             oris.append(current["orientation"])
                             poss.append(current["position"])
-                            times.append(current["time"])
+                            frame_times.append(current["time"])
                             if "com" in current:
                                 coms.append(current["com"])
                         current, in_frame = None, False
@@ -184,7 +191,7 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
         raise error(path, line_no, "no motion frames (type=\"normal\")")
     if coms and len(coms) != len(oris):
         raise error(path, None, "centerOfMass is given in some frames only")
-    times = np.asarray(times)
+    times = np.asarray(frame_times)
     if np.any(np.diff(times) <= 0):
         k = int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1
         raise error(path, None, f"frame times do not increase at motion frame {k}")
@@ -201,7 +208,7 @@ def read_mvnx(path, label: str = "") -> HumanMotion:
                        source=str(path), rate_hz=rate, meta=meta)
 
 
-def write_mvnx(motion: HumanMotion, path, subject: str = "retarget") -> None:
+def write_mvnx(motion: HumanMotion, path: str | os.PathLike[str], subject: str = "retarget") -> None:
     """Write a motion as a small but valid MVNX file (MVN segment labels and conventions).
 
     Segments the motion has are written in MVN order; each gets the points of its child

@@ -39,7 +39,9 @@ segment orientations already (e.g. files written by :func:`write_vr_csv`).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +56,7 @@ OPENVR_TO_Z_UP = np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 AXES = {"z-up": np.eye(3), "openvr": OPENVR_TO_Z_UP}
 
 
-def _read_csv(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+def _read_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     lines = read_lines(path)
     axes = "z-up"
     header, header_line = None, 0
@@ -98,12 +100,12 @@ def _read_csv(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     if not rows:
         raise error(path, None, "no samples")
     table = np.stack(rows)
-    col = {c: i for i, c in enumerate(header)}
-    poses = {seg: table[:, [col[f"{seg}_{x}"] for x in _SUFFIXES]] for seg in segments}
+    column = {c: i for i, c in enumerate(header)}
+    poses = {seg: table[:, [column[f"{seg}_{x}"] for x in _SUFFIXES]] for seg in segments}
     return table[:, 0], poses, axes
 
 
-def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+def _read_json(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     text = "\n".join(read_lines(path))
     try:
         doc = json.loads(text)
@@ -151,7 +153,8 @@ def _read_json(path) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
     return times, poses, axes
 
 
-def read_vr_trackers(path, npose_frame: int | None = 0, label: str = "", layout: str | None = None) -> HumanMotion:
+def read_vr_trackers(path: str | os.PathLike[str], npose_frame: int | None = 0, label: str = "",
+                     layout: str | None = None) -> HumanMotion:
     """Read a VR tracker file (CSV or JSON) -> sparse :class:`HumanMotion`.
 
     ``layout`` is "json" or "csv"; by default the suffix decides (``.json`` or not).
@@ -182,7 +185,7 @@ def read_vr_trackers(path, npose_frame: int | None = 0, label: str = "", layout:
     if np.any(np.abs(norms - 1.0) > 0.01):
         raise error(path, None, "tracker quaternions must be unit (w, x, y, z)")
     orientations = quat.mul(qc, q / norms[..., None])
-    meta = {"format": "vr-trackers", "axes": axes, "label": label, "npose_frame": npose_frame}
+    meta: dict[str, Any] = {"format": "vr-trackers", "axes": axes, "label": label, "npose_frame": npose_frame}
     if npose_frame is not None:
         k = int(npose_frame) % len(times)
         yaw = skeleton.heading_from_lines([positions[k, names.index("left_hand")]],
@@ -197,7 +200,7 @@ def read_vr_trackers(path, npose_frame: int | None = 0, label: str = "", layout:
     return HumanMotion(times, names, positions, orientations, source=str(path), rate_hz=rate, meta=meta)
 
 
-def write_vr_csv(motion: HumanMotion, path) -> None:
+def write_vr_csv(motion: HumanMotion, path: str | os.PathLike[str]) -> None:
     """Write the tracker segments of a motion in the CSV layout (z-up axes)."""
     names = [s for s in TRACKER_SEGMENTS if s in motion.segment_names]
     missing = [s for s in REQUIRED if s not in names]

@@ -20,6 +20,7 @@ MVN's T-pose convention to N-pose frames (:mod:`retarget.readers.mvn`).
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -39,7 +40,7 @@ class DamagedJointAnglesWarning(UserWarning):
     """The joint-angle file ``N.csv`` beside a valid ``pN.csv`` cannot be read: ignored."""
 
 
-def _table(path, columns: int, what: str) -> np.ndarray:
+def _table(path: str | os.PathLike[str], columns: int, what: str) -> np.ndarray:
     lines = read_lines(path)
     rows = []
     for no, line in enumerate(lines, start=1):
@@ -51,7 +52,7 @@ def _table(path, columns: int, what: str) -> np.ndarray:
     return np.stack(rows)
 
 
-def count_columns(path) -> int:
+def count_columns(path: str | os.PathLike[str]) -> int:
     """Number of comma-separated values on the first non-empty line."""
     for line in read_lines(path):
         if line.strip():
@@ -59,7 +60,7 @@ def count_columns(path) -> int:
     raise error(path, None, "empty file")
 
 
-def pose_path_for(path) -> tuple[Path, Path | None]:
+def pose_path_for(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     """(pose file, joint-angle file or None) for either member of a pair.
 
     The member is recognised by its column count (161 poses, 66 joint angles); the partner
@@ -79,7 +80,7 @@ def pose_path_for(path) -> tuple[Path, Path | None]:
                 f"or {JOINT_ANGLE_COLUMNS} (joint angles)")
 
 
-def read_xsens_csv(path, rate_hz: float = 100.0, label: str = "") -> HumanMotion:
+def read_xsens_csv(path: str | os.PathLike[str], rate_hz: float = 100.0, label: str = "") -> HumanMotion:
     """Read an Xsens CSV pair (give either file) -> canonical :class:`HumanMotion`."""
     pose_file, angle_file = pose_path_for(path)
     data = _table(pose_file, POSE_COLUMNS, "values (23 segments x 7)").reshape(-1, len(MVN_SEGMENTS), 7)

@@ -10,7 +10,7 @@ recorded data ``run(..., data=DIR)`` (``--data``), and a long one ``run(..., pro
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import inspect
 import json
 import sys

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -376,7 +377,7 @@ def run(quick: bool = False, progress: bool = False) -> dict:
         stage(f"poses and movements, {MODE_NAMES[mode]} ({seconds:.1f} s simulated)")
         runs[mode] = run_motion(robot, mode, schedule)
     windows = motion_windows(schedule)
-    result = {"samples": len(schedule.q_cmd), "modes": {}}
+    result: dict[str, Any] = {"samples": len(schedule.q_cmd), "modes": {}}
     for mode in ("ji", "ci"):
         r, ss = runs[mode], runs["ss"]
         result["modes"][mode] = {

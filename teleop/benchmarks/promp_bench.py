@@ -167,11 +167,11 @@ def time_estimator(quick: bool = False, rate_hz: float = 100.0, horizon_s: float
                 est.update(t, y)
                 est.predict_many(t + offsets, full_cov=full)
                 times.append((time.perf_counter() - t0) * 1e3)
-        times = np.array(times).reshape(-1, len(demo.times))
-        first = times[:, demo.times <= 1.0]
+        per_tick = np.array(times).reshape(-1, len(demo.times))
+        first = per_tick[:, demo.times <= 1.0]
         key = "full_cov" if full else "var"
-        out[f"{key}_median_ms"] = float(np.median(times))
-        out[f"{key}_p90_ms"] = float(np.percentile(times, 90))
+        out[f"{key}_median_ms"] = float(np.median(per_tick))
+        out[f"{key}_p90_ms"] = float(np.percentile(per_tick, 90))
         out[f"{key}_first_second_median_ms"] = float(np.median(first))
     out["predicted_points"] = len(offsets)
     return out

@@ -86,7 +86,11 @@ def _workload(mode: str, duration_s: float, frames_dir: Path, output: Path | Non
     positions = rng.normal(0, 0.5, (1, len(SEGMENTS), 3))
     orientations = np.tile([1.0, 0.0, 0.0, 0.0], (1, len(SEGMENTS), 1))
     joint_names = tuple(f"joint_{j}" for j in range(N_JOINTS))
-    recorder = Recorder(output) if mode == "record" else None
+    recorder = None
+    if mode == "record":
+        if output is None:
+            raise ValueError("the record mode needs an output path")
+        recorder = Recorder(output)
 
     period = 1.0 / CONTROL_RATE_HZ
     start = time.monotonic()
@@ -138,8 +142,9 @@ def _workload(mode: str, duration_s: float, frames_dir: Path, output: Path | Non
         tick += 1
     result = {"mode": mode, "ticks": tick}
     if recorder is not None:
-        stats = recorder.close()
-        result.update(messages=stats.written, dropped=stats.dropped_total, writer_cpu_s=stats.writer_cpu_s,
+        assert output is not None   # the recorder writes to it
+        recorded = recorder.close()
+        result.update(messages=recorded.written, dropped=recorded.dropped_total, writer_cpu_s=recorded.writer_cpu_s,
                       bytes=output.stat().st_size)
     result.update(cpu_s=time.process_time() - cpu_start, wall_s=time.monotonic() - start,
                   lateness_p99_ms=float(np.percentile(lateness, 99)) * 1e3,
@@ -213,6 +218,7 @@ def measure_kill_loss(run_s: float, frames_dir: Path, workdir: Path) -> dict:
     child = subprocess.Popen(_child_command("record", 3600.0, frames_dir, path, announce=True),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(),
                              cwd=_REPO_ROOT)
+    assert child.stdout is not None and child.stderr is not None   # both are pipes
     try:
         line = child.stdout.readline()
         if not line.startswith("recording "):

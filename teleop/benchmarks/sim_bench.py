@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +31,12 @@ from teleop.robot.model import RobotModel
 from teleop.sim.camera import STANDARD_SIZES, CameraIntrinsics, EyeCamera
 from teleop.sim.simulator import Simulation
 from teleop.sim.target_spline import TickInterpolator
+
+if TYPE_CHECKING:
+    from teleop.sim.scene import SimulatedScene
+
+#: The scene :func:`camera_frame_ms` added to each simulation (once: its bodies stay in the world).
+_BENCH_SCENES: weakref.WeakKeyDictionary[Simulation, SimulatedScene] = weakref.WeakKeyDictionary()
 
 FK_ROLES = ("left_hand", "right_hand", "left_sole", "right_sole")
 
@@ -112,13 +120,14 @@ def camera_frame_ms(sim: Simulation, robot: RobotModel, frames: int, renderer: s
     from teleop.sim.scene import add_to_simulation
 
     out = {}
-    if not hasattr(sim, "_bench_scene"):
-        sim._bench_scene = add_to_simulation(sim, static=True)  # the table and objects the eye sees
+    if sim not in _BENCH_SCENES:
+        _BENCH_SCENES[sim] = add_to_simulation(sim, static=True)  # the table and objects the eye sees
     q = sim.state().q
     q[7 + robot.joint_index("neck_pitch")] = -0.3  # look down at the table and the hands
     for label, (w, h) in STANDARD_SIZES.items():
+        camera: LowPolyEyeCamera | EyeCamera
         if renderer == "lowpoly":
-            camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(w, h), scene=sim._bench_scene)
+            camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(w, h), scene=_BENCH_SCENES[sim])
         else:
             camera = EyeCamera(sim, robot, "left_eye", CameraIntrinsics(w, h))
         camera.render(q)  # first call builds renderer caches

@@ -299,6 +299,8 @@ def measure_codec_options(size: tuple[int, int] = (640, 480), frames: int = 30, 
                 t1 = time.perf_counter_ns()
                 decoded = cv2.imdecode(buffer, cv2.IMREAD_COLOR)
                 t2 = time.perf_counter_ns()
+                if decoded is None:
+                    raise RuntimeError(f"{name}: OpenCV cannot decode the image it encoded")
                 encode_ms.append((t1 - t0) / 1e6)
                 decode_ms.append((t2 - t1) / 1e6)
                 sizes_kib.append(buffer.size / 1024)

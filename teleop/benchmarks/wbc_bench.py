@@ -42,14 +42,17 @@ import argparse
 import json
 import sys
 import time
+from typing import Any, TypeVar
 
 import numpy as np
 import pinocchio as pin
 
 from teleop.control.controller import WholeBodyController
 from teleop.control.stack import load_stack
-from teleop.control.tasks import PostureTask
+from teleop.control.tasks import ComTask, FramePositionTask, PostureTask, WaistHeightTask
 from teleop.robot.model import NQ_BASE, RobotModel
+
+_T = TypeVar("_T")
 
 
 def benchmark_targets(robot: RobotModel, n_ticks: int, dt: float = 0.01) -> list[dict]:
@@ -92,14 +95,22 @@ def benchmark_targets(robot: RobotModel, n_ticks: int, dt: float = 0.01) -> list
     return targets
 
 
+def _task(controller: WholeBodyController, name: str, kind: type[_T]) -> _T:
+    """The controller's task ``name``, of the type the benchmark feeds."""
+    task = controller.task(name)
+    if not isinstance(task, kind):
+        raise TypeError(f"task {name!r} is a {type(task).__name__}, not a {kind.__name__}")
+    return task
+
+
 class _Ours:
     """Our controller, fed the benchmark targets."""
 
     def __init__(self, robot: RobotModel, mode: str) -> None:
         self.controller = WholeBodyController(robot, "default", mode=mode)
         c = self.controller
-        self.com, self.waist = c.task("com"), c.task("waist_height")
-        self.hands = (c.task("left_hand"), c.task("right_hand"))
+        self.com, self.waist = _task(c, "com", ComTask), _task(c, "waist_height", WaistHeightTask)
+        self.hands = (_task(c, "left_hand", FramePositionTask), _task(c, "right_hand", FramePositionTask))
         self.postures = [(t, t.joint_indices) for t in c.tasks.values() if isinstance(t, PostureTask)]
 
     def set_targets(self, target: dict) -> None:
@@ -146,8 +157,12 @@ class _Pink:
         joint_weights = np.zeros(robot.n_joints)
         for spec in stack.tasks:
             if spec.type == "posture":
-                joints = PostureTask(spec.name, robot, spec.joints or [n for n, _ in
-                                     robot.description.reference_joints[spec.reference]]).joint_indices
+                names = spec.joints
+                if not names:
+                    if spec.reference is None:
+                        raise ValueError(f"posture task {spec.name!r} needs joints or a reference")
+                    names = [n for n, _ in robot.description.reference_joints[spec.reference]]
+                joints = PostureTask(spec.name, robot, names).joint_indices
                 joint_weights[joints] += spec.weight
         self.posture = PinkPosture(np.sqrt(joint_weights), gain=alpha("neck"))
         for task in self.feet + [self.com, self.waist] + self.hands:
@@ -204,7 +219,8 @@ def run(quick: bool = False) -> dict:
     robot = RobotModel()
     n_ticks = 300 if quick else 1000
     targets = benchmark_targets(robot, n_ticks)
-    runners = {"weighted": _Ours(robot, "weighted"), "strict": _Ours(robot, "strict")}
+    ours = {"weighted": _Ours(robot, "weighted"), "strict": _Ours(robot, "strict")}
+    runners: dict[str, _Ours | _Pink] = dict(ours)
     pink_runner = _pink_or_none(robot)
     if pink_runner is not None:
         runners["pink"] = pink_runner
@@ -228,8 +244,8 @@ def run(quick: bool = False) -> dict:
                 "max_limit_violation_rad": violation[name]}
 
     strict = summary("strict")
-    strict["levels"] = runners["strict"].controller.n_levels
-    result = {"ours": {"weighted": summary("weighted"), "strict": strict},
+    strict["levels"] = ours["strict"].controller.n_levels
+    result: dict[str, Any] = {"ours": {"weighted": summary("weighted"), "strict": strict},
               "pink": summary("pink") if "pink" in runners else None}
     result["speedup_vs_pink"] = (result["pink"]["median_ms"] / result["ours"]["weighted"]["median_ms"]
                                  if result["pink"] is not None else None)

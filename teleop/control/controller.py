@@ -160,7 +160,7 @@ class WholeBodyController:
             self.contacts = ContactConstraint(self.robot, frames, self.config.contact_gain) if frames else None
         except (KeyError, ValueError) as exc:
             raise StackError(f"{where}: contacts: {exc}") from None
-        self.polygon = None
+        self.polygon: SupportPolygonConstraint | None = None
         self._polygon_sides = tuple(side for side in ("left", "right") if f"{side}_sole" in frames)
         if self.config.polygon_enabled and self._polygon_sides:
             self.polygon = SupportPolygonConstraint(self.config.polygon_margin, self.config.polygon_active_distance,
@@ -176,7 +176,7 @@ class WholeBodyController:
         # polygon rows are written straight into the constraint buffers (no per-tick copy).
         self._in_place = not eliminate and (self.polygon is None or
                                             self.polygon.active_distance == float("inf"))
-        if eliminate:
+        if self.contacts is not None and eliminate:
             free, support = self.contacts.free_columns, self.contacts.support_columns
         else:  # z = v: every coordinate is simply bounded, the base by +-inf
             free, support = np.arange(nv), np.arange(0)
@@ -190,15 +190,16 @@ class WholeBodyController:
         self._n_free = len(free)
         self._n_equalities = self.contacts.size if (self.contacts is not None and not eliminate) else 0
         # Length of z: the contact equalities remove 6 per contact when eliminated.
-        self._n_reduced = nv - (self.contacts.size if eliminate else 0)
+        self._n_reduced = nv - (self.contacts.size if self.contacts is not None and eliminate else 0)
         # A first level made only of posture tasks on free joints has selection rows in z:
         # the next levels keep those coordinates fixed and the others free (no QR).
         self._first_level_free = None
         self._first_level_tasks: list[Task] = []
         first = [self.tasks[s.name] for s in specs if s.level == specs[0].level]
+        first_postures = [t for t in first if isinstance(t, PostureTask)]
         free_list = list(free)
-        if self.mode == "strict" and all(isinstance(t, PostureTask) for t in first):
-            coordinates = {free_list.index(c) for t in first for c in t.velocity_indices if c in free_list}
+        if self.mode == "strict" and len(first_postures) == len(first):
+            coordinates = {free_list.index(c) for t in first_postures for c in t.velocity_indices if c in free_list}
             if len(coordinates) == sum(t.dim for t in first):  # all on free joints, no overlap
                 self._first_level_free = np.array([i for i in range(self._n_reduced) if i not in coordinates])
                 self._first_level_tasks = first
@@ -282,6 +283,7 @@ class WholeBodyController:
                                              self._constraint_upper, self._constraint_sense)
         if self._in_place:
             if self._n_equalities:
+                assert self.contacts is not None  # equalities come from the contacts
                 self.contacts.write_equation_into(self._constraint_rows[:self._n_equalities])
             start = self._n_equalities  # (no support-joint rows without elimination)
             self._polygon_views = (self._constraint_rows[start:start + n_edges],
@@ -336,6 +338,7 @@ class WholeBodyController:
         equality_rows = None
         try:
             if self._eliminate:
+                assert self.contacts is not None  # eliminated contacts exist
                 reduction = self.contacts.reduction(self.kin, dt)
             else:
                 reduction = self._identity_reduction
@@ -376,6 +379,7 @@ class WholeBodyController:
                                                               reduced_rows, reduced_targets, slack)
                 dropped.append("joint acceleration bound")
             if self._has_zmp_rows and polygon_rows.stop > polygon_rows.start:
+                assert self.polygon is not None  # ZMP rows are the polygon's
                 zmp_start = polygon_rows.start + self.polygon.n_edges
                 constraints = constraints.without_rows(zmp_start, polygon_rows.stop)
                 polygon_rows = slice(polygon_rows.start, zmp_start)
@@ -447,6 +451,7 @@ class WholeBodyController:
         if slack is not None and self._in_place:  # the polygon filled its rows there
             used += len(slack)
         elif slack is not None:
+            assert self.polygon is not None  # the slack is the polygon's
             polygon_rows, polygon_bounds = reduced_rows[self._n_task_rows:], reduced_targets[self._n_task_rows:]
             if self.polygon.active_distance != float("inf"):  # optional: only the near edges
                 near = slack < self.polygon.active_distance

@@ -311,6 +311,7 @@ class CartesianImpedance:
         xdot = J_full @ v                                            # includes servoed joints' motion
         error = x_desired - x
         if self.m == 6:
+            assert R_desired is not None  # checked above with orientation stiffness (m == 6)
             error = np.concatenate([error, pin.log3(R_desired @ self.R.T)])
         g = pin.computeGeneralizedGravity(model, data, q)[self._v_idx]
         if self.payload_mass > 0:

@@ -76,6 +76,7 @@ class Kinematics:
         """(3,) centre of mass in the world frame [m] (cached)."""
         if self._com is None:
             self.com_jacobian()
+        assert self._com is not None  # com_jacobian() fills both caches
         return self._com
 
     def com_jacobian(self) -> np.ndarray:

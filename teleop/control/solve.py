@@ -104,6 +104,7 @@ def solve_hierarchy(levels: list[tuple[np.ndarray, np.ndarray]], damping: float,
             elif n_levels > 1:
                 basis = nullspace_basis(rows, zero_rows_possible)
         elif free is not None:
+            assert z is not None  # level 1 returns early without a solution
             projected = rows[:, free]
             hessian, linear = level_qp(projected, target - rows @ z, damping)
             linear += damping * z[free]
@@ -119,6 +120,8 @@ def solve_hierarchy(levels: list[tuple[np.ndarray, np.ndarray]], damping: float,
                 basis[free] = kernel
             free = None
         else:
+            # z: level 1 returns early without one; basis: the level before left its kernel.
+            assert z is not None and basis is not None
             if basis.shape[1] == 0:  # the higher levels use every degree of freedom
                 result.levels_solved += 1
                 continue

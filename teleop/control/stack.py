@@ -338,18 +338,28 @@ def build_task(spec: TaskSpec, robot: RobotModel) -> Task:
             return WaistHeightTask(spec.name, robot.frame_id(spec.frame or "waist"), spec.weight, spec.gain,
                                    spec.orientation_weight or 0.0, spec.orientation_gain)
         if spec.type == "frame_position":
-            return FramePositionTask(spec.name, robot.frame_id(spec.frame), spec.axes or "xyz", spec.weight, spec.gain)
+            return FramePositionTask(spec.name, _frame_id(spec, robot), spec.axes or "xyz", spec.weight, spec.gain)
         if spec.type == "frame_orientation":
-            return FrameOrientationTask(spec.name, robot.frame_id(spec.frame), spec.weight, spec.gain)
+            return FrameOrientationTask(spec.name, _frame_id(spec, robot), spec.weight, spec.gain)
         if spec.type == "frame_pose":
-            return FramePoseTask(spec.name, robot.frame_id(spec.frame), spec.weight, spec.gain,
+            return FramePoseTask(spec.name, _frame_id(spec, robot), spec.weight, spec.gain,
                                  spec.orientation_gain, spec.orientation_weight)
         joints = spec.joints
         if joints is None:
+            if spec.reference is None:
+                raise ValueError("a posture task needs joints or a reference")
             joints = [j for j, _ in reference_joints(robot, spec.reference)]
         return PostureTask(spec.name, robot, joints, spec.weight, spec.gain)
     except (KeyError, ValueError) as exc:
         raise StackError(f"task {spec.name!r}: {exc}") from None
+
+
+def _frame_id(spec: TaskSpec, robot: RobotModel) -> int:
+    """The frame of a frame task (a spec made in code may lack one: pinocchio would be
+    given None)."""
+    if spec.frame is None:
+        raise ValueError(f"a {spec.type} task needs a frame")
+    return robot.frame_id(spec.frame)
 
 
 def reference_joints(robot: RobotModel, signal: str) -> list[tuple[str, float]]:

@@ -12,8 +12,10 @@ iCub); send ``q_command[7:]`` to the position-controlled joints. Pass the measur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pinocchio as pin
@@ -185,13 +187,14 @@ class ReferenceTracker:
         return self.controller.timing_stats()
 
     # -------------------------------------------------------------- references
-    def check(self, references: RobotReferences) -> dict[str, np.ndarray]:
+    def check(self, references: RobotReferences) -> dict[str, np.ndarray | float]:
         """Raise :class:`InvalidReferences` (non-finite) or :class:`OutOfWorkspace`;
         returns the clamped targets to track ({"left_hand", "right_hand"}: (3,) [m], clamped
         to the arm's reach; "waist_height": [m], clamped to its range; see
         :class:`WorkspaceLimits`)."""
         for name, size in SIGNALS:  # numpy would broadcast a 1-element signal silently
-            shape = np.shape(getattr(references, name, None))
+            value: Any = getattr(references, name, None)   # (a malformed sample may hold anything)
+            shape = np.shape(value)
             if shape != ((size,) if name != "waist_height" else ()) and not (name == "waist_height" and shape == (1,)):
                 raise InvalidReferences(f"malformed references: {name} has shape {shape}, expected ({size},)")
         for name, size in (("head_orientation", 4), ("left_leg", 6), ("right_leg", 6)):
@@ -208,11 +211,11 @@ class ReferenceTracker:
         targets["waist_height"] = self._check_rest(references)
         return targets
 
-    def _hand_targets(self, references: RobotReferences) -> dict[str, np.ndarray]:
+    def _hand_targets(self, references: RobotReferences) -> dict[str, np.ndarray | float]:
         """The hand targets (3,) [m] to track, clamped to the reach (see WorkspaceLimits);
         raises OutOfWorkspace beyond the margin."""
         limits = self.workspace
-        out = {}
+        out: dict[str, np.ndarray | float] = {}
         # The kinematics of the last tick: one tick older than the internal state, which
         # is irrelevant for a check with a margin of tens of cm (``hand_reach_margin``,
         # default 0.5 m) and saves a kinematics pass.
@@ -262,14 +265,14 @@ class ReferenceTracker:
         clamped = self.check(references)
         previous = self._previous
         previous_clamped = self._previous_clamped
-        gap = None if previous is None else references.t - previous.t
-        use_velocity = self.feedforward and gap is not None and 0.0 < gap <= self.max_sample_gap
+        gap = 0.0 if previous is None else references.t - previous.t   # (0: no feed-forward)
+        use_velocity = self.feedforward and previous is not None and 0.0 < gap <= self.max_sample_gap
         # Fade the feed-forward in after a (re)start (see feedforward_ramp).
         # It restarts whenever the references were at rest (e.g. held during settling).
         ramp = 0.0
-        if use_velocity and not np.array_equal(references.to_flat(), previous.to_flat()):
+        if use_velocity and previous is not None and not np.array_equal(references.to_flat(), previous.to_flat()):
             ramp = min(1.0, self._ramp + gap / self.feedforward_ramp) if self.feedforward_ramp > 0 else 1.0
-        updates = []
+        updates: list[tuple[Callable[..., None], tuple]] = []
         for signal, task, joints, signs, indices in self._bindings:
             value = clamped[signal] if signal in clamped else getattr(references, signal)
             if value is None:  # optional signals (head orientation, legs) not provided

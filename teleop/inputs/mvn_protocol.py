@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -164,7 +165,7 @@ class MvnMessage:
     """
 
     header: MvnHeader
-    data: object
+    data: Any                       # its type depends on header.message_type (above)
     ignored_items: int = 0
 
 

@@ -129,7 +129,7 @@ class OpenVRConfig:
             if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                         for k, v in mapping.items()):
                 raise ValueError(f"OpenVR config {what}: expected an object of names -> names, got {mapping!r}")
-        rate = self.rate_hz
+        rate: float | None = self.rate_hz
         try:
             rate = json_input.finite_float(rate, "rate_hz")   # refuses bools, strings, inf, 10**400
         except ValueError:

@@ -217,7 +217,7 @@ def matrix_to_quaternion(rotation) -> np.ndarray:
     flat = r.reshape(-1, 3, 3)
     m00, m11, m22 = flat[:, 0, 0], flat[:, 1, 1], flat[:, 2, 2]
     pick = np.argmax(np.stack([m00 + m11 + m22, m00, m11, m22], axis=-1), axis=-1)
-    q = np.empty((len(flat), 4))
+    q: np.ndarray = np.empty((len(flat), 4))
     for case in range(4):
         m = flat[pick == case]
         if not len(m):
@@ -321,7 +321,7 @@ class Skeleton:
             offsets[i] = np.array(_OFFSET_PER_HEIGHT[key]) * (1.0, mirror, 1.0) * h
             if key in _END_PER_HEIGHT:
                 end[name] = np.array(_END_PER_HEIGHT[key]) * (1.0, mirror, 1.0) * h
-        parent_index = np.array([-1 if PARENT[s] is None else SEGMENT_INDEX[PARENT[s]] for s in SEGMENTS])
+        parent_index = np.array([-1 if (p := PARENT[s]) is None else SEGMENT_INDEX[p] for s in SEGMENTS])
         # Distal end: the joint of the child that continues the chain.
         main_child = {"pelvis": "l5", "t8": "neck", "right_shoulder": "right_upper_arm",
                       "left_shoulder": "left_upper_arm"}
@@ -333,6 +333,12 @@ class Skeleton:
             distal[i] = end[name] if name in end else offsets[SEGMENT_INDEX[main_child[name]]]
 
         table = _DE_LEVA[sex]
+
+        def com_percent(group: str) -> float:
+            percent = table[group][1]
+            assert percent is not None            # de Leva gives it for every limb segment used here
+            return percent
+
         mass = np.zeros(len(SEGMENTS))
         for group, split in _MASS_SPLIT.items():
             percent = table[group][0]
@@ -347,11 +353,11 @@ class Skeleton:
             for seg, group in (("upper_arm", "upper_arm"), ("forearm", "forearm"),
                                ("upper_leg", "thigh"), ("lower_leg", "shank")):
                 i = SEGMENT_INDEX[f"{side}_{seg}"]
-                com[i] = table[group][1] / 100.0 * distal[i]
+                com[i] = com_percent(group) / 100.0 * distal[i]
             i = SEGMENT_INDEX[f"{side}_hand"]
-            com[i] = table["hand"][1] / 100.0 * _HAND_MET3_FRACTION * distal[i]
+            com[i] = com_percent("hand") / 100.0 * _HAND_MET3_FRACTION * distal[i]
             # Foot CoM along the sole from the heel (de Leva: heel -> toe tip), half way up.
-            foot_frac = table["foot"][1] / 100.0
+            foot_frac = com_percent("foot") / 100.0
             com[SEGMENT_INDEX[f"{side}_foot"]] = (
                 (_HEEL_X + foot_frac * (_TOE_TIP_X - _HEEL_X)) * h, 0.0, -0.5 * 0.039 * h)
         # de Leva's lower trunk CoM (61 % from the navel towards the hip centres) sits about

@@ -587,7 +587,7 @@ class _Trial:
         v = self.rng.normal(size=3)
         unit = line / max(np.linalg.norm(line), 1e-9)
         v -= (v @ unit) * unit
-        return v / max(np.linalg.norm(v), 1e-9) * scale * self.performer.curvature
+        return v / max(float(np.linalg.norm(v)), 1e-9) * scale * self.performer.curvature
 
     def side_delays(self) -> np.ndarray:
         """(2,) onset delays of the right and left hand [s]: one hand leads, the other lags
@@ -627,14 +627,14 @@ def _one_hand_reach(trial: _Trial, *, side: int, phases: list[tuple[str, float]]
     line = target - body.rest(f"{name}_hand")
     curve_out, curve_back = trial.curve(line, 0.06 * h), trial.curve(line, 0.06 * h)
     hand_start = trial.lag(t0, t1)
-    pelvis_share = np.array(pelvis_share)
+    share = np.array(pelvis_share)
     noise = trial.make_noise()
 
     def build(times, target):
         plan = trial.still_plan(times, noise)
         s = _keyed(times, [(t0, 0.0), (t1, 1.0), (t2, 1.0), (t3, 0.0)])
-        plan.trunk += s[:, None] * trunk * (1.0 - pelvis_share)
-        plan.pelvis_angles += s[:, None] * trunk * pelvis_share
+        plan.trunk += s[:, None] * trunk * (1.0 - share)
+        plan.pelvis_angles += s[:, None] * trunk * share
         plan.clavicle[:, side] += s[:, None] * clavicle
         plan.pelvis_drop += s * drop
         plan.com_shift += s[:, None] * com_shift
@@ -821,7 +821,8 @@ def _task_pick_floor(trial: _Trial):
         return shoulders[:, 2].mean() - wrist_height - shoulder_over_hand * reach, shoulders
 
     for _ in range(2):
-        bend = float(_secant(lambda b: shoulder_gap(float(b))[0], 0.0, bend, 0.0, 2.0, iterations=8))
+        bend = float(_secant(lambda b: shoulder_gap(float(b))[0], np.array(0.0), np.array(bend), 0.0, 2.0,
+                             iterations=8))
         _, shoulders = shoulder_gap(bend)
         base = grip(np.array([0.0, box_y, wrist_height]))
         floor_x = min(_solve_along(base[k], np.array([1.0, 0, 0]), shoulders[k], extension * reach)
@@ -1048,6 +1049,7 @@ def generate_dataset(out_dir, n_per_task: int, seed: int, *, tasks: tuple[str, .
         for k in range(n_per_task):
             trial_seed = seed * 1000 + k
             motion = generate(task, trial_seed, rate_hz, performer=k % n_performers)
+            assert motion.com is not None             # generate() always computes the CoM
             if precision == "compact":
                 motion.positions = np.round(motion.positions / COMPACT_POSITION_STEP) * COMPACT_POSITION_STEP
                 motion.com = np.round(motion.com / COMPACT_POSITION_STEP) * COMPACT_POSITION_STEP
@@ -1249,20 +1251,23 @@ class SyntheticOperator:
 
     def _frame(self, index: int) -> Frame:
         motion, row = self._locate(index)
+        assert self._t0 is not None               # _start() runs before any frame is made
         t = self._t0 + index / self.rate_hz
         return t, {name: (motion.positions[row, col].copy(), motion.orientations[row, col].copy())
                    for name, col in zip(self.segments, self._columns)}
 
-    def _start(self, now: float) -> None:
+    def _start(self, now: float) -> float:
+        """Start the clock at ``now`` if not started yet; the start time."""
         if self._t0 is None:
             self._t0 = float(now)
+        return self._t0
 
     # ------------------------------------------------------------- interfaces
     def poll(self, now: float | None = None) -> Frame | None:
         """The newest due frame not yet returned (skipping older ones), or None."""
         now = self._clock() if now is None else float(now)
-        self._start(now)
-        index = int(np.floor((now - self._t0) * self.rate_hz + 1e-9))
+        t0 = self._start(now)
+        index = int(np.floor((now - t0) * self.rate_hz + 1e-9))
         if index <= self._last:
             return None
         self._last = index
@@ -1271,18 +1276,18 @@ class SyntheticOperator:
     def frames_until(self, now: float | None = None) -> list[Frame]:
         """All frames not yet returned whose time is <= ``now``, in time order."""
         now = self._clock() if now is None else float(now)
-        self._start(now)
-        index = int(np.floor((now - self._t0) * self.rate_hz + 1e-9))
+        t0 = self._start(now)
+        index = int(np.floor((now - t0) * self.rate_hz + 1e-9))
         frames = [self._frame(k) for k in range(self._last + 1, index + 1)]
         self._last = max(self._last, index)
         return frames
 
     def stream(self, duration_s: float | None = None) -> Iterator[Frame]:
         """Every frame in order, each one released when the clock reaches its time."""
-        self._start(self._clock())
+        t0 = self._start(self._clock())
         index = self._last + 1
         while duration_s is None or index / self.rate_hz <= duration_s:
-            wait = self._t0 + index / self.rate_hz - self._clock()
+            wait = t0 + index / self.rate_hz - self._clock()
             if wait > 0:
                 self._sleep(wait)
             self._last = index

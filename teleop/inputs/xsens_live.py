@@ -411,6 +411,7 @@ class XsensLiveSource:
         ``arrival``, updating the offset (module docstring); None if it is dropped."""
         last = self._last_time_code
         if last is not None and code < last:
+            assert self._last_arrival is not None     # set with _last_time_code
             reordered = last - code < 1000 and arrival - self._last_arrival < OFFSET_JUMP_S
             if reordered:
                 # Behind the newest code: reordered by the network, unless such samples keep
@@ -426,6 +427,7 @@ class XsensLiveSource:
         if self._offset is None:
             self._offset = sample_offset
         else:
+            assert self._last_time_code is not None   # set with _offset (both reset together)
             allowance = DRIFT_ALLOWANCE_PPM * 1e-6 * (code - self._last_time_code) / 1000.0
             aged = self._offset + allowance
             before = None if self._offset_before_jump is None else self._offset_before_jump + allowance

@@ -219,6 +219,7 @@ class CameraCalibration:
             width, height = (_opencv_number(fs, name, fail) for name in ("image_width", "image_height"))
         finally:
             fs.release()
+        assert K is not None   # required=True raises instead of returning None
         if K.shape != (3, 3):
             raise fail(f"'camera_matrix' is {K.shape[0]}x{K.shape[1]}, not 3x3")
         dist = np.zeros(5) if dist is None else dist.ravel()
@@ -353,7 +354,9 @@ def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: i
         corners, ids, _, _ = detector.detectBoard(grey)
         if ids is None or len(ids) < 6:  # fewer corners constrain the pose poorly
             continue
-        obj, img = board.matchImagePoints(corners, ids)
+        # The stubs type detectedCorners as a sequence of arrays, but that form selects the
+        # marker-corner path; the ChArUco corners go in as the one (N, 1, 2) array detected.
+        obj, img = board.matchImagePoints(corners, ids)  # type: ignore[call-overload]
         object_points.append(obj)
         image_points.append(img)
         sizes.append(grey.shape[::-1])

@@ -47,7 +47,7 @@ class CameraSource:
         self.source = parse_source(source)
         self.loop = loop
         self.is_file = isinstance(self.source, str) and "://" not in self.source
-        if self.is_file and not Path(self.source).exists():
+        if self.is_file and not Path(str(self.source)).exists():
             raise CameraError(f"camera source {source!r}: no such file (give a device index, a video file or a URL)")
         with opencv_warnings_silenced():     # the error below says it for the user
             self.capture = cv2.VideoCapture(self.source)

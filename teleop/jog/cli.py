@@ -27,10 +27,16 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from teleop.cli_types import (UsageError, checked_text, float_in_interval, int_in_range, nonempty_path, port,
                               positive_float, positive_int)
 from teleop.stop_request import raise_if_stop_lost, stop_handled
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from teleop.jog.session import TickReport
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
 #: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
@@ -613,8 +619,8 @@ class JogRun:
         self.min_base_height = self.base_height0
         self.fell = False
         self.fell_at: float | None = None     # control time of the fall [s]
-        self.goal_start = None
-        self.last_report = None
+        self.goal_start: np.ndarray | None = None
+        self.last_report: TickReport | None = None
         self.sim_time = 0.0
         self.goal_ticks = 0              # control ticks with a hand goal
         self.orientation_ticks = 0       # ... whose goal orientation was the tag's
@@ -655,8 +661,9 @@ class JogRun:
                 self.goal_start = report.goal.position.copy()
             self.goal_ticks += 1
             self.orientation_ticks += report.orientation_followed
-            self.hand_to_goal_max = max(self.hand_to_goal_max, report.hand_to_goal_m)
-        if report.status.startswith("out of reach") and not self.reach_warned:
+            if report.hand_to_goal_m is not None:   # measured on every tick with a goal
+                self.hand_to_goal_max = max(self.hand_to_goal_max, report.hand_to_goal_m)
+        if report.status.startswith("out of reach") and not self.reach_warned and report.hand_to_goal_m is not None:
             self._warn_out_of_reach(t, report.hand_to_goal_m)
         z = float(self.sim.sim.state().q[2])
         self.min_base_height = min(self.min_base_height, z)

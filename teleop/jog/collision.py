@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Sequence
 
 import numpy as np
 import pinocchio as pin
@@ -75,7 +76,7 @@ class CollisionWorld:
         resolution_m: rho, largest motion of any robot point between checked states.
     """
 
-    def __init__(self, robot: RobotModel, obstacles: list[SceneObject] = (), arm: str = "right",
+    def __init__(self, robot: RobotModel, obstacles: Sequence[SceneObject] = (), arm: str = "right",
                  clearance_m: float = 0.01, resolution_m: float = 0.02) -> None:
         if resolution_m > 2 * clearance_m + 1e-12:
             raise ValueError("resolution must be at most twice the clearance (see module docstring)")
@@ -96,7 +97,9 @@ class CollisionWorld:
             joint_of[ji[1].decode()] = j
             link_of[ji[12].decode()] = j
         self._joint_ids = [joint_of[n] for n in robot.joint_names]
-        scene = add_to_simulation(SimpleNamespace(client=self.client), list(obstacles), static=True) if obstacles else None
+        # add_to_simulation only reads sim.client: this pybullet world is no Simulation.
+        scene = add_to_simulation(SimpleNamespace(client=self.client), list(obstacles),  # type: ignore[arg-type]
+                                  static=True) if obstacles else None
         self.obstacle_ids = scene.body_ids if scene else []
         self.obstacle_names = [o.name for o in obstacles]
         # Links of the jogged arm: every link downstream of the shoulder yaw (upper arm to

@@ -163,7 +163,7 @@ def _safe_pupil_detector_class():
                 destroy = getattr(self.libc, f"{family}_destroy")
                 destroy.restype = None
                 destroy(handle)
-            self.tag_families = {}
+            self.tag_families: dict = {}
 
     return SafeDetector
 

@@ -231,7 +231,9 @@ class PoseFilter:
         if not accept:
             # An outlier is noise too: it counts in the noise level, so a stream of flips closes the gate.
             self._rot_var += k * (math.radians(self.min_outlier_deg) ** 2 - self._rot_var)
-            return self.orientation_filter.R
+            # Only a sample tested against R_prev is rejected, and a rejection leaves the filter as it was.
+            assert R_prev is not None
+            return R_prev
         self._rejected_since = None
         R_f = self.orientation_filter(t, rotation)
         residual = float(np.linalg.norm(pin.log3(R_f.T @ rotation)))

@@ -90,17 +90,23 @@ class TagMapping:
             raise ValueError("scale must be > 0")
         self.offset = np.asarray(self.offset, dtype=float).reshape(3)
 
+    @property
+    def _A(self) -> np.ndarray:
+        """The (3, 3) axis map A (:meth:`__post_init__` turned a spec string into it)."""
+        assert isinstance(self.axis_map, np.ndarray)
+        return self.axis_map
+
     def position(self, p_cam: np.ndarray) -> np.ndarray:
         """(3,) base-frame point of a (3,) camera-frame point [m]."""
-        return self.offset + self.scale * self.axis_map @ np.asarray(p_cam, dtype=float)
+        return self.offset + self.scale * self._A @ np.asarray(p_cam, dtype=float)
 
     def displacement(self, dp_cam: np.ndarray) -> np.ndarray:
         """(3,) base-frame displacement of a (3,) camera-frame displacement [m]."""
-        return self.scale * self.axis_map @ np.asarray(dp_cam, dtype=float)
+        return self.scale * self._A @ np.asarray(dp_cam, dtype=float)
 
     def rotation_change(self, R_from: np.ndarray, R_to: np.ndarray) -> np.ndarray:
         """(3, 3) base-frame rotation that takes tag orientation ``R_from`` to ``R_to``."""
-        A = self.axis_map
+        A = self._A
         return A @ (R_to @ R_from.T) @ A.T
 
     def absolute(self, p_cam: np.ndarray, R_cam: np.ndarray, hand_reference: np.ndarray) -> HandPose:
@@ -110,7 +116,7 @@ class TagMapping:
     def offset_for(self, p_cam: np.ndarray, p_base: np.ndarray) -> np.ndarray:
         """(3,) offset that maps camera point ``p_cam`` onto base point ``p_base`` (to
         calibrate the workspace: "the tag where it is now means the hand where it is now")."""
-        return np.asarray(p_base, dtype=float) - self.scale * self.axis_map @ np.asarray(p_cam, dtype=float)
+        return np.asarray(p_base, dtype=float) - self.scale * self._A @ np.asarray(p_cam, dtype=float)
 
 
 class RelativeJog:

@@ -255,7 +255,7 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
     rng = np.random.default_rng(seed)
     path = Path(path)
     # MJPG in AVI is the container/codec pair every OpenCV build (with FFmpeg) both writes and reads.
-    fourcc = cv2.VideoWriter_fourcc(*("MJPG" if path.suffix.lower() == ".avi" else "mp4v"))
+    fourcc = cv2.VideoWriter.fourcc(*("MJPG" if path.suffix.lower() == ".avi" else "mp4v"))
     writer = cv2.VideoWriter(str(path), fourcc, float(fps), tuple(image_size))
     if not writer.isOpened():
         raise RuntimeError(f"OpenCV cannot write the video file {path}")

@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import numpy as np
 import pinocchio as pin
 
 from teleop.control.controller import SolveStatus, WholeBodyController
 from teleop.control.stack import TaskSpec, load_stack
+from teleop.control.tasks import FrameOrientationTask, FramePositionTask
 from teleop.jog.collision import CollisionWorld, interpolate
 from teleop.jog.filtering import FilteredPose, PoseFilter
 from teleop.jog.mapping import HandPose, RelativeJog, TagMapping, damp
@@ -201,14 +203,20 @@ class JogController:
     """
 
     def __init__(self, robot: RobotModel | None = None, settings: JogSettings | None = None,
-                 obstacles: list[SceneObject] = (), q0: np.ndarray | None = None,
+                 obstacles: Sequence[SceneObject] = (), q0: np.ndarray | None = None,
                  pose_filter: PoseFilter | None = None) -> None:
         self.robot = robot or RobotModel()
         self.settings = settings or JogSettings()
         s = self.settings
         self.controller = WholeBodyController(self.robot, jog_stack(s), dt=s.control_dt, q0=q0)
-        self.position_task = self.controller.task(f"{s.hand}_hand")
-        self.orientation_task = self.controller.tasks.get(f"{s.hand}_hand_orientation")
+        position_task = self.controller.task(f"{s.hand}_hand")
+        orientation_task = self.controller.tasks.get(f"{s.hand}_hand_orientation")
+        if not isinstance(position_task, FramePositionTask) or not (
+                orientation_task is None or isinstance(orientation_task, FrameOrientationTask)):
+            raise ValueError(f"stack {s.stack!r}: jogging needs a frame_position task {s.hand}_hand "
+                             f"(and a frame_orientation task {s.hand}_hand_orientation, if any)")
+        self.position_task = position_task
+        self.orientation_task = orientation_task
         self.safety = JointSafety(self.robot)
         self.collisions = CollisionWorld(self.robot, list(obstacles), s.hand, s.clearance_m, s.resolution_m) \
             if s.collision_checks else None
@@ -331,6 +339,7 @@ class JogController:
                         status, q_new = f"stopped before collision: {path.hit}", path.q_safe
         hand_to_goal = None
         if current is not None:
+            assert self.goal is not None   # current is only set with a goal
             hand_to_goal = float(np.linalg.norm(self.hand_pose(q_new).position - self.goal.position))
             # Only an "ok" step: a refused or shortened one already says why the hand stays short.
             if status == "ok" and self._out_of_reach(current.position, hand_to_goal, beyond_m):
@@ -352,6 +361,7 @@ class JogController:
         if beyond_m > s.reach_tolerance_m:
             # The controller aims at the sphere: the hand cannot come closer than this.
             return True
+        assert self.goal is not None   # only called after a step towards a goal
         approach = float(np.linalg.norm(hand_before - self.goal.position)) - hand_to_goal
         return approach < s.approach_speed * s.control_dt
 
@@ -425,7 +435,7 @@ class SimulatedRobot:
     """The pybullet robot driven by committed configurations, ramped over the physics
     steps of each control period (see teleop/control/closed_loop.py for why ramping)."""
 
-    def __init__(self, robot: RobotModel, q0: np.ndarray, obstacles: list[SceneObject] = (),
+    def __init__(self, robot: RobotModel, q0: np.ndarray, obstacles: Sequence[SceneObject] = (),
                  control_dt: float = 0.01, physics_steps: int = 10, realtime: bool = False) -> None:
         from teleop.sim.scene import add_to_simulation
         from teleop.sim.simulator import Simulation

@@ -81,8 +81,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, DirectionModel]:
     """(forward, backward) impairment models from parsed ``netem`` arguments."""
-    def ms(value: float | None) -> float | None:
-        return None if value is None else value / 1000.0
+    def ms(value: float) -> float:
+        return value / 1000.0
+
+    def ms_or_none(value: float | None) -> float | None:
+        return None if value is None else ms(value)
 
     def rate(kbps: float | None) -> float | None:
         return None if kbps is None else kbps * 1000.0
@@ -104,12 +107,12 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
     common = dict(max_delay=ms(args.max_delay_ms), queue_limit=ms(args.queue_ms))
     check_loss_burst(args.loss, args.loss_burst)
     check_loss_burst(args.back_loss, args.back_loss_burst, "--back-loss", "--back-loss-burst")
-    forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms(args.jitter_ms), loss=args.loss,
+    forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms_or_none(args.jitter_ms), loss=args.loss,
                              loss_burst=args.loss_burst,
                              duplicate=args.dup, keep_order=args.keep_order,
                              rate_bps=rate(args.rate_kbps), **common)
     back_rate = args.rate_kbps if args.back_rate_kbps is None else args.back_rate_kbps
-    backward = DirectionModel(delay=ms(back_delay), jitter=ms(args.back_jitter_ms), loss=args.back_loss,
+    backward = DirectionModel(delay=ms(back_delay), jitter=ms_or_none(args.back_jitter_ms), loss=args.back_loss,
                               loss_burst=args.back_loss_burst,
                               duplicate=args.back_dup, keep_order=args.back_keep_order,
                               rate_bps=rate(back_rate), **common)

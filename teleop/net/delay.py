@@ -85,8 +85,10 @@ class DirectionModel:
             raise ValueError("delay model values must be finite numbers")
         if self.delay < 0 or (self.jitter is not None and self.jitter < 0):
             raise ValueError("delay and jitter must be ≥ 0")
-        if self.max_delay is None:   # frozen dataclass: set the derived default once
-            object.__setattr__(self, "max_delay", max(DEFAULT_MAX_DELAY, self.delay + 6.0 * self.sigma))
+        max_delay = self.max_delay
+        if max_delay is None:   # frozen dataclass: set the derived default once
+            max_delay = max(DEFAULT_MAX_DELAY, self.delay + 6.0 * self.sigma)
+            object.__setattr__(self, "max_delay", max_delay)
         if not (0.0 <= self.loss <= 1.0 and 0.0 <= self.duplicate <= 1.0):
             raise ValueError("loss and duplicate are probabilities in [0, 1]")
         if self.loss_burst is not None and not (self.loss_burst >= 1.0 and self.loss < 1.0):
@@ -95,8 +97,8 @@ class DirectionModel:
                              f"{self.loss_burst:g} at loss {self.loss:g}")
         if self.rate_bps is not None and self.rate_bps <= 0:
             raise ValueError("rate_bps must be > 0 (None for unlimited)")
-        if self.max_delay < self.delay:
-            raise ValueError(f"max_delay ({self.max_delay:g} s) must be ≥ delay ({self.delay:g} s)")
+        if max_delay < self.delay:
+            raise ValueError(f"max_delay ({max_delay:g} s) must be ≥ delay ({self.delay:g} s)")
         if self.queue_limit < 0:
             raise ValueError("queue_limit must be ≥ 0")
 
@@ -189,6 +191,8 @@ class DelayLine:
             copies = 2
             stats.duplicated += 1
         sigma = model.sigma
+        max_delay = model.max_delay
+        assert max_delay is not None   # DirectionModel.__post_init__ sets the default
         deliveries = []
         for _ in range(copies):
             departure = t_send
@@ -200,8 +204,8 @@ class DelayLine:
                 self._link_free_at = start + 8.0 * size / model.rate_bps
                 departure = self._link_free_at
             delay = rng.gauss(model.delay, sigma) if sigma > 0 else model.delay
-            if delay > model.max_delay:
-                delay = model.max_delay
+            if delay > max_delay:
+                delay = max_delay
                 stats.capped += 1
             arrival = departure + max(delay, 0.0)
             if model.keep_order:

@@ -178,7 +178,7 @@ class NetemProxy:
             now = self.clock()
             if now >= deadline:
                 break
-            if now >= next_stats:
+            if stats_interval and now >= next_stats:
                 print(self.stats_line(), file=out, flush=True)
                 next_stats += stats_interval
             # Capped wait: stop() wakes the loop anyway, this only bounds a missed wake-up.
@@ -205,7 +205,9 @@ class NetemProxy:
                 self._read_clients()
             else:
                 client, timestamps = key.data
-                self._read_target(key.fileobj, client, timestamps)
+                upstream = key.fileobj
+                assert isinstance(upstream, socket.socket)   # only upstream sockets carry (client, timestamps)
+                self._read_target(upstream, client, timestamps)
         self._deliver_due()
 
     # ------------------------------------------------------------------ receiving

@@ -423,7 +423,8 @@ def decode_feedback(payload: bytes) -> Feedback:
     if flags & _FEEDBACK_HAS_COMMANDED_Q:
         commanded_q, offset = _decode_configuration(payload, offset, "commanded_q")
     _expect_size(payload, offset, "feedback")
-    return Feedback(*fields[:7], packets_accepted=fields[8], packets_dropped=fields[9],
+    # mypy cannot tell that fields[:7] holds exactly seven values, so it counts the keywords twice.
+    return Feedback(*fields[:7], packets_accepted=fields[8], packets_dropped=fields[9],  # type: ignore[misc]
                     executed=executed, measured_com_xy=com, measured_q=measured_q, commanded_q=commanded_q)
 
 
@@ -448,7 +449,7 @@ def _expect_size(payload: bytes, size: int, what: str) -> None:
 class PayloadCodec(NamedTuple):
     """How one packet type's message is turned into payload bytes and back."""
 
-    packet_type: PacketType
+    packet_type: int   # a PacketType for the built-in types
     message_class: type
     encode: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]

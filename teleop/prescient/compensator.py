@@ -40,7 +40,7 @@ from enum import Enum
 
 import numpy as np
 
-from promp.estimator import MAX_TIME_S, EstimatorConfig, OnlineEstimator
+from promp.estimator import MAX_TIME_S, Estimate, EstimatorConfig, OnlineEstimator
 from promp.library import TaskLibrary
 from promp.onset import OnsetDetector
 from retarget.references import CARTESIAN_INDICES, FLAT_SIZE, HAND_INDICES
@@ -268,7 +268,7 @@ class PrescientCompensator:
         self._blend: SigmoidBlend | None = None
         self._frozen_prediction: np.ndarray | None = None
         self._last_prediction: tuple[float, np.ndarray] | None = None
-        self._estimate = None
+        self._estimate: Estimate | None = None
         if self.estimator is not None:
             self.estimator.reset()
 
@@ -331,6 +331,8 @@ class PrescientCompensator:
             self._update_estimator(t_op, flat)
 
     def _update_estimator(self, t_op: float, flat: np.ndarray) -> None:
+        # observe() feeds the estimator only when there is one, from the onset on.
+        assert self.estimator is not None and self._t0 is not None
         self._estimate = self.estimator.update(t_op - self._t0, flat)
         if self.state in (CompensationState.BLEND_IN, CompensationState.PREDICTING):
             self._ood_run = self._ood_run + 1 if self._estimate.out_of_distribution else 0
@@ -382,6 +384,7 @@ class PrescientCompensator:
         if low_delay and self.state in (CompensationState.BLEND_IN, CompensationState.PREDICTING):
             # The delay vanished mid-motion (a faster route): nothing is left to predict, but
             # the robot must not jump back to the delayed stream: blend out as from a rejection.
+            assert self._out_prev is not None   # every engaged step ends in _limit_rate
             self.state = self._start_blend_out(self._out_prev[1], rejected=True)
         if low_delay and self.state is CompensationState.PASSTHROUGH:
             self._forget_finished_motion()
@@ -393,6 +396,7 @@ class PrescientCompensator:
         if state is CompensationState.PASSTHROUGH:
             out = y_d
             if self._ready_to_engage():
+                assert motion_time is not None   # _ready_to_engage() requires the onset t_0
                 y_p = self._predict(motion_time)
                 self._blend = SigmoidBlend(y_d, y_p, self.config.blend_step_scale,
                                            self.config.blend_max_steps)
@@ -401,6 +405,8 @@ class PrescientCompensator:
             else:
                 self._forget_finished_motion()
         elif state is CompensationState.BLEND_IN:
+            # Engaged: the onset and the blend are set until the motion is reset in pass-through.
+            assert motion_time is not None and self._blend is not None
             y_p = self._predict(motion_time)
             out = self._blend.step(y_d, y_p)
             if self._ood_run >= self.config.ood_consecutive:
@@ -410,12 +416,14 @@ class PrescientCompensator:
             elif self._blend.done:
                 state = CompensationState.PREDICTING
         elif state is CompensationState.PREDICTING:
+            assert motion_time is not None   # engaged: the onset is set
             out = self._predict(motion_time)
             if self._ood_run >= self.config.ood_consecutive:
                 state = self._start_blend_out(out, rejected=True)
             elif self._motion_over():
                 state = self._start_blend_out(out, rejected=False)
         else:  # BLEND_OUT: from the frozen last prediction back to the delayed stream (Eq. 5.27)
+            assert self._blend is not None and self._frozen_prediction is not None   # _start_blend_out
             out = self._blend.step(self._frozen_prediction, y_d)
             if self._blend.done:
                 state = CompensationState.PASSTHROUGH
@@ -497,6 +505,7 @@ class PrescientCompensator:
             return False
         if est.phase >= 0.9:
             return True
+        assert self.estimator is not None and self._t0 is not None   # only called while predicting
         t = self._latest_t - self._t0
         dt = self.config.rest_duration
         mean, _ = self.estimator.predict_many(np.array([t - dt, t]), full_cov=False)
@@ -513,6 +522,7 @@ class PrescientCompensator:
         difference p - m_k(s) between where the old belief had put us and where the new
         one says we should be) fades in over the time constant instead of in one tick.
         """
+        assert self.estimator is not None   # only called once compensation engages
         prev = self._last_prediction
         tau = self.config.smoothing_time
         if prev is None or tau <= 0 or not 0 < motion_time - prev[0] <= 0.5:
@@ -527,6 +537,7 @@ class PrescientCompensator:
 
     def _start_blend_out(self, last_prediction: np.ndarray, rejected: bool) -> CompensationState:
         self._frozen_prediction = np.array(last_prediction, dtype=float)
+        assert self._latest_y is not None   # step() returns before the first sample
         self._blend = SigmoidBlend(self._frozen_prediction, self._latest_y, self.config.blend_step_scale,
                                    self.config.blend_max_steps)
         self._rejected = self._rejected or rejected

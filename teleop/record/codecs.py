@@ -119,8 +119,10 @@ def encode_references(refs: RobotReferences) -> bytes:
 def decode_references(data: bytes) -> RobotReferences:
     """RobotReferences; ``valid`` is None for messages without a mask (all recordings before it)."""
     obj = json.loads(data)
-    values = {name: (_float(obj[name]) if size == 1 else _sized(obj[name], name, size)) for name, size in SIGNALS}
-    extras = {name: _sized(obj[name], name, size) for name, size in _REFERENCE_EXTRAS if obj.get(name) is not None}
+    values: dict[str, Any] = {name: (_float(obj[name]) if size == 1 else _sized(obj[name], name, size))
+                              for name, size in SIGNALS}
+    extras: dict[str, Any] = {name: _sized(obj[name], name, size)
+                              for name, size in _REFERENCE_EXTRAS if obj.get(name) is not None}
     if obj.get("valid") is not None:
         valid = np.asarray(obj["valid"], dtype=bool)
         if valid.shape != (FLAT_SIZE,):

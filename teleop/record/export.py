@@ -172,7 +172,9 @@ def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[s
     buffer.seek(0)
     with np.load(buffer, allow_pickle=False) as saved:
         keys = dict(saved)
-    write_outputs_together({path: lambda partial: np.savez_compressed(partial, **keys, **arrays)})
+    # mypy checks **arrays against savez_compressed's `allow_pickle: bool` too (no array key is named so).
+    write_outputs_together({path: lambda partial: np.savez_compressed(
+        partial, **keys, **arrays)})  # type: ignore[arg-type]
 
 
 #: Seconds of recording an export reads before it shows a progress bar: a shorter one ends

@@ -241,8 +241,8 @@ def _damage_report(index: FileIndex) -> str | None:
         return None
     plural = "s" if count > 1 else ""
     where = ", ".join(str(chunk.offset) for chunk in index.damaged[:3]) + (", ..." if count > 3 else "")
-    known = [chunk.message_count for chunk in index.damaged]
-    lost = f"{sum(known)} messages lost" if None not in known else "their messages lost"
+    known = [chunk.message_count for chunk in index.damaged if chunk.message_count is not None]
+    lost = f"{sum(known)} messages lost" if len(known) == count else "their messages lost"
     text = (f"{count} damaged chunk{plural} skipped (CRC check or decompression failed; at byte{plural} {where}): "
             f"{lost}")
     if index.orphaned_messages:

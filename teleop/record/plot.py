@@ -356,8 +356,8 @@ def _hand_series(recording: Recording, start_ns, end_ns, window_ns: int, max_poi
             newest = max(newest, refs.t)
         if times:
             decimator.add(np.array(times), np.array(rows))
-    times, values = decimator.result()
-    return Series(times, values, HAND_LABELS, decimator.total) if len(times) else None
+    kept_times, values = decimator.result()
+    return Series(kept_times, values, HAND_LABELS, decimator.total) if len(kept_times) else None
 
 
 def joint_group(name: str) -> str:
@@ -451,13 +451,13 @@ def _network_series(recording: Recording, start_ns, end_ns, window_ns: int, max_
         if times:
             order = np.argsort(times, kind="stable")    # file order; the panel wants time order
             decimator.add(np.asarray(times)[order], np.asarray(rows, dtype=float)[order])
-    times, values = decimator.result()
-    if not len(times):
+    kept_times, values = decimator.result()
+    if not len(kept_times):
         return None
     reported = np.isfinite(values).any(axis=0)         # only the delays some message reported
     if not reported.any():
         return None
-    return Series(times, values[:, reported], tuple(k for k, r in zip(keys, reported) if r), decimator.total)
+    return Series(kept_times, values[:, reported], tuple(k for k, r in zip(keys, reported) if r), decimator.total)
 
 
 def _seconds(value) -> float:
@@ -507,9 +507,9 @@ def draw_plot(data: PlotData, path: str | os.PathLike, *, dpi: int = 100) -> Pat
         raise ValueError(f"{data.name}: nothing to plot")
     rows = [p for name in panels for p in ((name + ":right", name + ":left") if name == "hands" else (name,))]
     heights = [PANEL_HEIGHTS[row.split(":")[0]] / (2 if ":" in row else 1) for row in rows]
-    fig, axes = plt.subplots(len(rows), 1, figsize=(13, 1.0 + 1.6 * sum(heights)), sharex=True,
+    fig, grid = plt.subplots(len(rows), 1, figsize=(13, 1.0 + 1.6 * sum(heights)), sharex=True,
                              gridspec_kw={"height_ratios": heights}, layout="constrained", squeeze=False)
-    axes = dict(zip(rows, axes[:, 0]))
+    axes = dict(zip(rows, grid[:, 0]))
     try:
         # The time axis first: the episode labels are fitted to their bars' widths on it.
         axes[rows[-1]].set_xlim(data.start_s, max(data.end_s, data.start_s + 1e-3))

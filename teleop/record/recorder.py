@@ -373,6 +373,7 @@ class Recorder:
         interpreter kills a daemon thread at exit, and one stopped in the middle of writing
         the summary leaves a file without its footer. An interruption is raised again once
         the file is complete."""
+        assert self._thread is not None   # called by close() only when there is a writer thread
         interrupted: KeyboardInterrupt | None = None
         while self._thread.is_alive():
             try:

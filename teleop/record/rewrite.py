@@ -131,6 +131,7 @@ class _Markers:
         """Write the markers at or before ``until_ns`` (all of them when None)."""
         while self._next < len(self._markers) and (until_ns is None or self._markers[self._next][0] <= until_ns):
             log_ns, marker = self._markers[self._next]
+            assert self._channel_id is not None   # _register_channels adds one whenever there are markers
             writer.add_message(self._channel_id, log_ns, EPISODE_SPEC.encode(marker), log_ns, self._next)
             self._next += 1
 

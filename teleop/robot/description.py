@@ -196,14 +196,16 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
             raise DescriptionError(f"{path}: extra_frames.{name} needs parent = \"<frame>\" and "
                                    "xyz_stance = [x, y, z]") from None
         extra[name] = ExtraFrame(name, spec["parent"], xyz)
-    soles, sole_table = {}, need("soles")
+    soles: dict[str, np.ndarray] = {}
+    sole_table = need("soles")
     for side in ("left", "right"):
         try:
-            soles[side] = np.asarray(sole_table[side], dtype=float)
+            corners = np.asarray(sole_table[side], dtype=float)
         except (KeyError, TypeError, ValueError):
-            soles[side] = None
-        if soles[side] is None or soles[side].shape != (4, 3):
+            corners = None
+        if corners is None or corners.shape != (4, 3):
             raise DescriptionError(f"{path}: soles.{side} must be 4 corners of 3 coordinates [m]")
+        soles[side] = corners
     reference_joints = _reference_joints(path, need("reference_joints"))
     yaw = raw.get("root_yaw_in_stance", 0.0)
     if not isinstance(yaw, (int, float)):

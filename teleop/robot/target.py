@@ -7,6 +7,8 @@ measures what it needs on the pinocchio model at the home posture.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pinocchio as pin
 
@@ -55,7 +57,7 @@ def robot_target(robot: RobotModel) -> RobotTarget:
     shoulders = {side: _joint_origin(robot, data, f"{p}_shoulder_roll") for side, p in prefix.items()}
     hands = {side: robot.position(f"{side}_hand") for side in prefix}
     com = robot.com()
-    target_kw = dict(
+    target_kw: dict[str, Any] = dict(
         left_sole_corners=robot.sole_corners("left"), right_sole_corners=robot.sole_corners("right"),
         waist_height=float(robot.position("waist")[2]),
         left_hand=hands["left"], right_hand=hands["right"],

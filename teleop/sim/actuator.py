@@ -39,6 +39,7 @@ import json
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,8 +90,9 @@ class ActuatorParams:
     def uniform(cls, joint_names: list[str], torque_limit: np.ndarray, **values) -> "ActuatorParams":
         """Every joint the same: ``values`` are per-joint keys (scalars) and top-level keys."""
         n = len(joint_names)
-        arrays = {k: np.full(n, float(values.pop(k, d if d is not None else 0.0))) for k, d in JOINT_KEYS.items()
-                  if k != "torque_limit"}
+        # (Keyword arguments of the dataclass: mypy would match the arrays against every field.)
+        arrays: dict[str, Any] = {k: np.full(n, float(values.pop(k, d if d is not None else 0.0)))
+                                  for k, d in JOINT_KEYS.items() if k != "torque_limit"}
         limit = np.asarray(values.pop("torque_limit", torque_limit), dtype=float) * np.ones(n)
         return cls(list(joint_names), torque_limit=limit, **arrays, **values)
 

@@ -65,7 +65,8 @@ def _check_host(args: argparse.Namespace) -> None:
     from teleop.net.udp import NonLoopbackRefused, is_loopback
 
     try:
-        address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0][4][0]
+        # (A str for the IPv4 / IPv6 families a host name resolves to.)
+        address = str(socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0][4][0])
     except OSError as exc:
         raise OSError(f"--host {args.host}: {exc.strerror or exc}") from None
     if not args.allow_remote and not is_loopback(address):

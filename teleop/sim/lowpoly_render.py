@@ -242,12 +242,12 @@ def _icosphere(radius: float) -> LowPolyMesh:
     ico = np.array([[-1, g, 0], [1, g, 0], [-1, -g, 0], [1, -g, 0], [0, -1, g], [0, 1, g],
                     [0, -1, -g], [0, 1, -g], [g, 0, -1], [g, 0, 1], [-g, 0, -1], [-g, 0, 1]], dtype=float)
     hull = ConvexHull(ico)
-    points = [*ico]
+    point_list = [*ico]
     # Edge midpoints, pushed out to the sphere by the normalisation below.
     for i, j in {tuple(sorted((int(a), int(b)))) for simplex in hull.simplices
                  for a, b in zip(simplex, np.roll(simplex, 1))}:
-        points.append(0.5 * (ico[i] + ico[j]))
-    points = np.array(points)
+        point_list.append(0.5 * (ico[i] + ico[j]))
+    points = np.array(point_list)
     points *= radius / np.linalg.norm(points, axis=1, keepdims=True)
     return convex_hull_mesh(points, max_vertices=len(points))
 
@@ -264,7 +264,8 @@ def primitive_mesh(shape: Shape, max_edge: float = 0.08, segments: int = 16) -> 
     """
     if isinstance(shape, Box):
         h = np.asarray(shape.half_extents, dtype=float)
-        vertices, triangles = [], []
+        faces: list[np.ndarray] = []
+        face_triangles: list[np.ndarray] = []
         for axis in range(3):
             for sign in (-1.0, 1.0):
                 u, v = (axis + 1) % 3, (axis + 2) % 3
@@ -276,9 +277,9 @@ def primitive_mesh(shape: Shape, max_edge: float = 0.08, segments: int = 16) -> 
                     edge_u, edge_v = edge_v, edge_u
                 corner = normal * h - 0.5 * (edge_u + edge_v)
                 verts, tris = _subdivide_rectangle(corner, edge_u, edge_v, max_edge)
-                triangles.append(tris + sum(len(x) for x in vertices))
-                vertices.append(verts)
-        return LowPolyMesh(np.concatenate(vertices), np.concatenate(triangles).astype(np.int32))
+                face_triangles.append(tris + sum(len(x) for x in faces))
+                faces.append(verts)
+        return LowPolyMesh(np.concatenate(faces), np.concatenate(face_triangles).astype(np.int32))
     if isinstance(shape, Cylinder):
         angles = np.linspace(0, 2 * np.pi, segments, endpoint=False)
         ring = np.stack([shape.radius * np.cos(angles), shape.radius * np.sin(angles), np.zeros(segments)], 1)
@@ -318,6 +319,14 @@ class RobotVisual:
     rgb: np.ndarray
 
 
+def _attribute(element: ET.Element, key: str, urdf_path: Path) -> str:
+    """A required attribute of a URDF element (a clear error if it lacks it)."""
+    value = element.get(key)
+    if value is None:
+        raise ValueError(f"{urdf_path}: a <{element.tag}> has no {key}")
+    return value
+
+
 def _origin(element: ET.Element | None) -> pin.SE3:
     if element is None:
         return pin.SE3.Identity()
@@ -343,11 +352,11 @@ def robot_visuals(model: RobotModel, max_vertices: int = DEFAULT_HULL_VERTICES,
     """
     urdf_path = Path(model.description.urdf_path)
     root = ET.parse(urdf_path).getroot()
-    named_colours = {}
+    named_colours: dict[str | None, str] = {}
     for material in root.findall("material"):
         colour = material.find("color")
-        if colour is not None:
-            named_colours[material.get("name")] = colour.get("rgba")
+        if colour is not None and "rgba" in colour.attrib:
+            named_colours[material.get("name")] = colour.attrib["rgba"]
     visuals = []
     for link in root.findall("link"):
         link_name = link.get("name")
@@ -357,22 +366,25 @@ def robot_visuals(model: RobotModel, max_vertices: int = DEFAULT_HULL_VERTICES,
                 continue
             shape = geometry[0]
             if shape.tag == "mesh":
-                mesh_path = _resolve_package_uri(shape.get("filename"), urdf_path)
-                scale = [float(s) for s in shape.get("scale", "1 1 1").split()]
+                mesh_path = _resolve_package_uri(_attribute(shape, "filename", urdf_path), urdf_path)
+                scale = tuple(float(s) for s in shape.get("scale", "1 1 1").split())
                 mesh = load_lowpoly_mesh(mesh_path, scale, max_vertices, keep_triangles, cache_dir)
             elif shape.tag == "box":
-                mesh = primitive_mesh(Box(tuple(0.5 * float(s) for s in shape.get("size").split())))
+                sx, sy, sz = (0.5 * float(s) for s in _attribute(shape, "size", urdf_path).split())
+                mesh = primitive_mesh(Box((sx, sy, sz)))
             elif shape.tag == "cylinder":
-                mesh = primitive_mesh(Cylinder(float(shape.get("radius")), float(shape.get("length"))))
+                mesh = primitive_mesh(Cylinder(float(_attribute(shape, "radius", urdf_path)),
+                                               float(_attribute(shape, "length", urdf_path))))
             elif shape.tag == "sphere":
-                mesh = primitive_mesh(Sphere(float(shape.get("radius"))))
+                mesh = primitive_mesh(Sphere(float(_attribute(shape, "radius", urdf_path))))
             else:
                 continue
             rgba = "0.8 0.8 0.8 1"
-            material = visual.find("material")
-            if material is not None:
-                colour = material.find("color")
-                rgba = colour.get("rgba") if colour is not None else named_colours.get(material.get("name"), rgba)
+            visual_material = visual.find("material")
+            if visual_material is not None:
+                colour = visual_material.find("color")
+                rgba = (colour.get("rgba", rgba) if colour is not None
+                        else named_colours.get(visual_material.get("name"), rgba))
             rgb = np.array([float(x) for x in rgba.split()[:3]])
             frame_id = model.model.getFrameId(link_name, pin.FrameType.BODY)
             if frame_id >= len(model.model.frames):
@@ -1096,7 +1108,7 @@ def benchmark(frames: int = 20, image_dir: Path | None = None) -> dict[tuple[str
                 lowpoly_camera = LowPolyEyeCamera(sim, model, intrinsics=intrinsics, scene=scene)
                 renders = {"pybullet": lambda: pybullet_camera.render(q), "lowpoly": lambda: lowpoly_camera.render(q),
                            "lowpoly-stereo": lambda: lowpoly_camera.render_stereo(q)}
-                times = {name: [] for name in renders}
+                times: dict[str, list[float]] = {name: [] for name in renders}
                 for _ in range(frames + 1):  # the first round warms up
                     for name, render in renders.items():
                         start = time.perf_counter()
@@ -1105,9 +1117,10 @@ def benchmark(frames: int = 20, image_dir: Path | None = None) -> dict[tuple[str
                 for name, values in times.items():
                     results[(name, posture, size)] = 1000 * float(np.median(values[1:]))
                 if image_dir is not None:
-                    for name, render in (("pybullet", renders["pybullet"]), ("lowpoly", renders["lowpoly"])):
+                    for name, camera_render in (("pybullet", pybullet_camera.render),
+                                                ("lowpoly", lowpoly_camera.render)):
                         path = Path(image_dir) / f"render_{name}_{posture}_{width}.png"
-                        cv2.imwrite(str(path), render()[:, :, ::-1])
+                        cv2.imwrite(str(path), camera_render(q)[:, :, ::-1])
         sim.reset()
     return results
 

@@ -23,6 +23,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -142,8 +143,10 @@ def save_recording(rec: Recording, path: str | Path) -> None:
     _validate(rec, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".npz":
-        arrays = {"time": rec.time, "joint_names": np.array(rec.joint_names), "commanded": rec.commanded,
-                  "measured": rec.measured, "meta": np.array(json.dumps(rec.meta))}
+        # (Any: savez_compressed's stub would match the arrays against its allow_pickle too.)
+        arrays: dict[str, Any] = {"time": rec.time, "joint_names": np.array(rec.joint_names),
+                                  "commanded": rec.commanded, "measured": rec.measured,
+                                  "meta": np.array(json.dumps(rec.meta))}
         if rec.commanded_velocity is not None:
             arrays["commanded_velocity"] = rec.commanded_velocity
         with path.open("wb") as f:

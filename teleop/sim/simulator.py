@@ -35,6 +35,7 @@ import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pybullet_data
@@ -46,6 +47,9 @@ from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_
 from teleop.sim.pybullet_module import pb
 from teleop.sim.target_spline import TickInterpolator
 from teleop.sim.urdf_prep import cache_dir, prepare_urdf
+
+if TYPE_CHECKING:
+    from teleop.sim.servo import JointServo
 
 GRAVITY = 9.81
 #: Solver iterations of simulations that measure joints precisely (see Simulation).
@@ -225,8 +229,8 @@ class Simulation:
         n = robot.n_joints
         self._motor_arguments = {"forces": robot.limits.effort.tolist(), "positionGains": [self.position_gain] * n,
                                  "velocityGains": [self.velocity_gain] * n, **self._pb_kwargs}
-        self._servo = None
-        self._noise_rng = None
+        self._servo: JointServo | None = None
+        self._noise_rng: np.random.Generator | None = None
         if self.servo_kind == "explicit":
             self._setup_explicit_servo()
         self.reset(q_home)
@@ -351,6 +355,7 @@ class Simulation:
         if self._noise_rng is not None:
             # The sensor noise restarts with the robot: a reset session reads the same
             # noise as the first one (lock-step sessions are promised to be reproducible).
+            assert self.actuator is not None  # the noise comes with the actuator model
             self._noise_rng = np.random.default_rng(self.actuator.seed)
         self.set_joint_targets(q[NQ_BASE:])
         if self.torque_mode:
@@ -473,6 +478,7 @@ class Simulation:
 
     def _add_noise(self, q: np.ndarray) -> np.ndarray:
         if self._noise_rng is not None:
+            assert self.actuator is not None  # the noise comes with the actuator model
             q = q + self._noise_rng.normal(0.0, self.actuator.noise_std)
         return q
 
@@ -507,9 +513,10 @@ class Simulation:
         :class:`teleop.sim.target_spline.TickInterpolator`); the explicit servo also gets the
         rows of ``velocities`` [rad/s] (pybullet's motors: targets only, as in
         :meth:`step_ramped`)."""
-        use_velocity = velocities is not None and self._servo is not None
+        if self._servo is None:
+            velocities = None
         for i in range(len(positions)):
-            self.set_joint_targets(positions[i], velocities[i] if use_velocity else None)
+            self.set_joint_targets(positions[i], None if velocities is None else velocities[i])
             self.step(1)
         return self.t
 
@@ -537,8 +544,11 @@ class Simulation:
 
     def _step_explicit(self, n: int) -> None:
         """``n`` physics steps with the explicit servo's torques (teleop.sim.servo)."""
+        if n <= 0:
+            return  # (no step: no torques applied, the last ones stay)
         kw = self._pb_kwargs
         servo = self._servo
+        assert servo is not None  # step() calls this only with the explicit servo
         torque_joints = self.torque_joints
         apply_friction_to_torque_joints = self.actuator is not None
         for _ in range(n):
@@ -582,7 +592,7 @@ class Simulation:
         if self.fixed_base:
             return (False, False)
         links = {c[3] for c in pb.getContactPoints(self.body, self.plane, **self._pb_kwargs)}
-        return tuple(bool(links & self._foot_links_all[side]) for side in ("left", "right"))
+        return bool(links & self._foot_links_all["left"]), bool(links & self._foot_links_all["right"])
 
     # ------------------------------------------------------------ measuring
     def state(self) -> SimState:
@@ -694,12 +704,13 @@ def _rewritten_urdf(urdf: Path, link_scales: dict[str, tuple[float, float]], col
         if not collisions:
             for collision in link.findall("collision"):
                 link.remove(collision)
-        mass_scale, com_scale = link_scale_for(link_scales, link.get("name"))
+        mass_scale, com_scale = link_scale_for(link_scales, link.get("name", ""))
         inertial = link.find("inertial")
         if inertial is None or (mass_scale == 1.0 and com_scale == 1.0):
             continue
         mass = inertial.find("mass")
-        mass.set("value", repr(float(mass.get("value")) * mass_scale))
+        if mass is not None:
+            mass.set("value", repr(float(mass.get("value", "0")) * mass_scale))
         inertia = inertial.find("inertia")
         if inertia is not None:
             for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):

@@ -56,6 +56,14 @@ def _is_massless(link: ET.Element) -> bool:
     return mass is None or float(mass.get("value", "0")) <= 0.0
 
 
+def _joint_link(joint: ET.Element, tag: str, urdf_path: Path) -> str | None:
+    """The ``link`` of a joint's ``<parent>`` or ``<child>`` (a clear error if it has none)."""
+    element = joint.find(tag)
+    if element is None:
+        raise ValueError(f"{urdf_path}: joint {joint.get('name')!r} has no <{tag}>")
+    return element.get("link")
+
+
 def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> Path:
     """Write (or reuse) a pybullet-ready copy of ``urdf_path``.
 
@@ -73,13 +81,13 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
     if out.exists():
         return out
 
-    tree = ET.ElementTree(ET.fromstring(source))
-    root = tree.getroot()
+    root = ET.fromstring(source)
+    tree = ET.ElementTree(root)
     links = {link.get("name"): link for link in root.findall("link")}
     joints = root.findall("joint")
     # Prune inertia-less leaves until none is left to prune.
     while True:
-        parents = {j.find("parent").get("link") for j in joints}
+        parents = {_joint_link(j, "parent", urdf_path) for j in joints}
         prunable = {name for name, link in links.items()
                     if name not in keep_links and name not in parents and _is_massless(link)
                     and link.find("visual") is None and link.find("collision") is None}
@@ -87,7 +95,7 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
             break
         for name in prunable:
             root.remove(links.pop(name))
-        for joint in [j for j in joints if j.find("child").get("link") in prunable]:
+        for joint in [j for j in joints if _joint_link(j, "child", urdf_path) in prunable]:
             root.remove(joint)
             joints.remove(joint)
 
@@ -104,7 +112,10 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
             for vis in link.findall("visual"):
                 link.remove(vis)
     for mesh in root.iter("mesh"):
-        mesh.set("filename", _resolve_package_uri(mesh.get("filename"), Path(urdf_path)))
+        filename = mesh.get("filename")
+        if filename is None:
+            raise ValueError(f"{urdf_path}: a <mesh> has no filename")
+        mesh.set("filename", _resolve_package_uri(filename, Path(urdf_path)))
     # Gazebo plugins and sensors mean nothing to pybullet.
     for tag in ("gazebo", "sensor"):
         for element in root.findall(tag):

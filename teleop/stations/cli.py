@@ -222,7 +222,7 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
         raise UsageError(f"--robot {args.robot} and --bind {args.bind} are of different address families "
                          f"(IPv4 and IPv6): bind an address of the robot's family, e.g. --bind "
                          f"{'[::1]:0' if robot_family == socket.AF_INET6 else '127.0.0.1:0'}") from None
-    if is_loopback(bind[0]) and not is_loopback(robot[0]):
+    if is_loopback(bind[0]) and not is_loopback(str(robot[0])):   # an IP address text (AF_INET/AF_INET6)
         raise UsageError(f"--robot {args.robot} is not on this host, and the command link is bound to loopback "
                          f"(--bind {args.bind}), which cannot reach it: pass --bind "
                          f"{'[::]:0' if family == socket.AF_INET6 else '0.0.0.0:0'} --allow-remote "

@@ -106,14 +106,15 @@ class VideoPath:
         this station's clock minus capture on the robot's: the robot, which estimates the
         offset between the two clocks, removes it (RobotStation.tau_b)."""
         r = self.buffer.report()
-        if r.get("backward_delay_mean_s") is None:
+        delay_s, delay_std_s = r.get("backward_delay_mean_s"), r.get("backward_delay_std_s")
+        if delay_s is None or delay_std_s is None:   # both None before any frame
             return None
         stats = self.receiver.stats
         # Lost: never completed (chunks missing, evicted) or dropped by the jitter buffer.
         lost = (stats.frames_dropped_timeout + stats.frames_dropped_evicted + stats.decode_errors
                 + self.buffer.frames_late + self.buffer.frames_out_of_order + self.buffer.frames_overflow)
-        return VideoReport(jitter_buffer=float(r["buffer_length_s"]), backward_delay=float(r["backward_delay_mean_s"]),
-                           backward_delay_std=float(r["backward_delay_std_s"]),
+        return VideoReport(jitter_buffer=self.buffer.buffer_length_s, backward_delay=float(delay_s),
+                           backward_delay_std=float(delay_std_s),
                            frames_received=int(stats.frames_completed) & 0xFFFFFFFF,
                            frames_lost=int(lost) & 0xFFFFFFFF)
 

@@ -183,7 +183,7 @@ class RobotStation:
 
     def __init__(self, endpoint, robot: RobotModel, sim: Simulation, library: TaskLibrary | None = None,
                  config: RobotStationConfig | None = None,
-                 video_out: Callable[[np.ndarray, float], None] | None = None,
+                 video_out: Callable[[np.ndarray, float], object] | None = None,
                  render: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         self.endpoint = endpoint
         self.robot = robot
@@ -234,7 +234,7 @@ class RobotStation:
         self._delays: deque[float] = deque(maxlen=100)
         self.records: list[TickRecord] = []
         self.keep_records = False
-        self.last_compensator_output = None
+        self.last_compensator_output: CompensatorOutput | None = None
         sim.reset(self.tracker.q)
         # Commands reach the 1 kHz servos as a quadratic B-spline (continuous velocity).
         self._joint_targets = TickInterpolator(self.tracker.q[7:])
@@ -304,9 +304,10 @@ class RobotStation:
         capture on ours, i.e. the true age plus the clock offset (operator − robot), which
         is removed here; ``default_tau_b`` until both a report and the offset are known.
         """
-        if not self.tau_b_measured:
+        age_raw, offset = self._video_age_raw, self.clock_estimator.offset
+        if age_raw is None or offset is None:   # not self.tau_b_measured
             return self.config.default_tau_b
-        return max(0.0, self._video_age_raw - self.clock_estimator.offset)
+        return max(0.0, age_raw - offset)
 
     @property
     def tau_b_measured(self) -> bool:

@@ -45,7 +45,7 @@ class CriticallyDampedFilter:
         u = np.asarray(u, dtype=float)
         if self.y is None:
             self.reset(u)
-            return self.y.copy()
+            return u.copy()   # the state just reset to
         err, v = self.y - u, self.v
         err, v = self._a[0, 0] * err + self._a[0, 1] * v, self._a[1, 0] * err + self._a[1, 1] * v
         self.y, self.v = u + err, v

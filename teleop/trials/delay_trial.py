@@ -99,6 +99,10 @@ class TakeResult:
         states: (K,) compensation states.
         take_duration: duration of the padded take [s].
         packets_lost: references sent but never observed by the compensator.
+        robot_tick_hz: of a real-time run, the robot station's achieved control rate [Hz]
+            (NaN otherwise).
+        tau_b_scored: of a real-time run, the backward delay [s] it was scored with (NaN
+            otherwise).
     """
 
     rtt: float
@@ -115,25 +119,36 @@ class TakeResult:
     engaged_task: str | None = None
     label: str | None = None
     worst_excess_cm: float | None = None
+    robot_tick_hz: float = float("nan")
+    tau_b_scored: float = float("nan")
+
+    def ticks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(times, executed, truth); ValueError on a result that holds only summaries."""
+        if self.times is None or self.executed is None or self.truth is None:
+            raise ValueError("this TakeResult has no tick series (times, executed, truth)")
+        return self.times, self.executed, self.truth
 
     def valid_mask(self, start: float | None = None) -> np.ndarray:
         """(K,) ticks that count: output present, truth inside the take, after ``start``."""
-        mask = (self.times + self.rtt / 2.0 <= self.take_duration) & np.all(np.isfinite(self.executed), axis=1)
+        times, executed, _ = self.ticks()
+        mask = (times + self.rtt / 2.0 <= self.take_duration) & np.all(np.isfinite(executed), axis=1)
         if start is not None:
-            mask &= self.times >= start
+            mask &= times >= start
         return mask
 
     def errors_after(self, start: float | None) -> dict:
         """Error summary over the ticks after ``start`` (None: nothing counts)."""
+        _, executed, truth = self.ticks()
         if start is None:
-            return error_summary(np.zeros((0, self.executed.shape[1])))
+            return error_summary(np.zeros((0, executed.shape[1])))
         mask = self.valid_mask(start)
-        return error_summary((self.executed - self.truth)[mask])
+        return error_summary((executed - truth)[mask])
 
     def hand_distance_cm(self) -> np.ndarray:
         """(K,) the larger of the two hands' distances [cm] between what the operator sees and
         does at each tick (NaN where nothing was executed yet)."""
-        err = (self.executed - self.truth)[:, list(HAND_INDICES)].reshape(len(self.times), 2, 3)
+        times, executed, truth = self.ticks()
+        err = (executed - truth)[:, list(HAND_INDICES)].reshape(len(times), 2, 3)
         return 100.0 * np.linalg.norm(err, axis=2).max(axis=1)
 
 
@@ -148,7 +163,8 @@ def worst_excess_cm(comp: TakeResult, nocomp: TakeResult, sustained_s: float = 0
     a lag of a few ticks behind a jump the real robot could not make either is not harm.
     """
     delayed = nocomp.hand_distance_cm()
-    if len(nocomp.times) == len(comp.times) and np.allclose(nocomp.times, comp.times):
+    comp_times, nocomp_times = comp.ticks()[0], nocomp.ticks()[0]
+    if len(nocomp_times) == len(comp_times) and np.allclose(nocomp_times, comp_times):
         mask = comp.valid_mask(0.0) & nocomp.valid_mask(0.0)
     else:
         # Two real-time runs tick at their own instants: read the delayed run at the
@@ -156,10 +172,10 @@ def worst_excess_cm(comp: TakeResult, nocomp: TakeResult, sustained_s: float = 0
         ok = nocomp.valid_mask(0.0)
         if ok.sum() < 2:
             return float("nan")
-        delayed = np.interp(comp.times, nocomp.times[ok], delayed[ok], left=np.nan, right=np.nan)
+        delayed = np.interp(comp_times, nocomp_times[ok], delayed[ok], left=np.nan, right=np.nan)
         mask = comp.valid_mask(0.0) & np.isfinite(delayed)
     excess = (comp.hand_distance_cm() - delayed)[mask]
-    dt = float(comp.times[1] - comp.times[0]) if len(comp.times) > 1 else 0.01
+    dt = float(comp_times[1] - comp_times[0]) if len(comp_times) > 1 else 0.01
     width = max(1, int(round(sustained_s / dt)))
     if len(excess) < width:
         return float("nan")

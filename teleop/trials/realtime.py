@@ -133,10 +133,13 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
         camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(160, 120), scene=scene)
         sender = VideoSender(video_to, authenticate=video_mac(secret)[0])   # as `teleop robot` sends it
         resources.callback(sender.close)
+
+        def send_video(image: np.ndarray, t: float) -> None:
+            sender.send_image(image[:, :, ::-1], t)
+
         station = RobotStation(endpoint, robot, sim, library,
                                RobotStationConfig(video_hz=video_hz, compensation=library is not None),
-                               video_out=lambda image, t: sender.send_image(image[:, :, ::-1], t),
-                               render=camera.render)
+                               video_out=send_video, render=camera.render)
         station.name_scene(scene)
         station.keep_records = True
         try:
@@ -145,10 +148,12 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
             return
         start = time.monotonic()
         k = 0
-        tasks = []   # the compensator's recognised task at each tick ("" = none), like records
+        tasks: list[str] = []   # the compensator's recognised task at each tick ("" = none), like records
         while not parent.poll():                  # the stop, or EOF: the trial is gone
             station.tick()
-            tasks.append(station.last_compensator_output.task or "")
+            output = station.last_compensator_output
+            assert output is not None   # tick() has just set it
+            tasks.append(output.task or "")
             k += 1
             delay = start + k * station.dt - time.monotonic()
             if delay > 0:

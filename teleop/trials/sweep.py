@@ -14,7 +14,7 @@ since a late engagement hides error outside the window.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -58,14 +58,14 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
     """JSON-ready summary keyed by the round trips as given (``labels``, one per entry of
     ``results``, in its order; ValueError otherwise)."""
     _check_labels(results, labels)
-    summary = {"rtt": {}}
+    summary: dict[str, dict[str, Any]] = {"rtt": {}}
     for label, (rtt, pairs) in zip(labels, results.items()):
         engaged = [(c, n) for c, n in pairs if c.engaged_at is not None]
         scored = [(c, n) for c, n in engaged if _has_window(c)]
-        entry = {}
+        entry: dict[str, Any] = {}
         for name, idx in (("comp", 0), ("nocomp", 1)):
             runs = [pair[idx] for pair in scored]
-            row = {m: _mean([r.window[m] for r in runs]) for m in METRICS}
+            row: dict[str, Any] = {m: _mean([r.window[m] for r in runs]) for m in METRICS}
             row.update({f"{m}_std": _std([r.window[m] for r in runs]) for m in METRICS})
             row["whole"] = {m: _mean([pair[idx].whole[m] for pair in pairs]) for m in METRICS}
             entry[name] = row

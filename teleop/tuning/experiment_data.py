@@ -66,8 +66,9 @@ class JointTrace:
         naming the file)."""
         rows = data["data"]
         trace = cls(joint=data["joint"], motion=data["animation"],
-                    t=[r["t"] for r in rows], desired=[r["entry"]["desired"] for r in rows],
-                    measured=[r["entry"]["measured"] for r in rows],
+                    t=np.asarray([r["t"] for r in rows], dtype=float),
+                    desired=np.asarray([r["entry"]["desired"] for r in rows], dtype=float),
+                    measured=np.asarray([r["entry"]["measured"] for r in rows], dtype=float),
                     time_stretch=float(data.get("simulationTimeStretchFactor", 1.0)), extras=data.get("extras", {}))
         # json.loads accepts NaN / Infinity, which would silently turn every metric into NaN,
         # and the metrics' times (t[k] − t[k0]) assume increasing sample times.

@@ -63,7 +63,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import minimize
@@ -300,8 +300,8 @@ def optimise_limb(simulate: Callable[[list[PidGains]], tuple], start: list[PidGa
     # Costs are recomputed from the summaries whenever the allowances tighten.
     runs: list[tuple] = []
     history: list[float] = []
-    best = {"cost": np.inf, "x": None, "z": None, "gains": None, "name": "", "summary": None}
-    state = {"limits": None}
+    best: dict[str, Any] = {"cost": np.inf, "x": None, "z": None, "gains": None, "name": "", "summary": None}
+    state: dict[str, CostLimits | None] = {"limits": None}
     lower = np.array([LOG_SCALE_BOUNDS[0]] * n + [LOG_DAMPING_BOUNDS[0], LOG_INTEGRAL_BOUNDS[0]])
     upper = np.array([LOG_SCALE_BOUNDS[1]] * n + [LOG_DAMPING_BOUNDS[1], LOG_INTEGRAL_BOUNDS[1]])
     z_lower = np.array([LOG_SCALE_BOUNDS[0], LOG_DAMPING_BOUNDS[0], LOG_INTEGRAL_BOUNDS[0]])[:, None]

@@ -47,12 +47,13 @@ def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 
         if slope[i] == 0:
             slope[i] = slope[i - 1]
     turns = np.nonzero(slope[1:] * slope[:-1] < 0)[0] + 1  # index into y
-    index, sign = [], []
+    index: list[int] = []
+    sign: list[int] = []
     for k in turns:
         original = int(kept[k])
         if index and original - index[-1] < min_separation:
             continue
         index.append(original)
         sign.append(1 if slope[k - 1] > 0 else -1)
-    index = np.array(index, dtype=int)
-    return Peaks(index, x[index] if len(index) else np.zeros(0), np.array(sign, dtype=int))
+    at = np.array(index, dtype=int)
+    return Peaks(at, x[at] if len(at) else np.zeros(0), np.array(sign, dtype=int))

@@ -98,7 +98,7 @@ class PidController:
         """Forget the integral, the filtered derivative and the previous error."""
         self.integral = [0.0] * self.n          # ∫e dτ [rad s] per joint
         self.derivative = [0.0] * self.n        # filtered de/dt [rad/s] per joint
-        self.previous_error: np.ndarray | None = None
+        self.previous_error: list[float] | None = None
 
     def update(self, setpoint: np.ndarray, measured: np.ndarray) -> np.ndarray:
         """One control step: (n,) set-points and measured angles [rad] -> (n,) torques [N m]."""
@@ -112,8 +112,10 @@ class PidController:
         (~20 small-array operations) costs 5-10x more than the arithmetic itself.
         """
         dt, alpha = self.dt, self._alpha
-        first = self.previous_error is None
-        previous = [0.0] * self.n if first else self.previous_error
+        previous = self.previous_error
+        first = previous is None
+        if previous is None:
+            previous = [0.0] * self.n
         errors, torques = [], []
         for j in range(self.n):
             e = setpoint[j] - measured[j]

@@ -70,7 +70,7 @@ def best_per_column(rows: dict[str, dict]) -> dict[str, str]:
     out = {}
     for c in COLUMNS:
         cands = {m: r[c] for m, r in rows.items() if m in HEURISTICS and r[c] is not None}
-        out[c] = min(cands, key=cands.get) if cands else "-"
+        out[c] = min(cands, key=cands.__getitem__) if cands else "-"
     return out
 
 

@@ -180,6 +180,7 @@ class ArmRig:
         arm_slots, held_slots = self._arm_in_torque.tolist(), self._held_in_torque.tolist()
         sp_list = sp.tolist()
         relay_joint = None if relay is None else relay.joint
+        relay_amplitude = 0.0 if relay is None else relay.amplitude
         torques = [0.0] * len(self.torque_idx)
         # Actuator model: first-order lag (backward Euler) from commanded to applied torque.
         lag = self.dt / (self.actuator_lag_s + self.dt)
@@ -195,7 +196,7 @@ class ArmRig:
             tau = pid.update_fast(sp_list[k], qa)
             if relay_joint is not None:
                 e = sp_list[k][relay_joint] - qa[relay_joint]
-                tau[relay_joint] = relay.amplitude * (1.0 if e > 0 else (-1.0 if e < 0 else 0.0))
+                tau[relay_joint] = relay_amplitude * (1.0 if e > 0 else (-1.0 if e < 0 else 0.0))
             for j, (slot, i, u) in enumerate(zip(arm_slots, arm, tau)):
                 applied[j] += lag * (u - applied[j])
                 u = applied[j]

@@ -179,7 +179,7 @@ class JpegCodec:
         if data.size == 0:
             raise CodecError("empty payload")
         # Only JPEG: cv2.imdecode would also run its PNG/TIFF/... decoders on forged data.
-        width, height = jpeg_size(data)
+        width, height = jpeg_size(payload)
         if width * height > max_pixels:
             raise CodecError(f"JPEG declares {width}x{height} px, more than the {max_pixels} px accepted")
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)

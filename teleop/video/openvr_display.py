@@ -70,7 +70,8 @@ class HeadsetDisplay:
         self._clock = clock
         self._latest: dict[str, tuple[float, np.ndarray]] = {}
         self._stereo: bool | None = None
-        self._buffer = None                             # keeps the pixels alive while SteamVR copies them
+        # Keeps the pixels alive while SteamVR copies them.
+        self._buffer: ctypes.Array[ctypes.c_ubyte] | None = None
         self.shown = 0
         self.decode_errors = 0
 
@@ -92,6 +93,7 @@ class HeadsetDisplay:
             raise ValueError(f"expected a BGR uint8 image (H, W, 3), got {image.dtype} {image.shape}")
         now = self._clock()
         self._latest[camera] = (now, image)
+        right: tuple[float, np.ndarray] | None
         if camera == "right":
             left = self._latest.get("left")
             if left is None or now - left[0] > self.stereo_timeout_s:
@@ -107,7 +109,7 @@ class HeadsetDisplay:
             right = self._latest.get("right")
         stereo = (right is not None and now - right[0] <= self.stereo_timeout_s
                   and right[1].shape == left[1].shape)
-        picture = np.hstack([left[1], right[1]]) if stereo else left[1]
+        picture = np.hstack([left[1], right[1]]) if stereo and right is not None else left[1]
         self._set_mode(stereo)
         self._submit(picture)
 
@@ -122,7 +124,7 @@ class HeadsetDisplay:
     def _submit(self, bgr: np.ndarray) -> None:
         rgba = np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGBA))
         height, width = rgba.shape[:2]
-        self._buffer = (ctypes.c_ubyte * rgba.nbytes).from_buffer(rgba)
+        self._buffer = (ctypes.c_ubyte * rgba.nbytes).from_buffer(rgba.data)   # .data: the array's buffer
         self.overlay.setOverlayRaw(self.handle, self._buffer, width, height, 4)
         self.shown += 1
 

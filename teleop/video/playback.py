@@ -12,7 +12,7 @@ code's hands.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from teleop.video import wire
 from teleop.video.clock import Clock, monotonic_s
@@ -51,7 +51,7 @@ class VideoPlayback:
         self.receiver = receiver
         self.on_display = on_display
         self.max_wait_s = float(max_wait_s)
-        self._buffer_settings = dict(
+        self._buffer_settings: dict[str, Any] = dict(
             buffer_length_s=buffer_length_s, clock_offset_s=clock_offset_s, delay_anchor_s=delay_anchor_s, clock=clock
         )
         self._clock = clock
@@ -73,7 +73,7 @@ class VideoPlayback:
     def run_once(self) -> int:
         """One bounded iteration: wait, receive, schedule, display. Returns frames displayed."""
         with self._lock:
-            due = [b.next_playout_s() for b in self.buffers.values() if len(b)]
+            due = [t for b in self.buffers.values() if (t := b.next_playout_s()) is not None]
         wait_s = self.max_wait_s
         if due:
             wait_s = min(wait_s, min(due) - self._clock())

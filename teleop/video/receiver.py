@@ -153,7 +153,7 @@ class _PartialFrame:
         if parity is None:
             return None
         members = wire.parity_group_members(group, len(self.chunks), self.group_size)
-        present = {i: self.chunks[i] for i in members if self.chunks[i] is not None}
+        present = {i: chunk for i in members if (chunk := self.chunks[i]) is not None}
         missing = [i for i in members if i not in present]
         if len(missing) != 1:
             return None
@@ -163,7 +163,7 @@ class _PartialFrame:
         if not 0 < length <= self.slice_bytes or any(len(p) != self.slice_bytes for i, p in present.items()
                                                      if i != last):
             return None
-        return index, wire.recover_slice(parity, list(present.values()), length)  # type: ignore[arg-type]
+        return index, wire.recover_slice(parity, list(present.values()), length)
 
 
 class VideoReceiver:

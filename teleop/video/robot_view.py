@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pinocchio as pin
 
 from retarget.references import RobotReferences
@@ -94,7 +95,7 @@ def skeleton_chains(robot: RobotModel) -> tuple[Chain, ...]:
     )
 
 
-def _rounded(points: np.ndarray) -> list:
+def _rounded(points: npt.ArrayLike) -> list:
     """Round to 0.1 mm (4 decimals of a metre): plenty on screen, and keeps the JSON small."""
     return np.round(np.asarray(points, dtype=float), 4).tolist()
 

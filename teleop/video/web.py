@@ -495,6 +495,7 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
     """Request handler class bound to ``viewer``."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        server: _ViewerHTTPServer   # the only server it is made for (start())
         server_version = "TeleopVideo/1"
         timeout = viewer.client_timeout_s
 

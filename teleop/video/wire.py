@@ -95,7 +95,7 @@ class StreamId(IntEnum):
 
 
 #: Display names of the streams, used by the web viewer's URLs.
-STREAM_NAMES = {StreamId.LEFT: "left", StreamId.RIGHT: "right"}
+STREAM_NAMES: dict[int, str] = {StreamId.LEFT: "left", StreamId.RIGHT: "right"}   # by stream_id byte
 
 
 class MalformedDatagram(ValueError):

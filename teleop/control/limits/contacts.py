@@ -49,8 +49,8 @@ class Reduction:
         np.matmul(matrix[:, self.support], self.basis, out=out[:, self.n_free:])
         return out
 
-    def apply_offset(self, matrix: np.ndarray) -> np.ndarray:
-        """``matrix @ v_0`` for a (m, nv) matrix: (m,)."""
+    def apply_offset(self, matrix: np.ndarray) -> np.ndarray | float:
+        """``matrix @ v_0`` for a (m, nv) matrix: (m,) (a scalar 0 where :math:`v_0 = 0`)."""
         return matrix[:, self.support] @ self.offset
 
     def expand(self, z: np.ndarray, nv: int) -> np.ndarray:

@@ -109,7 +109,7 @@ class JointAccelerationLimit:
         if not np.all(self.maximum > 0):
             raise ValueError("joint acceleration limits must be > 0")
         self.previous = np.zeros(robot.n_joints)   # [rad/s], the last commanded joint velocities
-        self._dt = None
+        self._dt: float | None = None
         self._window = np.empty((2, robot.n_joints))
 
     def reset(self) -> None:

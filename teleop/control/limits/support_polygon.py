@@ -93,7 +93,7 @@ class SupportPolygonConstraint:
             self._momentum = np.zeros(6)             # h^- of the last command
             self._velocity = np.zeros(robot.nv)      # v^- of the last command
             self._com_velocity = np.zeros(2)         # (lip) CoM velocity of the last command
-            self._com_jacobian_xy = None             # (lip) J_c,xy of the last fill
+            self._com_jacobian_xy: np.ndarray | None = None   # (lip) J_c,xy of the last fill
         self.margin = float(margin)
         self.active_distance = float(active_distance)
         self.recovery_speed = float(recovery_speed)
@@ -120,7 +120,7 @@ class SupportPolygonConstraint:
         self._shrunk_offsets = self.offsets - self.margin
         if self.zmp_margin is not None:
             self._zmp_offsets = self.offsets - self.zmp_margin
-        self._dt = None
+        self._dt: float | None = None
 
     def slack(self, com_xy: np.ndarray) -> np.ndarray:
         """(edges,) signed distance of the CoM to each shrunk edge [m] (> 0 inside)."""

@@ -102,7 +102,7 @@ class PostureRows:
         self._q_indices = np.concatenate([t._q_indices for t in self.tasks])
         self._dims = [t.dim for t in self.tasks]
         self._version = -1
-        self._written = None
+        self._written: np.ndarray | None = None
 
     def fill(self, kin: Kinematics, rows: np.ndarray, targets: np.ndarray) -> None:
         """Write sqrt(w) S and sqrt(w) (ff + gain e) of every task into ``rows``/``targets``."""
