@@ -223,8 +223,11 @@ _YAML_K = "camera_matrix: !!opencv-matrix\n  rows: 3\n  cols: 3\n  dt: d\n  data
     ("cal.json", '{"camera_matrix": ' + _K + ', "image_size": [640, 480], "dist_coeffs": "abc"}',
      "'dist_coeffs' must be a list of 4, 5, 8, 12 or 14 numbers, got \"abc\""),
     ("cal.json", "", "the file is empty"),
-    ("cal.yaml", "garbage: [unclosed\n", "not an OpenCV calibration file: OpenCV cannot parse it: line 1: Missing , "
-                                          "between the elements (expected the nodes camera_matrix"),
+    # OpenCV 5 says where and why; 4.10 says only "Input file is invalid", which adds nothing.
+    ("cal.yaml", "garbage: [unclosed\n", ("not an OpenCV calibration file: OpenCV cannot parse it: line 1: Missing , "
+                                           "between the elements (expected the nodes camera_matrix",
+                                           "not an OpenCV calibration file: OpenCV cannot parse it (expected the nodes "
+                                           "camera_matrix")),
     ("cal.yaml", "%YAML:1.0\n---\ncamera_matrix: 5\nimage_width: 640\nimage_height: 480\n",
      "'camera_matrix' is not a matrix (an !!opencv-matrix with rows, cols, dt and data)"),
     ("cal.yaml", "%YAML:1.0\n---\n" + _YAML_K, "no 'image_width' node"),
@@ -248,7 +251,7 @@ def test_bad_calibration_files_are_named_with_what_is_wrong(tmp_path, name, cont
     message = exc.value.code
     assert isinstance(message, str)          # a message: exit code 1, like every unusable file
     assert message.startswith(f"teleop jog: error: --calibration {path}")
-    assert expected in message
+    assert any(e in message for e in ((expected,) if isinstance(expected, str) else expected)), message
     for internal in ("KeyError", "TypeError", "reshape", "isMap", "<class", "cv2", "SystemError", "iterable"):
         assert internal not in message
     assert "\n" not in message

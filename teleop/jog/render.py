@@ -278,6 +278,18 @@ def write_tag_video(path, trajectory, duration_s: float, fps: float = 30.0, tag_
 MILD_DISTORTION = np.array([-0.12, 0.04, 0.0, 0.0, 0.0])
 
 
+def undistort_precisely(points: np.ndarray, K: np.ndarray, dist: np.ndarray,
+                        P: np.ndarray | None = None) -> np.ndarray:
+    """(N, 1, 2) distorted pixels -> (N, 1, 2) undistorted points: normalised image points,
+    or pixels of camera matrix ``P``; the distortion inverted to 1e-12 (up to 100
+    iterations; OpenCV's default stops after 5). OpenCV 4 names the iterated form
+    undistortPointsIter; OpenCV 5 gives undistortPoints the criteria argument instead."""
+    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)
+    if hasattr(cv2, "undistortPointsIter"):
+        return cv2.undistortPointsIter(points, K, dist, np.eye(3), P, criteria)
+    return cv2.undistortPoints(points, K, dist, R=np.eye(3), P=P, criteria=criteria)
+
+
 def render_board_view(K: np.ndarray, dist: np.ndarray, R: np.ndarray, t: np.ndarray, rng: np.random.Generator,
                       size: tuple[int, int] = (640, 480), squares: tuple[int, int] = (10, 7),
                       square_m: float = 0.025, square_px: int = 40) -> np.ndarray:
@@ -294,8 +306,7 @@ def render_board_view(K: np.ndarray, dist: np.ndarray, R: np.ndarray, t: np.ndar
     S = np.array([[m, 0.0, -0.5 * tw * m], [0.0, -m, 0.5 * th * m], [0.0, 0.0, 1.0]])
     w, h = size
     pixels = np.stack(np.meshgrid(np.arange(w, dtype=float), np.arange(h, dtype=float)), -1).reshape(-1, 1, 2)
-    rays = cv2.undistortPoints(pixels, K, np.asarray(dist, float), R=np.eye(3),
-                               criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)).reshape(-1, 2)
+    rays = undistort_precisely(pixels, K, np.asarray(dist, float)).reshape(-1, 2)
     H = np.column_stack([R[:, 0], R[:, 1], t]) @ S       # texture pixel -> normalised image point
     uvw = np.linalg.solve(H, np.vstack([rays.T, np.ones(len(rays))]))
     map_x, map_y = (uvw[:2] / uvw[2]).reshape(2, h, w).astype(np.float32)

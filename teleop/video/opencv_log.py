@@ -12,14 +12,39 @@ import contextlib
 from collections.abc import Iterator
 
 
+#: OpenCV's log levels (cv::utils::logging::LogLevel), the same numbers in OpenCV 4 and 5.
+LOG_LEVEL_SILENT = 0
+LOG_LEVEL_ERROR = 2
+
+
+def get_log_level() -> int:
+    """OpenCV's current log level: cv2.utils.logging in OpenCV 5 (and late 4.x), the
+    top-level cv2.getLogLevel in OpenCV 4.10 (which has no cv2.utils.logging)."""
+    try:
+        from cv2.utils import logging as cv_logging
+    except ImportError:
+        import cv2
+        return int(getattr(cv2, "getLogLevel")())     # OpenCV 4 only: not in OpenCV 5's stubs
+    return int(cv_logging.getLogLevel())
+
+
+def set_log_level(level: int) -> None:
+    """Set OpenCV's log level (see :func:`get_log_level` for where it lives)."""
+    try:
+        from cv2.utils import logging as cv_logging
+    except ImportError:
+        import cv2
+        getattr(cv2, "setLogLevel")(level)              # OpenCV 4 only: not in OpenCV 5's stubs
+        return
+    cv_logging.setLogLevel(level)
+
+
 @contextlib.contextmanager
 def opencv_warnings_silenced() -> Iterator[None]:
     """Lower OpenCV's log level to errors for the duration (a level already quieter stays)."""
-    from cv2.utils import logging as cv_logging
-
-    level = cv_logging.getLogLevel()
-    cv_logging.setLogLevel(min(level, cv_logging.LOG_LEVEL_ERROR))
+    level = get_log_level()
+    set_log_level(min(level, LOG_LEVEL_ERROR))
     try:
         yield
     finally:
-        cv_logging.setLogLevel(level)
+        set_log_level(level)
