@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from promp.learning import Demonstration
+from promp.library import TaskLibrary
 
-__all__ = ["SyntheticTask", "make_tasks"]
+__all__ = ["SyntheticTask", "make_tasks", "learn_library"]
 
 
 @dataclass
@@ -95,3 +96,10 @@ def make_tasks(seed: int, n_tasks: int, n_signals: int, **kw: Any) -> list[Synth
     """``n_tasks`` random tasks labelled task0, task1, ... (keyword args: :meth:`SyntheticTask.random`)."""
     rng = np.random.default_rng(seed)
     return [SyntheticTask.random(rng, n_signals, f"task{i}", **kw) for i in range(n_tasks)]
+
+
+def learn_library(tasks: list[SyntheticTask], rng: np.random.Generator, n_demos: int,
+                  **learn_kw: Any) -> TaskLibrary:
+    """A library of ``tasks``, each learned from ``n_demos`` demonstrations drawn in task order
+    from ``rng`` (keyword args: :meth:`promp.library.TaskLibrary.learn`, e.g. ``basis``)."""
+    return TaskLibrary.learn({t.label: t.demonstrations(rng, n_demos) for t in tasks}, **learn_kw)

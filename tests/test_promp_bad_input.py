@@ -12,7 +12,7 @@ from promp.model import ProMP
 from promp.onset import OnsetDetector
 from promp.phase_filter import TaskPhaseFilter
 from promp.posterior import StructuredPosterior
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 N_SIGNALS = 5
 
@@ -25,7 +25,7 @@ def tasks():
 @pytest.fixture(scope="module")
 def library(tasks):
     rng = np.random.default_rng(3)
-    return TaskLibrary.learn({t.label: t.demonstrations(rng, 5) for t in tasks}, basis=RBFBasis(10))
+    return learn_library(tasks, rng, 5, basis=RBFBasis(10))
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,8 @@ import pytest
 
 from promp.basis import RBFBasis
 from promp.estimator import EstimatorConfig, OnlineEstimator
-from promp.library import TaskLibrary
 from promp.onset import OnsetDetector, detect_onset
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 N_SIGNALS = 10
 
@@ -20,7 +19,7 @@ def tasks():
 @pytest.fixture(scope="module")
 def library(tasks):
     rng = np.random.default_rng(1)
-    return TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks}, basis=RBFBasis(20))
+    return learn_library(tasks, rng, 7, basis=RBFBasis(20))
 
 
 def feed(est, demo, until):

@@ -7,14 +7,13 @@ import pytest
 
 from promp.basis import RBFBasis
 from promp.evaluation import LEVELS, evaluate_library
-from promp.library import TaskLibrary
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 
 def test_evaluation_reports_accuracy_rms_and_coverage():
     rng = np.random.default_rng(0)
     tasks = make_tasks(seed=4, n_tasks=3, n_signals=6, duration=2.5)
-    library = TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks}, basis=RBFBasis(15))
+    library = learn_library(tasks, rng, 7, basis=RBFBasis(15))
     tests, labels = [], []
     for t in tasks:
         for speed in (0.8, 1.25):
@@ -38,7 +37,7 @@ def test_evaluation_reports_accuracy_rms_and_coverage():
 def test_the_unconditioned_baseline_is_scored_on_each_levels_own_remainder():
     rng = np.random.default_rng(1)
     tasks = make_tasks(seed=5, n_tasks=2, n_signals=4, duration=2.0)
-    library = TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks}, basis=RBFBasis(12))
+    library = learn_library(tasks, rng, 7, basis=RBFBasis(12))
     test = tasks[0].execution(rng, speed=1.2)[0]
     res = evaluate_library(library, [test], [tasks[0].label], groups={"all": range(4)})
     prior = res["rms_remaining_prior"]

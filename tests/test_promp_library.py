@@ -9,14 +9,14 @@ import pytest
 from promp.basis import RBFBasis
 from promp.learning import learn_promp
 from promp.library import FORMAT_VERSION, LibraryFormatError, TaskLibrary
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 
 @pytest.fixture(scope="module")
 def library():
     rng = np.random.default_rng(0)
     tasks = make_tasks(seed=1, n_tasks=3, n_signals=4)
-    lib = TaskLibrary.learn({t.label: t.demonstrations(rng, 5) for t in tasks[:2]}, basis=RBFBasis(9))
+    lib = learn_library(tasks[:2], rng, 5, basis=RBFBasis(9))
     dense = learn_promp(tasks[2].demonstrations(rng, 5), RBFBasis(7, margin_factor=0.0, width=0.04),
                         covariance="per_signal", signal_names=["a", "b", "c", "d"])
     lib.add("dense", dense.condition(0.3, dense.mean(0.3)))

@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 
 from promp.basis import RBFBasis
-from promp.library import TaskLibrary
 from promp.model import ProMP
 from promp.phase_filter import PhaseGridConfig, TaskPhaseFilter
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 N_SIGNALS = 4
 
@@ -20,7 +19,7 @@ def tasks():
 @pytest.fixture(scope="module")
 def library(tasks):
     rng = np.random.default_rng(4)
-    return TaskLibrary.learn({t.label: t.demonstrations(rng, 6) for t in tasks}, basis=RBFBasis(12))
+    return learn_library(tasks, rng, 6, basis=RBFBasis(12))
 
 
 def _signals(promp: ProMP, keep: np.ndarray) -> ProMP:

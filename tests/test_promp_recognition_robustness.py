@@ -12,7 +12,7 @@ from promp.basis import RBFBasis
 from promp.estimator import EstimatorConfig, OnlineEstimator
 from promp.library import TaskLibrary
 from promp.phase_filter import PhaseGridConfig, TaskPhaseFilter
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 N_SIGNALS = 8
 
@@ -25,7 +25,7 @@ def tasks():
 @pytest.fixture(scope="module")
 def library(tasks):
     rng = np.random.default_rng(4)
-    return TaskLibrary.learn({t.label: t.demonstrations(rng, 6) for t in tasks}, basis=RBFBasis(20))
+    return learn_library(tasks, rng, 6, basis=RBFBasis(20))
 
 
 def test_residual_variance_is_floored_by_the_library_spread(library):

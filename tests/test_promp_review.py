@@ -10,7 +10,7 @@ from promp.learning import Demonstration, learn_promp
 from promp.library import LibraryFormatError, TaskLibrary
 from promp.phase_filter import TaskPhaseFilter
 from promp.posterior import StructuredPosterior
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 N_SIGNALS = 4
 
@@ -23,7 +23,7 @@ def tasks():
 @pytest.fixture(scope="module")
 def library(tasks):
     rng = np.random.default_rng(2)
-    return TaskLibrary.learn({t.label: t.demonstrations(rng, 6) for t in tasks}, basis=RBFBasis(10))
+    return learn_library(tasks, rng, 6, basis=RBFBasis(10))
 
 
 @pytest.mark.parametrize("bad", [0.0, -1e-3])

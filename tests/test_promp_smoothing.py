@@ -9,10 +9,9 @@ import pytest
 from promp.basis import RBFBasis
 from promp.estimator import EstimatorConfig, OnlineEstimator
 from promp.learning import augment_promp
-from promp.library import TaskLibrary
 from promp.phase_filter import PhaseGridConfig, _upsample_quadratic
 from promp.posterior import StructuredPosterior
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 N_SIGNALS = 6
 
@@ -25,7 +24,7 @@ def tasks():
 @pytest.fixture(scope="module")
 def library(tasks):
     rng = np.random.default_rng(2)
-    return TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks}, basis=RBFBasis(20))
+    return learn_library(tasks, rng, 7, basis=RBFBasis(20))
 
 
 def speed_track(library, demo, mode):

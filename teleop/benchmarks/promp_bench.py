@@ -38,7 +38,7 @@ import numpy as np
 from promp.basis import RBFBasis
 from promp.learning import learn_promp
 from promp.posterior import StructuredPosterior
-from promp.synthetic import make_tasks
+from promp.synthetic import learn_library, make_tasks
 
 __all__ = ["run", "format_table", "time_estimator"]
 
@@ -148,11 +148,10 @@ def time_estimator(quick: bool = False, rate_hz: float = 100.0, horizon_s: float
     ``future_speed_std``: the estimator's setting (None: its default).
     """
     from promp.estimator import EstimatorConfig, OnlineEstimator
-    from promp.library import TaskLibrary
 
     rng = np.random.default_rng(1)
     tasks = make_tasks(seed=0, n_tasks=6, n_signals=20, duration=4.0)
-    lib = TaskLibrary.learn({t.label: t.demonstrations(rng, 7) for t in tasks})
+    lib = learn_library(tasks, rng, 7)
     demo, _ = tasks[2].execution(rng, speed=1.1, rate_hz=rate_hz)
     offsets = np.arange(1, int(horizon_s * output_hz) + 1) / output_hz
     config = EstimatorConfig() if future_speed_std is None else EstimatorConfig(future_speed_std=future_speed_std)

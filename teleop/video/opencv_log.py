@@ -9,7 +9,7 @@ which says the same for the user. OpenCV errors are still logged.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 #: OpenCV's log levels (cv::utils::logging::LogLevel), the same numbers in OpenCV 4 and 5.
@@ -17,26 +17,25 @@ LOG_LEVEL_SILENT = 0
 LOG_LEVEL_ERROR = 2
 
 
-def get_log_level() -> int:
-    """OpenCV's current log level: cv2.utils.logging in OpenCV 5 (and late 4.x), the
-    top-level cv2.getLogLevel in OpenCV 4.10 (which has no cv2.utils.logging)."""
+def _log_level_functions() -> tuple[Callable[[], int], Callable[[int], object]]:
+    """(get, set) of OpenCV's log level: cv2.utils.logging in OpenCV 5, the top level of cv2
+    in OpenCV 4 (whose functions OpenCV 5's stubs do not name, hence getattr)."""
     try:
         from cv2.utils import logging as cv_logging
     except ImportError:
         import cv2
-        return int(getattr(cv2, "getLogLevel")())     # OpenCV 4 only: not in OpenCV 5's stubs
-    return int(cv_logging.getLogLevel())
+        return getattr(cv2, "getLogLevel"), getattr(cv2, "setLogLevel")
+    return cv_logging.getLogLevel, cv_logging.setLogLevel
+
+
+def get_log_level() -> int:
+    """OpenCV's current log level (0 silent, 2 errors, 3 warnings, ... 6 verbose)."""
+    return int(_log_level_functions()[0]())
 
 
 def set_log_level(level: int) -> None:
-    """Set OpenCV's log level (see :func:`get_log_level` for where it lives)."""
-    try:
-        from cv2.utils import logging as cv_logging
-    except ImportError:
-        import cv2
-        getattr(cv2, "setLogLevel")(level)              # OpenCV 4 only: not in OpenCV 5's stubs
-        return
-    cv_logging.setLogLevel(level)
+    """Set OpenCV's log level."""
+    _log_level_functions()[1](level)
 
 
 @contextlib.contextmanager
