@@ -179,7 +179,7 @@ def test_help(command, capsys):
 
 
 def test_the_hand_follows_one_tag_while_others_come_and_go():
-    from teleop.jog.cli import followed_tag
+    from teleop.jog.run import followed_tag
     from teleop.jog.detection import TagDetection
 
     def tag(tag_id: int) -> TagDetection:

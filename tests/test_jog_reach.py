@@ -176,7 +176,7 @@ def test_the_tag_size_limits_are_the_detectors_limits():
     """The smallest size the refusal suggests is detected in every sampled frame (among them
     the frames where the tag is smallest and moves fastest); at half of it (12 px) the
     detectors miss many frames (pupil-apriltags 40 %, ArUco most)."""
-    from teleop.jog.cli import check_test_video_options
+    from teleop.jog.tag_video import check_test_video_options
     from teleop.jog.detection import pupil_available
 
     message = check_test_video_options(0.005, 60.0, 10.0)
