@@ -133,10 +133,10 @@ def test_silence_after_the_robot_answered_is_reported_once_per_silence(capsys):
     """The robot dies mid-session: one warning per silence, and one at the end."""
     import time
 
-    from teleop.stations.cli import _SilenceWatch
+    from teleop.stations.watches import SilenceWatch
 
     count = [0]
-    watch = _SilenceWatch(lambda: count[0], "feedback from the robot", "is it running?", after=0.05)
+    watch = SilenceWatch(lambda: count[0], "feedback from the robot", "is it running?", after=0.05)
     count[0] = 5
     watch.check()
     time.sleep(0.1)
@@ -151,10 +151,10 @@ def test_what_arrives_again_after_a_silence_warning_is_said_once(capsys):
     """The robot station restarted (or the suit came back): the warning is answered."""
     import time
 
-    from teleop.stations.cli import _SilenceWatch
+    from teleop.stations.watches import SilenceWatch
 
     count = [0]
-    watch = _SilenceWatch(lambda: count[0], "feedback from the robot", "is it running?", after=0.05)
+    watch = SilenceWatch(lambda: count[0], "feedback from the robot", "is it running?", after=0.05)
     count[0] = 5
     watch.check()                    # it answered
     time.sleep(0.1)
@@ -169,7 +169,7 @@ def test_what_arrives_again_after_a_silence_warning_is_said_once(capsys):
     again = re.fullmatch(r"\[operator\] Feedback from the robot: arriving again after (\d+\.\d) s of silence", err[1])
     assert again and float(again[1]) >= 0.1, err
 
-    late = _SilenceWatch(lambda: count[0], "MVN poses", "is MVN streaming?", after=0.05)
+    late = SilenceWatch(lambda: count[0], "MVN poses", "is MVN streaming?", after=0.05)
     time.sleep(0.1)
     late.check()                     # nothing yet
     count[0] = 8
@@ -412,7 +412,7 @@ def test_checks_made_before_the_work_starts_say_what_to_change_and_no_more(capsy
 
 
 def _command_link_ticker(capsys, watch, station, video):
-    """(ticks, until_said) for a :class:`_CommandLinkWatch` test. ``ticks(n)`` runs n checks
+    """(ticks, until_said) for a :class:`CommandLinkWatch` test. ``ticks(n)`` runs n checks
     10 ms apart and returns what they printed; ``until_said()`` checks until something is
     printed and returns (it, the time of the check that printed it). Waits on the watch, not
     on a count of ticks: on a loaded machine a tick may take far longer than 10 ms, so a
@@ -452,7 +452,7 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     from types import SimpleNamespace
 
     from teleop.net.watchdog import WatchdogState
-    from teleop.stations.cli import _CommandLinkWatch
+    from teleop.stations.watches import CommandLinkWatch
 
     video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
     def feedback(state):
@@ -460,7 +460,7 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
 
     station = SimpleNamespace(feedback=feedback(WatchdogState.ACTIVE), feedback_received=1, sent=100)
     after = 0.5
-    watch = _CommandLinkWatch(station, video, after=after)
+    watch = CommandLinkWatch(station, video, after=after)
     ticks, until_said = _command_link_ticker(capsys, watch, station, video)
 
     warned, _ = until_said()
@@ -484,7 +484,7 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     time.sleep(1.05)
     assert ticks(3, sending=False) == ""
     # No video and no feedback: the robot is not there at all, which another warning says.
-    quiet = _CommandLinkWatch(SimpleNamespace(feedback=None, feedback_received=0, sent=100), video, after=0.01)
+    quiet = CommandLinkWatch(SimpleNamespace(feedback=None, feedback_received=0, sent=100), video, after=0.01)
     time.sleep(0.05)
     quiet.check()
     assert capsys.readouterr().err == ""
@@ -499,13 +499,13 @@ def test_stale_reports_after_our_own_input_paused_are_not_blamed_on_the_link(cap
     from types import SimpleNamespace
 
     from teleop.net.watchdog import WatchdogState
-    from teleop.stations.cli import _CommandLinkWatch
+    from teleop.stations.watches import CommandLinkWatch
 
     after, forward_delay = 0.1, 0.25                      # a round trip of 0.5 s
     video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
     station = SimpleNamespace(feedback=SimpleNamespace(watchdog_state=WatchdogState.ACTIVE, forward_delay=forward_delay),
                               feedback_received=1, sent=100)
-    watch = _CommandLinkWatch(station, video, after=after)
+    watch = CommandLinkWatch(station, video, after=after)
     ticks, until_said = _command_link_ticker(capsys, watch, station, video)
 
     assert ticks(30, feedback=True) == ""
@@ -522,18 +522,18 @@ def test_stale_reports_after_our_own_input_paused_are_not_blamed_on_the_link(cap
 
 
 def test_the_robot_silence_hint_says_why_nothing_was_sent():
-    from teleop.stations.cli import _robot_silence_hint
+    from teleop.stations.watches import robot_silence_hint
 
-    assert _robot_silence_hint(5) == "is `teleop robot` running there?"
-    assert "nothing was sent to it yet, the input gave no pose" in _robot_silence_hint(0)
-    assert "every command was withheld as one the robot would refuse" in _robot_silence_hint(0, withheld=3)
+    assert robot_silence_hint(5) == "is `teleop robot` running there?"
+    assert "nothing was sent to it yet, the input gave no pose" in robot_silence_hint(0)
+    assert "every command was withheld as one the robot would refuse" in robot_silence_hint(0, withheld=3)
 
 
 def test_a_station_loop_that_falls_behind_says_so(capsys):
     """An overloaded machine showed only as a robot that went stale for no visible reason."""
     import time
 
-    from teleop.stations.cli import _loop
+    from teleop.stations.loop_timing import run_loop
 
     calls = [0]
 
@@ -542,7 +542,7 @@ def test_a_station_loop_that_falls_behind_says_so(capsys):
         if calls[0] == 3:
             time.sleep(1.1)                      # one tick that takes a second too long
 
-    _loop(0.01, 1.3, body, "robot")
+    run_loop(0.01, 1.3, body, "robot")
     err = capsys.readouterr().err
     # At least the 1.1 s the tick overran (more on a loaded machine: no upper bound).
     fell = re.match(r"\[robot\] warning: the 100 Hz loop fell (\d+\.\d) s behind", err)

@@ -2,7 +2,7 @@
 
 A loop only said something once it fell a whole second behind; a 10 ms body that took
 15-30 ms now and then (a slow QP, a camera render) delayed commands and video unseen. The
-loop runs here on a fake clock (``_loop(..., clock=, sleep=)``): the body advances time by
+loop runs here on a fake clock (``run_loop(..., clock=, sleep=)``): the body advances time by
 as much as it is told to take, so every figure is exact and no test depends on the speed
 of the machine. One test runs the real station processes.
 """
@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import free_port
-from teleop.stations.cli import _loop
-from teleop.stations.loop_timing import LoopTiming
+from teleop.stations.loop_timing import LoopTiming, run_loop
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SECRET = "station-loop-timing-test-secret-0123456789"
@@ -43,8 +42,8 @@ class FakeTime:
         self.t += seconds
 
 
-def run_loop(body_ms, duration: float, period: float = 0.01, station: str = "robot") -> tuple[LoopTiming, list[float]]:
-    """Run ``_loop`` for ``duration`` fake seconds; the body of call ``k`` takes ``body_ms(k)`` ms.
+def loop_on_fake_clock(body_ms, duration: float, period: float = 0.01, station: str = "robot") -> tuple[LoopTiming, list[float]]:
+    """Run :func:`run_loop` for ``duration`` fake seconds; the body of call ``k`` takes ``body_ms(k)`` ms.
     Returns the timing and each call's body duration [ms]."""
     fake, spent = FakeTime(), []
 
@@ -53,7 +52,7 @@ def run_loop(body_ms, duration: float, period: float = 0.01, station: str = "rob
         spent.append(ms)
         fake.spend(ms / 1e3)
 
-    timing = _loop(period, duration, body, station, clock=fake.clock, sleep=fake.sleep)
+    timing = run_loop(period, duration, body, station, clock=fake.clock, sleep=fake.sleep)
     return timing, spent
 
 
@@ -116,9 +115,9 @@ def test_the_short_form_for_the_status_lines():
     assert timing.short().endswith(", max 31 ms, 1 resync")
 
 
-# ------------------------------------------------------------------ _loop on a fake clock
+# --------------------------------------------------------------- run_loop on a fake clock
 def test_a_loop_that_keeps_its_period_has_no_late_tick_and_says_nothing(capsys):
-    timing, spent = run_loop(lambda k: 4.0, duration=20.0)
+    timing, spent = loop_on_fake_clock(lambda k: 4.0, duration=20.0)
     assert timing.ticks == len(spent) and abs(timing.ticks - 2000) <= 1
     assert timing.late == 0 and timing.resyncs == 0 and timing.max_lateness_ms < 1e-6
     assert timing.body_quantile_ms(0.99) == pytest.approx(4.0, rel=0.01)
@@ -129,7 +128,7 @@ def test_overruns_shorter_than_a_second_are_counted_and_warned_about(capsys):
     """Every 10th body takes 15 ms at 100 Hz: each is late, and the schedule catches up on
     the next tick (started 5 ms late: not late). Never a second behind, so the old loop said
     nothing; now 10 % of the ticks are late, which warns once, then again 30 s later."""
-    timing, spent = run_loop(lambda k: 15.0 if k % 10 == 0 else 4.0, duration=20.0)
+    timing, spent = loop_on_fake_clock(lambda k: 15.0 if k % 10 == 0 else 4.0, duration=20.0)
     slow = sum(ms > 10 for ms in spent)
     assert timing.ticks == len(spent) and timing.late == slow and timing.late_fraction == pytest.approx(0.1, abs=0.001)
     assert timing.max_lateness_ms == pytest.approx(5.0)
@@ -144,16 +143,16 @@ def test_overruns_shorter_than_a_second_are_counted_and_warned_about(capsys):
                      r"\(body p99 15 ms, period 10 ms\)", warnings[0]), warnings[0]
     assert timing.short() == "loop: 10.0 % late, body p99 15 ms, max 15 ms"
 
-    timing, _ = run_loop(lambda k: 15.0 if k % 10 == 0 else 4.0, duration=65.0)
+    timing, _ = loop_on_fake_clock(lambda k: 15.0 if k % 10 == 0 else 4.0, duration=65.0)
     assert len(overload_warnings(capsys.readouterr().err)) == 3 == timing.warnings    # at ~2 s, ~32 s, ~62 s
 
 
 def test_rare_overruns_and_a_slow_start_do_not_warn(capsys):
     # 1 tick in 25 late: 4 %, under the 5 % threshold.
-    timing, _ = run_loop(lambda k: 15.0 if k % 25 == 0 else 4.0, duration=30.0)
+    timing, _ = loop_on_fake_clock(lambda k: 15.0 if k % 25 == 0 else 4.0, duration=30.0)
     assert timing.late_fraction == pytest.approx(0.04, abs=0.001) and timing.warnings == 0
     # The first second (imports, first render) is slow: counted, but no overload.
-    timing, _ = run_loop(lambda k: 15.0 if k < 50 else 4.0, duration=15.0)
+    timing, _ = loop_on_fake_clock(lambda k: 15.0 if k < 50 else 4.0, duration=15.0)
     assert timing.late >= 50 and timing.warnings == 0
     assert capsys.readouterr().err == ""
 
@@ -185,7 +184,7 @@ def test_the_warning_names_the_p99_of_the_last_seconds_not_of_the_whole_run(caps
         return message
 
     timing.tick = tick_noting_when_it_warns
-    _loop(0.01, 103.5, body, "robot", timing, clock=fake.clock, sleep=fake.sleep)
+    run_loop(0.01, 103.5, body, "robot", timing, clock=fake.clock, sleep=fake.sleep)
     warnings = overload_warnings(capsys.readouterr().err)
     assert len(warnings) == 1 and "(body p99 15 ms, period 10 ms)" in warnings[0], warnings
     assert timing.body_quantile_ms(0.99) == pytest.approx(4.0, rel=0.01)
@@ -216,7 +215,7 @@ def test_a_window_of_fewer_than_min_ticks_is_not_judged(capsys):
             fake.spend(0.45 if calls[0] == 0 else 0.2)
             calls[0] += 1
 
-        return _loop(0.2, duration, body, "robot", timing, clock=fake.clock, sleep=fake.sleep)
+        return run_loop(0.2, duration, body, "robot", timing, clock=fake.clock, sleep=fake.sleep)
 
     timing = late_loop(2.9, LoopTiming(0.2))
     assert timing.ticks == 14 and timing.late == timing.ticks and timing.resyncs == 0
@@ -234,7 +233,7 @@ def test_a_window_of_fewer_than_min_ticks_is_not_judged(capsys):
 
 
 def test_a_loop_a_second_behind_still_warns_and_resyncs_and_counts_it(capsys):
-    timing, spent = run_loop(lambda k: 1500.0 if k == 300 else 4.0, duration=6.0)
+    timing, spent = loop_on_fake_clock(lambda k: 1500.0 if k == 300 else 4.0, duration=6.0)
     assert timing.resyncs == 1
     assert timing.max_body_ms == pytest.approx(1500.0)
     # The tick after the resync starts on its new schedule: only the long one is late.
@@ -256,7 +255,7 @@ def test_the_timing_passed_in_survives_an_interrupted_loop():
         fake.spend(0.005)
 
     with pytest.raises(KeyboardInterrupt):
-        _loop(0.02, None, body, "operator", timing, clock=fake.clock, sleep=fake.sleep)
+        run_loop(0.02, None, body, "operator", timing, clock=fake.clock, sleep=fake.sleep)
     assert timing.ticks == 5 and timing.late == 0
 
 
@@ -335,7 +334,7 @@ def test_falling_a_second_behind_is_said_at_most_every_30_s(capsys):
         fake.spend(1.5 if calls[0] % 2 == 0 else 0.0)    # every other tick: 1.5 s late
         calls[0] += 1
 
-    timing = _loop(0.1, 40.0, body, "robot", LoopTiming(0.1), clock=fake.clock, sleep=fake.sleep)
+    timing = run_loop(0.1, 40.0, body, "robot", LoopTiming(0.1), clock=fake.clock, sleep=fake.sleep)
     said = [line for line in capsys.readouterr().err.splitlines() if "fell" in line]
     assert timing.resyncs >= 20 and len(said) == 2          # at 1.5 s and ~31.5 s
     assert "(the status lines count the resyncs)" in said[0]

@@ -11,7 +11,7 @@ import pytest
 from teleop import stop_request
 from teleop.cli import run_command, sigterm_as_interrupt
 from teleop.progress import progress_bar
-from teleop.stations.cli import _loop
+from teleop.stations.loop_timing import run_loop
 
 
 def _signal_swallowed() -> None:
@@ -49,7 +49,7 @@ def test_a_swallowed_stop_ends_the_station_loop_before_its_next_tick():
     with sigterm_as_interrupt():
         _signal_swallowed()
         with pytest.raises(KeyboardInterrupt):
-            _loop(0.001, 1.0, lambda: ticks.append(1))
+            run_loop(0.001, 1.0, lambda: ticks.append(1))
     assert ticks == []
 
 

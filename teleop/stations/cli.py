@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import socket
 import sys
 import time
@@ -15,8 +14,9 @@ from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, destination, int_in_range,
                               non_negative_float, port, positive_float, sample_rate_hz, task_label)
 from teleop.json_safe import dumps
-from teleop.stations.loop_timing import LoopTiming
-from teleop.stop_request import raise_if_stop_lost, stop_handled
+from teleop.stations.loop_timing import LoopTiming, run_loop
+from teleop.stations.watches import CommandLinkWatch, SaidOnce, SilenceWatch, robot_silence_hint
+from teleop.stop_request import stop_handled
 from teleop.video.wire import DEFAULT_FEC_GROUP
 
 
@@ -97,83 +97,6 @@ def _file(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"{text} is a directory: give a file name")
     return path
 
-
-class _SilenceWatch:
-    """Warns on stderr when nothing arrives from a peer for ``after`` seconds.
-
-    UDP has no connection: the operator station sends happily to a robot station that is not
-    there (or has died), and a live input stream that never comes looks like a still operator.
-    Without this the session would end with nothing but zeros in its counts.
-
-    Args:
-        heard: returns a counter of what arrived so far (packets, datagrams).
-        what: what is missing, e.g. "feedback or video from the robot at 127.0.0.1:9001".
-        hint: the likely cause, as a question (or a function saying it from what arrived).
-        after: seconds of silence before warning during the session.
-    """
-
-    def __init__(self, heard: Callable[[], int], what: str, hint: str | Callable[[], str],
-                 after: float = 3.0) -> None:
-        self.heard, self.what, self.hint, self.after = heard, what, hint, after
-        self.began = self.last_change = time.monotonic()
-        self.count = heard()
-        self.ever = False
-        self.warned = False
-
-    def check(self) -> None:
-        """Once per tick: warn once per silence longer than ``after``, and say when what was
-        missing arrives again (else the warning stood unanswered, the user left wondering
-        whether the robot or the suit was back)."""
-        now, count = time.monotonic(), self.heard()
-        if count != self.count:
-            if self.warned:
-                what = self.what[0].upper() + self.what[1:]
-                when = (f"again after {now - self.last_change:.1f} s of silence" if self.ever
-                        else f"{now - self.began:.1f} s after the start")
-                print(f"[operator] {what}: arriving {when}", file=sys.stderr)
-            self.count, self.last_change, self.ever, self.warned = count, now, True, False
-        elif not self.warned and now - self.last_change >= self.after:
-            self.warned = True
-            self._warn(now)
-
-    def finish(self) -> None:
-        """At the end: warn if nothing ever came, or nothing for the last ``after`` seconds."""
-        self.check()
-        now = time.monotonic()
-        # Nothing ever came and that was said already: not twice in a row ("in 3.0 s", "in 3.2 s").
-        if not (self.warned and not self.ever) and (not self.ever or now - self.last_change >= self.after):
-            self._warn(now)
-
-    def _warn(self, now: float) -> None:
-        when = f"in {now - self.began:.1f} s" if not self.ever else f"for the last {now - self.last_change:.1f} s"
-        hint = self.hint() if callable(self.hint) else self.hint     # said from what arrived by now
-        print(f"[operator] warning: no {self.what} {when}: {hint}", file=sys.stderr)
-
-
-class _SaidOnce:
-    """The one-time messages of a station's session: ``first(key)`` is True the first time
-    it is asked for ``key``, then never again."""
-
-    def __init__(self) -> None:
-        self._said: set[str] = set()
-
-    def first(self, key: str) -> bool:
-        if key in self._said:
-            return False
-        self._said.add(key)
-        return True
-
-
-def _robot_silence_hint(sent: int, withheld: int = 0) -> str:
-    """Why the robot may be silent. It sends FEEDBACK only once our commands arrive, and no
-    video with ``--video-hz 0``: before the input gave its first pose, "is `teleop robot`
-    running there?" alone blamed a robot that was running."""
-    if sent:
-        return "is `teleop robot` running there?"
-    why = ("every command was withheld as one the robot would refuse (see the warning)" if withheld
-           else "the input gave no pose")
-    return (f"is `teleop robot` running there? (nothing was sent to it yet, {why}: it answers our commands, "
-            "and sends video only with --video-hz above 0)")
 
 
 def _input_spec(text: str) -> str:
@@ -284,68 +207,6 @@ def _secret(path, command: str):
         raise SystemExit(f"teleop {command}: error: {exc}") from None
 
 
-class _CommandLinkWatch:
-    """Says when our commands stop reaching the robot while the operator keeps sending, and
-    when they reach it again. The video may still flow (it has its own link), so the silence
-    warning does not fire, and the robot just holds its pose: its FEEDBACK reports STALE, or,
-    when the command link is down both ways (a proxy gone), stops while the video arrives.
-
-    Args:
-        station: the operator station (``feedback``, ``feedback_received``, ``sent``).
-        video: its video path (``receiver.stats.datagrams``).
-        after: seconds without FEEDBACK while video arrives before saying so; also how long
-            (plus a round trip) we must have been sending without a gap before a STALE
-            report is blamed on the link.
-
-    When our input stops (a suit's stream ends, the operator pauses), the robot's watchdog
-    rightly goes stale and its FEEDBACK says so for a round trip after the input resumes:
-    those reports are about our silence, not the link's. Before, the operator said "our
-    commands no longer reach the robot (check --robot and the link or proxy)" when an MVN
-    stream was stopped, before its own "no MVN poses" warning.
-    """
-
-    #: A pause between two commands longer than this [s] restarts the "sending without a gap" clock.
-    GAP_S = 0.25
-
-    def __init__(self, station, video, after: float = 3.0) -> None:
-        self.station, self.video, self.after = station, video, after
-        self.feedback_count = station.feedback_received
-        self.feedback_at = time.monotonic()
-        self.video_count = video.receiver.stats.datagrams
-        self.warned = False
-        self.warned_at_count = 0
-        self.sent_count, self.sent_at = station.sent, time.monotonic()
-        self.sending_since = self.sent_at
-
-    def check(self) -> None:
-        from teleop.net.watchdog import WatchdogState
-
-        now, station = time.monotonic(), self.station
-        if station.feedback_received != self.feedback_count:
-            self.feedback_count, self.feedback_at = station.feedback_received, now
-        video_count = self.video.receiver.stats.datagrams
-        video_flows, self.video_count = video_count != self.video_count, video_count
-        feedback = station.feedback
-        stale = feedback is not None and feedback.watchdog_state == WatchdogState.STALE
-        silent = video_flows and now - self.feedback_at > self.after and self.feedback_count > 0
-        if station.sent != self.sent_count:
-            if now - self.sent_at > self.GAP_S:
-                self.sending_since = now
-            self.sent_count, self.sent_at = station.sent, now
-        round_trip = 2.0 * feedback.forward_delay if feedback is not None and math.isfinite(feedback.forward_delay) else 0.0
-        sending = (station.sent > 0 and now - self.sent_at <= self.GAP_S      # (a replay that ended sends nothing)
-                   and now - self.sending_since > self.after + round_trip)
-        cut = sending and (stale or silent)
-        if cut and not self.warned:
-            self.warned, self.warned_at_count = True, self.feedback_count
-            why = "the robot reports our commands stale" if stale else \
-                f"no feedback for {now - self.feedback_at:.1f} s while its video arrives"
-            print(f"[operator] warning: {why}: our commands no longer reach the robot, which holds its pose "
-                  "(check --robot and the link or proxy)", file=sys.stderr)
-        elif self.warned and not stale and self.feedback_count != self.warned_at_count:
-            self.warned = False      # a FEEDBACK since the warning, and not a stale one
-            print("[operator] the robot receives our commands again", file=sys.stderr)
-
 
 def _close_recording(recording) -> OSError | None:
     """Close a station's recording (None: none); its failure (a full disk) is returned, to be
@@ -383,48 +244,6 @@ def _tau_b(telemetry: dict) -> str:
 
 #: Time [s] between two status lines of a station.
 STATUS_INTERVAL_S = 2.0
-#: Shortest time [s] between two "the loop fell behind" warnings of a station.
-RESYNC_WARNING_INTERVAL_S = 30.0
-
-
-def _loop(period: float, duration: float | None, body, station: str = "station", timing: LoopTiming | None = None,
-          *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> LoopTiming:
-    """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration`` [s], or
-    until Ctrl-C, SIGTERM or SIGHUP raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
-    which the stations catch to close their recordings and print their final statistics.
-
-    A loop that falls a second behind resynchronises instead of bursting, and says so on
-    stderr (``[station] warning: ...``): an overloaded machine otherwise shows only as a
-    robot that went stale for no visible reason. The shorter overruns go into ``timing``
-    (a new :class:`LoopTiming` if None; pass one to read it after a KeyboardInterrupt),
-    which is returned, and which warns the same way when many ticks of the last seconds
-    were late. ``clock`` [s] and ``sleep`` are the time source, replaceable in tests."""
-    timing = LoopTiming(period) if timing is None else timing
-    start = began = now = clock()
-    last_resync_warning = -float("inf")
-    k = 0
-    # The duration counts from `began`: `start` moves when the schedule resynchronises.
-    while duration is None or now - began < duration:
-        raise_if_stop_lost()
-        body()
-        ended = clock()
-        warning = timing.tick(now, start + k * period, ended - now)
-        if warning:
-            print(f"[{station}] warning: {warning}", file=sys.stderr)
-        k += 1
-        delay = start + k * period - ended
-        if delay > 0:
-            sleep(delay)
-        elif delay < -1.0:
-            if ended - last_resync_warning >= RESYNC_WARNING_INTERVAL_S:
-                # At most every 30 s, as the overload warning: a busy machine repeats it every 2 s.
-                last_resync_warning = ended
-                print(f"[{station}] warning: the {1 / period:g} Hz loop fell {-delay:.1f} s behind (the machine is "
-                      "overloaded?): carrying on from now (the status lines count the resyncs)", file=sys.stderr)
-            timing.resynced()
-            start, k = clock(), 0
-        now = clock()
-    return timing
 
 
 def _run_robot(args: argparse.Namespace) -> int:
@@ -471,9 +290,9 @@ def _run_robot(args: argparse.Namespace) -> int:
         print(f"robot station listening on {host}:{port}, video to {args.video_to}, "
               f"compensation {'on: ' + str(args.library) if library else 'off'}", file=sys.stderr)
         last_print = [time.monotonic()]
-        loop_timing = LoopTiming(station.dt)     # filled by _loop, read by the status lines
+        loop_timing = LoopTiming(station.dt)     # filled by run_loop, read by the status lines
 
-        said = _SaidOnce()
+        said = SaidOnce()
 
         def tick():
             record = station.tick()
@@ -508,7 +327,7 @@ def _run_robot(args: argparse.Namespace) -> int:
                       file=sys.stderr)
 
         try:
-            _loop(station.dt, args.duration, tick, "robot", loop_timing)
+            run_loop(station.dt, args.duration, tick, "robot", loop_timing)
         except KeyboardInterrupt:
             stop_handled()
         telemetry = {**station.telemetry(), "loop": loop_timing.summary()}
@@ -661,14 +480,14 @@ def _run_operator(args: argparse.Namespace) -> int:
         station = OperatorStation(endpoint, robot_address, source, robot_target(RobotModel()), video,
                                   OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
         handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
-        watches = [_SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
+        watches = [SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
                                  f"feedback or video from the robot at {args.robot}",
-                                 lambda: _robot_silence_hint(station.sent, station.implausible))]
-        command_link = _CommandLinkWatch(station, video)
+                                 lambda: robot_silence_hint(station.sent, station.implausible))]
+        command_link = CommandLinkWatch(station, video)
         from teleop.inputs.xsens_live import XsensLiveSource
 
         if isinstance(raw_source, XsensLiveSource):
-            watches.append(_SilenceWatch(lambda: raw_source.stats["samples"],
+            watches.append(SilenceWatch(lambda: raw_source.stats["samples"],
                                          f"MVN poses received on port {raw_source.address[1]}",
                                          raw_source.pose_stream_hint))
 
@@ -676,7 +495,7 @@ def _run_operator(args: argparse.Namespace) -> int:
 
         tracking = TrackingReport()
         calibration_said = [False]       # a calibration problem said (until one succeeds)
-        said = _SaidOnce()
+        said = SaidOnce()
         # (time, references sent, frames shown) at the last status line
         last_status = [(time.monotonic(), 0, 0)]
 
@@ -738,7 +557,7 @@ def _run_operator(args: argparse.Namespace) -> int:
 
         loop_timing = LoopTiming(0.01)
         try:
-            _loop(loop_timing.period, args.duration, tick, "operator", loop_timing)
+            run_loop(loop_timing.period, args.duration, tick, "operator", loop_timing)
         except KeyboardInterrupt:
             stop_handled()
         for watch in watches:

@@ -1,6 +1,6 @@
-"""Timing statistics of a station's periodic loop: the overruns shorter than a second.
+"""A station's periodic loop (:func:`run_loop`) and the timing of its overruns shorter than a second.
 
-The stations' loop (``teleop.stations.cli._loop``) keeps a monotonic schedule: tick ``k``
+The stations' loop (:func:`run_loop`) keeps a monotonic schedule: tick ``k``
 is due at ``start + k * period``. It says nothing until it falls a whole second behind,
 yet a 10 ms body that sometimes takes 30 ms (a slow QP, a camera render) delays commands
 and video and makes the robot look jerky. :class:`LoopTiming` counts these.
@@ -30,6 +30,11 @@ one-second buckets (tick and late counts, and a histogram each for the window's 
 from __future__ import annotations
 
 import math
+import sys
+import time
+from typing import Callable
+
+from teleop.stop_request import raise_if_stop_lost
 
 #: Histogram of durations: bin ``i`` holds [MIN_MS * RATIO**i, MIN_MS * RATIO**(i + 1)) ms.
 HIST_MIN_MS = 0.01
@@ -193,3 +198,48 @@ class LoopTiming:
         text = (f"loop: {100 * self.late_fraction:.1f} % late, body p99 {_short_ms(self.body_quantile_ms(0.99))} ms, "
                 f"max {_short_ms(self.max_body_ms)} ms")
         return text + (f", {self.resyncs} resync{'s' if self.resyncs > 1 else ''}" if self.resyncs else "")
+
+
+#: Shortest time [s] between two "the loop fell behind" warnings of a station.
+RESYNC_WARNING_INTERVAL_S = 30.0
+
+
+def run_loop(period: float, duration: float | None, body, station: str = "station", timing: LoopTiming | None = None,
+          *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> LoopTiming:
+    """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration`` [s], or
+    until Ctrl-C, SIGTERM or SIGHUP raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
+    which the stations catch to close their recordings and print their final statistics.
+
+    A loop that falls a second behind resynchronises instead of bursting, and says so on
+    stderr (``[station] warning: ...``): an overloaded machine otherwise shows only as a
+    robot that went stale for no visible reason. The shorter overruns go into ``timing``
+    (a new :class:`LoopTiming` if None; pass one to read it after a KeyboardInterrupt),
+    which is returned, and which warns the same way when many ticks of the last seconds
+    were late. ``clock`` [s] and ``sleep`` are the time source, replaceable in tests."""
+    timing = LoopTiming(period) if timing is None else timing
+    start = began = now = clock()
+    last_resync_warning = -float("inf")
+    k = 0
+    # The duration counts from `began`: `start` moves when the schedule resynchronises.
+    while duration is None or now - began < duration:
+        raise_if_stop_lost()
+        body()
+        ended = clock()
+        warning = timing.tick(now, start + k * period, ended - now)
+        if warning:
+            print(f"[{station}] warning: {warning}", file=sys.stderr)
+        k += 1
+        delay = start + k * period - ended
+        if delay > 0:
+            sleep(delay)
+        elif delay < -1.0:
+            if ended - last_resync_warning >= RESYNC_WARNING_INTERVAL_S:
+                # At most every 30 s, as the overload warning: a busy machine repeats it every 2 s.
+                last_resync_warning = ended
+                print(f"[{station}] warning: the {1 / period:g} Hz loop fell {-delay:.1f} s behind (the machine is "
+                      "overloaded?): carrying on from now (the status lines count the resyncs)", file=sys.stderr)
+            timing.resynced()
+            start, k = clock(), 0
+        now = clock()
+    return timing
+

@@ -1,0 +1,154 @@
+"""What the operator station says when its peers go quiet: nothing from the robot (or the
+suit's stream) for a while, or our commands no longer reaching the robot while its video
+still arrives; and the one-time messages of a session.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Callable
+
+
+class SilenceWatch:
+    """Warns on stderr when nothing arrives from a peer for ``after`` seconds.
+
+    UDP has no connection: the operator station sends happily to a robot station that is not
+    there (or has died), and a live input stream that never comes looks like a still operator.
+    Without this the session would end with nothing but zeros in its counts.
+
+    Args:
+        heard: returns a counter of what arrived so far (packets, datagrams).
+        what: what is missing, e.g. "feedback or video from the robot at 127.0.0.1:9001".
+        hint: the likely cause, as a question (or a function saying it from what arrived).
+        after: seconds of silence before warning during the session.
+    """
+
+    def __init__(self, heard: Callable[[], int], what: str, hint: str | Callable[[], str],
+                 after: float = 3.0) -> None:
+        self.heard, self.what, self.hint, self.after = heard, what, hint, after
+        self.began = self.last_change = time.monotonic()
+        self.count = heard()
+        self.ever = False
+        self.warned = False
+
+    def check(self) -> None:
+        """Once per tick: warn once per silence longer than ``after``, and say when what was
+        missing arrives again (else the warning stood unanswered, the user left wondering
+        whether the robot or the suit was back)."""
+        now, count = time.monotonic(), self.heard()
+        if count != self.count:
+            if self.warned:
+                what = self.what[0].upper() + self.what[1:]
+                when = (f"again after {now - self.last_change:.1f} s of silence" if self.ever
+                        else f"{now - self.began:.1f} s after the start")
+                print(f"[operator] {what}: arriving {when}", file=sys.stderr)
+            self.count, self.last_change, self.ever, self.warned = count, now, True, False
+        elif not self.warned and now - self.last_change >= self.after:
+            self.warned = True
+            self._warn(now)
+
+    def finish(self) -> None:
+        """At the end: warn if nothing ever came, or nothing for the last ``after`` seconds."""
+        self.check()
+        now = time.monotonic()
+        # Nothing ever came and that was said already: not twice in a row ("in 3.0 s", "in 3.2 s").
+        if not (self.warned and not self.ever) and (not self.ever or now - self.last_change >= self.after):
+            self._warn(now)
+
+    def _warn(self, now: float) -> None:
+        when = f"in {now - self.began:.1f} s" if not self.ever else f"for the last {now - self.last_change:.1f} s"
+        hint = self.hint() if callable(self.hint) else self.hint     # said from what arrived by now
+        print(f"[operator] warning: no {self.what} {when}: {hint}", file=sys.stderr)
+
+
+class SaidOnce:
+    """The one-time messages of a station's session: ``first(key)`` is True the first time
+    it is asked for ``key``, then never again."""
+
+    def __init__(self) -> None:
+        self._said: set[str] = set()
+
+    def first(self, key: str) -> bool:
+        if key in self._said:
+            return False
+        self._said.add(key)
+        return True
+
+
+def robot_silence_hint(sent: int, withheld: int = 0) -> str:
+    """Why the robot may be silent. It sends FEEDBACK only once our commands arrive, and no
+    video with ``--video-hz 0``: before the input gave its first pose, "is `teleop robot`
+    running there?" alone blamed a robot that was running."""
+    if sent:
+        return "is `teleop robot` running there?"
+    why = ("every command was withheld as one the robot would refuse (see the warning)" if withheld
+           else "the input gave no pose")
+    return (f"is `teleop robot` running there? (nothing was sent to it yet, {why}: it answers our commands, "
+            "and sends video only with --video-hz above 0)")
+
+
+
+class CommandLinkWatch:
+    """Says when our commands stop reaching the robot while the operator keeps sending, and
+    when they reach it again. The video may still flow (it has its own link), so the silence
+    warning does not fire, and the robot just holds its pose: its FEEDBACK reports STALE, or,
+    when the command link is down both ways (a proxy gone), stops while the video arrives.
+
+    Args:
+        station: the operator station (``feedback``, ``feedback_received``, ``sent``).
+        video: its video path (``receiver.stats.datagrams``).
+        after: seconds without FEEDBACK while video arrives before saying so; also how long
+            (plus a round trip) we must have been sending without a gap before a STALE
+            report is blamed on the link.
+
+    When our input stops (a suit's stream ends, the operator pauses), the robot's watchdog
+    rightly goes stale and its FEEDBACK says so for a round trip after the input resumes:
+    those reports are about our silence, not the link's. Before, the operator said "our
+    commands no longer reach the robot (check --robot and the link or proxy)" when an MVN
+    stream was stopped, before its own "no MVN poses" warning.
+    """
+
+    #: A pause between two commands longer than this [s] restarts the "sending without a gap" clock.
+    GAP_S = 0.25
+
+    def __init__(self, station, video, after: float = 3.0) -> None:
+        self.station, self.video, self.after = station, video, after
+        self.feedback_count = station.feedback_received
+        self.feedback_at = time.monotonic()
+        self.video_count = video.receiver.stats.datagrams
+        self.warned = False
+        self.warned_at_count = 0
+        self.sent_count, self.sent_at = station.sent, time.monotonic()
+        self.sending_since = self.sent_at
+
+    def check(self) -> None:
+        from teleop.net.watchdog import WatchdogState
+
+        now, station = time.monotonic(), self.station
+        if station.feedback_received != self.feedback_count:
+            self.feedback_count, self.feedback_at = station.feedback_received, now
+        video_count = self.video.receiver.stats.datagrams
+        video_flows, self.video_count = video_count != self.video_count, video_count
+        feedback = station.feedback
+        stale = feedback is not None and feedback.watchdog_state == WatchdogState.STALE
+        silent = video_flows and now - self.feedback_at > self.after and self.feedback_count > 0
+        if station.sent != self.sent_count:
+            if now - self.sent_at > self.GAP_S:
+                self.sending_since = now
+            self.sent_count, self.sent_at = station.sent, now
+        round_trip = 2.0 * feedback.forward_delay if feedback is not None and math.isfinite(feedback.forward_delay) else 0.0
+        sending = (station.sent > 0 and now - self.sent_at <= self.GAP_S      # (a replay that ended sends nothing)
+                   and now - self.sending_since > self.after + round_trip)
+        cut = sending and (stale or silent)
+        if cut and not self.warned:
+            self.warned, self.warned_at_count = True, self.feedback_count
+            why = "the robot reports our commands stale" if stale else \
+                f"no feedback for {now - self.feedback_at:.1f} s while its video arrives"
+            print(f"[operator] warning: {why}: our commands no longer reach the robot, which holds its pose "
+                  "(check --robot and the link or proxy)", file=sys.stderr)
+        elif self.warned and not stale and self.feedback_count != self.warned_at_count:
+            self.warned = False      # a FEEDBACK since the warning, and not a stale one
+            print("[operator] the robot receives our commands again", file=sys.stderr)
+
