@@ -27,9 +27,9 @@ bench: $(STAMP)
 LOWER_VENV ?= .venv-lower
 test-lower-bounds:
 	$(PYTHON) -m venv $(LOWER_VENV)
-	$(PYTHON) tools/lower_bounds.py --extra test --extra peers --extra vr > $(LOWER_VENV)/constraints.txt
+	$(PYTHON) tools/lower_bounds.py --extra dev > $(LOWER_VENV)/constraints.txt
 	$(LOWER_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LOWER_VENV)/bin/python -m pip install --quiet -c $(LOWER_VENV)/constraints.txt -e '.[test,peers,vr]'
+	$(LOWER_VENV)/bin/python -m pip install --quiet -c $(LOWER_VENV)/constraints.txt -e '.[dev]'
 	cat $(LOWER_VENV)/constraints.txt
 	$(LOWER_VENV)/bin/python -m pytest -q
 

@@ -625,23 +625,23 @@ class OnlineEstimator:
             by ``variance_scale`` (the future-speed spread is added unscaled).
         """
         task = self._task_index(task)
-        times = np.atleast_1d(real_array(times, "prediction times"))
-        if times.ndim != 1:
+        times_arr = np.atleast_1d(real_array(times, "prediction times"))
+        if times_arr.ndim != 1:
             # A (F, 1) column failed deep in a broadcast.
-            raise ValueError(f"prediction times must be a scalar or 1-D [s since onset], got shape {times.shape}")
-        if not np.all(np.isfinite(times)):   # NaN failed in a table lookup, inf was accepted
+            raise ValueError(f"prediction times must be a scalar or 1-D [s since onset], got shape {times_arr.shape}")
+        if not np.all(np.isfinite(times_arr)):   # NaN failed in a table lookup, inf was accepted
             raise ValueError("prediction times must be finite [s since onset]")
-        if times.size and np.max(np.abs(times)) > MAX_TIME_S:
+        if times_arr.size and np.max(np.abs(times_arr)) > MAX_TIME_S:
             raise ValueError(f"prediction times must be seconds since the motion onset, within +-{MAX_TIME_S:g} s; "
-                             f"got {times[np.argmax(np.abs(times))]:g}")
+                             f"got {times_arr[np.argmax(np.abs(times_arr))]:g}")
         if self.config.phase_averaging == "unscented" and self.filter.n_evidence:
-            return self._predict_unscented(times, task, full_cov)
+            return self._predict_unscented(times_arr, task, full_cov)
         warp = self.filter.time_warp(task)
-        z_raw = warp.phase(times, clip=False)
-        future = times > self._latest_t
+        z_raw = warp.phase(times_arr, clip=False)
+        future = times_arr > self._latest_t
         if self.config.future_speed_std > 0 and self.filter.n_evidence and future.any():
-            return self._predict_future_speeds(times, task, warp, z_raw, future, full_cov)
-        return self._predict_at_phases(times, task, warp, z_raw, full_cov)
+            return self._predict_future_speeds(times_arr, task, warp, z_raw, future, full_cov)
+        return self._predict_at_phases(times_arr, task, warp, z_raw, full_cov)
 
     def _predict_future_speeds(self, times: np.ndarray, task: int, warp: TimeWarp, z_raw: np.ndarray,
                                future: np.ndarray, full_cov: bool) -> tuple[np.ndarray, np.ndarray]:

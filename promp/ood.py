@@ -60,7 +60,7 @@ class DeltaSigmaTest:
         if len(self.indices) == 0:
             return False if np.ndim(z) == 0 else np.zeros(len(np.atleast_1d(z)), dtype=bool)
         out = np.any(self.excess(promp, z, y) > 0, axis=-1)
-        return bool(out) if np.ndim(out) == 0 else out
+        return out if isinstance(out, np.ndarray) else bool(out)
 
     def tabulate(self, promp: ProMP, n_points: int = 1001) -> "DeltaSigmaTable":
         """The test precomputed on ``n_points`` phases over [0, 1] (for per-sample use)."""

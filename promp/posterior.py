@@ -257,7 +257,7 @@ class StructuredPosterior:
         var = np.empty((F, D))
         c = 0 if extra_factor is None else extra_factor.shape[2]
         low = np.empty((F, D, r + c))   # phi^T E_d C^-T: the predictive low-rank factor
-        if c:
+        if extra_factor is not None:
             low[:, :, r:] = extra_factor
         for signals, q, jinv, factor in self._groups_solved:
             psi = phi @ q                                                     # (F, k)

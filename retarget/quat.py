@@ -89,7 +89,6 @@ def from_matrix(m: np.ndarray) -> np.ndarray:
     tr = m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2]
     cand = np.stack([tr, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]], axis=-1)
     k = np.argmax(cand, axis=-1)
-    q = np.empty((len(m), 4))
     # Case w largest.
     s = np.sqrt(np.maximum(1.0 + tr, 1e-300)) * 2
     q0 = np.stack([0.25 * s, (m[:, 2, 1] - m[:, 1, 2]) / s, (m[:, 0, 2] - m[:, 2, 0]) / s,

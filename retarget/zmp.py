@@ -112,7 +112,7 @@ class ShrunkHull:
 def _finite(name: str, value: npt.ArrayLike, size: int) -> np.ndarray:
     """The first ``size`` values of ``value`` as floats; ValueError naming ``name`` if there
     are fewer or any is NaN or infinite (a NaN would stay in a filter's state for good)."""
-    a = np.asarray(value, dtype=float).reshape(-1)
+    a: np.ndarray = np.asarray(value, dtype=float).reshape(-1)
     if a.size < size:
         raise ValueError(f"{name} must have {size} values, got {a.size}")
     a = a[:size]

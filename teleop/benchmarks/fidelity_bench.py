@@ -326,8 +326,8 @@ def wiping(robot: RobotModel, depth: float = 0.01, stroke: float = 0.12, stroke_
             end[1] = y_to
             n = int(stroke_s / dt)
             in_contact, normal, err, z_gap = [], [], [], []
-            tau_ext_peak = np.zeros(7)
-            tau_peak = np.zeros(7)
+            tau_ext_peak: np.ndarray = np.zeros(7)
+            tau_peak: np.ndarray = np.zeros(7)
             start, cpu_start = time.perf_counter(), time.process_time()
             for i in range(n):
                 x_d = min_jerk(pressed, end, (i + 1) / n)

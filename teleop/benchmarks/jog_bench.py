@@ -256,7 +256,7 @@ def delay_and_rms(run: Figure8Run, start_s: float) -> tuple[float, float, float]
         return float(np.sqrt(np.mean(np.sum((hand - shifted) ** 2, axis=1))))
 
     taus = np.arange(-0.05, 0.5, 0.005)
-    values = np.array([rms_at(tau) for tau in taus])
+    values = np.array([rms_at(float(tau)) for tau in taus])
     i = int(np.argmin(values))
     # Refine to 0.5 ms around the coarse minimum.
     fine = np.arange(taus[i] - 0.005, taus[i] + 0.0051, 0.0005)

@@ -16,7 +16,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import cv2
 import numpy as np
@@ -377,7 +377,8 @@ def _calibrate(object_points: list, image_points: list, sizes: list, min_views: 
         raise CalibrationError(f"{board} found in images of different sizes ({', '.join(f'{w}x{h}' for w, h in distinct)}): "
                                "calibrate one camera at one resolution at a time")
     size = distinct[0]
-    rms, K, dist, rvecs, tvecs = cv2.calibrateCamera(object_points, image_points, size, None, None)
+    no_guess: Any = None  # OpenCV allocates K and dist (OpenCV 4.10's stubs wrongly refuse None)
+    rms, K, dist, rvecs, tvecs = cv2.calibrateCamera(object_points, image_points, size, no_guess, no_guess)
     calibration = CameraCalibration(K, dist.ravel(), tuple(size), float(rms), method)
     tilts, radii = [], []
     for obj, rvec, tvec in zip(object_points, rvecs, tvecs):

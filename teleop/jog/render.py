@@ -33,7 +33,7 @@ def tag_texture(tag_id: int = 0, cell_px: int = 16, quiet_cells: int = 2) -> tup
     dictionary = cv2.aruco.getPredefinedDictionary(cv2.aruco.DICT_APRILTAG_36h11)
     marker = cv2.aruco.generateImageMarker(dictionary, tag_id, TAG_CELLS * cell_px, borderBits=1)
     pad = quiet_cells * cell_px
-    texture = cv2.copyMakeBorder(marker, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=255)
+    texture = cv2.copyMakeBorder(marker, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(255,))
     return texture, TAG_CELLS / (TAG_CELLS + 2 * quiet_cells)
 
 
@@ -42,7 +42,7 @@ def chessboard_texture(cols: int, rows: int, square_px: int = 40, margin_squares
     board = np.kron((np.add.outer(np.arange(rows), np.arange(cols)) % 2) * 255,
                     np.ones((square_px, square_px))).astype(np.uint8)
     pad = margin_squares * square_px
-    return cv2.copyMakeBorder(board, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=255)
+    return cv2.copyMakeBorder(board, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(255,))
 
 
 def rotation_from_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
@@ -285,9 +285,12 @@ def undistort_precisely(points: np.ndarray, K: np.ndarray, dist: np.ndarray,
     iterations; OpenCV's default stops after 5). OpenCV 4 names the iterated form
     undistortPointsIter; OpenCV 5 gives undistortPoints the criteria argument instead."""
     criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 100, 1e-12)
-    if hasattr(cv2, "undistortPointsIter"):
-        return cv2.undistortPointsIter(points, K, dist, np.eye(3), P, criteria)
-    return cv2.undistortPoints(points, K, dist, R=np.eye(3), P=P, criteria=criteria)
+    # Looked up by name: each version's stubs know only their own form (and OpenCV 4's
+    # wrongly refuse P=None, which its undistortPointsIter takes).
+    undistort_iter = getattr(cv2, "undistortPointsIter", None)
+    if undistort_iter is not None:
+        return undistort_iter(points, K, dist, np.eye(3), P, criteria)
+    return getattr(cv2, "undistortPoints")(points, K, dist, R=np.eye(3), P=P, criteria=criteria)
 
 
 def render_board_view(K: np.ndarray, dist: np.ndarray, R: np.ndarray, t: np.ndarray, rng: np.random.Generator,
@@ -310,9 +313,9 @@ def render_board_view(K: np.ndarray, dist: np.ndarray, R: np.ndarray, t: np.ndar
     H = np.column_stack([R[:, 0], R[:, 1], t]) @ S       # texture pixel -> normalised image point
     uvw = np.linalg.solve(H, np.vstack([rays.T, np.ones(len(rays))]))
     map_x, map_y = (uvw[:2] / uvw[2]).reshape(2, h, w).astype(np.float32)
-    board = cv2.remap(texture, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+    board = cv2.remap(texture, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=(0.0,))
     mask = cv2.remap(np.ones_like(texture), map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
-                     borderValue=0.0)
+                     borderValue=(0.0,))
     image = board * mask + 110.0 * (1.0 - mask) + rng.normal(0.0, 2.0, (h, w))
     return np.clip(image + 0.5, 0, 255).astype(np.uint8)
 

@@ -42,6 +42,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -247,7 +248,7 @@ class StateBands:
 
     def add(self, times: np.ndarray, states: np.ndarray) -> None:
         """Add (m,) tick times [s] and their (m,) states, in time order."""
-        for t, state in zip(times.tolist(), states.tolist()):
+        for t, state in zip(cast("list[float]", times.tolist()), states.tolist()):
             if self._state is not None and t > self._last:
                 self._period = t - self._last
             if state != self._state:
@@ -370,8 +371,8 @@ class _TrackingStats:
     """Per joint, over every tick: measured range and sum of squared tracking errors."""
 
     def __init__(self, joints: int) -> None:
-        self.low = np.full(joints, np.inf)
-        self.high = np.full(joints, -np.inf)
+        self.low: np.ndarray = np.full(joints, np.inf)
+        self.high: np.ndarray = np.full(joints, -np.inf)
         self.squared = np.zeros(joints)
         self.ticks = np.zeros(joints, dtype=int)
 

@@ -153,7 +153,7 @@ class _GrowingRows:
     full (amortised O(1), at most twice the final size held)."""
 
     def __init__(self, width: int) -> None:
-        self._data = np.empty((64, width))
+        self._data: np.ndarray = np.empty((64, width))
         self._n = 0
 
     def append(self, row) -> None:
@@ -313,7 +313,7 @@ class Recording:
             values.append(refs.to_flat())
             masks.append(refs.valid)
         t_arr = np.asarray(times, dtype=float)
-        v_arr = np.asarray(values, dtype=float).reshape(len(values), FLAT_SIZE)
+        v_arr: np.ndarray = np.asarray(values, dtype=float).reshape(len(values), FLAT_SIZE)
         order = np.argsort(t_arr, kind="stable")
         if len(t_arr) > 1:
             keep = np.append(np.diff(t_arr[order]) > 0, True)  # last of each run of equal times

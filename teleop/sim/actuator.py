@@ -166,7 +166,7 @@ def params_from_dict(raw: dict, joint_names: list[str], effort_limits: np.ndarra
     if unknown:
         raise ActuatorFileError(f"{source}: unknown keys {sorted(unknown)} (allowed: {sorted(TOP_KEYS)})")
     n = len(joint_names)
-    values = {k: np.full(n, np.nan if d is None else d) for k, d in JOINT_KEYS.items()}
+    values: dict[str, np.ndarray] = {k: np.full(n, np.nan if d is None else d) for k, d in JOINT_KEYS.items()}
     values["torque_limit"] = np.asarray(effort_limits, dtype=float).copy()
 
     def apply(entry, mask: np.ndarray, where: str) -> None:

@@ -398,7 +398,7 @@ class LockstepServer:
             # position servos (holding where they are), as _torque_on says.
             sim.set_torque_mode(False, self.joints)
         self._torque_on = False
-        self._last_torque = np.zeros(len(self.joints))
+        self._last_torque: np.ndarray = np.zeros(len(self.joints))
         targets = sim.joint_positions()
         limit = sim.robot.limits.effort[self.joints]
         k = len(self.joints)

@@ -453,7 +453,7 @@ class _Ground:
         n = int(round(2 * style.extent / style.texel))
         self.texture_size = n
         # Texel centres in metres relative to the camera's ground point (texture centre).
-        coords = (np.arange(n, dtype=np.float32) + 0.5) * style.texel - style.extent
+        coords: np.ndarray = (np.arange(n, dtype=np.float32) + 0.5) * style.texel - style.extent
         x = coords[None, :]
         y = coords[:, None]
         r2 = x * x + y * y
@@ -524,7 +524,7 @@ class _Ground:
         # the ground point behind the camera.
         mask = np.zeros((h - top, w), np.uint8)
         roi_polygon = ground_polygon - np.array([0.5, 0.5 + top])
-        cv2.fillConvexPoly(mask, np.round(roi_polygon * 16).astype(np.int32), 255, cv2.LINE_8, 4)
+        cv2.fillConvexPoly(mask, np.round(roi_polygon * 16).astype(np.int32), (255,), cv2.LINE_8, 4)
         cv2.copyTo(ground, mask, image[top:])
 
     def _draw_sky(self, image: np.ndarray, horizon: np.ndarray) -> None:
@@ -800,7 +800,7 @@ class LowPolyRenderer:
         visible = self._sphere_in_frustum(centres, self._part_radius)
         if hidden_parts is not None:
             visible &= ~hidden_parts
-        parts = np.flatnonzero(visible).tolist()
+        parts = [int(p) for p in np.flatnonzero(visible)]
         if not parts:
             return image
         face_index = np.concatenate([np.arange(*b.face_slices[p]) for p in parts])
@@ -858,7 +858,7 @@ class LowPolyRenderer:
         bound = float(1 << 24)
         points = np.stack([np.clip(u, -bound, bound), np.clip(v, -bound, bound)], -1).round().astype(np.int32)
         polygons: list[np.ndarray | None] = list(points[order])
-        for k in np.flatnonzero(crossing[order]).tolist():
+        for k in np.flatnonzero(crossing[order]):
             polygon = _clip_polygon_near(corners[order[k]], near)
             if len(polygon) >= 3:
                 projected = np.stack([(fx * polygon[:, 0] / polygon[:, 2] + cx - 0.5) * 16,
@@ -931,7 +931,7 @@ class LowPolyRenderer:
         planar = ((on_plane - origin) @ np.column_stack([axis_u, axis_v])).astype(np.float32)
         h, w = image.shape[:2]
         mask = np.zeros((h, w), np.uint8)
-        for part in np.flatnonzero(casters).tolist():
+        for part in np.flatnonzero(casters):
             start, stop = b.vertex_slices[part]
             hull = cv2.convexHull(planar[start:stop])[:, 0, :].astype(float)
             polygon = origin + hull[:, :1] * axis_u + hull[:, 1:] * axis_v
@@ -963,7 +963,7 @@ class LowPolyRenderer:
         pixels = polygon @ self.K.T
         pixels = pixels[:, :2] / pixels[:, 2:] - 0.5
         cv2.fillConvexPoly(mask, np.clip(pixels * 16, -2.0 ** 24, 2.0 ** 24).round().astype(np.int32),
-                           255, cv2.LINE_AA, 4)
+                           (255,), cv2.LINE_AA, 4)
 
     def _boxes_in_frustum(self, corners: np.ndarray) -> np.ndarray:
         """(N,) bool: False for the boxes whose (N, 8, 3) camera-frame corners all lie
@@ -975,7 +975,7 @@ class LowPolyRenderer:
             # Inside the side planes: |coordinate| * focal <= half_size * z.
             outside |= np.all(coordinate * focal > half_size * z, axis=1)
             outside |= np.all(-coordinate * focal > half_size * z, axis=1)
-        return ~outside
+        return np.logical_not(outside)
 
     def _sphere_in_frustum(self, centres: np.ndarray, radii: np.ndarray) -> np.ndarray:
         """(P,) bool: spheres (camera-frame centres (P, 3), radii (P,) [m]) touching the view."""

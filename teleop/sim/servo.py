@@ -149,7 +149,7 @@ class JointServo:
         self._has_coulomb = bool(np.any(p.coulomb > 0))
         self._limit = p.torque_limit.copy()
         n = len(self.inertia)
-        self._feedforward = np.zeros(n)
+        self._feedforward: np.ndarray = np.zeros(n)
         self._queue: deque = deque()
         self.reset(np.zeros(n))
 

@@ -223,7 +223,7 @@ class Simulation:
         self.position_gain = float(robot.description.sim.get("position_gain", 1.0))
         self.velocity_gain = float(robot.description.sim.get("velocity_gain", 1.0))
         self.t = 0.0
-        self.torque_joints = np.zeros(0, dtype=int)
+        self.torque_joints: np.ndarray = np.zeros(0, dtype=int)
         self._user_torques = np.zeros(robot.n_joints)   # torque-mode joints' torques [N m], held
         self._joint_id_list = self.joint_ids.tolist()
         n = robot.n_joints
@@ -671,7 +671,7 @@ class Simulation:
         total = sum(c.force for c in contacts)
         if total <= 1e-9:
             return np.full(2, np.nan)
-        return sum(c.force * np.nan_to_num(c.cop) for c in contacts) / total
+        return sum((c.force * np.nan_to_num(c.cop) for c in contacts), np.zeros(2)) / total
 
     def touching(self) -> list[tuple[int, str]]:
         """(body id, robot link name) of each body other than the ground that the robot

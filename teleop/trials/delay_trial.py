@@ -261,14 +261,14 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
     k_send = 0
     engaged_at = engaged_task = None
     for i, t in enumerate(ticks):
-        clock.set(t)
+        clock.set(float(t))
         while k_send < len(send_times) and send_times[k_send] <= t + 1e-12:
             operator.send(RobotReferences.from_flat(send_times[k_send], sent[k_send]), robot.address)
             k_send += 1
         for received in robot.poll():
             refs = received.packet.message
             compensator.observe(refs.t, refs.to_flat(), received.arrival_time)
-        out = compensator.step(t, tau_b)
+        out = compensator.step(float(t), tau_b)
         if out.references is not None:
             executed[i] = out.references
         states.append(out.state)

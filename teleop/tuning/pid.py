@@ -102,8 +102,8 @@ class PidController:
 
     def update(self, setpoint: np.ndarray, measured: np.ndarray) -> np.ndarray:
         """One control step: (n,) set-points and measured angles [rad] -> (n,) torques [N m]."""
-        return np.array(self.update_fast(np.asarray(setpoint, dtype=float).tolist(),
-                                         np.asarray(measured, dtype=float).tolist()))
+        return np.array(self.update_fast([float(v) for v in np.asarray(setpoint, dtype=float)],
+                                         [float(v) for v in np.asarray(measured, dtype=float)]))
 
     def update_fast(self, setpoint: list[float], measured: list[float]) -> list[float]:
         """:meth:`update` on plain lists of n floats (the 1 kHz loop's form).

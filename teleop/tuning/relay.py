@@ -61,7 +61,7 @@ def ultimate_from_peaks(t: np.ndarray, y: np.ndarray, relay_torque: float, decim
     if len(peaks.index) < min_peaks:
         raise RelayTestError(f"{joint}: relay test found {len(peaks.index)} peaks, needs >= {min_peaks} "
                              "(lengthen the measurement or raise the relay torque)")
-    periods = []
+    periods: list[float] = []
     for sign in (1, -1):
         times = t[peaks.index[peaks.sign == sign]]
         periods.extend(np.diff(times))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pinocchio as pin
@@ -177,8 +178,8 @@ class ArmRig:
         arm, held = self.idx.tolist(), self.held_idx.tolist()
         hold = list(zip(self.hold_kp.tolist(), self.hold_kd.tolist(), held_target.tolist()))
         viscous, coulomb = self.setup.viscous, self.setup.coulomb
-        arm_slots, held_slots = self._arm_in_torque.tolist(), self._held_in_torque.tolist()
-        sp_list = sp.tolist()
+        arm_slots, held_slots = [int(i) for i in self._arm_in_torque], [int(i) for i in self._held_in_torque]
+        sp_list = cast("list[list[float]]", sp.tolist())
         relay_joint = None if relay is None else relay.joint
         relay_amplitude = 0.0 if relay is None else relay.amplitude
         torques = [0.0] * len(self.torque_idx)

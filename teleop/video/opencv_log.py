@@ -9,6 +9,7 @@ which says the same for the user. OpenCV errors are still logged.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator
 
 
@@ -19,9 +20,9 @@ LOG_LEVEL_ERROR = 2
 
 def _log_level_functions() -> tuple[Callable[[], int], Callable[[int], object]]:
     """(get, set) of OpenCV's log level: cv2.utils.logging in OpenCV 5, the top level of cv2
-    in OpenCV 4 (whose functions OpenCV 5's stubs do not name, hence getattr)."""
+    in OpenCV 4 (each version's stubs name only its own place, hence import_module and getattr)."""
     try:
-        from cv2.utils import logging as cv_logging
+        cv_logging = importlib.import_module("cv2.utils.logging")
     except ImportError:
         import cv2
         return getattr(cv2, "getLogLevel"), getattr(cv2, "setLogLevel")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pinocchio as pin
 
@@ -97,7 +99,7 @@ class SupportPolygonConstraint:
         self.margin = float(margin)
         self.active_distance = float(active_distance)
         self.recovery_speed = float(recovery_speed)
-        self.vertices = np.zeros((0, 2))
+        self.vertices: np.ndarray = np.zeros((0, 2))
         self.normals = np.zeros((0, 2))
         self.offsets = np.zeros(0)
 
@@ -207,7 +209,7 @@ class SupportPolygonConstraint:
             np.maximum(slack, self._recovery_step, out=bound_out)
             return slack
         k = self.n_edges
-        com_x, com_y, com_z = com.tolist()  # Python floats: numpy scalars cost more
+        com_x, com_y, com_z = cast("list[float]", com.tolist())  # Python floats: numpy scalars cost more
         lever = com_z / (9.81 * dt)         # c_z / (g dt)
         weights, basis = self._weights, self._basis
         np.multiply(self.normals, dt - lever, out=weights[k:, :2])

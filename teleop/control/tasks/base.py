@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import math
+from typing import cast
 
 import numpy as np
 
@@ -22,7 +23,7 @@ def all_finite(array: np.ndarray) -> bool:
     vectors of a tick. Only absurd finite values (> 1e300) can overflow the sum, and those
     get the exact check.
     """
-    return math.isfinite(sum(array.tolist())) or bool(np.isfinite(array).all())
+    return math.isfinite(sum(cast("list[float]", array.tolist()))) or bool(np.isfinite(array).all())
 
 
 def finite_vector(value, size: int, what: str, owner: str = "") -> np.ndarray:
