@@ -112,7 +112,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
     from teleop.sim.camera import CameraIntrinsics
-    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.lowpoly import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
     from teleop.sim.simulator import Simulation
     from teleop.stations.operator_station import OperatorStation, VideoPath

@@ -37,7 +37,7 @@ def test_a_one_pixel_camera_is_still_fine():
 @pytest.mark.parametrize("camera_kind", ["pybullet", "lowpoly"])
 def test_a_configuration_with_nan_is_refused_instead_of_rendering_a_blank_image(camera_kind, robot, sim):
     from teleop.sim.camera import EyeCamera
-    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.lowpoly import LowPolyEyeCamera
 
     camera = (EyeCamera(sim, robot, intrinsics=CameraIntrinsics(32, 24)) if camera_kind == "pybullet"
               else LowPolyEyeCamera(None, robot, intrinsics=CameraIntrinsics(32, 24)))

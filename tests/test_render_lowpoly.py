@@ -3,14 +3,17 @@ with the pinhole model and with pybullet's renderer, and cached simplified meshe
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pinocchio as pin
 import pytest
 
-from teleop.sim import lowpoly_render
 from teleop.sim.camera import CameraIntrinsics, EyeCamera
-from teleop.sim.lowpoly_render import (LowPolyEyeCamera, LowPolyRenderer, convex_hull_mesh, load_lowpoly_mesh,
-                                       primitive_mesh, robot_visuals)
+from teleop.sim.lowpoly import (LowPolyEyeCamera, LowPolyRenderer, convex_hull_mesh, load_lowpoly_mesh,
+                                primitive_mesh, robot_visuals)
+from teleop.sim.lowpoly import meshes
+from teleop.sim.lowpoly.renderer import TABLE_SHADOW
 from teleop.sim.scene import Box, Cylinder, Sphere, add_to_simulation, default_scene
 
 
@@ -67,7 +70,7 @@ def test_robot_meshes_are_low_poly_outward_and_cached(robot, tmp_path, monkeypat
     assert len(visuals) > 30
     assert all(_signed_volume(v.mesh) > 0 for v in visuals)
     # Hulls <= 116 triangles; only the small meshes (hands, wrists) are kept as they are.
-    assert all(len(v.mesh.triangles) <= lowpoly_render.DEFAULT_KEEP_TRIANGLES for v in visuals)
+    assert all(len(v.mesh.triangles) <= meshes.DEFAULT_KEEP_TRIANGLES for v in visuals)
     assert sum(len(v.mesh.triangles) for v in visuals) < 10_000
     assert len(list(tmp_path.glob("*.npz"))) == len(set(robot_mesh_paths(robot)))  # one file per mesh
 
@@ -75,8 +78,8 @@ def test_robot_meshes_are_low_poly_outward_and_cached(robot, tmp_path, monkeypat
     def forbidden(*args, **kwargs):
         raise AssertionError("mesh rebuilt although it is cached")
 
-    monkeypatch.setattr(lowpoly_render, "read_stl", forbidden)
-    monkeypatch.setattr(lowpoly_render, "convex_hull_mesh", forbidden)
+    monkeypatch.setattr(meshes, "read_stl", forbidden)
+    monkeypatch.setattr(meshes, "convex_hull_mesh", forbidden)
     again = robot_visuals(robot, cache_dir=tmp_path)
     for first, second in zip(visuals, again):
         assert np.array_equal(first.mesh.vertices, second.mesh.vertices)
@@ -97,7 +100,7 @@ def robot_mesh_paths(robot):
     from teleop.sim.urdf_prep import _resolve_package_uri
 
     urdf = robot.description.urdf_path
-    return [lowpoly_render.Path(_resolve_package_uri(m.get("filename"), urdf))
+    return [Path(_resolve_package_uri(m.get("filename"), urdf))
             for m in ET.parse(urdf).getroot().iter("mesh")]
 
 
@@ -213,7 +216,7 @@ def test_can_shadow_falls_on_the_table_where_the_sun_projects_it(robot):
     # The can's top centre slid along the sun onto the table: 6 cm from the can's axis.
     top_centre = np.array(can.position) + [0.0, 0.0, 0.055]
     offset = -sun * (top_centre[2] - table_top) / sun[2]
-    for point, expected in ((top_centre + offset, lowpoly_render.TABLE_SHADOW), (top_centre - offset, 1.0)):
+    for point, expected in ((top_centre + offset, TABLE_SHADOW), (top_centre - offset, 1.0)):
         point[2] = table_top
         col, row = renderer.project(eye, point)[0].astype(int)
         ratio = lit[row, col].sum() / plain[row, col].sum()

@@ -113,10 +113,10 @@ def fk_max_error_mm(sim: Simulation, robot: RobotModel, n_configs: int, seed: in
 def camera_frame_ms(sim: Simulation, robot: RobotModel, frames: int, renderer: str = "lowpoly") -> dict[str, float]:
     """Median render time [ms] of the left eye at each standard size.
 
-    ``renderer``: "lowpoly" (the product's eye camera, teleop.sim.lowpoly_render) or
+    ``renderer``: "lowpoly" (the product's eye camera, teleop.sim.lowpoly) or
     "pybullet" (pybullet's TinyRenderer, for comparison).
     """
-    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.lowpoly import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
 
     out = {}

@@ -201,7 +201,7 @@ def measure_render(seconds: float = 3.0, camera_hz: float = 20.0) -> dict[str, f
     """
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
-    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.lowpoly import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
     from teleop.sim.simulator import Simulation
 

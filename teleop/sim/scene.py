@@ -3,7 +3,7 @@
 A scene is a list of :class:`SceneObject`, each a rigid body made of primitive shapes
 (:class:`Box`, :class:`Cylinder`, :class:`Sphere`) with colours. The same list feeds both
 the physics (:func:`add_to_simulation` creates the pybullet bodies) and the picture
-(:mod:`teleop.sim.lowpoly_render` tessellates the shapes), so what the operator sees is
+(:mod:`teleop.sim.lowpoly` tessellates the shapes), so what the operator sees is
 what the robot can touch.
 
 Frames: the stance frame of :mod:`teleop.robot.model` (x forward, y left, z up, origin on

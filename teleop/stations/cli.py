@@ -253,7 +253,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.net.udp import UdpEndpoint, parse_address
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
-    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.lowpoly import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
     from teleop.sim.simulator import Simulation
     from teleop.net.protocol import format_address

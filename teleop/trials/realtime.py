@@ -115,7 +115,7 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
     from teleop.net.udp import UdpEndpoint
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
-    from teleop.sim.lowpoly_render import LowPolyEyeCamera
+    from teleop.sim.lowpoly import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
     from teleop.sim.simulator import Simulation
     from teleop.stations.robot_station import RobotStation, RobotStationConfig
