@@ -13,7 +13,6 @@ from teleop.inputs.skeleton import SEGMENT_INDEX, Skeleton, angles_to_matrix, ro
 from teleop.inputs.synthetic.profiles import smoothstep
 
 
-_RIGHT, _LEFT = 0, 1
 _SIDE_SIGN = (-1.0, 1.0)     # sign of y of each side (sigma in the skeleton docstring)
 SIDES = ("right", "left")
 # Share of the total lumbar+thoracic (flexion, lateral bend, axial rotation) taken by each

@@ -16,6 +16,8 @@ from teleop.inputs.synthetic.tasks import DURATION_FACTOR_RANGE, TASK_BUILDERS, 
 
 
 def resolve_performer(performer: int | Performer | None, height_m: float | None) -> Performer:
+    """The performer ``performer`` stands for (an id, default 0, or a :class:`Performer`), with
+    its height replaced by ``height_m`` [m] when given."""
     if isinstance(performer, Performer):
         return performer if height_m is None else replace(performer, height_m=float(height_m))
     return Performer.from_id(0 if performer is None else int(performer), height_m)

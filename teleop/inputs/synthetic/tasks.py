@@ -15,7 +15,7 @@ from teleop.inputs.synthetic.performer import Performer
 from teleop.inputs.synthetic.profiles import SmoothNoise, bump, keyed, smoothstep
 
 
-#: Task names understood by :func:`generate`.
+#: Task names understood by :func:`~teleop.inputs.synthetic.generate.generate`.
 TASKS: tuple[str, ...] = ("reach_forward", "pick_floor", "place_high", "squat", "side_reach", "put_aside")
 
 #: One line per task: what the synthetic person does.
