@@ -481,15 +481,15 @@ def _run_operator(args: argparse.Namespace) -> int:
                                   OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
         handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
         watches = [SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
-                                 f"feedback or video from the robot at {args.robot}",
-                                 lambda: robot_silence_hint(station.sent, station.implausible))]
+                                f"feedback or video from the robot at {args.robot}",
+                                lambda: robot_silence_hint(station.sent, station.implausible))]
         command_link = CommandLinkWatch(station, video)
         from teleop.inputs.xsens_live import XsensLiveSource
 
         if isinstance(raw_source, XsensLiveSource):
             watches.append(SilenceWatch(lambda: raw_source.stats["samples"],
-                                         f"MVN poses received on port {raw_source.address[1]}",
-                                         raw_source.pose_stream_hint))
+                                        f"MVN poses received on port {raw_source.address[1]}",
+                                        raw_source.pose_stream_hint))
 
         from teleop.stations.operator_status import TrackingReport, incomplete_video_warning, status_line
 
