@@ -301,7 +301,7 @@ def _run_jog(args: argparse.Namespace) -> int:
         return make_test_video(args)
     if args.camera is None:
         raise UsageError("--camera SOURCE is required (a device index, a video file or a stream URL; "
-                           "--make-test-video OUT writes a video to try it on)")
+                         "--make-test-video OUT writes a video to try it on)")
     # (--damping, --tag-id, --axis-map and --offset are checked by argparse: exit code 2.)
     mapping = TagMapping(axis_map=args.axis_map or DEFAULT_AXIS_MAP, scale=args.scale)
     explicit_offset = args.offset is not None

@@ -154,7 +154,7 @@ def make_test_video(args: argparse.Namespace) -> int:
     out, duration, fps = args.make_test_video, args.duration or 10.0, TEST_VIDEO_FPS
     if out.is_dir():
         raise UsageError(f"--make-test-video {out} is a folder: give the video file to write, "
-                           f"e.g. {out / 'tag.mp4'}")
+                         f"e.g. {out / 'tag.mp4'}")
     if out.suffix.lower() not in (".mp4", ".avi"):
         raise UsageError(f"--make-test-video {out}: give a .mp4 or .avi file name")
     if out.exists() and not args.force:

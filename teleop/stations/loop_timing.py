@@ -205,7 +205,7 @@ RESYNC_WARNING_INTERVAL_S = 30.0
 
 
 def run_loop(period: float, duration: float | None, body, station: str = "station", timing: LoopTiming | None = None,
-          *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> LoopTiming:
+             *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> LoopTiming:
     """Call ``body()`` every ``period`` seconds (monotonic schedule) until ``duration`` [s], or
     until Ctrl-C, SIGTERM or SIGHUP raise KeyboardInterrupt (``teleop.cli.sigterm_as_interrupt``),
     which the stations catch to close their recordings and print their final statistics.

@@ -58,8 +58,8 @@ class _StationRecording:
         self.clock = clock
         self.task = task or None
         self.recorder = Recorder(path, clock=clock, metadata={"station": station, "clock_kind": "monotonic",
-                                                                 **({"task": task} if task else {}),
-                                                                 **(metadata or {})})
+                                                              **({"task": task} if task else {}),
+                                                              **(metadata or {})})
         self._stats_period = 1.0 / stats_hz
         self._next_stats = -np.inf
         self._station = station

@@ -51,7 +51,7 @@ def generate(task: str, seed: int, rate_hz: float = 100.0, height_m: float | Non
 
 
 def generate_motion(task: str, seed: int, rate_hz: float, who: Performer, speed: float | None,
-              rest_s: float = 1.0) -> HumanMotion:
+                    rest_s: float = 1.0) -> HumanMotion:
     if rate_hz <= 0:
         raise ValueError(f"rate_hz must be positive, got {rate_hz}")
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(task.encode()), who.performer_id])

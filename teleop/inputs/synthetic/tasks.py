@@ -50,7 +50,7 @@ def solve_along(base: np.ndarray, direction: np.ndarray, centre: np.ndarray, rad
 
 
 def secant(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, x1: np.ndarray, lower: float,
-            upper: float, iterations: int = 6, tolerance: float = 1e-4) -> np.ndarray:
+           upper: float, iterations: int = 6, tolerance: float = 1e-4) -> np.ndarray:
     """Element-wise secant search for residual(x) = 0, x kept in [lower, upper].
 
     ``residual`` maps an array of candidates to an array of residuals of the same shape
@@ -140,7 +140,7 @@ class Trial:
         start, stop = self.motion_window
         envelope = self.envelope(times)
         active = keyed(times, [(start, 0.0), (min(start + 0.6, stop), 1.0), (max(stop - 0.6, start), 1.0),
-                                (stop, 0.0)]) * float(relaxed)
+                               (stop, 0.0)]) * float(relaxed)
         arm = np.zeros((n, 2, 5))
         arm[:, :, 3] = p.relaxed_elbow * active[:, None]           # relaxed elbows bend a little
         arm[:, :, :2] = (0.05, 0.03) * active[:, None, None] + noise["arm"](times) * envelope[:, None, None]
@@ -242,7 +242,7 @@ def _one_hand_reach(trial: Trial, *, side: int, phases: list[tuple[str, float]],
         positions, _, _ = realise(body, build(peak, target))
         shoulder = positions[0, SEGMENT_INDEX[f"{name}_upper_arm"]]
         target[free_axis] = solve_along(target * (1.0 - direction), direction, shoulder,
-                                         extension * body.reach())
+                                        extension * body.reach())
     return build(trial.times, target), {f"{name}_hand": target}
 
 
@@ -319,7 +319,7 @@ def _task_squat(trial: Trial):
         for k, sign in ((_RIGHT, -0.5), (_LEFT, 0.5)):
             delay = delays[k]
             raise_ = keyed(times, [(t0 + delay, 0.0), (t1 - arm_lead + delay, 1.0), (t2 + delay, 1.0),
-                                    (t3 - (0.12 - delay) - 0.05 * (t3 - t2), 0.0)])
+                                   (t3 - (0.12 - delay) - 0.05 * (t3 - t2), 0.0)])
             plan.arm[:, k] += raise_[:, None] * (arms + sign * asymmetry)
         plan.clavicle[:, :, 1] += 0.08 * s[:, None]
         plan.gaze_weight = 0.6 * p.gaze * s
@@ -407,7 +407,7 @@ def _task_pick_floor(trial: Trial):
 
     for _ in range(2):
         bend = float(secant(lambda b: shoulder_gap(float(b))[0], np.array(0.0), np.array(bend), 0.0, 2.0,
-                             iterations=8))
+                            iterations=8))
         _, shoulders = shoulder_gap(bend)
         base = grip(np.array([0.0, box_y, wrist_height]))
         floor_x = min(solve_along(base[k], np.array([1.0, 0, 0]), shoulders[k], extension * reach)
@@ -417,7 +417,7 @@ def _task_pick_floor(trial: Trial):
     positions, _, _ = realise(body, build(np.array([peak[0], 0.5 * (t3 + t4)]), (bend, floor_x, None, None)))
     design = (bend, floor_x, positions[0, arms], positions[1, arms])
     return build(trial.times, design), {"right_hand": floor[0], "left_hand": floor[1],
-                                                 "right_hand_held": grip(carry)[0], "left_hand_held": grip(carry)[1]}
+                                        "right_hand_held": grip(carry)[0], "left_hand_held": grip(carry)[1]}
 
 
 def _task_put_aside(trial: Trial):
@@ -452,14 +452,14 @@ def _task_put_aside(trial: Trial):
         pick_pose = np.array([flexion[0], 0.0, turn[0]])
         place_pose = np.array([flexion[1], 0.0, turn[1]])
         posture = keyed(times, [(t0, np.zeros(3)), (t1, pick_pose), (t2, pick_pose), (t3, place_pose),
-                                 (t4, place_pose), (t5, np.zeros(3))])
+                                (t4, place_pose), (t5, np.zeros(3))])
         plan.trunk += posture * (0.6, 1.0, 0.65)
         plan.pelvis_angles += posture * (0.4, 0.0, 0.35)
         plan.pelvis_drop += keyed(times, [(t0, 0.0), (t1, drops[0]), (t2, drops[0]),
-                                           (0.5 * (t2 + t3), 0.5 * drops.mean()), (t3, drops[1]), (t4, drops[1]),
-                                           (t5, 0.0)])
+                                          (0.5 * (t2 + t3), 0.5 * drops.mean()), (t3, drops[1]), (t4, drops[1]),
+                                          (t5, 0.0)])
         plan.com_shift[:, 1] += keyed(times, [(t0, 0.0), (t1, com_side[0]), (t2, com_side[0]), (t3, com_side[1]),
-                                               (t4, com_side[1]), (t5, 0.0)])
+                                              (t4, com_side[1]), (t5, 0.0)])
         # The box: centre along its heading at radius r, hands on its two sides.
         carry = keyed(times, [(t2, 0.0), (t3, 1.0)])
         heading = headings[0] + carry * (headings[1] - headings[0])
@@ -472,7 +472,7 @@ def _task_put_aside(trial: Trial):
         plan.hand_target += trial.hand_noise(times, noise)
         for k in (_RIGHT, _LEFT):
             plan.hand_weight[:, k] = keyed(times, [(hand_start + delays[k], 0.0), (t1, 1.0), (t4, 1.0),
-                                                    (t5 - (0.12 - delays[k]), 0.0)])
+                                                   (t5 - (0.12 - delays[k]), 0.0)])
         plan.wrist[:, :, 1] += 0.15 * plan.hand_weight
         plan.gaze_target[:] = centre + noise["gaze"](times)
         plan.gaze_weight = p.gaze * keyed(times, [(t0, 0.0), (t0 + 0.7 * (t1 - t0), 1.0), (t4, 1.0), (t5, 0.0)])
@@ -496,7 +496,7 @@ def _task_put_aside(trial: Trial):
             direction = np.array([np.cos(headings[j]), np.sin(headings[j]), 0.0])
             side = lateral(headings[j]) * half_width
             radii[j] = min(solve_along(np.array([0, 0, heights[j]]) + sign * side, direction,
-                                        positions[j, SEGMENT_INDEX[f"{name}_upper_arm"]], extension * body.reach())
+                                       positions[j, SEGMENT_INDEX[f"{name}_upper_arm"]], extension * body.reach())
                            for sign, name in ((-1.0, "right"), (1.0, "left")))
     centres = [np.array([radii[j] * np.cos(headings[j]), radii[j] * np.sin(headings[j]), heights[j]]) for j in range(2)]
     sides = [lateral(headings[j]) * half_width for j in range(2)]
