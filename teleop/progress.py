@@ -44,7 +44,7 @@ def progress_bar(iterable: Iterable | None = None, *, desc: str, total: int | No
     """A tqdm bar over ``iterable`` (or of ``total`` steps, updated by the caller) on stderr;
     ``enabled`` False gives a silent one (e.g. with --json)."""
     return _StoppableBar(iterable, total=total, desc=desc, disable=not enabled, leave=leave,
-                mininterval=0.1 if _interactive() else LOG_INTERVAL_S)
+                         mininterval=0.1 if _interactive() else LOG_INTERVAL_S)
 
 
 def end_progress_bars() -> None:

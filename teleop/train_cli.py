@@ -13,7 +13,7 @@ import numpy as np
 
 from teleop.cli_types import PreconditionError, UsageError, int_at_least, nonempty_path
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_out_folder,
-                               check_output_location, read_take_files, robot_target_of, take_files)
+                              check_output_location, read_take_files, robot_target_of, take_files)
 from teleop.takes import Take, check_left_out, check_take_kinds, list_take_files, same_take, tasks_not_learned
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from teleop.cli_types import burst_length, check_loss_burst, delay_list, nonempty_path, probability
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
-                               take_files)
+                              take_files)
 from teleop.takes import check_left_out, same_take, tasks_not_learned
 
 

@@ -81,7 +81,7 @@ def test_trial_with_a_filter_that_selects_nothing_writes_nothing(tmp_path, capsy
     out.mkdir()
     (out / "summary.json").write_text("earlier result")
     rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--test-tasks", "nosuchtask",
-                     "--rtt", "1.5", "--out", out)
+                         "--rtt", "1.5", "--out", out)
     assert rc == 1
     assert "match --test-tasks nosuchtask" in error_line(err)
     assert (out / "summary.json").read_text() == "earlier result"
@@ -91,7 +91,7 @@ def test_trial_with_a_filter_that_selects_nothing_writes_nothing(tmp_path, capsy
 def test_hdm05_performer_filter_that_selects_nothing_lists_the_performers(capsys):
     hdm05 = shared_data("hdm05")
     rc, _, err = run_cli(capsys, "eval", "promp", "--train", hdm05, "--test", hdm05,
-                     "--train-exclude-performers", "bd", "--test-performers", "zz")
+                         "--train-exclude-performers", "bd", "--test-performers", "zz")
     message = error_line(err)
     assert rc == 1
     assert f"no takes under {hdm05} match --test-performers zz (performers there: bd, bk, dg; tasks: " in message
@@ -213,7 +213,7 @@ def test_trial_out_that_is_a_file_fails_before_the_sweep(tmp_path, capsys):
 def test_trial_keys_results_by_the_round_trips_as_written(tmp_path, capsys):
     data = synthetic_dataset(tmp_path / "data", {"squat": 2})
     rc, out, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--test-tasks", "squat",
-                       "--rtt", "1.5, 3", "--json", "--out", tmp_path / "out")
+                           "--rtt", "1.5, 3", "--json", "--out", tmp_path / "out")
     assert rc == 0, err
     assert list(json.loads(out)["rtt"]) == ["1.5", "3"]
 
@@ -251,7 +251,7 @@ def test_eval_leave_one_out_on_a_task_with_a_single_take_says_so(tmp_path, capsy
 def test_trial_leave_one_out_on_a_single_take_says_so(tmp_path, capsys):
     data = synthetic_dataset(tmp_path / "data", {"squat": 1})
     rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1.5",
-                     "--out", tmp_path / "out")
+                         "--out", tmp_path / "out")
     assert rc == 1 and "is the only training take" in error_line(err)
     assert not (tmp_path / "out").exists()
 

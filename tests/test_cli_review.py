@@ -71,7 +71,7 @@ def test_filter_names_the_data_lacks_are_refused(tmp_path, capsys, monkeypatch, 
     data = synthetic_dataset(tmp_path / "data", {"squat": 2, "reach_forward": 2})
     out = tmp_path / "lib.npz"
     rc, _, err = run_cli(capsys, *[a.format(data=data) for a in argv], "-o" if argv[0] == "train" else "--out",
-                     out if argv[0] == "train" else tmp_path / "eval")
+                         out if argv[0] == "train" else tmp_path / "eval")
     assert rc == 1
     assert message.format(data=data) in error_line(err)
     assert not out.exists()
@@ -166,7 +166,7 @@ def test_eval_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp_
     results = []
     for test in ("data", tmp_path / "data"):
         rc, out, err = run_cli(capsys, "eval", "promp", "--train", "data", "--test", test, "--leave-one-out",
-                           "--json", "--out", tmp_path / "eval")
+                               "--json", "--out", tmp_path / "eval")
         assert rc == 0, err
         results.append(json.loads(out)["hand_rms_cm"])
     assert results[1] == pytest.approx(results[0])
@@ -225,7 +225,7 @@ def test_leave_one_out_refuses_a_test_take_that_is_not_a_training_take(tmp_path,
 
     shutil.copy(SYNTHETIC / "squat" / "squat_5.npz", other)
     rc, _, err = run_cli(capsys, *command, "--train", data, "--test", tmp_path / "other", "--leave-one-out",
-                     "--out", tmp_path / "out")
+                         "--out", tmp_path / "out")
     assert rc == 1
     assert error_line(err).endswith(f"--leave-one-out: test take {other / 'squat_5.npz'} is not one of the "
                                     "--train takes (by path or content), so there is nothing to leave out for "
@@ -267,7 +267,7 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
     results = []
     for test in ("data", tmp_path / "data"):
         rc, out, err = run_cli(capsys, "trial", "--train", "data", "--test", test, "--leave-one-out", "--rtt", "1.5",
-                           "--json", "--out", tmp_path / "trial")
+                               "--json", "--out", tmp_path / "trial")
         assert rc == 0, err
         results.append(json.loads(out)["rtt"]["1.5"]["comp"]["hand_cm"])
     assert results[1] == pytest.approx(results[0])
@@ -341,7 +341,7 @@ def test_a_trial_leaves_only_its_own_take_plots_in_the_output_folder(tmp_path, c
     out = tmp_path / "trial"
     for rtt in ("1.5", "3"):
         rc, _, err = run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", rtt,
-                         "--out", out)
+                             "--out", out)
         assert rc == 0, err
         assert {p.name for p in out.glob("*_rtt*.png")} == {f"take0_rtt{rtt}.png", f"worst_rtt{rtt}.png"}
     # A real-time run's files keep their own names beside the virtual run's (before, each

@@ -378,7 +378,7 @@ def test_only_the_episodes_overlapping_the_window_are_gathered_clipped_to_it(rob
     capsys.readouterr()
     recording = open_recording(robot_file)
     assert [(e.number, e.task) for e in recording.episodes()] == [(0, "reach"), (1, "early"), (2, "late"),
-                                                                 (3, "overlapping")]
+                                                                  (3, "overlapping")]
     data = gather_plot_data(recording, start_s=0.5, end_s=1.5)
     assert [(e.number, e.task, e.start_s, e.end_s) for e in data.episodes] == [
         (0, "reach", 0.5, 1.5), (3, "overlapping", pytest.approx(1.2), 1.5)]

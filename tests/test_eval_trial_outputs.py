@@ -100,7 +100,7 @@ def test_a_stop_signal_during_the_renames_waits_until_all_files_are_in_place(tmp
     with pytest.raises(KeyboardInterrupt):
         output_set.write_outputs_together({tmp_path / "a.json": lambda tmp: tmp.write_text("new"),
                                           tmp_path / "b.txt": lambda tmp: tmp.write_text("new")},
-                                         remove=[tmp_path / "stale.png"])
+                                          remove=[tmp_path / "stale.png"])
     assert len(calls) == 2
     assert _snapshot(tmp_path) == {"a.json": b"new", "b.txt": b"new"}
 

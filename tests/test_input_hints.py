@@ -56,7 +56,7 @@ def test_train_on_a_mixed_folder_reads_its_tasks_and_warns_about_the_skipped_one
 def test_eval_reads_folders_with_the_same_rule(tmp_path, capsys):
     inner = synthetic_dataset(tmp_path / "data" / "inner", {"squat": 2})
     rc, _, err = run_cli(capsys, "eval", "promp", "--train", tmp_path / "data", "--test", inner,
-                     "--out", tmp_path / "out")
+                         "--out", tmp_path / "out")
     assert rc == 1 and "inner (2 takes) holds task folders, not takes" in error_line(err)
 
 
@@ -133,7 +133,7 @@ def test_a_recording_without_operator_input_says_it_has_none(tmp_path, capsys):
         rc, _, err = run_cli(capsys, *command)
         hints.append(error_line(err))
         assert rc == 1 and hints[-1].startswith(f"{recording}: a recording without operator input "
-                                                     "(/operator/segments")
+                                                "(/operator/segments")
         assert f"teleop dataset export {recording} -o DIR, then teleop train DIR" in hints[-1]
     assert hints[0] == hints[1]
 

@@ -66,7 +66,7 @@ def test_motion_blur_and_noise_still_detected(backend):
 def test_no_tag_no_detection_and_id_filter():
     image, _, _ = _render((0.0, 0.0, 0.0), (0.0, 0.0, 0.5))
     empty = tag_scene(TAG, CAL.K, seed=5).render([(FACING_CAMERA, np.array([0.0, 0.0, -5.0]))], 2.0,
-                                                  np.random.default_rng(0))  # tag behind the camera: not in view
+                                                 np.random.default_rng(0))  # tag behind the camera: not in view
     assert ArucoTagDetector(CAL, TAG).detect(empty) == []
     assert ArucoTagDetector(CAL, TAG, tag_ids={3}).detect(image) == []
     assert len(ArucoTagDetector(CAL, TAG, tag_ids={0}).detect(image)) == 1

@@ -225,9 +225,9 @@ _YAML_K = "camera_matrix: !!opencv-matrix\n  rows: 3\n  cols: 3\n  dt: d\n  data
     ("cal.json", "", "the file is empty"),
     # OpenCV 5 says where and why; 4.10 says only "Input file is invalid", which adds nothing.
     ("cal.yaml", "garbage: [unclosed\n", ("not an OpenCV calibration file: OpenCV cannot parse it: line 1: Missing , "
-                                           "between the elements (expected the nodes camera_matrix",
-                                           "not an OpenCV calibration file: OpenCV cannot parse it (expected the nodes "
-                                           "camera_matrix")),
+                                          "between the elements (expected the nodes camera_matrix",
+                                          "not an OpenCV calibration file: OpenCV cannot parse it (expected the nodes "
+                                          "camera_matrix")),
     ("cal.yaml", "%YAML:1.0\n---\ncamera_matrix: 5\nimage_width: 640\nimage_height: 480\n",
      "'camera_matrix' is not a matrix (an !!opencv-matrix with rows, cols, dt and data)"),
     ("cal.yaml", "%YAML:1.0\n---\n" + _YAML_K, "no 'image_width' node"),

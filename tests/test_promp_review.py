@@ -131,7 +131,7 @@ def test_prediction_refuses_non_finite_times_and_task_indices_out_of_range():
     rng = np.random.default_rng(0)
     t = np.linspace(0.0, 1.0, 50)
     demos = [Demonstration(t * (1 + 0.1 * i), np.stack([np.sin(2 * t) + 0.01 * rng.normal(size=50),
-                                                         np.cos(2 * t)], 1)) for i in range(4)]
+                                                        np.cos(2 * t)], 1)) for i in range(4)]
     library = TaskLibrary.learn({"a": demos, "b": [Demonstration(d.times, -d.values) for d in demos]},
                                 basis=RBFBasis(8))
     estimator = OnlineEstimator(library)

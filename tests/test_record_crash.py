@@ -128,7 +128,7 @@ def test_damaged_tail_is_dropped(tmp_path):
     (b"", "truncated MCAP file"),
     (b"\x89MCA", "truncated MCAP file"),
     (b"time,x,y\n0.0,1.0,2.0\n", "not an MCAP recording (it does not begin with MCAP's 8-byte signature; it "
-                                  "looks like a text file)"),
+     "looks like a text file)"),
     (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "it looks like a zip archive, e.g. an .npz"),
     (b"\x89MCAP0\r\n", "header record missing"),
     (b"\x89MCAP0\r\n\x01\x40\x00\x00\x00\x00\x00\x00\x00abc", "header record cut short"),

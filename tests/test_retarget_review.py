@@ -89,8 +89,8 @@ def test_an_mvnx_frame_rate_that_is_not_a_number_names_file_and_line(tmp_path):
 
 
 @pytest.mark.parametrize("src, name, frames", [(("cmu_bvh", "115_06.bvh"), "take.bvh", 357),
-                                                (("cmu_bvh", "115_06.bvh"), "take", 357),
-                                                (("xsens_putaside_box", "p1.csv"), "p1.csv", 272)])
+                                               (("cmu_bvh", "115_06.bvh"), "take", 357),
+                                               (("xsens_putaside_box", "p1.csv"), "p1.csv", 272)])
 def test_a_utf8_byte_order_mark_is_ignored(tmp_path, src, name, frames):
     """Windows editors and Excel start UTF-8 text with a byte-order mark; the file is the
     same motion, not "not a BVH file" or "not a number"."""

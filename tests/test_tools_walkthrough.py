@@ -140,7 +140,7 @@ def _fake_results(numbers) -> dict:
     (PDControl) per setup."""
     return {n: {"setup": n, "name": f"setup {n}", "rows": {}, "gains": {"PDControl": {}}, "relay": {},
                 "evaluations": {"PDControl": {}}, "recordings": {"PDControl": [_Recording("dance"),
-                                                                              _Recording("step")]},
+                                                                               _Recording("step")]},
                 "target": {"met": True}} for n in numbers}
 
 

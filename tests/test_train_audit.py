@@ -175,7 +175,7 @@ def test_train_on_a_full_disk_keeps_the_library_and_says_which_file(demos, tmp_p
 # ------------------------------------------------------------------ 3. labels of . and bare names
 @pytest.mark.parametrize("given", [".", "r1_0.npz", "../wave"])
 def test_train_from_inside_the_task_folder_labels_the_takes_with_its_name(demos, tmp_path, capsys, monkeypatch,
-                                                                           given):
+                                                                          given):
     """``cd demos/wave && teleop train r1_0.npz`` (or ``.``): "trajectory r1_0.npz has no task
     label", as Path(".").name is ""."""
     monkeypatch.chdir(demos / _TASK)

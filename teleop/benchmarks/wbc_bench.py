@@ -246,7 +246,7 @@ def run(quick: bool = False) -> dict:
     strict = summary("strict")
     strict["levels"] = ours["strict"].controller.n_levels
     result: dict[str, Any] = {"ours": {"weighted": summary("weighted"), "strict": strict},
-              "pink": summary("pink") if "pink" in runners else None}
+                              "pink": summary("pink") if "pink" in runners else None}
     result["speedup_vs_pink"] = (result["pink"]["median_ms"] / result["ours"]["weighted"]["median_ms"]
                                  if result["pink"] is not None else None)
     return result

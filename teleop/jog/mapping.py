@@ -165,4 +165,4 @@ def damp(current: HandPose, target: HandPose, s: float) -> HandPose:
     if not 0.1 <= s <= 1.0:
         raise ValueError(f"damping factor must be in [0.1, 1], got {s}")
     return HandPose(current.position + s * (target.position - current.position),
-                     slerp(current.rotation, target.rotation, s))
+                    slerp(current.rotation, target.rotation, s))

@@ -143,7 +143,7 @@ def _check_addresses(args: argparse.Namespace) -> None:
             raise OSError(f"{option} {value}: {exc.strerror or exc}") from None
         if not args.allow_remote and not is_loopback(host):
             raise NonLoopbackRefused(f"{option} {value}: refusing to {action} non-loopback address {host}; "
-                                  "give --allow-remote to expose the proxy to the network")
+                                     "give --allow-remote to expose the proxy to the network")
 
 
 def _share_below_zero(mean_ms: float, sigma_ms: float) -> float:

@@ -117,7 +117,7 @@ class NetemProxy:
         self._target_family, self.target = resolve(target)
         if not allow_remote and not is_loopback(self.target[0]):
             raise NonLoopbackRefused(f"refusing to forward to non-loopback address {self.target[0]}; "
-                                  "pass allow_remote=True (--allow-remote)")
+                                     "pass allow_remote=True (--allow-remote)")
         self.clock = time.monotonic  # real time by definition; kernel stamps convert onto it
         self.max_clients = max_clients
         self.max_pending = max_pending

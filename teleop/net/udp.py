@@ -89,7 +89,7 @@ def open_udp_socket(bind: tuple[str, int], *, allow_remote: bool = False) -> soc
     family, sockaddr = resolve(bind)
     if not allow_remote and not is_loopback(sockaddr[0]):
         raise NonLoopbackRefused(f"refusing to listen on non-loopback address {sockaddr[0]}; "
-                              "give --allow-remote (allow_remote=True) to expose the port")
+                                 "give --allow-remote (allow_remote=True) to expose the port")
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
         sock.setblocking(False)

@@ -119,7 +119,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     recording.index.warn_damaged = False   # said below, not again as a warning
     print(f"file:      {recording.path}")
     print(f"state:     {_state(recording)}" + (f", {recording.discarded_bytes} bytes dropped"
-                                                if recording.discarded_bytes else ""))
+                                               if recording.discarded_bytes else ""))
     if damage:
         print(f"damaged:   {damage}")
     print(f"duration:  {recording.duration_s:.3f} s   messages: {recording.message_count}   "

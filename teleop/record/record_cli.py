@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``record`` subcommand to a ``teleop`` subparsers object; ``func`` runs it."""
     parser = subparsers.add_parser("record", help="record a test source to an MCAP file, to try the recorder "
-                                                   "(sessions are recorded by teleop operator|robot --record)",
+                                   "(sessions are recorded by teleop operator|robot --record)",
                                    description=__doc__.split("\n\n")[0].replace("``", ""))
     add_arguments(parser)
     return parser

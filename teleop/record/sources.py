@@ -69,8 +69,8 @@ def pattern_image(t: float, width: int = 320, height: int = 240) -> np.ndarray:
 
 
 def pattern_source(reference_rate_hz: float = 100.0, camera_fps: float = 15.0,
-                        clock: Callable[[], float] = time.time,
-                        sleep: Callable[[float], None] = time.sleep) -> Iterator[SourceItem]:
+                   clock: Callable[[], float] = time.time,
+                   sleep: Callable[[float], None] = time.sleep) -> Iterator[SourceItem]:
     """References from sinusoids and a synthetic JPEG camera, paced on ``clock`` [s].
 
     Yields ``("references", t, RobotReferences)`` at ``reference_rate_hz`` and

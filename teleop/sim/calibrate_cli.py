@@ -42,7 +42,7 @@ def _check_earlier_fit(out: Path, force: bool) -> None:
     earlier = [name for name in (PARAMS_FILE, REPORT_FILE) if (out / name).exists()]
     if earlier and not force:
         raise PreconditionError(f"--out {out} holds {' and '.join(earlier)} of an earlier fit: pass --force to "
-                         f"overwrite {'them' if len(earlier) > 1 else 'it'}, or choose another --out")
+                                f"overwrite {'them' if len(earlier) > 1 else 'it'}, or choose another --out")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -220,9 +220,9 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
     if args.max_evaluations < needed:
         # scipy would run its minimum anyway, past the budget, and stop on the nominal.
         raise UsageError(f"--max-evaluations {args.max_evaluations} is below the {needed} replays a fit of "
-                             f"{n_params} parameters needs (the nominal's and the result's, and one least-squares "
-                             f"step: 2 x (1 + {n_params}) for a residual and its finite-difference Jacobian, before "
-                             f"and after the step): give --max-evaluations {needed} or more")
+                         f"{n_params} parameters needs (the nominal's and the result's, and one least-squares "
+                         f"step: 2 x (1 + {n_params}) for a residual and its finite-difference Jacobian, before "
+                         f"and after the step): give --max-evaluations {needed} or more")
     # After the recording's own errors (fixed first, whatever the folder), before the fit.
     _check_earlier_fit(args.out, args.force)
     try:
@@ -236,7 +236,7 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
     params_path, report_path = args.out / PARAMS_FILE, args.out / REPORT_FILE
     report = {"recording": source, **result.summary(rec.joint_names), "fitted_parameters": str(params_path)}
     write_outputs_together({params_path: lambda tmp: write_actuator_params(result.params, tmp),
-                       report_path: lambda tmp: tmp.write_text(json.dumps(report, indent=1))})
+                            report_path: lambda tmp: tmp.write_text(json.dumps(report, indent=1))})
     if args.json:
         print(json.dumps(report))
     else:

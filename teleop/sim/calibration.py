@@ -469,7 +469,7 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
     # diff_step 1e-3: large enough that the finite differences see the whole-step latency
     # blend and the friction clamp change, small against the 5% we must resolve.
     solution = least_squares(residual, x0, bounds=(lower, upper), method="trf", x_scale=1.0, diff_step=1e-3,
-                        max_nfev=max(1, (max_evaluations - 2) // (len(x0) + 1)), xtol=1e-6, ftol=1e-10)
+                             max_nfev=max(1, (max_evaluations - 2) // (len(x0) + 1)), xtol=1e-6, ftol=1e-10)
     fitted = CalibrationParameters.from_vector(solution.x, nominal_latency, groups, fit)
     after = simulate(solution.x)
     bar.close()

@@ -71,7 +71,7 @@ def _check_host(args: argparse.Namespace) -> None:
         raise OSError(f"--host {args.host}: {exc.strerror or exc}") from None
     if not args.allow_remote and not is_loopback(address):
         raise NonLoopbackRefused(f"--host {args.host}: refusing to listen on non-loopback address {address}; "
-                              "give --allow-remote to expose the simulation to the network")
+                                 "give --allow-remote to expose the simulation to the network")
 
 
 def _serve(args: argparse.Namespace) -> int:

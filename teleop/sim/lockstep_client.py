@@ -238,7 +238,7 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="server address (default: 127.0.0.1)")
     p.add_argument("--port", type=port_number, default=47500, help="server port (default: 47500)")
     p.add_argument("--steps", type=positive_int, default=None, help="commands to send before BYE (default: until "
-                                                                     "the server ends the session)")
+                   "the server ends the session)")
     p.add_argument("--mode", choices=("torque", "position"), default="torque",
                    help="joint impedance torques (default) or joint position targets")
     p.add_argument("--amplitude", type=finite_float, default=0.2, help="shoulder-pitch swing [rad] (default: 0.2)")
