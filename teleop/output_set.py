@@ -124,4 +124,3 @@ def _settle(temporary: Path, destination: Path) -> None:
         shutil.copymode(destination, temporary)
     with open(temporary, "rb+") as f:
         os.fsync(f.fileno())
-

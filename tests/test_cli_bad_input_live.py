@@ -455,6 +455,7 @@ def test_the_operator_says_when_its_commands_stop_reaching_the_robot(capsys):
     from teleop.stations.watches import CommandLinkWatch
 
     video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
+
     def feedback(state):
         return SimpleNamespace(watchdog_state=state, forward_delay=0.0)
 

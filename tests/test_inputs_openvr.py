@@ -363,7 +363,6 @@ def test_headset_display_mono_then_stereo_side_by_side():
     assert ("destroy", 7) in overlay.calls and fake.calls["shutdown"] == 1
 
 
-
 def test_headset_display_shows_a_right_only_stream():
     """Only the right eye camera streams (or the left one stopped): the right image is shown
     mono. Before, right frames waited forever for a left one and the headset stayed blank."""
@@ -393,6 +392,7 @@ def test_headset_display_shows_a_right_only_stream():
     display.show_jpeg("left", bytes(forged))
     assert display.decode_errors == 1 and len(overlay.pixels) == shown
     display.close()
+
 
 def test_headset_display_without_runtime_is_a_clear_error_and_the_web_viewer_still_works():
     from teleop.video.openvr_display import HeadsetDisplay

@@ -11,7 +11,6 @@ from teleop.record import dataset_cli
 from test_dataset_audit import STEP_NS, flat_at, write_session as _write_session
 
 
-
 def write_session(path, episodes=(("squat", 0, 100), ("", 150, 250), ("wave", 260, 290)), n=300):
     """100 Hz references for n ticks (log time i * 10 ms) with episodes (task, first tick, stop tick)."""
     return _write_session(path, episodes, n)

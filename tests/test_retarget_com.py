@@ -111,6 +111,7 @@ def test_vector_form_equals_the_thesis_slope_intercept_form_for_staggered_feet(r
     dist = lambda p: abs(a * p[0] - p[1] + b) / np.hypot(a, 1)  # noqa: E731
     t_star = max((tl, tr), key=dist)                                # Eq. 2.4
     h_star = max((hl, hr), key=dist)
+
     def meet(p):  # line through p parallel to LR meets AB
         bp = p[1] - a * p[0]
         x = (q - bp) / (a - m)

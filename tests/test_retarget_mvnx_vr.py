@@ -21,7 +21,6 @@ from retarget.references import SIGNAL_SLICES
 from retarget.robot_target import RobotTarget
 
 
-
 def moving_body(n=40, seed=0) -> HumanMotion:
     """Standard body: N-pose at frame 0, then random arm/trunk/head motion."""
     rng = np.random.default_rng(seed)

@@ -15,6 +15,7 @@ from retarget.readers import read_motion, sniff_format
 from retarget.readers.asf_amc import read_asf
 from retarget.readers.bvh import read_bvh_file
 
+
 def data(*parts) -> Path:
     """A file or folder of the real recorded motion (the test skips, saying so, without it)."""
     return shared_data(*parts)

@@ -37,6 +37,7 @@ def test_polygon_projection_equals_a_general_qp():
         k = DT * GRAVITY / H
         z_free = x_m - (v_des - v_m) / k
         ours = project(poly, z_free)
+
         def cost(z):
             r = v_des - (v_m + k * (x_m - z))
             return r @ r, 2 * k * r

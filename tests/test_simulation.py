@@ -99,7 +99,6 @@ def test_support_polygon_follows_the_simulated_feet(robot, sim):
     assert polygon.margin_to_polygon(sim.measured_cop()) > 0.03
 
 
-
 def test_the_motors_never_turn_a_joint_faster_than_its_velocity_limit(robot):
     """A 1.2 rad step on the right elbow, and the same after a spell in torque mode: the
     position servo runs at the joint's velocity limit, as a real motor would (before, the

@@ -55,4 +55,3 @@ def test_opencv_source_reads_a_video_file(tmp_path):
     for index, (_, image) in enumerate(frames):
         scores = [psnr_db(reference, image) for reference in expected]
         assert scores[index] > 33.0 and int(np.argmax(scores)) == index, (index, scores)
-

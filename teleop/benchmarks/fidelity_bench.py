@@ -411,8 +411,6 @@ def run(quick: bool = False, progress: bool = False) -> dict:
     return result
 
 
-
-
 def _load_average() -> float | None:
     try:
         import os

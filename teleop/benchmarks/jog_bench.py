@@ -453,6 +453,7 @@ def run(quick: bool = False, out: Path | str | None = None, progress: bool = Fal
     start = LEAD_IN_S + 1.0
     delay_ms, rms_shifted_mm, rms_mm = delay_and_rms(run8, start)
     mask = run8.times >= start
+    max_error_mm = float(np.max(np.linalg.norm(run8.executed[mask] - run8.commanded[mask], axis=1)) * 1e3)
     compute_ms = float(np.mean(run8.compute_ms))
     stage(f"step response: command to motion ({len(STEP_TIMES_S)} steps)")
     step = run_step_response(backend)
@@ -467,13 +468,13 @@ def run(quick: bool = False, out: Path | str | None = None, progress: bool = Fal
         "backend": backend,
         "detectors": detectors,
         "step_response": step,
-        "figure8": {"tracking_delay_ms": delay_ms,
-                    "rms_after_delay_mm": rms_shifted_mm, "max_error_mm": float(np.max(np.linalg.norm(
-            run8.executed[mask] - run8.commanded[mask], axis=1)) * 1e3), "fell": run8.fell,
-            "statuses": run8.statuses, "tick_compute_ms_mean": compute_ms,
-            "tick_compute_ms_p99": float(np.percentile(run8.compute_ms, 99)),
-            "detect_ms_mean": float(np.mean(run8.detect_ms)), "orientation_valid_fraction": run8.orientation_valid,
-            "duration_s": float(run8.times[-1])},
+        "figure8": {"tracking_delay_ms": delay_ms, "rms_after_delay_mm": rms_shifted_mm,
+                    "max_error_mm": max_error_mm, "fell": run8.fell, "statuses": run8.statuses,
+                    "tick_compute_ms_mean": compute_ms,
+                    "tick_compute_ms_p99": float(np.percentile(run8.compute_ms, 99)),
+                    "detect_ms_mean": float(np.mean(run8.detect_ms)),
+                    "orientation_valid_fraction": run8.orientation_valid,
+                    "duration_s": float(run8.times[-1])},
         "obstacle_course": course,
         "continuous_joint": continuous_joint_check(),
         "quick": quick,

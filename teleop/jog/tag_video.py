@@ -204,4 +204,3 @@ def make_test_video(args: argparse.Namespace) -> int:
           f"front of a {args.hfov:g} deg camera)")
     print(f"try it: {command}")
     return 0
-

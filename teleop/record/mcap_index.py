@@ -262,6 +262,7 @@ def _looks_like(head: bytes) -> str:
         return "it is some other binary file"
     return "it looks like a text file" if text.isprintable() or text.strip() else "it is some other file"
 
+
 def _stream(body: bytes) -> ReadDataStream:
     return ReadDataStream(io.BytesIO(body))
 

@@ -77,6 +77,7 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
     output.parent.mkdir(parents=True, exist_ok=True)
     markers = episode_markers(recording.episodes() if episodes is None else episodes, start_ns, end_ns)
     index = recording.index
+
     def write(temporary: Path) -> None:
         with open(temporary, "wb") as f:
             writer = Writer(f, chunk_size=4 << 20, compression=CompressionType.ZSTD)

@@ -180,6 +180,7 @@ def load_description(name_or_path: str | Path = "icub") -> RobotDescription:
     missing = [g for g in REQUIRED_GROUPS if g not in groups]
     if missing:
         raise DescriptionError(f"{path}: [groups] lacks {missing}")
+
     def table(key: str) -> dict:
         value = raw.get(key, {})
         if not isinstance(value, dict):

@@ -98,7 +98,6 @@ def _file(text: str) -> Path:
     return path
 
 
-
 def _input_spec(text: str) -> str:
     """``--input``: an ``xsens-live[:[HOST:]PORT]`` spec's port checked by argparse (exit
     code 2, as --robot's); the other inputs (a file, openvr) are checked when opened."""
@@ -205,7 +204,6 @@ def _secret(path, command: str):
         return load_secret(path, create_default=True)
     except SecretError as exc:  # a user error: say what is wrong, no traceback
         raise SystemExit(f"teleop {command}: error: {exc}") from None
-
 
 
 def _close_recording(recording) -> OSError | None:

@@ -242,4 +242,3 @@ def run_loop(period: float, duration: float | None, body, station: str = "statio
             start, k = clock(), 0
         now = clock()
     return timing
-

@@ -89,7 +89,6 @@ def robot_silence_hint(sent: int, withheld: int = 0) -> str:
             "and sends video only with --video-hz above 0)")
 
 
-
 class CommandLinkWatch:
     """Says when our commands stop reaching the robot while the operator keeps sending, and
     when they reach it again. The video may still flow (it has its own link), so the silence
@@ -151,4 +150,3 @@ class CommandLinkWatch:
         elif self.warned and not stale and self.feedback_count != self.warned_at_count:
             self.warned = False      # a FEEDBACK since the warning, and not a stale one
             print("[operator] the robot receives our commands again", file=sys.stderr)
-

@@ -287,5 +287,3 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
     result.whole = result.errors_after(0.0)
     result.window = result.errors_after(engaged_at)
     return result
-
-

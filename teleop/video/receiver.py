@@ -424,4 +424,3 @@ class VideoReceiver:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-

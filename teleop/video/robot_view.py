@@ -324,5 +324,3 @@ class RobotPoseView:
         document = self._document_from_station(station)
         self._cached = (now, document)
         return document
-
-

@@ -35,6 +35,8 @@ _HEIGHT_SOFTNESS = 0.002     # [m] soft minimum between planned and reachable pe
 _BALANCE_GAIN = 1.25         # ~ 1 / (share of the body mass that moves with the pelvis)
 
 # ------------------------------------------------------------------------------ plans
+
+
 @dataclass
 class Plan:
     """Whole-body intent over T frames, in anatomical terms (see skeleton docstring).
@@ -244,4 +246,3 @@ def realise(body: Body, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]
             break
         shift = shift + _BALANCE_GAIN * error
     return positions, rotations, com
-

@@ -149,4 +149,3 @@ def generate_dataset(out_dir, n_per_task: int, seed: int, *, tasks: tuple[str, .
         writer.writeheader()
         writer.writerows(rows)
     return written
-

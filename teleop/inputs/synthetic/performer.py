@@ -10,6 +10,7 @@ import numpy as np
 #: Body heights of the synthetic performers [m].
 HEIGHT_RANGE_M: tuple[float, float] = (1.55, 1.95)
 
+
 @dataclass(frozen=True)
 class Performer:
     """A synthetic person: body size and movement style.
@@ -82,4 +83,3 @@ class Performer:
             drift_mm=float(rng.uniform(1.0, 2.0)),
             tremor_mm=float(rng.uniform(0.5, 1.2)),
         )
-

@@ -64,4 +64,3 @@ class SmoothNoise:
     def __call__(self, times: np.ndarray) -> np.ndarray:
         t = np.asarray(times, dtype=float).reshape((-1,) + (1,) * (self.frequencies.ndim))
         return self.amplitude * np.sin(2.0 * np.pi * self.frequencies * t + self.phases).sum(axis=1)
-

@@ -37,6 +37,7 @@ STILL_S: tuple[float, float] = (0.5, 0.6)
 
 _RIGHT, _LEFT = 0, 1
 
+
 def solve_along(base: np.ndarray, direction: np.ndarray, centre: np.ndarray, radius: float) -> float:
     """Largest r with |base + r * direction - centre| = radius (direction unit).
 
@@ -523,4 +524,3 @@ TASK_BUILDERS: dict[str, Callable] = {
     "side_reach": _task_side_reach,
     "put_aside": _task_put_aside,
 }
-

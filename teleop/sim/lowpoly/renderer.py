@@ -28,7 +28,6 @@ EYE_FROM_CV = np.array([[0.0, 0.0, 1.0],
                         [0.0, -1.0, 0.0]])
 
 
-
 @dataclass(frozen=True)
 class Lighting:
     """Flat shading: colour * (ambient + sun * max(0, n.l) + headlight * max(0, -n.a)),
@@ -46,7 +45,6 @@ class Lighting:
     ambient: float = 0.30
     sun: float = 0.55
     headlight: float = 0.25
-
 
 
 @dataclass
