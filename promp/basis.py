@@ -34,6 +34,7 @@ from typing import Any, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["RBFBasis", "signal_means", "signal_covariances", "signal_variances", "LOOKUP_POINTS"]
 
@@ -65,7 +66,7 @@ class RBFBasis:
     width: float | None = None
     # Derived in __post_init__ (not parameters: no __init__ argument, not compared).
     _sigma: float = field(init=False, repr=False, compare=False)
-    _centres: np.ndarray = field(init=False, repr=False, compare=False)
+    _centres: npt.NDArray[np.floating[Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Refused here, not at the first evaluation: an infinite width or a NaN margin gave
@@ -90,7 +91,7 @@ class RBFBasis:
         return self._sigma
 
     @property
-    def centres(self) -> np.ndarray:
+    def centres(self) -> npt.NDArray[np.floating[Any]]:
         """(k,) centres of the Gaussians in phase units."""
         return self._centres.copy()
 
@@ -106,13 +107,13 @@ class RBFBasis:
         return self.width_factor / denom
 
     # ---------------------------------------------------------------- evaluation
-    def __call__(self, z: np.ndarray | float) -> np.ndarray:
+    def __call__(self, z: npt.NDArray[np.floating[Any]] | float) -> npt.NDArray[np.floating[Any]]:
         """Activations phi(z): (k,) for a scalar phase, (n, k) for an (n,) array."""
         z_arr = np.asarray(z, dtype=float)
         rows = self._activations(np.atleast_1d(z_arr).ravel())
         return rows[0] if z_arr.ndim == 0 else rows
 
-    def _activations(self, z: np.ndarray) -> np.ndarray:
+    def _activations(self, z: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         diff = z[:, None] - self._centres[None, :]
         # Subtracting the per-row maximum exponent before exp avoids underflow to 0/0
         # far outside [0, 1]; normalisation makes the shift cancel exactly.
@@ -122,7 +123,7 @@ class RBFBasis:
         act /= act.sum(axis=1, keepdims=True)
         return act
 
-    def lookup(self, z: np.ndarray) -> np.ndarray:
+    def lookup(self, z: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """(n, k) activations at the (n,) phases, read from a precomputed table.
 
         The table has ``LOOKUP_POINTS`` rows over [0, 1] (phases are clipped to it) and the
@@ -131,13 +132,14 @@ class RBFBasis:
         """
         return self._tables()[0][self._table_index(z)]
 
-    def lookup_with_derivative(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def lookup_with_derivative(self, z: npt.NDArray[np.floating[Any]]
+                               ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """(phi (n, k), d phi / dz (n, k)) read from the tables of :meth:`lookup`."""
         idx = self._table_index(z)
         phi, dphi = self._tables()
         return phi[idx], dphi[idx]
 
-    def _tables(self) -> tuple[np.ndarray, np.ndarray]:
+    def _tables(self) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         tables = self.__dict__.get("_lookup_tables")
         if tables is None:
             tables = self.with_derivative(np.linspace(0.0, 1.0, LOOKUP_POINTS))
@@ -145,18 +147,19 @@ class RBFBasis:
         return tables
 
     @staticmethod
-    def _table_index(z: np.ndarray) -> np.ndarray:
+    def _table_index(z: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.intp]:
         z = np.minimum(np.maximum(np.asarray(z, dtype=float), 0.0), 1.0)
         return np.rint(z * (LOOKUP_POINTS - 1)).astype(np.intp)
 
-    def with_derivative(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def with_derivative(self, z: npt.NDArray[np.floating[Any]]
+                        ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """(phi (n, k), d phi / dz (n, k)) at the (n,) phases, sharing the exponentials."""
         zz = np.atleast_1d(np.asarray(z, dtype=float))
         phi = self._activations(zz)
         a = -(zz[:, None] - self._centres[None, :]) / self._sigma ** 2
         return phi, phi * (a - np.sum(phi * a, axis=1, keepdims=True))
 
-    def derivative(self, z: np.ndarray | float) -> np.ndarray:
+    def derivative(self, z: npt.NDArray[np.floating[Any]] | float) -> npt.NDArray[np.floating[Any]]:
         """d phi / d z: (k,) for a scalar phase, (n, k) for an (n,) array [1/phase]."""
         z_arr = np.asarray(z, dtype=float)
         zz = np.atleast_1d(z_arr).ravel()
@@ -188,7 +191,8 @@ class RBFBasis:
 # ----------------------------------------------------------------------------------
 # Multi-signal products with the block-diagonal design matrix, without building it.
 # ----------------------------------------------------------------------------------
-def signal_means(phi: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def signal_means(phi: npt.NDArray[np.floating[Any]], weights: npt.NDArray[np.floating[Any]]
+                 ) -> npt.NDArray[np.floating[Any]]:
     """Trajectory values Phi(z) w for every phase and signal.
 
     Args:
@@ -201,7 +205,8 @@ def signal_means(phi: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return phi @ np.swapaxes(weights, -1, -2)
 
 
-def signal_covariances(phi: np.ndarray, weight_cov: np.ndarray) -> np.ndarray:
+def signal_covariances(phi: npt.NDArray[np.floating[Any]], weight_cov: npt.NDArray[np.floating[Any]]
+                       ) -> npt.NDArray[np.floating[Any]]:
     """Trajectory covariances Phi(z) Sigma_w Phi(z)^T at each phase.
 
     Args:
@@ -219,7 +224,8 @@ def signal_covariances(phi: np.ndarray, weight_cov: np.ndarray) -> np.ndarray:
     return np.einsum("nk,akbn->nab", phi, right, optimize=True)
 
 
-def signal_variances(phi: np.ndarray, weight_cov: np.ndarray) -> np.ndarray:
+def signal_variances(phi: npt.NDArray[np.floating[Any]], weight_cov: npt.NDArray[np.floating[Any]]
+                     ) -> npt.NDArray[np.floating[Any]]:
     """Diagonal of :func:`signal_covariances`: (n, D) marginal variances."""
     n, k = phi.shape
     D = weight_cov.shape[0] // k

@@ -233,6 +233,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from promp.learning import augment_promp, real_array
 from promp.library import TaskLibrary
@@ -353,7 +354,7 @@ class Estimate:
 
     task: str
     task_index: int
-    task_probabilities: np.ndarray
+    task_probabilities: npt.NDArray[np.floating[Any]]
     speed: float
     offset: float
     phase: float
@@ -437,7 +438,8 @@ class OnlineEstimator:
         return self._n_outside
 
     @property
-    def observations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def observations(self) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]],
+                                    npt.NDArray[np.bool_]]:
         """(times (n,), values (n, D), masks (n, D)) stored so far, in arrival order: read-only
         views (writing into the buffers would change what the next update conditions on)."""
         n = self._n
@@ -446,7 +448,7 @@ class OnlineEstimator:
             view.flags.writeable = False
         return views
 
-    def _is_stored(self, t: float, y: np.ndarray, mask: np.ndarray | None) -> bool:
+    def _is_stored(self, t: float, y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None) -> bool:
         """True if the exact observation (time, observed values, mask) is already stored."""
         if t not in self._at_time:
             return False
@@ -455,7 +457,7 @@ class OnlineEstimator:
         return any(np.array_equal(self._masks[i], observed) and np.array_equal(self._values[i], values)
                    for i in self._at_time[t])
 
-    def _store(self, t: float, y: np.ndarray, mask: np.ndarray | None) -> None:
+    def _store(self, t: float, y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None) -> None:
         if self._n == len(self._times):
             grow = 2 * len(self._times)
             self._times = np.resize(self._times, grow)
@@ -470,7 +472,7 @@ class OnlineEstimator:
         self._n += 1
 
     # ----------------------------------------------------------------- update
-    def update(self, t: float, y: np.ndarray, mask: np.ndarray | None = None) -> Estimate:
+    def update(self, t: float, y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None = None) -> Estimate:
         """Take one observation and return the current :class:`Estimate`.
 
         Observations may arrive late and in any order: each is used at the phase its own
@@ -523,7 +525,8 @@ class OnlineEstimator:
         est = self.estimate(_ood_sample=(t, y, mask))
         return est
 
-    def estimate(self, _ood_sample: tuple[float, np.ndarray, np.ndarray | None] | None = None) -> Estimate:
+    def estimate(self, _ood_sample: tuple[float, npt.NDArray[np.floating[Any]], npt.NDArray[np.bool_] | None]
+                 | None = None) -> Estimate:
         """The current :class:`Estimate` (without adding an observation)."""
         probs = self.filter.task_probabilities()
         task = int(np.argmax(probs))
@@ -537,7 +540,8 @@ class OnlineEstimator:
                         out_of_distribution=self._last_ood, n_observations=self._n,
                         outside_motion=self._last_outside)
 
-    def _ood_check(self, task: int, z: float, y: np.ndarray, mask: np.ndarray | None) -> bool:
+    def _ood_check(self, task: int, z: float, y: npt.NDArray[np.floating[Any]],
+                   mask: npt.NDArray[np.bool_] | None) -> bool:
         return self._ood[task].is_outside(z, y, mask)
 
     def task_probabilities(self) -> dict[str, float]:
@@ -584,7 +588,7 @@ class OnlineEstimator:
             post.add(phi, self._values[sl], self._masks[sl] if self._partial else None)
         return (warp.speed, warp.offset, self._n)
 
-    def _sigma_warps(self, task: int) -> tuple[list[TimeWarp], np.ndarray]:
+    def _sigma_warps(self, task: int) -> tuple[list[TimeWarp], npt.NDArray[np.floating[Any]]]:
         """Five sigma points of the (log speed, offset) posterior and their weights."""
         mean, cov = self.filter.warp_distribution(task)
         T = float(self._promps[task].duration)
@@ -597,7 +601,8 @@ class OnlineEstimator:
         return warps, np.array([1 / 3, 1 / 6, 1 / 6, 1 / 6, 1 / 6])
 
     # ------------------------------------------------------------- prediction
-    def predict(self, t: float, task: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, t: float, task: int | None = None
+                ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Predictive mean (D,) and covariance (D, D) of the signals at time t [s since onset]
         (one time; :meth:`predict_many` for several). Same checks as :meth:`predict_many`."""
         if np.ndim(t) != 0:
@@ -605,8 +610,8 @@ class OnlineEstimator:
         mean, cov = self.predict_many(np.array([_check_time(t, "prediction time t")], dtype=float), task=task)
         return mean[0], cov[0]
 
-    def predict_many(self, times: Sequence[float] | np.ndarray, task: int | None = None,
-                     full_cov: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def predict_many(self, times: Sequence[float] | npt.NDArray[np.floating[Any]], task: int | None = None,
+                     full_cov: bool = True) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Vectorised prediction at F times [s since onset].
 
         Any time may be asked, before the newest observation (a negative horizon: the
@@ -643,8 +648,9 @@ class OnlineEstimator:
             return self._predict_future_speeds(times_arr, task, warp, z_raw, future, full_cov)
         return self._predict_at_phases(times_arr, task, warp, z_raw, full_cov)
 
-    def _predict_future_speeds(self, times: np.ndarray, task: int, warp: TimeWarp, z_raw: np.ndarray,
-                               future: np.ndarray, full_cov: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _predict_future_speeds(self, times: npt.NDArray[np.floating[Any]], task: int, warp: TimeWarp,
+                               z_raw: npt.NDArray[np.floating[Any]], future: npt.NDArray[np.bool_], full_cov: bool
+                               ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """The prediction averaged over the speed of the part not observed yet (see
         ``EstimatorConfig.future_speed_std``): after the newest observation t_n the phase
         runs on at rate r e^u instead of r, z_u(t) = z(t_n) + r e^u (t - t_n), with u ~
@@ -681,8 +687,9 @@ class OnlineEstimator:
         mean[future] = mix
         return mean, cov
 
-    def _predict_at_phases(self, times: np.ndarray, task: int, warp: TimeWarp, z_raw: np.ndarray,
-                           full_cov: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _predict_at_phases(self, times: npt.NDArray[np.floating[Any]], task: int, warp: TimeWarp,
+                           z_raw: npt.NDArray[np.floating[Any]], full_cov: bool
+                           ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Prediction of the task's weight posterior at the (unclipped) phases ``z_raw`` of
         ``times``; the phase uncertainty of ``warp`` enters the covariance linearised
         and the model covariance is calibrated by ``variance_scale``."""
@@ -704,7 +711,8 @@ class OnlineEstimator:
             cov = cov * self.config.variance_scale
         return mean, cov
 
-    def _predict_unscented(self, times: np.ndarray, task: int, full_cov: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _predict_unscented(self, times: npt.NDArray[np.floating[Any]], task: int, full_cov: bool
+                           ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Mixture of the predictions conditioned at each sigma point of the warp posterior."""
         warps, weights = self._sigma_warps(task)
         posteriors = self._sigma_posteriors[task]
@@ -751,7 +759,7 @@ def _check_time(t: Any, name: str) -> float:
     return value
 
 
-def _boolean_mask(mask: Any, n_signals: int) -> np.ndarray:
+def _boolean_mask(mask: Any, n_signals: int) -> npt.NDArray[np.bool_]:
     """An observation mask as (D,) booleans (:func:`promp.phase_filter.as_mask`), and
     ValueError if it observes no signal."""
     array = as_mask(mask, n_signals)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from promp.estimator import EstimatorConfig, OnlineEstimator
 from promp.learning import Demonstration
@@ -134,10 +135,10 @@ def evaluate_library(library: TaskLibrary, test_demos: Sequence[Demonstration], 
 
 
 #: Per-signal RMS (D,) and the RMS of each named group of signals.
-_RMS = tuple[np.ndarray, dict[str, float]]
+_RMS = tuple[npt.NDArray[np.floating[Any]], dict[str, float]]
 
 
-def _rms(err: np.ndarray, groups: Mapping[str, Sequence[int]]) -> _RMS:
+def _rms(err: npt.NDArray[np.floating[Any]], groups: Mapping[str, Sequence[int]]) -> _RMS:
     per_signal = np.sqrt(np.mean(err ** 2, axis=0))
     return per_signal, {name: float(np.sqrt(np.mean(err[:, list(idx)] ** 2))) for name, idx in groups.items()}
 

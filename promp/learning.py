@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import scipy.linalg  # type: ignore[import-untyped, unused-ignore]  # no stubs unless scipy-stubs is installed
 
 from promp.basis import RBFBasis
@@ -61,8 +62,8 @@ class Demonstration:
             much the groups differ (:func:`between_group_variance`).
     """
 
-    times: np.ndarray
-    values: np.ndarray
+    times: npt.NDArray[np.floating[Any]]
+    values: npt.NDArray[np.floating[Any]]
     label: str | None = None
     group: str | None = None
 
@@ -93,7 +94,7 @@ class Demonstration:
         return int(self.values.shape[1])
 
     @property
-    def phases(self) -> np.ndarray:
+    def phases(self) -> npt.NDArray[np.floating[Any]]:
         return demo_phases(self.times)
 
 
@@ -139,7 +140,7 @@ _NO_SPREAD_VARIANCE = 1e-6
 DEFAULT_REGULARISATION = CovarianceRegularisation()
 
 
-def real_array(values: object, name: str) -> np.ndarray:
+def real_array(values: object, name: str) -> npt.NDArray[np.floating[Any]]:
     """``values`` as a float array; TypeError if they are not real numbers (complex values
     lost their imaginary part with a warning, strings failed in numpy's conversion)."""
     array = np.asarray(values)
@@ -148,14 +149,14 @@ def real_array(values: object, name: str) -> np.ndarray:
     return array.astype(float, copy=False)
 
 
-def demo_phases(times: np.ndarray) -> np.ndarray:
+def demo_phases(times: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Phase z = (t - t_0) / (t_end - t_0) of each sample of a demonstration: (T,) in [0, 1]."""
     t = np.asarray(times, dtype=float)
     return (t - t[0]) / (t[-1] - t[0])
 
 
-def fit_weights(basis: RBFBasis, times: np.ndarray, values: np.ndarray,
-                ridge: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+def fit_weights(basis: RBFBasis, times: npt.NDArray[np.floating[Any]], values: npt.NDArray[np.floating[Any]],
+                ridge: float = 1e-12) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """Ridge regression of one demonstration's weights (Eq. 5.5).
 
     Args:
@@ -185,7 +186,7 @@ def fit_weights(basis: RBFBasis, times: np.ndarray, values: np.ndarray,
 def learn_promp(demos: Sequence[Demonstration], basis: RBFBasis | None = None, *,
                 ridge: float = 1e-12, covariance: str = "full",
                 regularisation: CovarianceRegularisation = DEFAULT_REGULARISATION,
-                min_noise_std: float | np.ndarray = 1e-4,
+                min_noise_std: float | npt.NDArray[np.floating[Any]] = 1e-4,
                 signal_names: Sequence[str] | None = None, label: str | None = None) -> ProMP:
     """Learn the ProMP of one task from its demonstrations (§5.3.4).
 
@@ -251,7 +252,8 @@ def learn_promp(demos: Sequence[Demonstration], basis: RBFBasis | None = None, *
 
 
 def between_group_variance(demos: Sequence[Demonstration], basis: RBFBasis,
-                           weights: np.ndarray | None = None, n_phases: int = 101) -> np.ndarray | None:
+                           weights: npt.NDArray[np.floating[Any]] | None = None,
+                           n_phases: int = 101) -> npt.NDArray[np.floating[Any]] | None:
     """(D,) variance across the groups' mean trajectories, averaged over the phase, or None.
 
     Each demonstration's fitted trajectory Phi(z) w_i is read on ``n_phases`` phases over
@@ -323,7 +325,7 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
     basis, mean = promp.basis, promp.weight_mean
     low_rank, block_var = promp.structure()
     D, k = mean.shape
-    cols: list[np.ndarray] = []
+    cols: list[npt.NDArray[np.floating[Any]]] = []
     # The normalised RBFs sum to one, so equal weights give a constant; weights equal to
     # the (clipped) phase of their centre give a ramp.
     if offset_std is not None:
@@ -339,7 +341,7 @@ def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitud
                  label=promp.label, group_var=promp.group_var)
 
 
-def _offset_std(promp: ProMP, offset: float, group_offset: float) -> np.ndarray | None:
+def _offset_std(promp: ProMP, offset: float, group_offset: float) -> npt.NDArray[np.floating[Any]] | None:
     """(D,) std [signal unit] of the constant-shift column of :func:`augment_promp`, or None.
 
     group_offset * sqrt(group_var_d) when the model measured a between-performer variance
@@ -353,7 +355,8 @@ def _offset_std(promp: ProMP, offset: float, group_offset: float) -> np.ndarray 
     return offset * _demo_spread(promp.basis, promp.structure()[0]) if offset > 0 else None
 
 
-def _demo_spread(basis: RBFBasis, low_rank: np.ndarray, n_phases: int = 101) -> np.ndarray:
+def _demo_spread(basis: RBFBasis, low_rank: npt.NDArray[np.floating[Any]],
+                 n_phases: int = 101) -> npt.NDArray[np.floating[Any]]:
     """(D,) RMS over the phase of each signal's std across the demonstrations, floored at 1e-9.
 
     low_rank: (D, k, r) centred demo weights / sqrt(N - 1), so Phi(z) U_d U_d^T Phi(z)^T is
@@ -364,7 +367,8 @@ def _demo_spread(basis: RBFBasis, low_rank: np.ndarray, n_phases: int = 101) -> 
     return np.maximum(np.sqrt(np.mean(np.sum(demo_traj ** 2, axis=2), axis=0)), 1e-9)
 
 
-def _per_signal_columns(std: np.ndarray, shape: np.ndarray) -> np.ndarray:
+def _per_signal_columns(std: npt.NDArray[np.floating[Any]], shape: npt.NDArray[np.floating[Any]]
+                        ) -> npt.NDArray[np.floating[Any]]:
     """(D, k, D) low-rank columns, column d = std_d * shape on signal d's weights only.
 
     std: (D,) std of the direction per signal [signal unit]; shape: (k,) weights of the

@@ -25,9 +25,10 @@ import json
 import os
 import zipfile
 import zlib
-from typing import Any, ItemsView, Iterator, Mapping, Sequence
+from typing import IO, Any, Callable, ItemsView, Iterator, Mapping, Sequence, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from promp.basis import RBFBasis
 from promp.learning import Demonstration, learn_promp
@@ -298,7 +299,7 @@ class _CheckedMembers:
         """The members' names (without .npy)."""
         return list(self._data.files)
 
-    def __getitem__(self, key: str) -> np.ndarray:
+    def __getitem__(self, key: str) -> npt.NDArray[Any]:
         self._check_size(key)
         return self._data[key]
 
@@ -317,15 +318,12 @@ class _CheckedMembers:
                 f"uncompressed from {info.compress_size} compressed)")
         with zf.open(name) as f:
             try:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-                elif version == (2, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-                else:
-                    return                            # other versions: left to np.load
+                header = _read_npy_header(f)
             except ValueError:
                 return                                # not a readable .npy header: left to np.load
+        if header is None:
+            return                                    # other versions: left to np.load
+        shape, dtype = header
         declared = dtype.itemsize
         for n in shape:
             declared *= int(n)
@@ -335,13 +333,29 @@ class _CheckedMembers:
                 f"({declared} bytes) but holds {info.file_size} bytes)")
 
 
+def _read_npy_header(f: IO[bytes]) -> tuple[tuple[int, ...], np.dtype[Any]] | None:
+    """(shape, dtype) declared by the .npy header at the start of ``f``; None for a format
+    version other than 1.0 and 2.0, ValueError for a header that cannot be read.
+
+    numpy's header readers are cast to their signatures: numpy < 2.3 ships them unannotated."""
+    version = cast(Callable[[IO[bytes]], tuple[int, int]], np.lib.format.read_magic)(f)
+    if version == (1, 0):
+        read_header = np.lib.format.read_array_header_1_0
+    elif version == (2, 0):
+        read_header = np.lib.format.read_array_header_2_0
+    else:
+        return None
+    shape, _, dtype = cast(Callable[[IO[bytes]], tuple[tuple[int, ...], bool, np.dtype[Any]]], read_header)(f)
+    return shape, dtype
+
+
 def _task_index(key: str) -> int:
     """i of a member ``t{i}/...`` (a task's field), else -1."""
     head, sep, _ = key.partition("/")
     return int(head[1:]) if sep and head[:1] == "t" and head[1:].isdigit() else -1
 
 
-def _real(array: np.ndarray, name: str) -> np.ndarray:
+def _real(array: npt.NDArray[Any], name: str) -> npt.NDArray[Any]:
     """``array`` if it holds real numbers; ValueError otherwise (complex weights lost their
     imaginary part with a ComplexWarning, strings failed deep in numpy)."""
     if array.dtype.kind not in "fiu":
@@ -349,7 +363,7 @@ def _real(array: np.ndarray, name: str) -> np.ndarray:
     return array
 
 
-def _covariance(cov: np.ndarray) -> np.ndarray:
+def _covariance(cov: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """``cov`` if it is a square, symmetric, positive semi-definite matrix (to rounding);
     ValueError otherwise (a negative one gave negative variances)."""
     if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:

@@ -21,8 +21,10 @@ estimator exploits it (:mod:`promp.posterior`); every result is identical to the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import scipy.linalg  # type: ignore[import-untyped, unused-ignore]  # no stubs unless scipy-stubs is installed
 
 from promp.basis import RBFBasis, signal_covariances, signal_means, signal_variances
@@ -59,17 +61,17 @@ class ProMP:
     """
 
     basis: RBFBasis
-    weight_mean: np.ndarray
-    noise_var: np.ndarray
-    durations: np.ndarray
-    low_rank: np.ndarray | None = None
-    block_var: np.ndarray | None = None
+    weight_mean: npt.NDArray[np.floating[Any]]
+    noise_var: npt.NDArray[np.floating[Any]]
+    durations: npt.NDArray[np.floating[Any]]
+    low_rank: npt.NDArray[np.floating[Any]] | None = None
+    block_var: npt.NDArray[np.floating[Any]] | None = None
     coupled: bool = True
-    dense_cov: np.ndarray | None = None
+    dense_cov: npt.NDArray[np.floating[Any]] | None = None
     signal_names: tuple[str, ...] | None = None
     label: str | None = None
-    group_var: np.ndarray | None = None
-    _cov_cache: np.ndarray | None = field(default=None, repr=False)
+    group_var: npt.NDArray[np.floating[Any]] | None = None
+    _cov_cache: npt.NDArray[np.floating[Any]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.weight_mean = np.asarray(self.weight_mean, dtype=float)
@@ -129,7 +131,7 @@ class ProMP:
         """True if the covariance is stored as block_var + low_rank (fast path)."""
         return self.dense_cov is None
 
-    def structure(self) -> tuple[np.ndarray, np.ndarray]:
+    def structure(self) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """(low_rank (D, k, r), block_var (D,)) of a structured model; ValueError for a
         dense one (``dense_cov``), which has neither."""
         if self.low_rank is None or self.block_var is None:
@@ -143,11 +145,12 @@ class ProMP:
         return float(np.mean(self.durations))
 
     @property
-    def speeds(self) -> np.ndarray:
+    def speeds(self) -> npt.NDArray[np.floating[Any]]:
         """(N,) time-modulation factors alpha_i = T_bar / T_i of the demos (S_alpha, §5.3.6)."""
         return self.duration / self.durations
 
-    def phase(self, t: np.ndarray | float, speed: float = 1.0, offset: float = 0.0) -> np.ndarray:
+    def phase(self, t: npt.NDArray[np.floating[Any]] | float, speed: float = 1.0,
+              offset: float = 0.0) -> npt.NDArray[np.floating[Any]]:
         """Phase z = speed * (t - offset) / T_bar, clipped to [0, 1].
 
         Args:
@@ -159,7 +162,7 @@ class ProMP:
 
     # ------------------------------------------------------------------ weights
     @property
-    def weight_cov(self) -> np.ndarray:
+    def weight_cov(self) -> npt.NDArray[np.floating[Any]]:
         """(D*k, D*k) dense prior covariance Sigma_w (built once, then cached)."""
         if self.dense_cov is not None:
             return self.dense_cov
@@ -167,7 +170,7 @@ class ProMP:
             self._cov_cache = structured_to_dense(*self.structure(), self.coupled)
         return self._cov_cache
 
-    def sample_weights(self, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+    def sample_weights(self, n_samples: int, rng: np.random.Generator) -> npt.NDArray[np.floating[Any]]:
         """(n_samples, D, k) weight vectors drawn from N(mu_w, Sigma_w)."""
         D, k = self.weight_mean.shape
         if self.structured:
@@ -186,13 +189,14 @@ class ProMP:
         return self.weight_mean[None] + (e @ chol.T).reshape(n_samples, D, k)
 
     # ------------------------------------------------------------ trajectories
-    def mean(self, z: np.ndarray | float) -> np.ndarray:
+    def mean(self, z: npt.NDArray[np.floating[Any]] | float) -> npt.NDArray[np.floating[Any]]:
         """Mean trajectory Phi(z) mu_w: (D,) for a scalar phase, (n, D) for (n,) phases."""
         phi = self.basis(np.atleast_1d(z))
         out = signal_means(phi, self.weight_mean)
         return out[0] if np.ndim(z) == 0 else out
 
-    def cov(self, z: np.ndarray | float, include_noise: bool = False) -> np.ndarray:
+    def cov(self, z: npt.NDArray[np.floating[Any]] | float,
+            include_noise: bool = False) -> npt.NDArray[np.floating[Any]]:
         """Covariance between signals Phi(z) Sigma_w Phi(z)^T (+ Sigma_y): (D, D) or (n, D, D)."""
         phi = self.basis(np.atleast_1d(z))
         if self.structured:
@@ -209,7 +213,8 @@ class ProMP:
             out = out + np.diag(self.noise_var)
         return out[0] if np.ndim(z) == 0 else out
 
-    def var(self, z: np.ndarray | float, include_noise: bool = False) -> np.ndarray:
+    def var(self, z: npt.NDArray[np.floating[Any]] | float,
+            include_noise: bool = False) -> npt.NDArray[np.floating[Any]]:
         """Marginal variances per signal: (D,) or (n, D)."""
         phi = self.basis(np.atleast_1d(z))
         if self.structured:
@@ -222,8 +227,8 @@ class ProMP:
             out = out + self.noise_var
         return out[0] if np.ndim(z) == 0 else out
 
-    def sample(self, z: np.ndarray, n_samples: int, rng: np.random.Generator,
-               include_noise: bool = False) -> np.ndarray:
+    def sample(self, z: npt.NDArray[np.floating[Any]], n_samples: int, rng: np.random.Generator,
+               include_noise: bool = False) -> npt.NDArray[np.floating[Any]]:
         """(n_samples, n, D) trajectories sampled at the (n,) phases z (Eq. 5.4)."""
         w = self.sample_weights(n_samples, rng)
         y = signal_means(self.basis(np.atleast_1d(z)), w)
@@ -236,8 +241,9 @@ class ProMP:
         """A fresh dense Gaussian belief over the weights, initialised at the prior."""
         return GaussianWeights(self.weight_mean.copy(), self.weight_cov.copy())
 
-    def condition(self, z: np.ndarray | float, y: np.ndarray, mask: np.ndarray | None = None,
-                  noise_var: np.ndarray | float | None = None) -> "ProMP":
+    def condition(self, z: npt.NDArray[np.floating[Any]] | float, y: npt.NDArray[np.floating[Any]],
+                  mask: npt.NDArray[np.bool_] | None = None,
+                  noise_var: npt.NDArray[np.floating[Any]] | float | None = None) -> "ProMP":
         """The ProMP conditioned on observations (Eqs. 5.9-5.12), as a new dense ProMP.
 
         Args:
@@ -281,15 +287,16 @@ class GaussianWeights:
         cov: (D*k, D*k) posterior covariance.
     """
 
-    def __init__(self, mean: np.ndarray, cov: np.ndarray) -> None:
+    def __init__(self, mean: npt.NDArray[np.floating[Any]], cov: npt.NDArray[np.floating[Any]]) -> None:
         self.mean = np.array(mean, dtype=float)
         self.cov = np.array(cov, dtype=float)
         D, k = self.mean.shape
         if self.cov.shape != (D * k, D * k):
             raise ValueError("cov does not match mean")
 
-    def update(self, phi: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None,
-               noise_var: np.ndarray | float = 0.0) -> None:
+    def update(self, phi: npt.NDArray[np.floating[Any]], y: npt.NDArray[np.floating[Any]],
+               mask: npt.NDArray[np.bool_] | None = None,
+               noise_var: npt.NDArray[np.floating[Any]] | float = 0.0) -> None:
         """Condition in place on y_sel = phi^T w_sel + noise at one phase (Eqs. 5.10-5.12).
 
         Noise-free observations (``noise_var`` 0, via-points) may repeat what the belief
@@ -366,7 +373,8 @@ class GaussianWeights:
         self.cov -= a.T @ a
 
 
-def structured_to_dense(low_rank: np.ndarray, block_var: np.ndarray, coupled: bool) -> np.ndarray:
+def structured_to_dense(low_rank: npt.NDArray[np.floating[Any]], block_var: npt.NDArray[np.floating[Any]],
+                        coupled: bool) -> npt.NDArray[np.floating[Any]]:
     """Dense (D*k, D*k) covariance blockdiag(block_var_d I_k) + U U^T (coupled) or per block."""
     D, k, r = low_rank.shape
     if coupled:
@@ -391,14 +399,14 @@ def _check_noise_var(noise_var: object, n_signals: int) -> None:
         raise ValueError(f"noise_var must be finite and >= 0, got {noise.tolist()}")
 
 
-def _check_finite(**arrays: np.ndarray) -> None:
+def _check_finite(**arrays: npt.NDArray[np.floating[Any]]) -> None:
     """Raise ValueError naming the first array that holds NaN or inf."""
     for name, value in arrays.items():
         if not np.all(np.isfinite(value)):
             raise ValueError(f"{name} must be finite (it holds NaN or inf)")
 
 
-def _psd_cholesky(cov: np.ndarray) -> np.ndarray:
+def _psd_cholesky(cov: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Lower factor L with L L^T ~= cov for a positive semi-definite matrix."""
     try:
         return np.linalg.cholesky(cov)

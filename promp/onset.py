@@ -11,14 +11,16 @@ spike does not trigger and the reported time does not lag by min_duration.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["OnsetDetector", "detect_onset", "signal_speed"]
 
 
-def signal_speed(times: np.ndarray, values: np.ndarray, indices: Sequence[int]) -> np.ndarray:
+def signal_speed(times: npt.NDArray[np.floating[Any]], values: npt.NDArray[np.floating[Any]],
+                 indices: Sequence[int]) -> npt.NDArray[np.floating[Any]]:
     """(T,) speed ||d y_idx / dt|| by backward differences (first sample: 0) [unit/s]."""
     t = np.asarray(times, dtype=float)
     v = np.asarray(values, dtype=float)[:, list(indices)]
@@ -29,7 +31,7 @@ def signal_speed(times: np.ndarray, values: np.ndarray, indices: Sequence[int]) 
     return out
 
 
-def detect_onset(times: np.ndarray, values: np.ndarray, indices: Sequence[int],
+def detect_onset(times: npt.NDArray[np.floating[Any]], values: npt.NDArray[np.floating[Any]], indices: Sequence[int],
                  speed_threshold: float = 0.1, min_duration: float = 0.1) -> float | None:
     """Onset time of a recorded motion, or None if it never moves.
 
@@ -57,13 +59,13 @@ class OnsetDetector:
     speed_threshold: float = 0.1
     min_duration: float = 0.1
     onset: float | None = field(default=None, init=False)
-    _prev: tuple[float, np.ndarray] | None = field(default=None, init=False, repr=False)
+    _prev: tuple[float, npt.NDArray[np.floating[Any]]] | None = field(default=None, init=False, repr=False)
     _run_start: float | None = field(default=None, init=False, repr=False)
 
     def reset(self) -> None:
         self.onset, self._prev, self._run_start = None, None, None
 
-    def push(self, t: float, y: np.ndarray) -> float | None:
+    def push(self, t: float, y: npt.NDArray[np.floating[Any]]) -> float | None:
         """Add one sample; returns the onset time once detected (and ever after).
 
         ValueError (before anything changes) for a time that is not finite, or a sample

@@ -15,9 +15,10 @@ When it triggers, the caller blends back from the prediction to the delayed comm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from promp.model import ProMP
 
@@ -38,7 +39,8 @@ class DeltaSigmaTest:
     margin: float = 0.05
     n_std: float = 1.0
 
-    def excess(self, promp: ProMP, z: np.ndarray | float, y: np.ndarray) -> np.ndarray:
+    def excess(self, promp: ProMP, z: npt.NDArray[np.floating[Any]] | float,
+               y: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """How far beyond Delta_sigma each checked signal is (positive = outside).
 
         Args:
@@ -55,7 +57,8 @@ class DeltaSigmaTest:
         dist = np.abs(np.asarray(y, dtype=float)[..., idx] - mean)
         return dist - (self.n_std * std + self.margin)
 
-    def is_outside(self, promp: ProMP, z: np.ndarray | float, y: np.ndarray) -> np.ndarray | bool:
+    def is_outside(self, promp: ProMP, z: npt.NDArray[np.floating[Any]] | float,
+                   y: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.bool_] | bool:
         """True where any checked signal is outside its band: bool or (n,) bools."""
         if len(self.indices) == 0:
             return False if np.ndim(z) == 0 else np.zeros(len(np.atleast_1d(z)), dtype=bool)
@@ -81,11 +84,11 @@ class DeltaSigmaTable:
         bound: (G, m) Delta_sigma = n_std * std + margin at the grid phases.
     """
 
-    indices: np.ndarray
-    mean: np.ndarray
-    bound: np.ndarray
+    indices: npt.NDArray[np.intp]
+    mean: npt.NDArray[np.floating[Any]]
+    bound: npt.NDArray[np.floating[Any]]
 
-    def is_outside(self, z: float, y: np.ndarray, mask: np.ndarray | None = None) -> bool:
+    def is_outside(self, z: float, y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None = None) -> bool:
         """True if any checked (and present, per ``mask``) signal of y (D,) is outside its band."""
         if self.indices.size == 0:
             return False

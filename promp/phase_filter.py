@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from promp.model import ProMP
 
@@ -50,7 +51,7 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 #: One observation (t, y (D,), mask (D,) or None) as the filter keeps it.
-_Observation = tuple[float, np.ndarray, np.ndarray | None]
+_Observation = tuple[float, npt.NDArray[np.floating[Any]], npt.NDArray[np.bool_] | None]
 
 #: The speed estimates :class:`PhaseGridConfig` offers (see its ``speed_estimate``).
 SPEED_ESTIMATES = ("smooth", "mean", "map")
@@ -258,7 +259,7 @@ class PhaseGridConfig:
         if not self.prune_log_ratio > 0:
             raise ValueError(f"prune_log_ratio must be > 0 (inf: no pruning), got {self.prune_log_ratio!r}")
 
-    def signal_factors(self, signal_names: Sequence[str] | None, n_signals: int) -> np.ndarray:
+    def signal_factors(self, signal_names: Sequence[str] | None, n_signals: int) -> npt.NDArray[np.floating[Any]]:
         """(D,) factor on each signal's residual variance in the likelihood (1 = unchanged):
         ``down_weight_factor`` on the ``down_weighted_signals``.
 
@@ -279,7 +280,7 @@ class PhaseGridConfig:
         factors[[names.index(n) for n in self.down_weighted_signals]] = self.down_weight_factor
         return factors
 
-    def speeds(self) -> np.ndarray:
+    def speeds(self) -> npt.NDArray[np.floating[Any]]:
         """(n_speeds,) speeds spaced evenly in log; one speed is the range's geometric middle
         (as one offset is the middle of its range; it was the range's low end, 0.5)."""
         lo, hi = self.speed_range
@@ -287,7 +288,7 @@ class PhaseGridConfig:
             return np.array([math.sqrt(lo * hi)])
         return np.exp(np.linspace(np.log(lo), np.log(hi), self.n_speeds))
 
-    def offsets(self) -> np.ndarray:
+    def offsets(self) -> npt.NDArray[np.floating[Any]]:
         lo, hi = self.offset_range
         return np.linspace(lo, hi, self.n_offsets) if self.n_offsets > 1 else np.array([0.5 * (lo + hi)])
 
@@ -306,7 +307,7 @@ class TimeWarp:
     offset: float = 0.0
     duration: float = 1.0
 
-    def phase(self, t: np.ndarray | float, clip: bool = True) -> np.ndarray:
+    def phase(self, t: npt.NDArray[np.floating[Any]] | float, clip: bool = True) -> npt.NDArray[np.floating[Any]]:
         z = self.speed * (np.asarray(t, dtype=float) - self.offset) / self.duration
         # minimum/maximum: np.clip's wrapper costs more than the arithmetic here.
         return np.minimum(np.maximum(z, 0.0), 1.0) if clip else z
@@ -327,7 +328,7 @@ class TaskPhaseFilter:
     """
 
     def __init__(self, promps: Sequence[ProMP], config: PhaseGridConfig = PhaseGridConfig(),
-                 task_log_prior: np.ndarray | None = None) -> None:
+                 task_log_prior: npt.NDArray[np.floating[Any]] | None = None) -> None:
         if not promps:
             raise ValueError("need at least one task")
         D = promps[0].n_signals
@@ -440,13 +441,13 @@ class TaskPhaseFilter:
         self.alive = np.ones(K, dtype=bool)
         self._buckets: dict[int, _Observation] = {}
         self.n_evidence = 0
-        self._log_post: np.ndarray | None = None
+        self._log_post: npt.NDArray[np.floating[Any]] | None = None
         self._warps: dict[int, TimeWarp] = {}
-        self._moments: dict[int, np.ndarray] = {}
-        self._warp_moments: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._task_probs: np.ndarray | None = None
+        self._moments: dict[int, npt.NDArray[np.floating[Any]]] = {}
+        self._warp_moments: dict[int, tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]] = {}
+        self._task_probs: npt.NDArray[np.floating[Any]] | None = None
 
-    def add(self, t: float, y: np.ndarray, mask: np.ndarray | None = None) -> bool:
+    def add(self, t: float, y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None = None) -> bool:
         """Offer one observation; returns True if it became evidence.
 
         Each 1/evidence_rate_hz bucket of the time axis holds one representative: the
@@ -499,14 +500,15 @@ class TaskPhaseFilter:
         self._log_post = None
         return True
 
-    def _hypothesis_columns(self) -> tuple[np.ndarray, np.ndarray]:
+    def _hypothesis_columns(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """(alive task id per live hypothesis, flat state column of each)."""
         H0 = len(self._alpha_h)
         tasks = np.flatnonzero(self.alive)
         cols = (tasks[:, None] * H0 + np.arange(H0)[None, :]).ravel()
         return tasks, cols
 
-    def _accumulate(self, t: float, y: np.ndarray, mask: np.ndarray | None, sign: float = 1.0) -> None:
+    def _accumulate(self, t: float, y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None,
+                    sign: float = 1.0) -> None:
         G, H0 = self._G, len(self._alpha_h)
         tasks, cols = self._hypothesis_columns()
         rate = self._alpha_h[None, :] / self.durations[tasks][:, None]      # (Ka, H0)
@@ -542,7 +544,7 @@ class TaskPhaseFilter:
         self._quad[cols] += sign * quad
 
     # ------------------------------------------------------------- posterior
-    def log_posterior(self) -> np.ndarray:
+    def log_posterior(self) -> npt.NDArray[np.floating[Any]]:
         """(K, n_speeds, n_offsets) normalised log-posterior over the grid (-inf for pruned tasks)."""
         if self._log_post is None:
             self._log_post = self._compute_log_posterior()
@@ -552,7 +554,7 @@ class TaskPhaseFilter:
             self._task_probs = None
         return self._log_post
 
-    def _compute_log_posterior(self) -> np.ndarray:
+    def _compute_log_posterior(self) -> npt.NDArray[np.floating[Any]]:
         K, H0, r = self.n_tasks, len(self._alpha_h), self.rank
         tasks, cols = self._hypothesis_columns()
         ll = -0.5 * (self._quad[cols] + self._logdet_noise[cols])
@@ -573,7 +575,7 @@ class TaskPhaseFilter:
                 out -= _logsumexp(out[self.alive].ravel())
         return out.reshape(K, len(self.speed_grid), len(self.offset_grid))
 
-    def task_probabilities(self) -> np.ndarray:
+    def task_probabilities(self) -> npt.NDArray[np.floating[Any]]:
         """(K,) posterior probability of each task."""
         lp = self.log_posterior().reshape(self.n_tasks, -1)
         if self._task_probs is None:
@@ -595,7 +597,7 @@ class TaskPhaseFilter:
             cached = self._warps[task] = self._refine(task, lp)
         return cached
 
-    def _refine(self, task: int, lp: np.ndarray) -> TimeWarp:
+    def _refine(self, task: int, lp: npt.NDArray[np.floating[Any]]) -> TimeWarp:
         if not np.isfinite(lp).any():
             return TimeWarp(1.0, 0.0, float(self.durations[task]))
         log_speed = np.log(self.speed_grid)
@@ -640,7 +642,8 @@ class TaskPhaseFilter:
             if len(self.offset_grid) > 1 else float(self.offset_grid[0])
         return TimeWarp(speed, offset, float(self.durations[task]))
 
-    def warp_distribution(self, task: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def warp_distribution(self, task: int | None = None
+                          ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Posterior mean (2,) and covariance (2, 2) of (log speed, offset) of a task.
 
         Computed by the "smooth" estimate (interpolated grid posterior, see
@@ -665,7 +668,8 @@ class TaskPhaseFilter:
             self._warp_moments[task] = mom
         return mom
 
-    def phase_variance(self, task: int, times: np.ndarray, warp: TimeWarp) -> np.ndarray:
+    def phase_variance(self, task: int, times: npt.NDArray[np.floating[Any]],
+                       warp: TimeWarp) -> npt.NDArray[np.floating[Any]]:
         """(F,) posterior variance of the phase z(t) around ``warp``, inside one task.
 
         E[(z_h(t) - z_hat(t))^2] over the grid posterior (z_h is linear in t, so five
@@ -695,7 +699,7 @@ class TaskPhaseFilter:
 
 
 # ----------------------------------------------------------------------------- helpers
-def as_mask(mask: object, n_signals: int) -> np.ndarray:
+def as_mask(mask: object, n_signals: int) -> npt.NDArray[np.bool_]:
     """An observation mask as (D,) booleans; ValueError for another shape or for values
     other than booleans or 0 / 1 (NaN, 0.5 and strings converted to True)."""
     array = np.asarray(mask)
@@ -708,21 +712,23 @@ def as_mask(mask: object, n_signals: int) -> np.ndarray:
     return array
 
 
-def _disjoint(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+def _disjoint(a: npt.NDArray[np.bool_] | None, b: npt.NDArray[np.bool_] | None) -> bool:
     """Whether two observation masks share no signal (None: every signal)."""
     return a is not None and b is not None and not np.any(np.logical_and(a, b))
 
 
-def _merged(current: _Observation, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+def _merged(current: _Observation, y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_]
+            ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.bool_] | None]:
     """(values, mask) of the observation ``current`` (t, y, mask) and ``(y, mask)`` of the
     same time stamp and disjoint masks, as one; the mask None when it covers every signal."""
     _, y_current, mask_current = current
     mask = np.asarray(mask, dtype=bool)
-    union = mask | mask_current
+    union = mask | cast(npt.NDArray[np.bool_], mask_current)      # not None: the masks are disjoint
     return np.where(mask, y, y_current), (None if union.all() else union)
 
 
-def _tie_key(y: np.ndarray, mask: np.ndarray | None) -> tuple[int, tuple[bool, ...], tuple[float, ...]]:
+def _tie_key(y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None
+             ) -> tuple[int, tuple[bool, ...], tuple[float, ...]]:
     """Rank of an observation among those with the same time stamp (smaller wins).
 
     More observed signals first, then the mask and the observed values in a fixed
@@ -734,7 +740,8 @@ def _tie_key(y: np.ndarray, mask: np.ndarray | None) -> tuple[int, tuple[bool, .
     return (-int(observed.sum()), tuple((~observed).tolist()), tuple(values.tolist()))
 
 
-def _quad_logdet_batched(lam: np.ndarray, eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _quad_logdet_batched(lam: npt.NDArray[np.floating[Any]], eta: npt.NDArray[np.floating[Any]]
+                         ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """eta^T (I + Lambda)^-1 eta and log|I + Lambda| for H small SPD systems at once.
 
     Args:
@@ -768,7 +775,7 @@ def _quad_logdet_batched(lam: np.ndarray, eta: np.ndarray) -> tuple[np.ndarray, 
 _SUBSTEPS = 4
 
 
-def _upsample_quadratic(values: np.ndarray, axis: int, factor: int) -> np.ndarray:
+def _upsample_quadratic(values: npt.NDArray[np.floating[Any]], axis: int, factor: int) -> npt.NDArray[np.floating[Any]]:
     """Values on a grid ``factor`` times finer along ``axis`` (end points kept).
 
     Each fine point takes the parabola through its nearest grid node and that node's two
@@ -793,7 +800,7 @@ def _upsample_quadratic(values: np.ndarray, axis: int, factor: int) -> np.ndarra
     return np.moveaxis(out, 0, axis)
 
 
-def _parabola_peak(values: np.ndarray, i: int) -> float:
+def _parabola_peak(values: npt.NDArray[np.floating[Any]], i: int) -> float:
     """Fractional index of the maximum of a parabola through values[i-1:i+2]."""
     if i <= 0 or i >= len(values) - 1 or not np.all(np.isfinite(values[i - 1:i + 2])):
         return float(i)
@@ -804,7 +811,7 @@ def _parabola_peak(values: np.ndarray, i: int) -> float:
     return float(i + np.clip(0.5 * (a - c) / denom, -0.5, 0.5))
 
 
-def _logsumexp(x: np.ndarray) -> float:
+def _logsumexp(x: npt.NDArray[np.floating[Any]]) -> float:
     x = np.asarray(x)
     finite = x[np.isfinite(x)]
     if finite.size == 0:
@@ -813,7 +820,7 @@ def _logsumexp(x: np.ndarray) -> float:
     return float(m + np.log(np.sum(np.exp(finite - m))))
 
 
-def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
+def _logsumexp_rows(x: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     m = np.max(x, axis=1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore"):

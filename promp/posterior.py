@@ -28,9 +28,10 @@ the stored observations in O(n k^2), and the order of arrival does not matter.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from promp.model import ProMP
 
@@ -45,7 +46,7 @@ class StructuredPosterior:
     observations; ``add`` appends to them.
     """
 
-    def __init__(self, promp: ProMP, conditioning_noise_var: np.ndarray | None = None) -> None:
+    def __init__(self, promp: ProMP, conditioning_noise_var: npt.NDArray[np.floating[Any]] | None = None) -> None:
         """Args:
             promp: the structured prior.
             conditioning_noise_var: (D,) noise variance of the observations conditioned on
@@ -77,8 +78,8 @@ class StructuredPosterior:
     # --------------------------------------------------------------- statistics
     def reset(self) -> None:
         """Forget every observation (back to the prior)."""
-        self._grams: dict[bytes, np.ndarray] = {}     # mask pattern -> (k, k) Gram
-        self._b = np.zeros((self._D, self._k))       # sum phi y / sigma^2, per signal
+        self._grams: dict[bytes, npt.NDArray[np.floating[Any]]] = {}     # mask pattern -> (k, k) Gram
+        self._b: npt.NDArray[np.floating[Any]] = np.zeros((self._D, self._k))   # sum phi y / sigma^2, per signal
         self._n_obs = 0
         self._solved = False
 
@@ -86,7 +87,8 @@ class StructuredPosterior:
     def n_observations(self) -> int:
         return self._n_obs
 
-    def condition(self, phi: np.ndarray, values: np.ndarray, mask: np.ndarray | None = None) -> "StructuredPosterior":
+    def condition(self, phi: npt.NDArray[np.floating[Any]], values: npt.NDArray[np.floating[Any]],
+                  mask: npt.NDArray[np.bool_] | None = None) -> "StructuredPosterior":
         """Replace the observations by (phi, values, mask) and return self.
 
         Args:
@@ -97,7 +99,8 @@ class StructuredPosterior:
         self.reset()
         return self.add(phi, values, mask)
 
-    def add(self, phi: np.ndarray, values: np.ndarray, mask: np.ndarray | None = None) -> "StructuredPosterior":
+    def add(self, phi: npt.NDArray[np.floating[Any]], values: npt.NDArray[np.floating[Any]],
+            mask: npt.NDArray[np.bool_] | None = None) -> "StructuredPosterior":
         """Add observations (same arguments as :meth:`condition`); order is irrelevant."""
         phi = np.atleast_2d(phi)
         values = np.atleast_2d(values)
@@ -137,14 +140,14 @@ class StructuredPosterior:
     def _full_key(self) -> bytes:
         return np.ones(self._D, dtype=bool).tobytes()
 
-    def _add_gram(self, key: bytes, gram: np.ndarray) -> None:
+    def _add_gram(self, key: bytes, gram: npt.NDArray[np.floating[Any]]) -> None:
         if key in self._grams:
             self._grams[key] = self._grams[key] + gram
         else:
             self._grams[key] = gram
 
     # ------------------------------------------------------------------- solve
-    def _groups(self) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _groups(self) -> list[tuple[npt.NDArray[np.intp], npt.NDArray[np.floating[Any]]]]:
         """Signals sharing the same Gram matrix: list of (signal indices, Gram (k, k))."""
         k, D = self._k, self._D
         if not self._grams:
@@ -155,7 +158,7 @@ class StructuredPosterior:
         keys = list(self._grams)
         membership = np.array([np.frombuffer(key, dtype=bool) for key in keys])  # (P, D)
         signatures, inverse = np.unique(membership.T, axis=0, return_inverse=True)
-        groups = []
+        groups: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.floating[Any]]]] = []
         for g, sig in enumerate(signatures):
             gram = np.zeros((k, k))
             for p in np.flatnonzero(sig):
@@ -213,7 +216,7 @@ class StructuredPosterior:
                 low = e_rot @ a                                               # (k, S)
                 factor = e_rot @ inv_chol_t                                   # Q^T E C^-T
             else:
-                m_part = cast(np.ndarray, m_part)                             # set when not coupled
+                m_part = cast(npt.NDArray[np.floating[Any]], m_part)                # set when not coupled
                 chol_s = np.linalg.cholesky(m_part)                           # (S, r, r)
                 corr = np.einsum("ksr,ks->sr", e_rot, x_rot)
                 a_s = np.linalg.solve(m_part, corr[:, :, None])[:, :, 0]
@@ -226,13 +229,14 @@ class StructuredPosterior:
 
     # ------------------------------------------------------------------ results
     @property
-    def mean_weights(self) -> np.ndarray:
+    def mean_weights(self) -> npt.NDArray[np.floating[Any]]:
         """(D, k) posterior mean weights."""
         self._solve()
         return self._mean
 
-    def predict(self, phi: np.ndarray, include_noise: bool = True, full_cov: bool = True,
-                extra_factor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, phi: npt.NDArray[np.floating[Any]], include_noise: bool = True, full_cov: bool = True,
+                extra_factor: npt.NDArray[np.floating[Any]] | None = None
+                ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Predictive distribution of the D signals at F phases.
 
         Args:
@@ -282,7 +286,7 @@ class StructuredPosterior:
         cov[:, np.arange(D), np.arange(D)] += var
         return mean, cov
 
-    def dense_cov(self) -> np.ndarray:
+    def dense_cov(self) -> npt.NDArray[np.floating[Any]]:
         """(D*k, D*k) posterior weight covariance (for tests and comparisons; O((D k)^2 r))."""
         self._solve()
         D, k, r = self._D, self._k, self._r

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from promp.learning import Demonstration
 from promp.library import TaskLibrary
@@ -34,11 +35,11 @@ class SyntheticTask:
         label: task label.
     """
 
-    centres: np.ndarray
-    widths: np.ndarray
-    base: np.ndarray
-    latent: np.ndarray
-    start: np.ndarray
+    centres: npt.NDArray[np.floating[Any]]
+    widths: npt.NDArray[np.floating[Any]]
+    base: npt.NDArray[np.floating[Any]]
+    latent: npt.NDArray[np.floating[Any]]
+    start: npt.NDArray[np.floating[Any]]
     duration: float
     label: str
 
@@ -55,7 +56,8 @@ class SyntheticTask:
     def n_signals(self) -> int:
         return int(self.base.shape[0])
 
-    def values(self, z: np.ndarray, coeffs: np.ndarray | None = None) -> np.ndarray:
+    def values(self, z: npt.NDArray[np.floating[Any]],
+               coeffs: npt.NDArray[np.floating[Any]] | None = None) -> npt.NDArray[np.floating[Any]]:
         """(n, D) signal values at phases z for latent coefficients (L,) (default 0: the mean)."""
         z = np.asarray(z, dtype=float)
         feats = np.concatenate([np.exp(-0.5 * ((z[:, None] - self.centres) / self.widths) ** 2),
@@ -64,8 +66,8 @@ class SyntheticTask:
         return self.start + feats @ amp.T
 
     def execution(self, rng: np.random.Generator, speed: float = 1.0, rate_hz: float = 100.0,
-                  noise_std: float = 1e-3, warp: float = 0.0, coeffs: np.ndarray | None = None,
-                  ) -> tuple[Demonstration, np.ndarray]:
+                  noise_std: float = 1e-3, warp: float = 0.0, coeffs: npt.NDArray[np.floating[Any]] | None = None,
+                  ) -> tuple[Demonstration, npt.NDArray[np.floating[Any]]]:
         """One execution at ``speed`` x the nominal speed, sampled at ``rate_hz``.
 
         Args:

@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 from . import quat
 from .human import HumanMotion
@@ -83,8 +84,10 @@ def can_compute_com(segment_names: Iterable[str]) -> bool:
 
 
 @lru_cache(maxsize=32)
-def _plan(segment_names: tuple[str, ...]) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                                                  tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _plan(segment_names: tuple[str, ...]
+          ) -> tuple[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.floating[Any]],
+                           npt.NDArray[np.floating[Any]]],
+                     tuple[npt.NDArray[np.intp], npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]]:
     """Index arrays applying the mass table to one segment set (cached per set)."""
     present = set(segment_names)
     idx = {s: i for i, s in enumerate(segment_names)}
@@ -105,8 +108,9 @@ def _plan(segment_names: tuple[str, ...]) -> tuple[tuple[np.ndarray, np.ndarray,
     return (b[:, 0].astype(int), b[:, 1].astype(int), b[:, 2], b[:, 3]), (a_idx, a_axis, a_mass)
 
 
-def segment_com_points_arrays(segment_names: tuple[str, ...], positions: np.ndarray,
-                              orientations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def segment_com_points_arrays(segment_names: tuple[str, ...], positions: npt.NDArray[np.floating[Any]],
+                              orientations: npt.NDArray[np.floating[Any]]
+                              ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """CoM of every de Leva segment from arrays: ((T, N, 3) points [m], (N,) mass fractions).
 
     Args:
@@ -120,7 +124,7 @@ def segment_com_points_arrays(segment_names: tuple[str, ...], positions: np.ndar
     return np.concatenate([pts_b, pts_a], axis=1), np.concatenate([mb, ma])
 
 
-def segment_com_points(motion: HumanMotion) -> tuple[np.ndarray, np.ndarray]:
+def segment_com_points(motion: HumanMotion) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """CoM of every de Leva segment: ((T, N, 3) points [m], (N,) mass fractions)."""
     try:
         return segment_com_points_arrays(motion.segment_names, motion.positions, motion.orientations)
@@ -128,13 +132,14 @@ def segment_com_points(motion: HumanMotion) -> tuple[np.ndarray, np.ndarray]:
         raise KeyError(f"{motion.source}: {exc.args[0]}") from None
 
 
-def com_from_arrays(segment_names: tuple[str, ...], positions: np.ndarray, orientations: np.ndarray) -> np.ndarray:
+def com_from_arrays(segment_names: tuple[str, ...], positions: npt.NDArray[np.floating[Any]],
+                    orientations: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """(T, 3) whole-body CoM [m] from segment arrays (any frame; the CoM follows it)."""
     pts, masses = segment_com_points_arrays(segment_names, positions, orientations)
     return np.einsum("tnk,n->tk", pts, masses)
 
 
-def whole_body_com(motion: HumanMotion) -> np.ndarray | None:
+def whole_body_com(motion: HumanMotion) -> npt.NDArray[np.floating[Any]] | None:
     """(T, 3) whole-body CoM [m] from segment poses, or None for sparse sources.
 
     A measured CoM (``motion.com``, e.g. from MVN) is returned as is.

@@ -26,8 +26,10 @@ estimates for the few points the hand mapping needs:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from . import quat
 from .anthropometry import can_compute_com, com_from_arrays
@@ -41,7 +43,7 @@ SIDES = ("left", "right")
 class Stance:
     """The human stance frame: ``origin`` (3,) on the ground [m], heading ``yaw`` [rad]."""
 
-    origin: np.ndarray
+    origin: npt.NDArray[np.floating[Any]]
     yaw: float
 
     def __post_init__(self) -> None:
@@ -50,15 +52,15 @@ class Stance:
         self._inverse = quat.about_z(-self.yaw)   # stance_from_world, computed once
 
     @property
-    def rotation(self) -> np.ndarray:
+    def rotation(self) -> npt.NDArray[np.floating[Any]]:
         """(4,) world_from_stance quaternion."""
         return quat.about_z(self.yaw)
 
-    def points(self, p: np.ndarray) -> np.ndarray:
+    def points(self, p: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """World points (..., 3) -> stance frame (..., 3)."""
         return quat.rotate(self._inverse, np.asarray(p, dtype=float) - self.origin)
 
-    def orientations(self, q: np.ndarray) -> np.ndarray:
+    def orientations(self, q: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """world_from_segment (..., 4) -> stance_from_segment (..., 4)."""
         return quat.mul(self._inverse, q)
 
@@ -81,25 +83,26 @@ class BodyMeasures:
         pelvis_measured: whether ``pelvis`` is the pelvis (False: the head stands in).
     """
 
-    pelvis: np.ndarray
-    shoulders: np.ndarray
-    hands: np.ndarray | None
-    head: np.ndarray | None
-    com_xy: np.ndarray | None
-    foot_centers: np.ndarray | None
-    foot_corners: np.ndarray | None
-    left_arm: np.ndarray | None
-    right_arm: np.ndarray | None
-    neck: np.ndarray | None
-    torso: np.ndarray | None
+    pelvis: npt.NDArray[np.floating[Any]]
+    shoulders: npt.NDArray[np.floating[Any]]
+    hands: npt.NDArray[np.floating[Any]] | None
+    head: npt.NDArray[np.floating[Any]] | None
+    com_xy: npt.NDArray[np.floating[Any]] | None
+    foot_centers: npt.NDArray[np.floating[Any]] | None
+    foot_corners: npt.NDArray[np.floating[Any]] | None
+    left_arm: npt.NDArray[np.floating[Any]] | None
+    right_arm: npt.NDArray[np.floating[Any]] | None
+    neck: npt.NDArray[np.floating[Any]] | None
+    torso: npt.NDArray[np.floating[Any]] | None
     pelvis_measured: bool = True
 
-    def posture(self, name: str) -> np.ndarray | None:
+    def posture(self, name: str) -> npt.NDArray[np.floating[Any]] | None:
         return getattr(self, name)
 
 
-def foot_geometry(positions: np.ndarray, orientations: np.ndarray,
-                  corners_local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def foot_geometry(positions: npt.NDArray[np.floating[Any]], orientations: npt.NDArray[np.floating[Any]],
+                  corners_local: npt.NDArray[np.floating[Any]]
+                  ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """Sole corners and centres on the ground.
 
     Args:
@@ -113,7 +116,7 @@ def foot_geometry(positions: np.ndarray, orientations: np.ndarray,
     return corners.mean(axis=2), corners.reshape(len(corners), 8, 2)
 
 
-def measure(motion: HumanMotion, stance: Stance, foot_corners_local: np.ndarray) -> BodyMeasures:
+def measure(motion: HumanMotion, stance: Stance, foot_corners_local: npt.NDArray[np.floating[Any]]) -> BodyMeasures:
     """Everything the mapping needs from ``motion``, vectorised over its frames."""
     has = motion.has
     idx = {s: i for i, s in enumerate(motion.segment_names)}
@@ -144,7 +147,7 @@ def measure(motion: HumanMotion, stance: Stance, foot_corners_local: np.ndarray)
         elif can_compute_com(motion.segment_names):
             com_xy = com_from_arrays(motion.segment_names, P, stance.orientations(Q))[:, :2]
 
-    arms: dict[str, np.ndarray | None] = {}
+    arms: dict[str, npt.NDArray[np.floating[Any]] | None] = {}
     for s in SIDES:
         parent = f"{s}_shoulder" if has(f"{s}_shoulder") else "t8"
         if has(parent, f"{s}_upper_arm", f"{s}_forearm", f"{s}_hand"):

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from . import quat, skeleton
 from .body import BodyMeasures, Stance, measure
@@ -79,21 +80,22 @@ class HumanCalibration:
     stature: float
     waist_height: float
     trunk_height: float
-    arm_length: np.ndarray
+    arm_length: npt.NDArray[np.floating[Any]]
     leg_length: float
     ankle_height: float
-    foot_corners_local: np.ndarray
+    foot_corners_local: npt.NDArray[np.floating[Any]]
     stance: Stance
     reference_measures: BodyMeasures
     estimated_dimensions: bool = False
 
-    def reference_posture(self, name: str) -> np.ndarray | None:
+    def reference_posture(self, name: str) -> npt.NDArray[np.floating[Any]] | None:
         """q_H^0 of one posture signal (k,) [rad], None if the source cannot give it."""
         value = self.reference_measures.posture(name)
         return None if value is None else value[0]
 
 
-def foot_corners_local(stature: float, ankle_height: float, ball_forward: float | None = None) -> np.ndarray:
+def foot_corners_local(stature: float, ankle_height: float,
+                       ball_forward: float | None = None) -> npt.NDArray[np.floating[Any]]:
     """(4, 3) sole corners in the foot frame [m] (toe-left, toe-right, heel-right, heel-left).
 
     Args:
@@ -108,7 +110,7 @@ def foot_corners_local(stature: float, ankle_height: float, ball_forward: float 
                      [back, -half, -ankle_height], [back, half, -ankle_height]])
 
 
-def _dimensions(offsets: dict[str, np.ndarray], ankle_height: float) -> dict[str, Any]:
+def _dimensions(offsets: dict[str, npt.NDArray[np.floating[Any]]], ankle_height: float) -> dict[str, Any]:
     """Body dimensions [m] from N-pose offsets (see module docstring)."""
     pose = skeleton.npose(offsets, ankle_height)
     norm = np.linalg.norm
@@ -165,7 +167,8 @@ def has_full_body(motion: HumanMotion) -> bool:
 
 
 def _stance(motion: HumanMotion, frame: int) -> Stance:
-    at: Callable[[str], np.ndarray] = lambda s: motion.position(s)[frame]  # noqa: E731 - a local shorthand
+    at: Callable[[str], npt.NDArray[np.floating[Any]]] = (  # noqa: E731 - a local shorthand
+        lambda s: motion.position(s)[frame])
     if motion.has("left_upper_leg", "right_upper_leg", "left_upper_arm", "right_upper_arm"):
         yaw = skeleton.heading_from_lines([at("left_upper_leg"), at("left_upper_arm")],
                                           [at("right_upper_leg"), at("right_upper_arm")])
@@ -174,7 +177,7 @@ def _stance(motion: HumanMotion, frame: int) -> Stance:
     else:
         yaw = quat.yaw_of(motion.orientation("head")[frame])
     if motion.has("left_foot", "right_foot"):
-        origin = 0.5 * (at("left_foot") + at("right_foot"))
+        origin: npt.NDArray[np.floating[Any]] = 0.5 * (at("left_foot") + at("right_foot"))
     elif motion.has("pelvis"):
         origin = at("pelvis")
     else:
@@ -252,8 +255,8 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
         reference_measures=ref, estimated_dimensions=not full)
 
 
-def _npose_measures(motion: HumanMotion, pose: dict[str, np.ndarray], stance: Stance,
-                    corners: np.ndarray) -> BodyMeasures:
+def _npose_measures(motion: HumanMotion, pose: dict[str, npt.NDArray[np.floating[Any]]], stance: Stance,
+                    corners: npt.NDArray[np.floating[Any]]) -> BodyMeasures:
     """The measures of the virtual N-pose, built as a one-frame motion in the stance frame.
 
     The N-pose is centred between the feet (the stance origin) and faces +x, so

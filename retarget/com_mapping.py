@@ -24,8 +24,10 @@ Everything is vectorised: points (..., 2) with any leading shape (frames).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 _EPS = 1e-9
 #: Shortest feet line |R - L|, and shallowest polygon depth |A - B| across it [m], that
@@ -38,14 +40,15 @@ MIN_LENGTH_M = 1e-3
 class FeetFrame:
     """The feet-line frame of Eqs. 2.4-2.7 in vector form (all (..., 2) [m])."""
 
-    left: np.ndarray      #: L, left foot centre
-    right: np.ndarray     #: R, right foot centre
-    origin: np.ndarray    #: O = (L + R) / 2
-    toe_edge: np.ndarray  #: A, on the perpendicular through O, at the front of the polygon
-    heel_edge: np.ndarray  #: B, on the perpendicular through O, at the back of the polygon
+    left: npt.NDArray[np.floating[Any]]      #: L, left foot centre
+    right: npt.NDArray[np.floating[Any]]     #: R, right foot centre
+    origin: npt.NDArray[np.floating[Any]]    #: O = (L + R) / 2
+    toe_edge: npt.NDArray[np.floating[Any]]  #: A, on the perpendicular through O, at the front of the polygon
+    heel_edge: npt.NDArray[np.floating[Any]]  #: B, on the perpendicular through O, at the back of the polygon
 
 
-def feet_frame(left_center: np.ndarray, right_center: np.ndarray, corners: np.ndarray) -> FeetFrame:
+def feet_frame(left_center: npt.NDArray[np.floating[Any]], right_center: npt.NDArray[np.floating[Any]],
+               corners: npt.NDArray[np.floating[Any]]) -> FeetFrame:
     """Build the feet-line frame.
 
     Args:
@@ -77,7 +80,7 @@ def feet_frame(left_center: np.ndarray, right_center: np.ndarray, corners: np.nd
     return FeetFrame(left, right, origin, toe, heel)
 
 
-def _check_length(length: np.ndarray, message: str) -> None:
+def _check_length(length: npt.NDArray[np.floating[Any]], message: str) -> None:
     """ValueError with ``message`` (formatted with the length and the frame) if a finite
     ``length`` (...,) is below :data:`MIN_LENGTH_M`."""
     short = np.isfinite(length) & (length < MIN_LENGTH_M)
@@ -87,18 +90,21 @@ def _check_length(length: np.ndarray, message: str) -> None:
         raise ValueError(message.format(float(length[where]), at))
 
 
-def _ratio(p: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _ratio(p: npt.NDArray[np.floating[Any]], start: npt.NDArray[np.floating[Any]], end: npt.NDArray[np.floating[Any]]
+           ) -> npt.NDArray[np.floating[Any]]:
     d = end - start
     return np.sum((p - start) * d, axis=-1) / np.maximum(np.sum(d * d, axis=-1), _EPS)
 
 
-def normalized_offsets(com_xy: np.ndarray, frame: FeetFrame) -> tuple[np.ndarray, np.ndarray]:
+def normalized_offsets(com_xy: npt.NDArray[np.floating[Any]], frame: FeetFrame
+                       ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """(o, o') of Eqs. 2.2 and 2.8 for CoM projections (..., 2); each (...,)."""
     com_xy = np.asarray(com_xy, dtype=float)
     return _ratio(com_xy, frame.left, frame.right), _ratio(com_xy, frame.heel_edge, frame.toe_edge)
 
 
-def apply_offsets(o: np.ndarray, o_perp: np.ndarray, frame: FeetFrame) -> np.ndarray:
+def apply_offsets(o: npt.NDArray[np.floating[Any]], o_perp: npt.NDArray[np.floating[Any]],
+                  frame: FeetFrame) -> npt.NDArray[np.floating[Any]]:
     """Robot CoM projection (..., 2) from the offsets (Eqs. 2.3, 2.9, 2.10)."""
     o = np.asarray(o, dtype=float)[..., None]
     o_perp = np.asarray(o_perp, dtype=float)[..., None]
@@ -107,7 +113,8 @@ def apply_offsets(o: np.ndarray, o_perp: np.ndarray, frame: FeetFrame) -> np.nda
     return along + (across - frame.origin)                                            # Eq. 2.10
 
 
-def retarget_com(com_xy_human: np.ndarray, human: FeetFrame, robot: FeetFrame) -> np.ndarray:
+def retarget_com(com_xy_human: npt.NDArray[np.floating[Any]], human: FeetFrame,
+                 robot: FeetFrame) -> npt.NDArray[np.floating[Any]]:
     """Map human CoM projections (T, 2) to the robot's feet (T, 2) [m]."""
     o, o_perp = normalized_offsets(com_xy_human, human)
     return apply_offsets(o, o_perp, robot)

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .references import FLAT_LABELS, FLAT_SIZE, POSTURE_INDICES
 from .robot_target import RobotTarget
@@ -76,7 +78,7 @@ class ReferenceEnvelope:
         reach = float(max(target.left_shoulder[2], target.right_shoulder[2]) + target.arm_length)
         return cls(reach_m=scale * reach, low_m=-0.5 * reach, high_m=scale * reach)
 
-    def violation(self, flat: np.ndarray) -> str | None:
+    def violation(self, flat: npt.NDArray[np.floating[Any]]) -> str | None:
         """What puts the (20,) flat references outside the envelope (the first such scalar,
         e.g. ``"l.hand x, y 1e+06 m from the stance origin (plausible: within 2.2 m)"``),
         or None if they are inside it; a NaN or infinite value is outside (a retargeting that
@@ -103,7 +105,7 @@ class ReferenceEnvelope:
                 return f"{FLAT_LABELS[i]} {flat[i]:.3g} rad (plausible: within ±{self.max_angle_rad:.3g} rad)"
         return None
 
-    def first_violation(self, values: np.ndarray) -> tuple[int, str] | None:
+    def first_violation(self, values: npt.NDArray[np.floating[Any]]) -> tuple[int, str] | None:
         """(frame, :meth:`violation` of it) of the first of the (T, 20) flat references
         ``values`` outside the envelope, or None: the same test for a whole trajectory at
         once (a take checked frame by frame cost a Python call per frame)."""

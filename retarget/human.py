@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .npz_checks import CheckedNpz
 
@@ -108,11 +109,11 @@ class HumanMotion:
         meta: anything else the reader knows (performer, task label, units...).
     """
 
-    times: np.ndarray
+    times: npt.NDArray[np.floating[Any]]
     segment_names: tuple[str, ...]
-    positions: np.ndarray
-    orientations: np.ndarray
-    com: np.ndarray | None = None
+    positions: npt.NDArray[np.floating[Any]]
+    orientations: npt.NDArray[np.floating[Any]]
+    com: npt.NDArray[np.floating[Any]] | None = None
     source: str = ""
     rate_hz: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
@@ -177,11 +178,11 @@ class HumanMotion:
         except ValueError:
             raise KeyError(f"segment {segment!r} not in this motion ({self.source})") from None
 
-    def position(self, segment: str) -> np.ndarray:
+    def position(self, segment: str) -> npt.NDArray[np.floating[Any]]:
         """(T, 3) world position of a segment [m]."""
         return self.positions[:, self.index(segment)]
 
-    def orientation(self, segment: str) -> np.ndarray:
+    def orientation(self, segment: str) -> npt.NDArray[np.floating[Any]]:
         """(T, 4) world_from_segment quaternion (w, x, y, z) of a segment."""
         return self.orientations[:, self.index(segment)]
 

@@ -48,7 +48,10 @@ frame for streaming.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from . import quat
 from .body import BodyMeasures, measure
@@ -94,7 +97,7 @@ class Retargeter:
         # Streaming: each posture signal's last finite value, so that step() unwraps the
         # twist angles across frames as retarget_motion() does across a take; kept per
         # calibration object (a new calibration starts afresh).
-        self._posture_previous: dict[str, np.ndarray] = {}
+        self._posture_previous: dict[str, npt.NDArray[np.floating[Any]]] = {}
         self._previous_calibration: HumanCalibration | None = None
 
     # ---------------------------------------------------------------- calibration
@@ -104,7 +107,7 @@ class Retargeter:
         return self.calibration
 
     @property
-    def ratios(self) -> dict[str, np.ndarray | float]:
+    def ratios(self) -> dict[str, npt.NDArray[np.floating[Any]] | float]:
         """Length ratios robot / human (Eq. 2.11): waist, leg, trunk, arm (2,) left/right."""
         c, t = self._need_calibration(), self.target
         return {"waist": t.waist_height / c.waist_height, "leg": t.leg_length / c.leg_length,
@@ -133,8 +136,9 @@ class Retargeter:
         return ReferenceTrajectory(motion.times.copy(), values, label=motion.meta.get("label") or None,
                                    source=motion.source, meta=meta, valid=valid)
 
-    def step(self, t: float, positions: np.ndarray, orientations: np.ndarray,
-             segment_names: tuple[str, ...], com: np.ndarray | None = None) -> RobotReferences:
+    def step(self, t: float, positions: npt.NDArray[np.floating[Any]], orientations: npt.NDArray[np.floating[Any]],
+             segment_names: tuple[str, ...], com: npt.NDArray[np.floating[Any]] | None = None
+             ) -> RobotReferences:
         """Retarget one streamed frame.
 
         Args:
@@ -156,8 +160,8 @@ class Retargeter:
             refs.head_orientation = head[0]
         return refs
 
-    def _map(self, m: BodyMeasures, posture_previous: dict[str, np.ndarray] | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def _map(self, m: BodyMeasures, posture_previous: dict[str, npt.NDArray[np.floating[Any]]] | None = None
+             ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.bool_], npt.NDArray[np.floating[Any]] | None]:
         """(T, 20) values, (20,) valid mask, (T, 4) head orientation or None.
 
         ``posture_previous`` (streaming): each posture signal's last finite offset before
@@ -170,7 +174,7 @@ class Retargeter:
         values = np.tile(tgt.initial_references().to_flat(), (n_t, 1))
         valid = np.zeros(FLAT_SIZE, dtype=bool)
 
-        def put(name: str, value: np.ndarray, columns: np.ndarray | None = None) -> None:
+        def put(name: str, value: npt.NDArray[np.floating[Any]], columns: npt.NDArray[np.bool_] | None = None) -> None:
             value = value.reshape(n_t, -1)
             cols = np.ones(value.shape[1], bool) if columns is None else columns
             block = values[:, SIGNAL_SLICES[name]]
@@ -248,7 +252,8 @@ class Retargeter:
         return values, valid, head
 
 
-def _clamp_to_sphere(points: np.ndarray, centres: np.ndarray, radius: float) -> np.ndarray:
+def _clamp_to_sphere(points: npt.NDArray[np.floating[Any]], centres: npt.NDArray[np.floating[Any]],
+                     radius: float) -> npt.NDArray[np.floating[Any]]:
     """Points (..., 3) pulled back within ``radius`` of ``centres`` (..., 3)."""
     d = points - centres
     n = np.linalg.norm(d, axis=-1, keepdims=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from typing import Any
+from typing import IO, Any, Callable, cast
 
 import numpy as np
 
@@ -92,18 +92,31 @@ class CheckedNpz:
                                   f"{info.compress_size} compressed")
         with zf.open(name) as f:
             try:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-                elif version == (2, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-                else:
-                    return                        # other versions: left to numpy
+                header = _read_npy_header(f)
             except ValueError:
                 return                            # not a readable .npy header: left to numpy
+        if header is None:
+            return                                # other versions: left to numpy
+        shape, dtype = header
         declared = dtype.itemsize
         for n in shape:
             declared *= int(n)                    # Python ints: no overflow
         if declared > info.file_size:
             raise OversizedMember(f"member {name!r} declares shape {shape} ({declared} bytes) but holds "
                                   f"{info.file_size} bytes")
+
+
+def _read_npy_header(f: IO[bytes]) -> tuple[tuple[int, ...], np.dtype[Any]] | None:
+    """(shape, dtype) declared by the .npy header at the start of ``f``; None for a format
+    version other than 1.0 and 2.0, ValueError for a header that cannot be read.
+
+    numpy's header readers are cast to their signatures: numpy < 2.3 ships them unannotated."""
+    version = cast(Callable[[IO[bytes]], tuple[int, int]], np.lib.format.read_magic)(f)
+    if version == (1, 0):
+        read_header = np.lib.format.read_array_header_1_0
+    elif version == (2, 0):
+        read_header = np.lib.format.read_array_header_2_0
+    else:
+        return None
+    shape, _, dtype = cast(Callable[[IO[bytes]], tuple[tuple[int, ...], bool, np.dtype[Any]]], read_header)(f)
+    return shape, dtype

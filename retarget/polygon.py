@@ -6,10 +6,13 @@ counter-clockwise order.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 
-def convex_hull(points: np.ndarray) -> np.ndarray:
+def convex_hull(points: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """(K, 2) counter-clockwise convex hull of (N, 2) points (Andrew's monotone chain).
 
     Collinear points are dropped. Fewer than three distinct points give a degenerate hull
@@ -19,15 +22,16 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
     if len(pts) <= 2:
         return pts
 
-    def cross(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    def cross(o: npt.NDArray[np.floating[Any]], a: npt.NDArray[np.floating[Any]],
+              b: npt.NDArray[np.floating[Any]]) -> float:
         return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
 
-    lower: list[np.ndarray] = []
+    lower: list[npt.NDArray[np.floating[Any]]] = []
     for p in pts:
         while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 1e-15:
             lower.pop()
         lower.append(p)
-    upper: list[np.ndarray] = []
+    upper: list[npt.NDArray[np.floating[Any]]] = []
     for p in pts[::-1]:
         while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 1e-15:
             upper.pop()
@@ -35,7 +39,8 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
     return np.array(lower[:-1] + upper[:-1])
 
 
-def halfplanes(poly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def halfplanes(poly: npt.NDArray[np.floating[Any]]
+               ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """Outward unit normals (K, 2) and offsets (K,) with poly = {p : n_k . p <= b_k}."""
     poly = np.asarray(poly, dtype=float)
     edges = np.roll(poly, -1, axis=0) - poly
@@ -44,7 +49,7 @@ def halfplanes(poly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return normals, np.sum(normals * poly, axis=1)
 
 
-def shrink(poly: np.ndarray, margin: float) -> np.ndarray:
+def shrink(poly: npt.NDArray[np.floating[Any]], margin: float) -> npt.NDArray[np.floating[Any]]:
     """The polygon moved inwards by ``margin`` [m] on every edge (CCW, convex).
 
     Vertices are the intersections of consecutive offset edges. A short edge can vanish
@@ -70,7 +75,7 @@ def shrink(poly: np.ndarray, margin: float) -> np.ndarray:
     # no longer meet at the vertices, so intersect the half-planes exactly; only an empty
     # (or degenerate) intersection means the margin is larger than the polygon allows.
     e_old = np.roll(poly, -1, axis=0) - poly
-    e_new = np.roll(out, -1, axis=0) - out
+    e_new: npt.NDArray[np.floating[Any]] = np.roll(out, -1, axis=0) - out
     if np.any(np.sum(e_old * e_new, axis=1) <= 0):
         out = clip(poly, n, b)
         out = convex_hull(out) if len(out) else out
@@ -79,7 +84,7 @@ def shrink(poly: np.ndarray, margin: float) -> np.ndarray:
     return out
 
 
-def contains(poly: np.ndarray, p: np.ndarray, tol: float = 1e-9) -> bool:
+def contains(poly: npt.NDArray[np.floating[Any]], p: npt.NDArray[np.floating[Any]], tol: float = 1e-9) -> bool:
     """Whether point p (2,) is inside the convex CCW polygon (boundary included)."""
     poly = np.asarray(poly, dtype=float)
     if len(poly) < 3:
@@ -88,7 +93,7 @@ def contains(poly: np.ndarray, p: np.ndarray, tol: float = 1e-9) -> bool:
     return bool(np.all(n @ np.asarray(p, dtype=float) <= b + tol))
 
 
-def project(poly: np.ndarray, p: np.ndarray) -> np.ndarray:
+def project(poly: npt.NDArray[np.floating[Any]], p: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Closest point (2,) of the convex polygon (or point/segment) to p (2,)."""
     poly = np.asarray(poly, dtype=float)
     p = np.asarray(p, dtype=float)
@@ -106,7 +111,8 @@ def project(poly: np.ndarray, p: np.ndarray) -> np.ndarray:
     return candidates[np.argmin(np.sum((candidates - p) ** 2, axis=1))]
 
 
-def clip(poly: np.ndarray, normals: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def clip(poly: npt.NDArray[np.floating[Any]], normals: npt.NDArray[np.floating[Any]],
+         offsets: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """The convex polygon intersected with the half-planes n_k . p <= b_k.
 
     Sutherland-Hodgman clipping, one half-plane at a time. Returns (K', 2) vertices in

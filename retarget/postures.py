@@ -46,7 +46,10 @@ Decompositions, chosen for robustness:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from . import quat
 
@@ -57,43 +60,49 @@ _DOWN = np.array([0.0, 0.0, -1.0])
 SIDE_SIGN = {"right": 1.0, "left": -1.0}
 
 
-def relative(q_parent: np.ndarray, q_child: np.ndarray) -> np.ndarray:
+def relative(q_parent: npt.NDArray[np.floating[Any]], q_child: npt.NDArray[np.floating[Any]]
+             ) -> npt.NDArray[np.floating[Any]]:
     """parent_from_child rotations (..., 4) from two world_from_segment rotations."""
     return quat.mul(quat.conj(q_parent), q_child)
 
 
-def torso_angles(q_pelvis: np.ndarray, q_t8: np.ndarray) -> np.ndarray:
+def torso_angles(q_pelvis: npt.NDArray[np.floating[Any]], q_t8: npt.NDArray[np.floating[Any]]
+                 ) -> npt.NDArray[np.floating[Any]]:
     """(T, 3) torso pitch, roll, yaw [rad] from pelvis and T8 orientations (T, 4)."""
     return quat.euler_yxz(relative(q_pelvis, q_t8))
 
 
-def neck_angles(q_parent: np.ndarray, q_head: np.ndarray) -> np.ndarray:
+def neck_angles(q_parent: npt.NDArray[np.floating[Any]], q_head: npt.NDArray[np.floating[Any]]
+                ) -> npt.NDArray[np.floating[Any]]:
     """(T, 2) neck pitch, yaw [rad] from the T8 (or reference) and head orientations."""
     e = quat.euler_yxz(relative(q_parent, q_head))
     return e[..., [0, 2]]
 
 
-def shoulder_rotation(q_parent: np.ndarray, q_upper_arm: np.ndarray, side: str) -> np.ndarray:
+def shoulder_rotation(q_parent: npt.NDArray[np.floating[Any]], q_upper_arm: npt.NDArray[np.floating[Any]],
+                      side: str) -> npt.NDArray[np.floating[Any]]:
     """(T,) internal rotation of the upper arm about its long axis [rad]."""
     return SIDE_SIGN[side] * quat.twist_angle(relative(q_parent, q_upper_arm), _Z)
 
 
-def elbow_flexion(q_upper_arm: np.ndarray, q_forearm: np.ndarray) -> np.ndarray:
+def elbow_flexion(q_upper_arm: npt.NDArray[np.floating[Any]], q_forearm: npt.NDArray[np.floating[Any]]
+                  ) -> npt.NDArray[np.floating[Any]]:
     """(T,) elbow flexion [rad]: 0 straight, positive bending the forearm forward."""
     d = quat.rotate(relative(q_upper_arm, q_forearm), _DOWN)
     return np.arctan2(d[..., 0], -d[..., 2])
 
 
-def pronosupination(q_upper_arm: np.ndarray, q_forearm: np.ndarray, q_hand: np.ndarray,
-                    side: str) -> np.ndarray:
+def pronosupination(q_upper_arm: npt.NDArray[np.floating[Any]], q_forearm: npt.NDArray[np.floating[Any]],
+                    q_hand: npt.NDArray[np.floating[Any]], side: str) -> npt.NDArray[np.floating[Any]]:
     """(T,) forearm pronation [rad] (twist at the elbow plus twist at the wrist)."""
     twist = (quat.twist_angle(relative(q_upper_arm, q_forearm), _Z)
              + quat.twist_angle(relative(q_forearm, q_hand), _Z))
     return SIDE_SIGN[side] * quat.wrap(twist)
 
 
-def arm_angles(q_parent: np.ndarray, q_upper_arm: np.ndarray, q_forearm: np.ndarray,
-               q_hand: np.ndarray, side: str) -> np.ndarray:
+def arm_angles(q_parent: npt.NDArray[np.floating[Any]], q_upper_arm: npt.NDArray[np.floating[Any]],
+               q_forearm: npt.NDArray[np.floating[Any]], q_hand: npt.NDArray[np.floating[Any]], side: str
+               ) -> npt.NDArray[np.floating[Any]]:
     """(T, 3) shoulder rotation, elbow flexion, pronosupination [rad] of one arm.
 
     Args:
@@ -107,7 +116,8 @@ def arm_angles(q_parent: np.ndarray, q_upper_arm: np.ndarray, q_forearm: np.ndar
 
 
 def arm_local_rotations(shoulder_rot: float, elbow: float, prosup: float, side: str,
-                        shoulder_swing: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                        shoulder_swing: npt.NDArray[np.floating[Any]] | None = None
+                        ) -> dict[str, npt.NDArray[np.floating[Any]]]:
     """Local (parent_from_child) rotations that produce the given arm angles.
 
     The inverse of :func:`arm_angles` for building synthetic motions and tests: the upper

@@ -8,12 +8,15 @@ and composition reads like matrices: ``mul(q_ab, q_bc) = q_ac``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 
 
-def normalize(q: np.ndarray) -> np.ndarray:
+def normalize(q: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Unit quaternions (..., 4); a zero quaternion becomes the identity."""
     q = np.asarray(q, dtype=float)
     n = np.linalg.norm(q, axis=-1, keepdims=True)
@@ -21,13 +24,13 @@ def normalize(q: np.ndarray) -> np.ndarray:
     return out
 
 
-def conj(q: np.ndarray) -> np.ndarray:
+def conj(q: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Inverse of unit quaternions (..., 4)."""
     q = np.asarray(q, dtype=float)
     return q * np.array([1.0, -1.0, -1.0, -1.0])
 
 
-def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def mul(a: npt.NDArray[np.floating[Any]], b: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Hamilton product a*b (..., 4); broadcasts."""
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -35,7 +38,7 @@ def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # frame (the streaming path) costs a few microseconds, and batches stay vectorised.
     aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
     bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
-    w = aw * bw - ax * bx - ay * by - az * bz
+    w: npt.NDArray[np.floating[Any]] = aw * bw - ax * bx - ay * by - az * bz
     out = np.empty(w.shape + (4,))
     out[..., 0] = w
     out[..., 1] = aw * bx + ax * bw + ay * bz - az * by
@@ -44,10 +47,10 @@ def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _cross(u: npt.NDArray[np.floating[Any]], v: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     ux, uy, uz = u[..., 0], u[..., 1], u[..., 2]
     vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
-    x = uy * vz - uz * vy
+    x: npt.NDArray[np.floating[Any]] = uy * vz - uz * vy
     out = np.empty(x.shape + (3,))
     out[..., 0] = x
     out[..., 1] = uz * vx - ux * vz
@@ -55,7 +58,7 @@ def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return out
 
 
-def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+def rotate(q: npt.NDArray[np.floating[Any]], v: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Rotate vectors v (..., 3) by unit quaternions q (..., 4); broadcasts."""
     q = np.asarray(q, dtype=float)
     v = np.asarray(v, dtype=float)
@@ -66,7 +69,7 @@ def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v + w * t + _cross(u, t)
 
 
-def to_matrix(q: np.ndarray) -> np.ndarray:
+def to_matrix(q: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Rotation matrices (..., 3, 3) of unit quaternions (..., 4)."""
     q = np.asarray(q, dtype=float)
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
@@ -77,7 +80,7 @@ def to_matrix(q: np.ndarray) -> np.ndarray:
     ], axis=-2)
 
 
-def from_matrix(m: np.ndarray) -> np.ndarray:
+def from_matrix(m: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Unit quaternions (..., 4) with w >= 0 from rotation matrices (..., 3, 3).
 
     Uses the largest of the four candidate denominators, so it is accurate for every
@@ -107,7 +110,8 @@ def from_matrix(m: np.ndarray) -> np.ndarray:
     return normalize(q).reshape(*batch, 4)
 
 
-def from_axis_angle(axis: np.ndarray, angle: np.ndarray | float) -> np.ndarray:
+def from_axis_angle(axis: npt.NDArray[np.floating[Any]], angle: npt.NDArray[np.floating[Any]] | float
+                    ) -> npt.NDArray[np.floating[Any]]:
     """Quaternions (..., 4) rotating by ``angle`` [rad] about unit ``axis`` (..., 3)."""
     axis = np.asarray(axis, dtype=float)
     angle = np.asarray(angle, dtype=float)[..., None]
@@ -115,19 +119,19 @@ def from_axis_angle(axis: np.ndarray, angle: np.ndarray | float) -> np.ndarray:
     return np.concatenate([np.cos(angle / 2), np.sin(angle / 2) * axis], axis=-1)
 
 
-def about_x(angle: np.ndarray | float) -> np.ndarray:
+def about_x(angle: npt.NDArray[np.floating[Any]] | float) -> npt.NDArray[np.floating[Any]]:
     return from_axis_angle(np.array([1.0, 0.0, 0.0]), angle)
 
 
-def about_y(angle: np.ndarray | float) -> np.ndarray:
+def about_y(angle: npt.NDArray[np.floating[Any]] | float) -> npt.NDArray[np.floating[Any]]:
     return from_axis_angle(np.array([0.0, 1.0, 0.0]), angle)
 
 
-def about_z(angle: np.ndarray | float) -> np.ndarray:
+def about_z(angle: npt.NDArray[np.floating[Any]] | float) -> npt.NDArray[np.floating[Any]]:
     return from_axis_angle(np.array([0.0, 0.0, 1.0]), angle)
 
 
-def between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def between(a: npt.NDArray[np.floating[Any]], b: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Smallest rotation (..., 4) taking direction a (..., 3) onto direction b (..., 3).
 
     For exactly opposite directions the axis is any perpendicular one (chosen
@@ -149,7 +153,7 @@ def between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return normalize(np.concatenate([w, xyz], axis=-1))
 
 
-def twist_angle(q: np.ndarray, axis: np.ndarray) -> np.ndarray:
+def twist_angle(q: npt.NDArray[np.floating[Any]], axis: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Twist angle [rad] in (-pi, pi] of rotations q (..., 4) about unit ``axis`` (3,).
 
     Swing-twist decomposition q = swing * twist, twist about ``axis`` expressed in the
@@ -161,14 +165,14 @@ def twist_angle(q: np.ndarray, axis: np.ndarray) -> np.ndarray:
     return wrap(2.0 * np.arctan2(proj, q[..., 0]))
 
 
-def swing_angle(q: np.ndarray, axis: np.ndarray) -> np.ndarray:
+def swing_angle(q: npt.NDArray[np.floating[Any]], axis: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Angle [rad] in [0, pi] between ``axis`` and its image under q (the swing size)."""
     axis = np.asarray(axis, dtype=float)
     c = np.sum(rotate(q, axis) * axis, axis=-1)
     return np.arccos(np.clip(c, -1.0, 1.0))
 
 
-def euler_yxz(q: np.ndarray) -> np.ndarray:
+def euler_yxz(q: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Intrinsic Y-X'-Z'' angles (..., 3) = (about y, about x, about z) [rad].
 
     q = Ry(a) * Rx(b) * Rz(c): the order of a pitch-roll-yaw joint chain (iCub torso and
@@ -182,24 +186,25 @@ def euler_yxz(q: np.ndarray) -> np.ndarray:
     return np.stack([a, b, c], axis=-1)
 
 
-def from_euler_yxz(angles: np.ndarray) -> np.ndarray:
+def from_euler_yxz(angles: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Inverse of :func:`euler_yxz`: (..., 3) angles [rad] -> quaternions (..., 4)."""
     angles = np.asarray(angles, dtype=float)
     return mul(mul(about_y(angles[..., 0]), about_x(angles[..., 1])), about_z(angles[..., 2]))
 
 
-def yaw_of(q: np.ndarray) -> np.ndarray:
+def yaw_of(q: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Heading angle [rad] of the frames' x axes projected on the ground (z-up world)."""
     x = rotate(q, np.array([1.0, 0.0, 0.0]))
     return np.arctan2(x[..., 1], x[..., 0])
 
 
-def wrap(angle: np.ndarray) -> np.ndarray:
+def wrap(angle: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Angles wrapped to (-pi, pi]."""
     return -((-np.asarray(angle, dtype=float) + np.pi) % (2 * np.pi) - np.pi)
 
 
-def unwrap_angles(angles: np.ndarray, previous: np.ndarray | None = None) -> np.ndarray:
+def unwrap_angles(angles: npt.NDArray[np.floating[Any]], previous: npt.NDArray[np.floating[Any]] | None = None
+                  ) -> npt.NDArray[np.floating[Any]]:
     """Angles (T, K) [rad] made continuous along time, NaN samples skipped.
 
     Each column's consecutive finite samples never differ by more than pi: a step past
@@ -231,7 +236,7 @@ def unwrap_angles(angles: np.ndarray, previous: np.ndarray | None = None) -> np.
     return flat.reshape(angles.shape)
 
 
-def make_continuous(q: np.ndarray, axis: int = 0) -> np.ndarray:
+def make_continuous(q: npt.NDArray[np.floating[Any]], axis: int = 0) -> npt.NDArray[np.floating[Any]]:
     """Flip signs along ``axis`` so consecutive quaternions are in the same hemisphere."""
     q = np.array(q, dtype=float, copy=True)
     q = np.moveaxis(q, axis, 0)

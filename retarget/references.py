@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .npz_checks import CheckedNpz
 
@@ -121,21 +122,21 @@ class RobotReferences:
     """
 
     t: float
-    com_xy: np.ndarray
+    com_xy: npt.NDArray[np.floating[Any]]
     waist_height: float
-    left_hand: np.ndarray
-    right_hand: np.ndarray
-    left_arm: np.ndarray
-    right_arm: np.ndarray
-    neck: np.ndarray
-    torso: np.ndarray
-    head_orientation: np.ndarray | None = None
-    left_leg: np.ndarray | None = None
-    right_leg: np.ndarray | None = None
-    valid: np.ndarray | None = None
+    left_hand: npt.NDArray[np.floating[Any]]
+    right_hand: npt.NDArray[np.floating[Any]]
+    left_arm: npt.NDArray[np.floating[Any]]
+    right_arm: npt.NDArray[np.floating[Any]]
+    neck: npt.NDArray[np.floating[Any]]
+    torso: npt.NDArray[np.floating[Any]]
+    head_orientation: npt.NDArray[np.floating[Any]] | None = None
+    left_leg: npt.NDArray[np.floating[Any]] | None = None
+    right_leg: npt.NDArray[np.floating[Any]] | None = None
+    valid: npt.NDArray[np.bool_] | None = None
 
     # ----------------------------------------------------------------- conversions
-    def to_flat(self) -> np.ndarray:
+    def to_flat(self) -> npt.NDArray[np.floating[Any]]:
         """Return the (20,) flat vector in the order of :data:`SIGNALS`."""
         out = np.empty(FLAT_SIZE)
         for name, _ in SIGNALS:
@@ -143,7 +144,7 @@ class RobotReferences:
         return out
 
     @classmethod
-    def from_flat(cls, t: float, flat: np.ndarray, **extras: Any) -> "RobotReferences":
+    def from_flat(cls, t: float, flat: npt.NDArray[np.floating[Any]], **extras: Any) -> "RobotReferences":
         """Build references from a (20,) flat vector (see :data:`SIGNALS`)."""
         flat = np.asarray(flat, dtype=float)
         if flat.shape != (FLAT_SIZE,):
@@ -182,12 +183,12 @@ class ReferenceTrajectory:
             all). See the module docstring.
     """
 
-    times: np.ndarray
-    values: np.ndarray
+    times: npt.NDArray[np.floating[Any]]
+    values: npt.NDArray[np.floating[Any]]
     label: str | None = None
     source: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    valid: np.ndarray | None = None
+    valid: npt.NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
         self.times = np.asarray(self.times, dtype=float)
@@ -212,7 +213,7 @@ class ReferenceTrajectory:
         valid = None if self.valid is None else self.valid.copy()
         return RobotReferences.from_flat(self.times[i], self.values[i], valid=valid)
 
-    def interpolate(self, t: np.ndarray | float) -> np.ndarray:
+    def interpolate(self, t: npt.NDArray[np.floating[Any]] | float) -> npt.NDArray[np.floating[Any]]:
         """Linear interpolation of the flat values at times ``t`` (clamped at the ends).
 
         Returns (20,) for a scalar t, else (len(t), 20).

@@ -14,8 +14,10 @@ the application converts them to and from its joint signs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .references import RobotReferences
 
@@ -43,21 +45,21 @@ class RobotTarget:
         name: free text (robot model, posture name).
     """
 
-    left_sole_corners: np.ndarray
-    right_sole_corners: np.ndarray
+    left_sole_corners: npt.NDArray[np.floating[Any]]
+    right_sole_corners: npt.NDArray[np.floating[Any]]
     waist_height: float
-    left_hand: np.ndarray
-    right_hand: np.ndarray
-    left_shoulder: np.ndarray
-    right_shoulder: np.ndarray
+    left_hand: npt.NDArray[np.floating[Any]]
+    right_hand: npt.NDArray[np.floating[Any]]
+    left_shoulder: npt.NDArray[np.floating[Any]]
+    right_shoulder: npt.NDArray[np.floating[Any]]
     arm_length: float
     leg_length: float
     com_height: float
-    com_xy: np.ndarray
-    left_arm: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    right_arm: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    neck: np.ndarray = field(default_factory=lambda: np.zeros(2))
-    torso: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    com_xy: npt.NDArray[np.floating[Any]]
+    left_arm: npt.NDArray[np.floating[Any]] = field(default_factory=lambda: np.zeros(3))
+    right_arm: npt.NDArray[np.floating[Any]] = field(default_factory=lambda: np.zeros(3))
+    neck: npt.NDArray[np.floating[Any]] = field(default_factory=lambda: np.zeros(2))
+    torso: npt.NDArray[np.floating[Any]] = field(default_factory=lambda: np.zeros(3))
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -87,17 +89,17 @@ class RobotTarget:
 
     # ------------------------------------------------------------------ derived
     @property
-    def left_foot_center(self) -> np.ndarray:
+    def left_foot_center(self) -> npt.NDArray[np.floating[Any]]:
         """(2,) centroid of the left sole's corners on the ground [m]."""
         return self.left_sole_corners[:, :2].mean(axis=0)
 
     @property
-    def right_foot_center(self) -> np.ndarray:
+    def right_foot_center(self) -> npt.NDArray[np.floating[Any]]:
         """(2,) centroid of the right sole's corners on the ground [m]."""
         return self.right_sole_corners[:, :2].mean(axis=0)
 
     @property
-    def support_polygon(self) -> np.ndarray:
+    def support_polygon(self) -> npt.NDArray[np.floating[Any]]:
         """(8, 2) ground corners of both soles (double support) [m]."""
         return np.vstack([self.left_sole_corners[:, :2], self.right_sole_corners[:, :2]])
 
@@ -124,7 +126,7 @@ class RobotTarget:
         are NOT read from the robot model: the application must build its RobotTarget
         from the model it controls.
         """
-        def sole(y: float) -> np.ndarray:
+        def sole(y: float) -> npt.NDArray[np.floating[Any]]:
             return np.array([[0.08, y + 0.025, 0.0], [0.08, y - 0.025, 0.0],
                              [-0.04, y - 0.025, 0.0], [-0.04, y + 0.025, 0.0]])
 

@@ -12,9 +12,10 @@ Frames and units: z up, x forward, y to the person's left, metres, quaternions (
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 from . import quat
 from .human import SEGMENTS, HumanMotion
@@ -39,7 +40,7 @@ PARENT: dict[str, str | None] = {
 #: the clavicles (T-pose and N-pose differ at the shoulder joint, not at the clavicle,
 #: whose rest elevation is the person's) and the feet (which point forward and down by an
 #: amount that depends on the person; only their sideways splay is removed).
-NPOSE_DIRECTION: dict[str, np.ndarray | None] = {
+NPOSE_DIRECTION: dict[str, npt.NDArray[np.floating[Any]] | None] = {
     "pelvis": None,
     "l5": np.array([0.0, 0.0, 1.0]), "l3": np.array([0.0, 0.0, 1.0]),
     "t12": np.array([0.0, 0.0, 1.0]), "t8": np.array([0.0, 0.0, 1.0]),
@@ -78,7 +79,7 @@ _MVN_SUBJECT_ANKLE_HEIGHT = 0.131
 C1_HEIGHT_FRACTION = 0.93
 
 
-def standard_offsets(stature: float = 1.75) -> dict[str, np.ndarray]:
+def standard_offsets(stature: float = 1.75) -> dict[str, npt.NDArray[np.floating[Any]]]:
     """N-pose offsets [m] of an adult of the given stature [m] (see the table above)."""
     k = stature / _MVN_SUBJECT_STATURE
     return {s: k * np.array(v) for s, v in _MVN_SUBJECT_OFFSETS.items()}
@@ -103,7 +104,7 @@ def topological(segments: Iterable[str]) -> list[str]:
     return [s for s in SEGMENTS if s in segs]
 
 
-def offsets_from_motion(motion: HumanMotion, frame: int | slice = 0) -> dict[str, np.ndarray]:
+def offsets_from_motion(motion: HumanMotion, frame: int | slice = 0) -> dict[str, npt.NDArray[np.floating[Any]]]:
     """Offsets (3,) [m] of every present non-root segment, in its present parent's frame.
 
     For a rigid chain the offset is the same in every frame; with a slice the median
@@ -123,9 +124,10 @@ def offsets_from_motion(motion: HumanMotion, frame: int | slice = 0) -> dict[str
     return out
 
 
-def forward_kinematics(offsets: dict[str, np.ndarray], root_position: np.ndarray,
-                       local_rotations: dict[str, np.ndarray], root_name: str = "pelvis",
-                       segments: Iterable[str] | None = None) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+def forward_kinematics(offsets: dict[str, npt.NDArray[np.floating[Any]]], root_position: npt.NDArray[np.floating[Any]],
+                       local_rotations: dict[str, npt.NDArray[np.floating[Any]]], root_name: str = "pelvis",
+                       segments: Iterable[str] | None = None
+                       ) -> tuple[tuple[str, ...], npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """Segment poses from offsets and local rotations, vectorised over frames.
 
     Args:
@@ -144,8 +146,8 @@ def forward_kinematics(offsets: dict[str, np.ndarray], root_position: np.ndarray
     n_t = len(root_position)
     names = topological(segments if segments is not None else [root_name, *offsets])
     present = set(names)
-    pos: dict[str, np.ndarray] = {}
-    ori: dict[str, np.ndarray] = {}
+    pos: dict[str, npt.NDArray[np.floating[Any]]] = {}
+    ori: dict[str, npt.NDArray[np.floating[Any]]] = {}
     for s in names:
         local = np.broadcast_to(np.asarray(local_rotations.get(s, quat.IDENTITY), dtype=float), (n_t, 4))
         parent = present_parent(s, present)
@@ -159,7 +161,8 @@ def forward_kinematics(offsets: dict[str, np.ndarray], root_position: np.ndarray
             np.stack([ori[s] for s in names], axis=1))
 
 
-def npose(offsets: dict[str, np.ndarray], ankle_height: float) -> dict[str, np.ndarray]:
+def npose(offsets: dict[str, npt.NDArray[np.floating[Any]]], ankle_height: float
+          ) -> dict[str, npt.NDArray[np.floating[Any]]]:
     """Segment origins (3,) [m] of the N-pose, pelvis above the origin, soles at z = 0.
 
     The pelvis height is chosen so the lower ankle sits ``ankle_height`` above the ground.
@@ -174,7 +177,8 @@ def npose(offsets: dict[str, np.ndarray], ankle_height: float) -> dict[str, np.n
     return {s: pos[i] + np.array([0.0, 0.0, lift]) for i, s in enumerate(names)}
 
 
-def heading_from_lines(left_points: list[np.ndarray], right_points: list[np.ndarray]) -> np.ndarray:
+def heading_from_lines(left_points: list[npt.NDArray[np.floating[Any]]],
+                       right_points: list[npt.NDArray[np.floating[Any]]]) -> npt.NDArray[np.floating[Any]]:
     """Facing direction [rad] (yaw of 'forward' in a z-up world) from left-right pairs.
 
     Each pair (e.g. left/right hip joints, left/right shoulders) gives a leftward vector;
@@ -186,9 +190,11 @@ def heading_from_lines(left_points: list[np.ndarray], right_points: list[np.ndar
     return np.arctan2(-left[..., 0], left[..., 1])
 
 
-def standard_body_motion(times: np.ndarray, local_rotations: dict[str, np.ndarray] | None = None,
-                         root_positions: np.ndarray | None = None, stature: float = 1.75,
-                         source: str = "standard body", offsets: dict[str, np.ndarray] | None = None) -> HumanMotion:
+def standard_body_motion(times: npt.NDArray[np.floating[Any]],
+                         local_rotations: dict[str, npt.NDArray[np.floating[Any]]] | None = None,
+                         root_positions: npt.NDArray[np.floating[Any]] | None = None, stature: float = 1.75,
+                         source: str = "standard body",
+                         offsets: dict[str, npt.NDArray[np.floating[Any]]] | None = None) -> HumanMotion:
     """A full-body :class:`HumanMotion` of the standard body posed by local rotations.
 
     Args:

@@ -50,6 +50,8 @@ Resolved gaps of the thesis (reference §3.1 [GAP]):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -60,7 +62,8 @@ GRAVITY = 9.81
 
 def zmp_axis_closed_form(x_meas: npt.ArrayLike, v_des: npt.ArrayLike, v_meas: npt.ArrayLike, height: float,
                          dt: float, z_min: npt.ArrayLike, z_max: npt.ArrayLike,
-                         gravity: float = GRAVITY) -> tuple[np.ndarray, np.ndarray]:
+                         gravity: float = GRAVITY
+                         ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     """Eq. 2.15 closed form on one axis (vectorised over any arrays).
 
     Args: x_meas [m], v_des and v_meas [m/s], height h^m [m], dt delta [s], z_min and
@@ -82,9 +85,9 @@ class ShrunkHull:
     def __init__(self, margin: float) -> None:
         self.margin = float(margin)
         self._key: bytes | None = None
-        self._hull: np.ndarray | None = None
+        self._hull: npt.NDArray[np.floating[Any]] | None = None
 
-    def __call__(self, support_polygon: np.ndarray) -> np.ndarray:
+    def __call__(self, support_polygon: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """(K, 2) shrunk hull of the (N, 2+) support points [m].
 
         Raises:
@@ -109,10 +112,10 @@ class ShrunkHull:
         return self._hull
 
 
-def _finite(name: str, value: npt.ArrayLike, size: int) -> np.ndarray:
+def _finite(name: str, value: npt.ArrayLike, size: int) -> npt.NDArray[np.floating[Any]]:
     """The first ``size`` values of ``value`` as floats; ValueError naming ``name`` if there
     are fewer or any is NaN or infinite (a NaN would stay in a filter's state for good)."""
-    a: np.ndarray = np.asarray(value, dtype=float).reshape(-1)
+    a: npt.NDArray[np.floating[Any]] = np.asarray(value, dtype=float).reshape(-1)
     if a.size < size:
         raise ValueError(f"{name} must have {size} values, got {a.size}")
     a = a[:size]
@@ -169,25 +172,26 @@ class ZmpCorrector:
         self.min_height = float(min_height)
         self.capture_point = bool(capture_point)
         self.capture_margin = self.margin if capture_margin is None else float(capture_margin)
-        self.com: np.ndarray | None = None
+        self.com: npt.NDArray[np.floating[Any]] | None = None
         self.zmp = np.full(2, np.nan)
         self.com_velocity = np.zeros(2)
         self.saturated = False
         self._feasible = ShrunkHull(self.margin)
         self._capture = self._feasible if self.capture_margin == self.margin else ShrunkHull(self.capture_margin)
 
-    def reset(self, com_xy: np.ndarray | None = None) -> None:
+    def reset(self, com_xy: npt.NDArray[np.floating[Any]] | None = None) -> None:
         """Forget the state; the next step starts from ``com_xy`` (default: the measured CoM)."""
         self.com = None if com_xy is None else np.array(com_xy, dtype=float)
         self.saturated = False
         self.zmp = np.full(2, np.nan)
 
-    def feasible_region(self, support_polygon: np.ndarray) -> np.ndarray:
+    def feasible_region(self, support_polygon: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """(K, 2) the convex hull of the support points shrunk by the margin (cached)."""
         return self._feasible(support_polygon)
 
-    def step(self, com_ref_xy: np.ndarray, com_ref_vel_xy: np.ndarray, measured_com: np.ndarray,
-             measured_com_vel: np.ndarray, support_polygon: np.ndarray) -> np.ndarray:
+    def step(self, com_ref_xy: npt.NDArray[np.floating[Any]], com_ref_vel_xy: npt.NDArray[np.floating[Any]],
+             measured_com: npt.NDArray[np.floating[Any]], measured_com_vel: npt.NDArray[np.floating[Any]],
+             support_polygon: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """One control step -> corrected CoM ground reference (2,) [m].
 
         Args:
@@ -228,12 +232,13 @@ class ZmpCorrector:
         self.com = self.com + dt * self.com_velocity
         return self.com.copy()
 
-    def _capture_polygon(self, support_polygon: np.ndarray) -> np.ndarray:
+    def _capture_polygon(self, support_polygon: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """(K, 2) where the capture point must stay: the hull shrunk by ``capture_margin``."""
         return self._capture(support_polygon)
 
-    def _capture_region(self, region: np.ndarray, x_m: np.ndarray, v_m: np.ndarray, k: float,
-                        height: float, capture: np.ndarray | None = None) -> np.ndarray:
+    def _capture_region(self, region: npt.NDArray[np.floating[Any]], x_m: npt.NDArray[np.floating[Any]],
+                        v_m: npt.NDArray[np.floating[Any]], k: float, height: float,
+                        capture: npt.NDArray[np.floating[Any]] | None = None) -> npt.NDArray[np.floating[Any]]:
         """ZMPs of ``region`` whose next capture point stays in ``capture`` (default:
         ``region``; see docstring).
 
@@ -256,7 +261,7 @@ class ZmpCorrector:
         return project(region, z_centre)[None]
 
 
-def _box(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _box(lo: npt.NDArray[np.floating[Any]], hi: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """(4, 2) counter-clockwise rectangle."""
     return np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])
 
@@ -277,13 +282,15 @@ class BoundedSmoother:
             raise ValueError("dt, frequency, max_acceleration and max_jerk must be positive")
         self.dt, self.frequency = float(dt), float(frequency)
         self.max_acceleration, self.max_jerk = float(max_acceleration), float(max_jerk)
-        self._state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._state: tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]],
+                           npt.NDArray[np.floating[Any]]] | None = None
 
     def reset(self) -> None:
         """Start again from the next reference, at rest."""
         self._state = None
 
-    def step(self, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, reference: npt.NDArray[np.floating[Any]]
+             ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """(position (n,), velocity (n,)) of the filtered reference after one period."""
         ref = np.asarray(reference, dtype=float)
         w, dt = self.frequency, self.dt
@@ -374,8 +381,8 @@ class ZmpPrefilter:
         self.dt = float(dt)
         self.com_margin = float(com_margin)
         self._com_region = ShrunkHull(self.com_margin)
-        self._state: tuple[np.ndarray, np.ndarray] | None = None
-        self._prev_ref: np.ndarray | None = None
+        self._state: tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]] | None = None
+        self._prev_ref: npt.NDArray[np.floating[Any]] | None = None
 
     def reset(self) -> None:
         self.corrector.reset()
@@ -384,11 +391,12 @@ class ZmpPrefilter:
             if smoother is not None:
                 smoother.reset()
 
-    def com_region(self, support_polygon: np.ndarray) -> np.ndarray:
+    def com_region(self, support_polygon: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """(K, 2) where the CoM reference may go: the polygon shrunk by ``com_margin``."""
         return self._com_region(support_polygon)
 
-    def step(self, com_ref_xy: np.ndarray, com_height: float, support_polygon: np.ndarray) -> np.ndarray:
+    def step(self, com_ref_xy: npt.NDArray[np.floating[Any]], com_height: float,
+             support_polygon: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
         """(2,) corrected CoM reference for the (2,) retargeted one [m], at CoM height
         ``com_height`` [m] above the (K, 2) or (K, 3) ``support_polygon`` points [m].
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..human import MotionFormatError
 from ..human import quote as quote   # re-exported: the readers quote file content with it
@@ -51,7 +53,7 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
 
 
 def floats(path: str | os.PathLike[str], line_no: int, tokens: list[str], expected: int | None = None,
-           what: str = "values") -> np.ndarray:
+           what: str = "values") -> npt.NDArray[np.floating[Any]]:
     """Parse tokens as floats, with a located error for junk or a wrong count."""
     if expected is not None and len(tokens) != expected:
         raise error(path, line_no, f"expected {expected} {what}, found {len(tokens)}")

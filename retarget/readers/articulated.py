@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import quat, skeleton
 from ..human import SEGMENTS, HumanMotion, check_finite_motion
@@ -49,12 +50,13 @@ class SegmentTrack:
             None for segments without a long axis (pelvis).
     """
 
-    origin: np.ndarray
-    rotation: np.ndarray
-    rest_direction: np.ndarray | None
+    origin: npt.NDArray[np.floating[Any]]
+    rotation: npt.NDArray[np.floating[Any]]
+    rest_direction: npt.NDArray[np.floating[Any]] | None
 
 
-def npose_direction(segment: str, rest_direction_target: np.ndarray | None) -> np.ndarray | None:
+def npose_direction(segment: str, rest_direction_target: npt.NDArray[np.floating[Any]] | None
+                    ) -> npt.NDArray[np.floating[Any]] | None:
     """The N-pose direction of a segment (target frame), given its rest direction there."""
     d = skeleton.NPOSE_DIRECTION[segment]
     if d is not None or rest_direction_target is None:
@@ -65,14 +67,14 @@ def npose_direction(segment: str, rest_direction_target: np.ndarray | None) -> n
     return None
 
 
-def to_human_motion(tracks: dict[str, SegmentTrack], times: np.ndarray, unit_m: float,
+def to_human_motion(tracks: dict[str, SegmentTrack], times: npt.NDArray[np.floating[Any]], unit_m: float,
                     source: str, rate_hz: float, meta: dict[str, Any]) -> HumanMotion:
     """Canonical motion from per-segment tracks (see module docstring for the steps)."""
     c = Y_UP_TO_Z_UP
     qc = quat.from_matrix(c)
     names = tuple(s for s in SEGMENTS if s in tracks)
     positions = np.stack([tracks[s].origin for s in names], axis=1) * unit_m @ c.T
-    per_segment: list[np.ndarray] = []
+    per_segment: list[npt.NDArray[np.floating[Any]]] = []
     for s in names:
         tr = tracks[s]
         rest = None if tr.rest_direction is None else c @ tr.rest_direction

@@ -30,10 +30,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import quat
 from ..human import HumanMotion
@@ -56,9 +57,9 @@ _HIP_BONES = ("lhipjoint", "rhipjoint")
 @dataclass
 class Bone:
     name: str
-    direction: np.ndarray
+    direction: npt.NDArray[np.floating[Any]]
     length: float
-    axis: np.ndarray            # (3,) angles [rad]
+    axis: npt.NDArray[np.floating[Any]]            # (3,) angles [rad]
     axis_order: str             # e.g. "XYZ"
     dof: list[str] = field(default_factory=list)   # e.g. ["rx", "ry", "rz"]
     line: int = 0
@@ -73,7 +74,7 @@ class AsfSkeleton:
     angle_unit: str                  # "deg" or "rad"
     root_order: list[str]            # e.g. ["TX", "TY", "TZ", "RX", "RY", "RZ"]
     root_axis_order: str
-    root_orientation: np.ndarray     # (3,) [rad]
+    root_orientation: npt.NDArray[np.floating[Any]]     # (3,) [rad]
     bones: dict[str, Bone]
     children: dict[str, list[str]]   # hierarchy, "root" included
 
@@ -92,9 +93,9 @@ class AsfSkeleton:
         return out
 
 
-def _euler(angles: np.ndarray, order: str) -> np.ndarray:
+def _euler(angles: npt.NDArray[np.floating[Any]], order: str) -> npt.NDArray[np.floating[Any]]:
     """Fixed-axis Euler rotation, first listed axis applied first: (..., 3) -> (..., 4)."""
-    q: np.ndarray | None = None
+    q: npt.NDArray[np.floating[Any]] | None = None
     axes = {"X": quat.about_x, "Y": quat.about_y, "Z": quat.about_z}
     for i, a in enumerate(order.upper()):
         r = axes[a](angles[..., i])
@@ -109,6 +110,7 @@ def read_asf(path: str | os.PathLike[str]) -> AsfSkeleton:
     lines = read_lines(path)
     section = None
     length_scale, angle_unit = 1.0, "deg"
+    root_orient: npt.NDArray[np.floating[Any]]
     root_order, root_axis, root_orient = ["TX", "TY", "TZ", "RX", "RY", "RZ"], "XYZ", np.zeros(3)
     bones: dict[str, Bone] = {}
     children: dict[str, list[str]] = {}
@@ -169,7 +171,7 @@ def read_asf(path: str | os.PathLike[str]) -> AsfSkeleton:
                 current["name"] = tok[1]
             elif tok[0] == "direction":
                 d = floats(path, no, tok[1:4], 3, "direction components")
-                current["direction"] = d / max(np.linalg.norm(d), 1e-12)
+                current["direction"] = d / cast(float, max(np.linalg.norm(d), 1e-12))   # max() loses the type
             elif tok[0] == "length":
                 current["length"] = float(floats(path, no, tok[1:2], 1, "length")[0])
             elif tok[0] == "axis":
@@ -216,7 +218,8 @@ def read_asf(path: str | os.PathLike[str]) -> AsfSkeleton:
                        bones, children)
 
 
-def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton) -> tuple[dict[str, np.ndarray], int]:
+def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton
+             ) -> tuple[dict[str, npt.NDArray[np.floating[Any]]], int]:
     """Parse an AMC file -> ({bone: (T, n_values)}, first line of frame data).
 
     Every frame must give every bone that has dofs (and the root), each once; a missing or
@@ -226,8 +229,8 @@ def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton) -> tuple[dict[str,
     """
     lines = read_lines(path)
     expected = {"root": 6} | {n: len(b.dof) for n, b in skel.bones.items() if b.dof}
-    frames: list[dict[str, np.ndarray]] = []
-    current: dict[str, np.ndarray] | None = None
+    frames: list[dict[str, npt.NDArray[np.floating[Any]]]] = []
+    current: dict[str, npt.NDArray[np.floating[Any]]] | None = None
     current_line = 0
     bone_lines: dict[str, int] = {}      # line of each bone of the current frame
     number = None                        # the current frame's number
@@ -290,8 +293,9 @@ def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton) -> tuple[dict[str,
     return data, first_data or 1
 
 
-def forward_kinematics(skel: AsfSkeleton, data: dict[str, np.ndarray]
-                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+def forward_kinematics(skel: AsfSkeleton, data: dict[str, npt.NDArray[np.floating[Any]]]
+                       ) -> tuple[dict[str, npt.NDArray[np.floating[Any]]], dict[str, npt.NDArray[np.floating[Any]]],
+                                  dict[str, npt.NDArray[np.floating[Any]]]]:
     """World rotations (T, 4) and start/end points (T, 3) of every bone (ASF units)."""
     root = data["root"]
     n_t = len(root)

@@ -33,8 +33,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import quat
 from ..human import MAX_SAMPLE_STEP_S, MIN_SAMPLE_STEP_S, HumanMotion
@@ -66,10 +68,10 @@ _TYPICAL_HEIGHT = 1.70
 class BvhJoint:
     name: str
     parent: str | None
-    offset: np.ndarray
+    offset: npt.NDArray[np.floating[Any]]
     channels: list[str]
     first_channel: int
-    end_site: np.ndarray | None = None
+    end_site: npt.NDArray[np.floating[Any]] | None = None
     children: list[str] = field(default_factory=list)
 
 
@@ -78,7 +80,7 @@ class BvhFile:
     path: str
     joints: dict[str, BvhJoint]     # in file order (parents first)
     frame_time: float
-    data: np.ndarray                # (T, n_channels)
+    data: npt.NDArray[np.floating[Any]]                # (T, n_channels)
 
 
 def read_bvh_file(path: str | os.PathLike[str]) -> BvhFile:
@@ -219,14 +221,15 @@ def read_bvh_file(path: str | os.PathLike[str]) -> BvhFile:
     return BvhFile(str(path), joints, frame_time, np.stack(rows))
 
 
-def forward_kinematics(bvh: BvhFile, data: np.ndarray | None = None
-                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+def forward_kinematics(bvh: BvhFile, data: npt.NDArray[np.floating[Any]] | None = None
+                       ) -> tuple[dict[str, npt.NDArray[np.floating[Any]]], dict[str, npt.NDArray[np.floating[Any]]],
+                                  dict[str, npt.NDArray[np.floating[Any]]]]:
     """World positions (T, 3) and rotations (T, 4) of every joint, plus end sites (file units)."""
     data = bvh.data if data is None else data
     n_t = len(data)
-    pos: dict[str, np.ndarray] = {}
-    rot: dict[str, np.ndarray] = {}
-    ends: dict[str, np.ndarray] = {}
+    pos: dict[str, npt.NDArray[np.floating[Any]]] = {}
+    rot: dict[str, npt.NDArray[np.floating[Any]]] = {}
+    ends: dict[str, npt.NDArray[np.floating[Any]]] = {}
     axes = {"X": quat.about_x, "Y": quat.about_y, "Z": quat.about_z}
     for name, j in bvh.joints.items():
         local = np.broadcast_to(quat.IDENTITY, (n_t, 4))

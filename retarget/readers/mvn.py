@@ -24,7 +24,10 @@ the inverse so MVNX files this package writes follow MVN's convention.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from .. import quat
 
@@ -53,7 +56,8 @@ _ARM_CHAIN = {"right": ("right_upper_arm", "right_forearm", "right_hand"),
 _TPOSE_TO_NPOSE = {"right": quat.about_x(np.pi / 2), "left": quat.about_x(-np.pi / 2)}
 
 
-def arm_convention(names: tuple[str, ...], positions: np.ndarray, orientations: np.ndarray, side: str) -> str:
+def arm_convention(names: tuple[str, ...], positions: npt.NDArray[np.floating[Any]],
+                   orientations: npt.NDArray[np.floating[Any]], side: str) -> str:
     """"tpose" or "npose": where the forearm lies in the upper-arm frame (first frame).
 
     Args:
@@ -67,8 +71,9 @@ def arm_convention(names: tuple[str, ...], positions: np.ndarray, orientations: 
     return "tpose" if abs(local[1]) > abs(local[2]) else "npose"
 
 
-def mvn_to_npose_frames(names: tuple[str, ...], positions: np.ndarray,
-                        orientations: np.ndarray) -> tuple[np.ndarray, dict[str, str]]:
+def mvn_to_npose_frames(names: tuple[str, ...], positions: npt.NDArray[np.floating[Any]],
+                        orientations: npt.NDArray[np.floating[Any]]
+                        ) -> tuple[npt.NDArray[np.floating[Any]], dict[str, str]]:
     """Orientations (T, S, 4) with MVN's T-pose arm frames re-expressed in N-pose frames.
 
     Returns (orientations, {side: convention found}).
@@ -85,7 +90,8 @@ def mvn_to_npose_frames(names: tuple[str, ...], positions: np.ndarray,
     return out, found
 
 
-def npose_to_mvn_frames(names: tuple[str, ...], orientations: np.ndarray) -> np.ndarray:
+def npose_to_mvn_frames(names: tuple[str, ...], orientations: npt.NDArray[np.floating[Any]]
+                        ) -> npt.NDArray[np.floating[Any]]:
     """Inverse of :func:`mvn_to_npose_frames` (for writing MVN files)."""
     out = orientations.copy()
     for side, chain in _ARM_CHAIN.items():

@@ -43,6 +43,7 @@ from typing import Any, cast
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import quat, skeleton
 from ..human import MAX_SAMPLE_STEP_S, MIN_SAMPLE_STEP_S, UNIT_NORM_TOLERANCE, HumanMotion, MotionFormatError
@@ -56,7 +57,8 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _numbers(path: str | os.PathLike[str], line: int, elem: ET.Element, count: int, what: str) -> np.ndarray:
+def _numbers(path: str | os.PathLike[str], line: int, elem: ET.Element, count: int,
+             what: str) -> npt.NDArray[np.floating[Any]]:
     text = (elem.text or "").split()
     if len(text) != count:
         raise error(path, line, f"<{what}> has {len(text)} numbers, expected {count}")
@@ -92,9 +94,9 @@ def read_mvnx(path: str | os.PathLike[str], label: str = "") -> HumanMotion:
     labels: list[str] = []
     rate = 0.0
     frame_times: list[float] = []
-    oris: list[np.ndarray] = []
-    poss: list[np.ndarray] = []
-    coms: list[np.ndarray] = []
+    oris: list[npt.NDArray[np.floating[Any]]] = []
+    poss: list[npt.NDArray[np.floating[Any]]] = []
+    coms: list[npt.NDArray[np.floating[Any]]] = []
     frames_elem = None
     saw_root = False
     line_no = 0
@@ -223,7 +225,7 @@ def write_mvnx(motion: HumanMotion, path: str | os.PathLike[str], subject: str =
     offsets = skeleton.offsets_from_motion(motion, 0)
     rate = motion.rate_hz or (1.0 / float(np.median(np.diff(motion.times))) if len(motion) > 1 else 0.0)
 
-    def fmt(a: np.ndarray) -> str:
+    def fmt(a: npt.NDArray[np.floating[Any]]) -> str:
         return " ".join(f"{v:.9g}" for v in np.ravel(a))
 
     with open(path, "w", encoding="utf-8") as f:
@@ -258,7 +260,7 @@ def write_mvnx(motion: HumanMotion, path: str | os.PathLike[str], subject: str =
         f.write('</frames>\n</subject>\n</mvnx>\n')
 
 
-def npose_to_mvn_local(segment: str, offset: np.ndarray) -> np.ndarray:
+def npose_to_mvn_local(segment: str, offset: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """A vector in a segment's N-pose frame expressed in its MVN (T-pose arm) frame."""
     q = npose_to_mvn_frames((segment,), np.array([[[1.0, 0.0, 0.0, 0.0]]]))[0, 0]
     return quat.rotate(quat.conj(q), offset)

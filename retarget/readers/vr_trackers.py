@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import quat, skeleton
 from ..human import TRACKER_SEGMENTS, HumanMotion, MotionFormatError
@@ -56,7 +57,8 @@ OPENVR_TO_Z_UP = np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 AXES = {"z-up": np.eye(3), "openvr": OPENVR_TO_Z_UP}
 
 
-def _read_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+def _read_csv(path: str | os.PathLike[str]
+              ) -> tuple[npt.NDArray[np.floating[Any]], dict[str, npt.NDArray[np.floating[Any]]], str]:
     lines = read_lines(path)
     axes = "z-up"
     header, header_line = None, 0
@@ -105,7 +107,8 @@ def _read_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, np.nd
     return table[:, 0], poses, axes
 
 
-def _read_json(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+def _read_json(path: str | os.PathLike[str]
+               ) -> tuple[npt.NDArray[np.floating[Any]], dict[str, npt.NDArray[np.floating[Any]]], str]:
     text = "\n".join(read_lines(path))
     try:
         doc = json.loads(text)
@@ -131,7 +134,7 @@ def _read_json(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, np.n
                                 f"found {json.dumps(samples[k])[:40]}")
     segments = [s for s in TRACKER_SEGMENTS if s in samples[0]]
     times = np.empty(len(samples))
-    poses = {s: np.empty((len(samples), 7)) for s in segments}
+    poses: dict[str, npt.NDArray[np.floating[Any]]] = {s: np.empty((len(samples), 7)) for s in segments}
     for k, sample in enumerate(samples):
         try:
             times[k] = float(sample["t"])

@@ -23,8 +23,10 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..human import HumanMotion, MotionFormatError
 from ._text import error, floats, read_lines
@@ -40,7 +42,7 @@ class DamagedJointAnglesWarning(UserWarning):
     """The joint-angle file ``N.csv`` beside a valid ``pN.csv`` cannot be read: ignored."""
 
 
-def _table(path: str | os.PathLike[str], columns: int, what: str) -> np.ndarray:
+def _table(path: str | os.PathLike[str], columns: int, what: str) -> npt.NDArray[np.floating[Any]]:
     lines = read_lines(path)
     rows = []
     for no, line in enumerate(lines, start=1):
