@@ -286,7 +286,6 @@ def between_group_variance(demos: Sequence[Demonstration], basis: RBFBasis,
     return np.var(np.array(means), axis=0, ddof=1).mean(axis=0)
 
 
-
 def augment_promp(promp: ProMP, offset: float = 0.0, ramp: float = 0.0, amplitude: float = 0.0,
                   group_offset: float = 0.0, group_amplitude: float = 0.0) -> ProMP:
     """The ProMP with structured directions of variation added to its low-rank covariance.

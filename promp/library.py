@@ -254,10 +254,10 @@ class TaskLibrary:
                 coupled = data[p + "coupled"]
                 if coupled.shape != () or coupled.dtype != bool:
                     raise ValueError(f"coupled must be a boolean, got {coupled.tolist()!r}")   # bool("False") is True
-                kw: dict[str, Any] = dict(basis=RBFBasis.from_dict(spec),
-                          weight_mean=_real(weight_mean, "weight_mean"), noise_var=_real(data[p + "noise_var"], "noise_var"),
-                          durations=_real(data[p + "durations"], "durations"), coupled=bool(coupled),
-                          label=label)
+                kw: dict[str, Any] = dict(
+                    basis=RBFBasis.from_dict(spec), weight_mean=_real(weight_mean, "weight_mean"),
+                    noise_var=_real(data[p + "noise_var"], "noise_var"),
+                    durations=_real(data[p + "durations"], "durations"), coupled=bool(coupled), label=label)
                 if p + "low_rank" in data:
                     kw.update(low_rank=_real(data[p + "low_rank"], "low_rank"),
                               block_var=_real(data[p + "block_var"], "block_var"))

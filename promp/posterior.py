@@ -305,4 +305,3 @@ class StructuredPosterior:
                 s = slice(d * k, (d + 1) * k)
                 cov[s, s] += factors[d] @ factors[d].T
         return cov
-

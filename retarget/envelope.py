@@ -123,4 +123,3 @@ class ReferenceEnvelope:
             if why is not None:                   # always, as both apply the same test
                 return int(frame), why
         return None
-
