@@ -185,7 +185,7 @@ class TaskLibrary:
             # Neither a zip nor a .npy file: np.load then tries it as a pickle and says so
             # ("contains pickled (object) data ... allow_pickle"), which misleads.
             raise LibraryFormatError(f"{path}: not a ProMP task library (not an .npz archive)") from exc
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        except (OSError, EOFError, zipfile.BadZipFile) as exc:
             raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {_reason(exc)})") from exc
         if not isinstance(data, np.lib.npyio.NpzFile):
             # np.load gives a plain array for a .npy file (and has closed it already).

@@ -94,6 +94,21 @@ def secret(tmp_path):
     return path
 
 
+@pytest.fixture
+def motion_file(tmp_path) -> Path:
+    """A 0.1 s, one-segment HumanMotion .npz at 100 Hz (the smallest motion a command reads)."""
+    import numpy as np
+
+    from retarget.human import SEGMENTS, HumanMotion
+
+    times = np.arange(10) * 0.01
+    quaternions = np.tile([1.0, 0.0, 0.0, 0.0], (10, 1, 1))
+    motion = HumanMotion(times, SEGMENTS[:1], np.zeros((10, 1, 3)), quaternions, rate_hz=100.0)
+    path = tmp_path / "m.npz"
+    motion.save_npz(path)
+    return path
+
+
 @pytest.fixture()
 def recording(tmp_path, capsys) -> Path:
     """A calibrate-sim test recording: 0.2 s of r_elbow (100 samples), as

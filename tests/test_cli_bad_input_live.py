@@ -201,18 +201,6 @@ def test_record_values(capsys, tmp_path, argv, expected):
 
 
 # ------------------------------------------------------------------ 4. stream-mvn
-@pytest.fixture
-def motion_file(tmp_path):
-    from retarget.human import SEGMENTS, HumanMotion
-
-    times = np.arange(10) * 0.01
-    quaternions = np.tile([1.0, 0.0, 0.0, 0.0], (10, 1, 1))
-    motion = HumanMotion(times, SEGMENTS[:1], np.zeros((10, 1, 3)), quaternions, rate_hz=100.0)
-    path = tmp_path / "m.npz"
-    motion.save_npz(path)
-    return path
-
-
 @pytest.mark.parametrize("argv, expected", [
     (["--port", "99999"], "argument --port: port must be 0-65535"),
     (["--port", "-1"], "argument --port: port must be 0-65535"),

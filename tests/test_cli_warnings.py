@@ -10,8 +10,8 @@ from teleop.takes import SkippedTakesWarning
 
 def test_own_warnings_are_one_line_and_others_keep_pythons_format(capsys):
     def command(args):
-        warnings.warn("a damaged joint-angle file is ignored", SkippedTakesWarning)
-        warnings.warn("from elsewhere", DeprecationWarning)
+        warnings.warn("a damaged joint-angle file is ignored", SkippedTakesWarning, stacklevel=2)
+        warnings.warn("from elsewhere", DeprecationWarning, stacklevel=2)
         return 0
 
     with warnings.catch_warnings(record=True) as passed_on:     # the handler before ours records

@@ -15,7 +15,6 @@ from teleop.cli import main
 from teleop.inputs import mvn_cli
 from teleop.inputs.openvr_input import OpenVRConfig, OpenVRSource
 from teleop.inputs.synthetic import generate
-from tests.test_cli_bad_input_live import motion_file  # noqa: F401 (a fixture)
 from tests.test_inputs_openvr import _devices_from, make_fake_openvr
 
 

@@ -22,7 +22,9 @@ def batch_posterior(promp, z, y, mask, noise):
     rows, obs, var = [], [], []
     for zi, yi, mi in zip(z, y, mask):
         big = np.kron(np.eye(D), promp.basis(zi)[None, :])
-        rows.append(big[mi]); obs.append(yi[mi]); var.append(noise[mi])
+        rows.append(big[mi])
+        obs.append(yi[mi])
+        var.append(noise[mi])
     h, yy, r = np.vstack(rows), np.concatenate(obs), np.diag(np.concatenate(var))
     cov = promp.weight_cov
     gain = cov @ h.T @ np.linalg.inv(h @ cov @ h.T + r)

@@ -265,7 +265,7 @@ def test_the_remaining_motion_is_averaged_over_its_speed(tasks, library):
     np.testing.assert_allclose(m1[~past], expected, atol=1e-9)
     # Its variance: the central node's plus the spread of the three means.
     m_nodes = []
-    for u, w in nodes:
+    for u, _weight in nodes:
         z = np.clip(z_n + warp.phase_rate * np.exp(u) * (times[~past] - t_n), 0.0, 1.0)
         m_nodes.append(spread.weight_posterior(task).predict(library.promps[task].basis.lookup(z),
                                                              full_cov=False)[0])

@@ -105,7 +105,7 @@ def test_vector_form_equals_the_thesis_slope_intercept_form_for_staggered_feet(r
     # Thesis: line LR y = a x + b; orthogonal through O: y = m x + q.
     a = (R[1] - L[1]) / (R[0] - L[0])
     b = -a * R[0] + R[1]
-    O = 0.5 * (L + R)
+    O = 0.5 * (L + R)  # noqa: E741 (the thesis's point O)
     m = -1 / a
     q = (R[0] - L[0]) / (R[1] - L[1]) * O[0] + O[1]
     dist = lambda p: abs(a * p[0] - p[1] + b) / np.hypot(a, 1)  # noqa: E731

@@ -65,7 +65,7 @@ def test_page_stats_frame_and_mjpeg():
             urllib.request.urlopen(base + "stream/nope.mjpg", timeout=5)
         assert error.value.code == 404
     with pytest.raises(RuntimeError):
-        viewer.port  # stopped
+        _ = viewer.port  # stopped
 
 
 def test_stop_ends_open_mjpeg_stream():

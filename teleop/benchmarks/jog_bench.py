@@ -294,7 +294,7 @@ def run_step_response(backend: str, seed: int = 2) -> dict:
     run = run_figure8(backend, seed=seed, pose=step_pose, duration=duration, frame_log=frames)
     axis = 1  # camera x -> base y with the default axis map
     command_ms, tag_ms, rise90_ms = [], [], []
-    for k, t_step in enumerate(STEP_TIMES_S):
+    for t_step in STEP_TIMES_S:
         before = (run.times > t_step - 0.3) & (run.times <= t_step)
         start = float(np.mean(run.executed[before, axis]))
         goal = commanded_path_for(step_pose, t_step + 0.1)[axis]

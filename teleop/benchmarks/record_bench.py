@@ -189,7 +189,7 @@ def _run_child(command: list[str]) -> dict:
     done = subprocess.run(command, capture_output=True, text=True, env=_child_env(), cwd=_REPO_ROOT, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"benchmark child failed ({done.returncode}): {done.stderr[-2000:]}")
-    line = next(l for l in done.stdout.splitlines() if l.startswith("result "))
+    line = next(text for text in done.stdout.splitlines() if text.startswith("result "))
     return json.loads(line[len("result "):])
 
 

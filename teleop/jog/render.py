@@ -290,7 +290,7 @@ def undistort_precisely(points: np.ndarray, K: np.ndarray, dist: np.ndarray,
     undistort_iter = getattr(cv2, "undistortPointsIter", None)
     if undistort_iter is not None:
         return undistort_iter(points, K, dist, np.eye(3), P, criteria)
-    return getattr(cv2, "undistortPoints")(points, K, dist, R=np.eye(3), P=P, criteria=criteria)
+    return getattr(cv2, "undistortPoints")(points, K, dist, R=np.eye(3), P=P, criteria=criteria)  # noqa: B009
 
 
 def render_board_view(K: np.ndarray, dist: np.ndarray, R: np.ndarray, t: np.ndarray, rng: np.random.Generator,

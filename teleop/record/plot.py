@@ -601,7 +601,7 @@ def _draw_states(ax, data: PlotData) -> None:
             if bands] + ([("episodes", None)] if data.episodes else [])
     extra = iter(f"C{k}" for k in range(10))
     handles = []
-    for k, (name, bands) in enumerate(rows):
+    for k, (_name, bands) in enumerate(rows):
         y = len(rows) - 1 - k
         if bands is None:
             _draw_episodes(ax, data.episodes, y)

@@ -126,7 +126,7 @@ def _groups(text: str, robot) -> list[str]:
         try:
             joints = group_joints(robot, group)
         except KeyError as exc:
-            raise UsageError(f"--groups {text}: {exc.args[0]}")
+            raise UsageError(f"--groups {text}: {exc.args[0]}") from None
         for joint in joints:
             if joint in owner:
                 raise UsageError(f"--groups {text}: {group} and {owner[joint]} share the joint {joint}: "

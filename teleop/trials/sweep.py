@@ -59,7 +59,7 @@ def summarise(results: dict[float, list[tuple[TakeResult, TakeResult]]], labels:
     ``results``, in its order; ValueError otherwise)."""
     _check_labels(results, labels)
     summary: dict[str, dict[str, Any]] = {"rtt": {}}
-    for label, (rtt, pairs) in zip(labels, results.items()):
+    for label, pairs in zip(labels, results.values()):
         engaged = [(c, n) for c, n in pairs if c.engaged_at is not None]
         scored = [(c, n) for c, n in engaged if _has_window(c)]
         entry: dict[str, Any] = {}

@@ -25,7 +25,7 @@ def _log_level_functions() -> tuple[Callable[[], int], Callable[[int], object]]:
         cv_logging = importlib.import_module("cv2.utils.logging")
     except ImportError:
         import cv2
-        return getattr(cv2, "getLogLevel"), getattr(cv2, "setLogLevel")
+        return getattr(cv2, "getLogLevel"), getattr(cv2, "setLogLevel")  # noqa: B009
     return cv_logging.getLogLevel, cv_logging.setLogLevel
 
 

@@ -165,7 +165,7 @@ def realise(body: Body, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     shift = plan.pelvis_shift.copy()
     gaze_weight = np.clip(plan.gaze_weight, 0.0, 1.0)
 
-    for iteration in range(_BALANCE_ITERATIONS):
+    for _ in range(_BALANCE_ITERATIONS):
         # Pelvis height: as planned, but never so high that a leg (with its knee floor)
         # cannot reach its fixed ankle: |hip - ankle| <= longest_leg.
         root = np.empty((n, 3))
