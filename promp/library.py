@@ -181,7 +181,8 @@ class TaskLibrary:
             raise LibraryFormatError(f"{path}: {exc.strerror.lower() if exc.strerror else exc}") from exc
         except ValueError as exc:
             if magic.startswith((b"PK", b"\x93NUMPY")):
-                raise LibraryFormatError(f"{path}: not a ProMP task library (cannot read as .npz: {_reason(exc)})") from exc
+                raise LibraryFormatError(f"{path}: not a ProMP task library "
+                                         f"(cannot read as .npz: {_reason(exc)})") from exc
             # Neither a zip nor a .npy file: np.load then tries it as a pickle and says so
             # ("contains pickled (object) data ... allow_pickle"), which misleads.
             raise LibraryFormatError(f"{path}: not a ProMP task library (not an .npz archive)") from exc
@@ -224,7 +225,8 @@ class TaskLibrary:
             raise LibraryFormatError(f"{path}: task library has no 'labels' field")
         labels = data["labels"]
         if labels.ndim != 1:
-            raise LibraryFormatError(f"{path}: task library 'labels' must be a list of labels, got shape {labels.shape}")
+            raise LibraryFormatError(f"{path}: task library 'labels' must be a list of labels, "
+                                     f"got shape {labels.shape}")
         names = [str(label) for label in labels]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
@@ -248,9 +250,11 @@ class TaskLibrary:
                 # Check the basis size against the stored weights before building the basis:
                 # a huge n_basis would otherwise allocate (or loop over) that many centres.
                 if weight_mean.ndim != 2:
-                    raise ValueError(f"weight_mean must be 2-D (signals, basis functions), got shape {weight_mean.shape}")
+                    raise ValueError(f"weight_mean must be 2-D (signals, basis functions), "
+                                     f"got shape {weight_mean.shape}")
                 if isinstance(spec, dict) and "n_basis" in spec and spec["n_basis"] != weight_mean.shape[1]:
-                    raise ValueError(f"basis n_basis {spec['n_basis']!r} does not match weight_mean shape {weight_mean.shape}")
+                    raise ValueError(f"basis n_basis {spec['n_basis']!r} does not match "
+                                     f"weight_mean shape {weight_mean.shape}")
                 coupled = data[p + "coupled"]
                 if coupled.shape != () or coupled.dtype != bool:
                     raise ValueError(f"coupled must be a boolean, got {coupled.tolist()!r}")   # bool("False") is True

@@ -156,7 +156,8 @@ class HumanMotion:
         if self.positions.shape != (n_t, n_s, 3):
             raise MotionFormatError(f"{self.source}: positions must be ({n_t}, {n_s}, 3), got {self.positions.shape}")
         if self.orientations.shape != (n_t, n_s, 4):
-            raise MotionFormatError(f"{self.source}: orientations must be ({n_t}, {n_s}, 4), got {self.orientations.shape}")
+            raise MotionFormatError(f"{self.source}: orientations must be ({n_t}, {n_s}, 4), "
+                                    f"got {self.orientations.shape}")
         if self.com is not None:
             self.com = np.asarray(self.com, dtype=float)
             if self.com.shape != (n_t, 3):

@@ -294,7 +294,8 @@ class BoundedSmoother:
         """(position (n,), velocity (n,)) of the filtered reference after one period."""
         ref = np.asarray(reference, dtype=float)
         w, dt = self.frequency, self.dt
-        pos, vel, acc_prev = self._state if self._state is not None else (ref.copy(), np.zeros_like(ref), np.zeros_like(ref))
+        pos, vel, acc_prev = (self._state if self._state is not None
+                              else (ref.copy(), np.zeros_like(ref), np.zeros_like(ref)))
         acc = w * w * (ref - pos) - 2.0 * w * vel
         change = acc - acc_prev
         norm = float(np.linalg.norm(change))

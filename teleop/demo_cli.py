@@ -18,8 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "streamed back as JPEG through the delayed link. Run with and without "
                                    "compensation; writes summary.json, demo.png and camera frames.")
     p.add_argument("--out", type=Path, default=Path("out") / "demo", help="output folder (default: out/demo)")
-    p.add_argument("--duration", type=positive_float, default=20.0, help="simulated session length [s] (default: 20); a motion under way then is finished "
-                   "and the session ends with the operator and the robot at rest")
+    p.add_argument("--duration", type=positive_float, default=20.0,
+                   help="simulated session length [s] (default: 20); a motion under way then is finished "
+                        "and the session ends with the operator and the robot at rest")
     p.add_argument("--rtt", type=round_trip, default=1.5, help="round-trip delay [s], at most 10 (default: 1.5)")
     p.add_argument("--seed", type=int, default=7, help="seed of the operator and the link")
     p.add_argument("--loss", type=probability, default=0.0,

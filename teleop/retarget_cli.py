@@ -16,8 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("retarget", help="retarget a motion file to robot references (and execute it on the robot)",
                        description="Read a motion file (Xsens CSV/MVNX, ASF/AMC, BVH, VR trackers, .npz), retarget it "
                                    "to the robot references (calibrated on its first frame), write the references and "
-                                   "a plot of human vs robot hands and CoM. --execute plays them on the simulated robot "
-                                   "through the whole-body controller, with the ZMP correction of the CoM reference.")
+                                   "a plot of human vs robot hands and CoM. --execute plays them on the simulated "
+                                   "robot through the whole-body controller, with the ZMP correction of the CoM "
+                                   "reference.")
     p.add_argument("file", type=Path, help="motion file")
     p.add_argument("--out", type=Path, help="output folder (default: out/retarget/<file stem>)")
     p.add_argument("--execute", action="store_true", help="play the references on the simulated robot")
@@ -121,8 +122,8 @@ def _run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     traj.save_npz(out / "references.npz")
     plot_retargeting(motion, traj, out / "retargeting.png")
-    result: dict = {"frames": len(traj), "duration_s": round(traj.duration, 6), "references": str(out / "references.npz"),
-                    "plot": str(out / "retargeting.png")}
+    result: dict = {"frames": len(traj), "duration_s": round(traj.duration, 6),
+                    "references": str(out / "references.npz"), "plot": str(out / "retargeting.png")}
     if args.execute:
         from teleop.control.closed_loop import run_closed_loop
         from teleop.stations.robot_station import RobotStationConfig

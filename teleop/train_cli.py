@@ -37,11 +37,14 @@ def basis_count(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    train = sub.add_parser("train", help="learn a ProMP task library from folders of motion files (recordings: teleop dataset export first)",
+    train = sub.add_parser("train",
+                           help="learn a ProMP task library from folders of motion files (recordings: teleop dataset "
+                                "export first)",
                            description="Retarget every take (one folder per task, or Xsens pN.csv files) to robot "
                                        "references, cut each to its moving part and learn one ProMP per task.")
-    train.add_argument("data", nargs="+", type=Path, help="folders of takes: one folder per task (the hdm05 layout), Xsens "
-                       "pN.csv files, or the motion files of one task (named after its folder)")
+    train.add_argument("data", nargs="+", type=Path,
+                       help="folders of takes: one folder per task (the hdm05 layout), Xsens "
+                            "pN.csv files, or the motion files of one task (named after its folder)")
     train.add_argument("-o", "--out", type=Path, default=DEFAULT_LIBRARY,
                        help=f"library file (default: {DEFAULT_LIBRARY}); an existing task library there is replaced, "
                             "any other file only with --force, and a take being learned from never")
@@ -208,7 +211,8 @@ def _check_lengths(takes: list[Take], basis: int) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     if args.out.is_dir():   # found now, not after the learning
-        raise PreconditionError(f"-o {args.out} is a folder: give the library file to write, e.g. {args.out / 'library.npz'}")
+        raise PreconditionError(f"-o {args.out} is a folder: give the library file to write, "
+                                f"e.g. {args.out / 'library.npz'}")
     check_output_location(args.out, "-o")
     # A folder that cannot be made or written in (-o /proc/none/lib.npz) failed only when
     # the library was saved, after all the reading.

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loss", type=probability, default=0.0, help="forward packet loss probability, in [0, 1)")
     p.add_argument("--loss-burst", type=burst_length, default=None, metavar="PACKETS",
                    help="lose commands in runs of this mean length (Gilbert model, >= 1; default: independent)")
-    p.add_argument("--out", type=nonempty_path, default=Path("out") / "trial", help="folder for the table and plots (default: out/trial)")
+    p.add_argument("--out", type=nonempty_path, default=Path("out") / "trial",
+                   help="folder for the table and plots (default: out/trial)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--realtime", action="store_true",
                    help="run the real stations through the real UDP proxy on loopback (wall-clock time)")
@@ -96,8 +97,8 @@ def warn_round_trips_past_the_takes(rtts: list[float], takes: list) -> None:
     past = [f"{r:g}" for r in rtts if r / 2.0 > longest]
     if past and takes:
         print(f"note: at round trip(s) {', '.join(past)} s the forward delay exceeds the longest test take "
-              f"({longest:.2f} s): the operator finishes before the first command arrives, and those rows score only how soon the robot shows "
-              "the final pose", file=sys.stderr)
+              f"({longest:.2f} s): the operator finishes before the first command arrives, and those rows score "
+              "only how soon the robot shows the final pose", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -120,7 +121,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             library = _learn(train)
             cases = [SweepCase(t.trajectory, library) for t in test]
-        results = run_sweep(cases, rtts, seed=args.seed, settings=TrialSettings(loss=args.loss, loss_burst=args.loss_burst),
+        results = run_sweep(cases, rtts, seed=args.seed,
+                            settings=TrialSettings(loss=args.loss, loss_burst=args.loss_burst),
                             progress=True)   # on stderr: --json keeps stdout for the JSON
         summary = summarise(results, labels)
     # The link the figures were measured on (a lossy run's files must not read as a clean one's).

@@ -19,7 +19,8 @@ from teleop.sim.contact_panel import ContactPanel, WeldedTool
 # ------------------------------------------------------------------ intrinsics
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"width": 0, "height": 0}, "size"), ({"width": 320, "height": 0}, "size"), ({"width": 0, "height": 240}, "size"),
-    ({"fov_deg": 0.0}, "field of view"), ({"fov_deg": 180.0}, "field of view"), ({"fov_deg": float("nan")}, "field of view"),
+    ({"fov_deg": 0.0}, "field of view"), ({"fov_deg": 180.0}, "field of view"),
+    ({"fov_deg": float("nan")}, "field of view"),
     ({"near": 0.0}, "near"), ({"near": 7.0, "far": 6.0}, "near"),
 ])
 def test_camera_intrinsics_that_cannot_image_are_refused_by_name(kwargs, fragment):

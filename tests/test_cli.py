@@ -110,7 +110,8 @@ def test_train_then_trial_on_the_embedded_dataset(tmp_path):
 
 def test_eval_promp_json_layout(tmp_path):
     out = run_teleop("eval", "promp", "--train", str(DATASET), "--test", str(DATASET), "--leave-one-out",
-                     "--train-tasks", "reach_forward,squat,place_high", "--test-tasks", "reach_forward,squat,place_high",
+                     "--train-tasks", "reach_forward,squat,place_high",
+                     "--test-tasks", "reach_forward,squat,place_high",
                      "--json", "--out", str(tmp_path / "eval")).stdout
     result = json.loads(out)
     assert set(result["recognition"]) == {"none", "quarter", "half"}

@@ -235,7 +235,8 @@ def test_eval_a_test_task_the_training_set_lacks_names_task_and_tasks(tmp_path, 
     test = tmp_path / "xs_good"   # a task folder: one task, labelled xs_good
     test.mkdir()
     shutil.copy(SYNTHETIC / "side_reach" / "side_reach_0.npz", test)
-    rc, _, err = run_cli(capsys, "eval", "promp", "--train", train, "--test", test, *(["--leave-one-out"] if loo else []))
+    rc, _, err = run_cli(capsys, "eval", "promp", "--train", train, "--test", test,
+                         *(["--leave-one-out"] if loo else []))
     message = error_line(err)
     assert rc == 1
     assert "task 'xs_good', which the training takes do not have (tasks: reach_forward, squat)" in message

@@ -85,7 +85,8 @@ def test_a_missing_secret_file_is_the_station_commands_error(capsys, tmp_path, c
     """It said "teleop: error: ...", not which command failed."""
     with pytest.raises(SystemExit) as exit_:
         main([command, "--secret-file", str(tmp_path / "absent"), "--duration", "0.1"])
-    assert str(exit_.value.code).startswith(f"teleop {command}: error: secret file {tmp_path / 'absent'} does not exist")
+    assert str(exit_.value.code).startswith(f"teleop {command}: error: secret file {tmp_path / 'absent'} "
+                                            "does not exist")
 
 
 def test_operator_warns_when_neither_robot_nor_mvn_stream_is_there(capsys, secret):
@@ -175,7 +176,8 @@ def test_what_arrives_again_after_a_silence_warning_is_said_once(capsys):
     count[0] = 8
     late.check()                     # the first poses: not "again"
     err = capsys.readouterr().err.splitlines()
-    first = re.fullmatch(r"\[operator\] MVN poses: arriving (\d+\.\d) s after the start", err[1]) if len(err) == 2 else None
+    first = (re.fullmatch(r"\[operator\] MVN poses: arriving (\d+\.\d) s after the start", err[1])
+             if len(err) == 2 else None)
     assert first and float(first[1]) >= 0.1, err
 
 
@@ -333,7 +335,8 @@ def test_netem_refuses_to_forward_to_itself_and_names_a_listen_address_in_use(ca
         busy = taken.getsockname()[1]
         assert main(["netem", "--listen", f"127.0.0.1:{busy}", "--duration", "0.1"]) == 1
     # The error line of every command: one line, and where to look for more.
-    assert capsys.readouterr().err.splitlines() == [f"teleop netem: error: --listen 127.0.0.1:{busy}: Address already in use",
+    assert capsys.readouterr().err.splitlines() == [f"teleop netem: error: --listen 127.0.0.1:{busy}: "
+                                                    "Address already in use",
                                                     "(TELEOP_DEBUG=1 shows where it happened)"]
 
 
@@ -390,7 +393,8 @@ def test_checks_made_before_the_work_starts_say_what_to_change_and_no_more(capsy
     assert main(["record", "--duration", "0.2", "-o", str(out)]) == 1
     assert capsys.readouterr().err.splitlines() == [
         f"teleop record: error: {out} exists: pass --force to overwrite it, or choose another -o"]
-    assert main(["eval", "promp", "--train", "datasets/synthetic", "--test", "datasets/synthetic", "--out", str(out)]) == 1
+    assert main(["eval", "promp", "--train", "datasets/synthetic", "--test", "datasets/synthetic",
+                 "--out", str(out)]) == 1
     assert capsys.readouterr().err.splitlines() == [
         f"teleop eval: error: --out {out} is a file: give a folder for the summary and the plot"]
     assert main(["netem", "--delay-ms", "20000", "--duration", "0.1"]) == 2
@@ -492,7 +496,8 @@ def test_stale_reports_after_our_own_input_paused_are_not_blamed_on_the_link(cap
 
     after, forward_delay = 0.1, 0.25                      # a round trip of 0.5 s
     video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
-    station = SimpleNamespace(feedback=SimpleNamespace(watchdog_state=WatchdogState.ACTIVE, forward_delay=forward_delay),
+    station = SimpleNamespace(feedback=SimpleNamespace(watchdog_state=WatchdogState.ACTIVE,
+                                                       forward_delay=forward_delay),
                               feedback_received=1, sent=100)
     watch = CommandLinkWatch(station, video, after=after)
     ticks, until_said = _command_link_ticker(capsys, watch, station, video)

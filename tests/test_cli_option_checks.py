@@ -224,7 +224,8 @@ def test_bench_names_its_missing_positional_by_the_benchmarks(capsys):
     (["operator", "--loop"], "--loop is about replaying a motion file: give --input FILE (not --input synthetic)"),
     (["operator", "--input", "openvr", "--loop"],
      "--loop is about replaying a motion file: give --input FILE (not --input openvr)"),
-    (["operator", "--speed", "2"], "--speed is about replaying a motion file: give --input FILE (not --input synthetic)"),
+    (["operator", "--speed", "2"],
+     "--speed is about replaying a motion file: give --input FILE (not --input synthetic)"),
     (["operator", "--input", "xsens-live:9763", "--speed", "1"],     # given, though equal to the default
      "--speed is about replaying a motion file: give --input FILE (not --input xsens-live:9763)"),
     (["operator", "--rate-hz", "50"],

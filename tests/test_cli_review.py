@@ -281,7 +281,8 @@ def test_trial_leave_one_out_leaves_the_take_out_however_the_folder_is_spelt(tmp
             used = learnt_from[id(case.library)]
             assert len(used) == 5 and not any(np.array_equal(case.take.values, values) for values in used)
     synthetic_dataset(tmp_path / "one", {"squat": 1})
-    rc, _, err = run_cli(capsys, "trial", "--train", "one", "--test", tmp_path / "one", "--leave-one-out", "--rtt", "1.5")
+    rc, _, err = run_cli(capsys, "trial", "--train", "one", "--test", tmp_path / "one", "--leave-one-out",
+                         "--rtt", "1.5")
     assert rc == 1 and "is the only training take" in error_line(err)
 
 
@@ -349,7 +350,8 @@ def test_a_trial_leaves_only_its_own_take_plots_in_the_output_folder(tmp_path, c
     realtime = ["summary_realtime.json", "table_realtime.txt", "takes_realtime.csv", "take0_rtt1.5_realtime.png"]
     for name in realtime:
         (out / name).write_text("{}")
-    assert run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1", "--out", out)[0] == 0
+    assert run_cli(capsys, "trial", "--train", data, "--test", data, "--leave-one-out", "--rtt", "1",
+                   "--out", out)[0] == 0
     assert (out / "summary.json").is_file() and (out / "table.txt").is_file()
     assert all((out / name).read_text() == "{}" for name in realtime)
     assert {p.name for p in out.glob("*_rtt*.png")} == {"take0_rtt1.png", "worst_rtt1.png", "take0_rtt1.5_realtime.png"}

@@ -52,7 +52,8 @@ def test_thesis_weights_and_gains_are_the_published_ones():
             ch5["torso"].weight, ch5["left_forearm"].weight) == (1.0, 0.73, 0.85, 1.0, 0.62, 0.11)
     c1 = {t.name: t for t in load_stack("c1").tasks}
     assert c1["left_hand"].gain == pytest.approx(0.0191 / 0.01)        # OpenSoT lambda per tick
-    assert [c1[n].level for n in ("head", "com", "com_height", "torso", "left_hand", "left_forearm")] == [1, 2, 2, 2, 2, 3]
+    assert [c1[n].level for n in ("head", "com", "com_height", "torso", "left_hand",
+                                  "left_forearm")] == [1, 2, 2, 2, 2, 3]
     c2 = {t.name: t for t in load_stack("c2").tasks}
     assert c2["chest"].level == 3 and c2["chest"].gain == pytest.approx(60.52)
     assert c2["left_arm"].weight == 0.8406

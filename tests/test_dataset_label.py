@@ -161,7 +161,8 @@ def test_label_refuses_what_would_lose_or_confuse_data(tmp_path, target, capsys)
     assert "no episode 0 (episodes: none): leave out --episode" in capsys.readouterr().err
     assert main(["dataset", "label", str(session), "--task", "squat", "--start", "5"]) == 1
     assert "no messages from 5 s" in capsys.readouterr().err
-    assert main(["dataset", "label", str(session), "--task", "squat", "--start", "0.2", "--end", "0.1"]) == 2   # options that cannot go together
+    assert main(["dataset", "label", str(session), "--task", "squat", "--start", "0.2",
+                 "--end", "0.1"]) == 2   # options that cannot go together
     assert "--end (0.1 s) must not come before --start (0.2 s)" in capsys.readouterr().err
 
     other = tmp_path / "other.mcap"

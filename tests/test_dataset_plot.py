@@ -239,7 +239,8 @@ def test_the_tracking_error_leaves_out_the_ticks_without_commands(tmp_path):
     with_commands = [k for k in range(20) if k not in without]
     error = (commands - positions)[with_commands]
     # By hand, over the 10 ticks with commands (counting the 20 would give 1/sqrt(2) of it).
-    expected = {group: np.sqrt(np.mean(error[:, [j for j, name in enumerate(names) if joint_group(name) == group]] ** 2))
+    expected = {group: np.sqrt(np.mean(error[:, [j for j, name in enumerate(names)
+                                                 if joint_group(name) == group]] ** 2))
                 for group in ("legs", "torso", "arms", "neck")}
 
     # Read at once (one window mixing both), and 30 ms at a time (windows of 3 ticks: some
@@ -294,7 +295,8 @@ def test_plot_does_not_overwrite_without_force(robot_file, capsys):
     err = capsys.readouterr().err
     assert err.startswith("teleop dataset plot: error: ") and "--force" in err and err.count("\n") == 1
     # No -o was given: not "-o X exists".
-    assert f"{existing} exists (the plot's default file, next to the recording)" in err and "-o " + str(existing) not in err
+    assert (f"{existing} exists (the plot's default file, next to the recording)" in err
+            and "-o " + str(existing) not in err)
     assert existing.read_bytes() == b"someone's figure"
     assert plot(robot_file, "--force") == 0
     assert_png_with_content(existing)

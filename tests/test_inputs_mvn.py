@@ -232,7 +232,8 @@ def test_stream_motion_tool_feeds_the_receiver_over_loopback():
         stats = stream_motion(motion, source.address, speed=20.0)
         # 40 poses + 40 CoMs + 1 meta message (once a second of motion time).
         assert stats == {"samples": 40, "datagrams": 81, "bytes": stats["bytes"], "send_errors": 0}
-        last = _receive_until(source, lambda f: np.allclose(f[1]["pelvis"][0], motion.position("pelvis")[-1], atol=1e-5))
+        last = _receive_until(source, lambda f: np.allclose(f[1]["pelvis"][0], motion.position("pelvis")[-1],
+                                                            atol=1e-5))
         assert source.meta == {"name": "teleop"}
         assert source.stats["samples"] >= 1 and last is not None
     # The byte count is what went on the wire: the same stream (on a virtual clock) to a

@@ -94,7 +94,8 @@ def make_fake_openvr(devices: list[dict] | None, frame: list[int]):
 def test_the_fake_uses_the_values_openvr_defines():
     openvr = pytest.importorskip("openvr", reason="openvr not installed (pip install 'prescient-teleop[vr]')")
     fake = make_fake_openvr([], [0])
-    for name in ("VRApplication_Other", "VRApplication_Overlay", "TrackingUniverseStanding", "k_unMaxTrackedDeviceCount",
+    for name in ("VRApplication_Other", "VRApplication_Overlay", "TrackingUniverseStanding",
+                 "k_unMaxTrackedDeviceCount",
                  "TrackedDeviceClass_HMD", "TrackedDeviceClass_Controller", "TrackedDeviceClass_GenericTracker",
                  "TrackedControllerRole_LeftHand", "TrackedControllerRole_RightHand", "Prop_SerialNumber_String",
                  "Prop_ControllerType_String", "Prop_DisplayFrequency_Float"):
@@ -182,10 +183,12 @@ def test_devices_become_segment_poses_after_an_npose_calibration(motion):
         for segment, (p, q) in pose.items():
             s = motion.index(segment)
             expected_p = quat.rotate(turn, motion.positions[k, s])
-            expected_q = quat.mul(turn, quat.mul(quat.mul(motion.orientations[k, s], quat.conj(motion.orientations[0, s])),
+            expected_q = quat.mul(turn, quat.mul(quat.mul(motion.orientations[k, s],
+                                                          quat.conj(motion.orientations[0, s])),
                                                  quat.conj(turn)))
             worst_p = max(worst_p, float(np.abs(p - expected_p).max()))
-            worst_q = max(worst_q, float(2 * np.arccos(min(1.0, abs(np.dot(q, expected_q) / np.linalg.norm(expected_q))))))
+            worst_q = max(worst_q,
+                          float(2 * np.arccos(min(1.0, abs(np.dot(q, expected_q) / np.linalg.norm(expected_q))))))
     assert worst_p < 1e-9 and worst_q < 1e-6
     # Between two display periods nothing new is produced.
     assert source.poll((n - 1) / 90.0 + 0.001) is None

@@ -268,6 +268,7 @@ def test_the_standalone_netem_gives_the_error_line_and_exit_code_of_every_comman
     assert done.returncode == 1
     assert done.stderr.splitlines()[0] == f"teleop netem: error: --listen 127.0.0.1:{busy}: Address already in use"
     same = subprocess.run([sys.executable, "-m", "teleop.net", "netem", "--listen", "127.0.0.1:9050",
-                           "--target", "127.0.0.1:9050", "--duration", "0.1"], capture_output=True, text=True, timeout=60)
+                           "--target", "127.0.0.1:9050", "--duration", "0.1"],
+                          capture_output=True, text=True, timeout=60)
     assert same.returncode == 2 and "Traceback" not in same.stderr
     assert "are one address" in same.stderr

@@ -42,7 +42,8 @@ def test_the_unconditioned_baseline_is_scored_on_each_levels_own_remainder():
     res = evaluate_library(library, [test], [tasks[0].label], groups={"all": range(4)})
     prior = res["rms_remaining_prior"]
     # "none" observes nothing: its remainder is the whole motion.
-    assert prior["none"]["groups"]["all"]["mean"] == pytest.approx(res["rms_remaining"]["none"]["groups"]["all"]["mean"])
+    assert prior["none"]["groups"]["all"]["mean"] == pytest.approx(
+        res["rms_remaining"]["none"]["groups"]["all"]["mean"])
     # At 1/2: the prior mean of the true task at speed 1, over the second half only.
     promp = library[tasks[0].label]
     t = test.times - test.times[0]

@@ -140,7 +140,8 @@ def test_non_finite_arrays_in_a_library_file_are_refused(tmp_path, library, fiel
         arrays[field].flat[0] = bad
     path = _rewritten(tmp_path / "lib.npz", library, poison)
     name = field.split("/")[1]
-    with pytest.raises(LibraryFormatError, match=f"^{re.escape(str(path))}: task .* is malformed .*{name} must be finite"):
+    with pytest.raises(LibraryFormatError,
+                       match=f"^{re.escape(str(path))}: task .* is malformed .*{name} must be finite"):
         TaskLibrary.load(path)
 
 

@@ -288,7 +288,8 @@ def test_an_amc_whose_frame_numbers_are_lost_says_a_bone_is_repeated(tmp_path):
 
 def test_an_amc_bone_line_repeated_in_a_frame_is_refused(tmp_path):
     path, skel = amc(tmp_path, "1\n" + FRAME + "lowerback 9 9 9\n2\n" + FRAME)
-    with pytest.raises(MotionFormatError, match=r":6: bone lowerback given twice in frame 1 \(line 3; first at line 5\)"):
+    with pytest.raises(MotionFormatError,
+                       match=r":6: bone lowerback given twice in frame 1 \(line 3; first at line 5\)"):
         read_amc(path, skel)
 
 

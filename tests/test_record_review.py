@@ -48,7 +48,8 @@ def test_a_topic_on_several_channels_is_read_and_copied_whole(tmp_path, writer_o
     assert dataset_cli.main(["trim", str(path), "--start", "0.1", "--end", "0.2", "-o", str(trimmed)]) == 0
     capsys.readouterr()
     with open(copy, "rb") as f:  # each message stays on its own channel, with that channel's metadata
-        publishers = [channel.metadata.get("publisher") for _, channel, _ in make_reader(f).iter_messages(topics=["/x"])]
+        publishers = [channel.metadata.get("publisher")
+                      for _, channel, _ in make_reader(f).iter_messages(topics=["/x"])]
     assert publishers.count("a") == publishers.count("b") == 50
     # 0.1 s .. 0.2 s inclusive: ticks 10..20 of /x's first channel, 10..19 of the others.
     assert {t: c.count for t, c in open_recording(trimmed).channels.items()} == {"/x": 21, "/y": 10}

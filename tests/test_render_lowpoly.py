@@ -243,7 +243,8 @@ def test_larger_image_and_a_face_crossing_the_near_plane(robot):
     pin.framesForwardKinematics(robot.model, data, robot.home_configuration())
     part_R, part_t = renderer.part_poses(data)
     table = next(o for o in default_scene() if o.name == "table")
-    eye = pin.SE3(pin.rpy.rpyToMatrix(0.0, 0.4, 0.0), np.array([table.position[0] - 0.26, 0.0, table.position[2] + 0.01]))
+    eye = pin.SE3(pin.rpy.rpyToMatrix(0.0, 0.4, 0.0),
+                  np.array([table.position[0] - 0.26, 0.0, table.position[2] + 0.01]))
     image = renderer.render(eye, part_R, part_t)
     assert image.shape == (480, 640, 3)
     red, green, blue = np.moveaxis(image.astype(int), 2, 0)

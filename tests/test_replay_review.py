@@ -112,7 +112,8 @@ def test_eval_tool_refuses_a_json_it_cannot_write_before_playing(tmp_path, capsy
     with pytest.raises(SystemExit) as exit_:
         tool.main([str(data), "--json", str(tmp_path / "missing" / "rows.json")])
     assert exit_.value.code == 2
-    assert f"--json {tmp_path / 'missing' / 'rows.json'}: {tmp_path / 'missing'} is not a folder" in capsys.readouterr().err
+    assert (f"--json {tmp_path / 'missing' / 'rows.json'}: {tmp_path / 'missing'} is not a folder"
+            in capsys.readouterr().err)
     with pytest.raises(SystemExit):
         tool.main([str(data), "--json", str(tmp_path)])
     assert "is a folder" in capsys.readouterr().err

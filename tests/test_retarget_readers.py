@@ -322,7 +322,8 @@ def test_a_damaged_format_member_of_a_native_npz_is_a_motion_format_error(tmp_pa
         info = zf.getinfo("format.npy")
     raw = bytearray(path.read_bytes())
     head = info.header_offset
-    start = head + 30 + int.from_bytes(raw[head + 26:head + 28], "little") + int.from_bytes(raw[head + 28:head + 30], "little")
+    start = (head + 30 + int.from_bytes(raw[head + 26:head + 28], "little")
+             + int.from_bytes(raw[head + 28:head + 30], "little"))
     size = info.compress_size
     for k in range(start + 2, start + size - 2):
         raw[k] ^= 0x5A

@@ -66,7 +66,8 @@ def mvnx_with_quaternion(tmp_path, values):
 
 def test_mvnx_rejects_a_zero_quaternion_naming_the_frame(tmp_path):
     path, line = mvnx_with_quaternion(tmp_path, ["0", "0", "0", "0"])
-    with pytest.raises(MotionFormatError, match="zero <orientation> quaternion of segment Pelvis in motion frame 2") as e:
+    with pytest.raises(MotionFormatError,
+                       match="zero <orientation> quaternion of segment Pelvis in motion frame 2") as e:
         read_motion(path)
     assert str(e.value).startswith(f"{path}:{line}: ")
 

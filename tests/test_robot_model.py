@@ -11,7 +11,8 @@ def test_icub_has_32_joints_and_about_33_kg(robot):
     assert robot.n_joints == 32
     assert robot.nq == 39 and robot.nv == 38
     assert 32.0 < robot.total_mass < 34.0
-    for group, size in (("left_leg", 6), ("right_leg", 6), ("torso", 3), ("left_arm", 7), ("right_arm", 7), ("neck", 3)):
+    for group, size in (("left_leg", 6), ("right_leg", 6), ("torso", 3), ("left_arm", 7), ("right_arm", 7),
+                        ("neck", 3)):
         assert len(robot.group_indices(group)) == size
 
 
@@ -70,7 +71,8 @@ def test_another_robot_is_a_description_file(tmp_path):
     text = load_description().source.read_text().replace('name = "iCub"', 'name = "iCub-crouched"')
     text = text.replace("l_knee = -0.45", "l_knee = -0.9").replace("r_knee = -0.45", "r_knee = -0.9")
     text = text.replace("l_hip_pitch = 0.25", "l_hip_pitch = 0.45").replace("r_hip_pitch = 0.25", "r_hip_pitch = 0.45")
-    text = text.replace("l_ankle_pitch = -0.2", "l_ankle_pitch = -0.45").replace("r_ankle_pitch = -0.2", "r_ankle_pitch = -0.45")
+    text = (text.replace("l_ankle_pitch = -0.2", "l_ankle_pitch = -0.45")
+            .replace("r_ankle_pitch = -0.2", "r_ankle_pitch = -0.45"))
     path = tmp_path / "crouched.toml"
     path.write_text(text)
     other = RobotModel(path)

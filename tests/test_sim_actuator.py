@@ -214,7 +214,8 @@ def test_description_actuator_file_is_read(tmp_path, robot):
     from teleop.robot.model import RobotModel
     from teleop.sim.simulator import Simulation
 
-    text = (robot.description.source.read_text().replace("enabled = false", f'enabled = true\nfile = "{tmp_path}/a.json"'))
+    text = (robot.description.source.read_text()
+            .replace("enabled = false", f'enabled = true\nfile = "{tmp_path}/a.json"'))
     (tmp_path / "icub_test.toml").write_text(text.replace('urdf = "package:', 'urdf = "package:'))
     (tmp_path / "a.json").write_text(json.dumps({"latency": 0.005, "default": {"kp": 50.0, "kd": 1.0}}))
     other = RobotModel(load_description(tmp_path / "icub_test.toml"))

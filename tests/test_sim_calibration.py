@@ -28,7 +28,8 @@ def test_recording_round_trip(tmp_path, suffix):
 
 
 @pytest.mark.parametrize("content, fragment", [
-    ({"time": [0, 0.01, 0.02], "joint_names": ["a"], "commanded": [[0], [0], [0]]}, "missing measured (a recording needs"),
+    ({"time": [0, 0.01, 0.02], "joint_names": ["a"], "commanded": [[0], [0], [0]]},
+     "missing measured (a recording needs"),
     ({"time": [0, 0.01, 0.02], "joint_names": ["a"], "commanded": [[0], [0]], "measured": [[0], [0], [0]]},
      "'commanded' has shape (2, 1)"),
     ({"time": [0, 0.01, 0.05], "joint_names": ["a"], "commanded": [[0], [0], [0]], "measured": [[0], [0], [0]]},

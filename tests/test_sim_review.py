@@ -177,7 +177,8 @@ def test_a_command_timeout_that_is_not_positive_is_refused(fixed_sim, robot, tim
 def test_serve_with_an_unknown_joint_group_is_one_line(capsys):
     from teleop.cli import main
 
-    assert main(["lockstep", "serve", "--joints", "left_armm", "--port", "0", "--sessions", "1"]) == 2   # a bad option value
+    assert main(["lockstep", "serve", "--joints", "left_armm", "--port", "0",
+                 "--sessions", "1"]) == 2   # a bad option value
     err = capsys.readouterr().err
     assert err.startswith("teleop lockstep: error: --joints: iCub has no joint 'left_armm' (groups: ")
     assert "Traceback" not in err

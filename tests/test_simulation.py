@@ -31,7 +31,8 @@ def test_state_round_trip(robot, sim):
     measured = sim.state().q
     assert np.allclose(measured[:3], q[:3], atol=1e-9)
     # Quaternions q and -q are the same rotation.
-    assert min(np.abs(measured[3:7] - q[3:7]).max(), np.abs(measured[3:7] + q[3:7]).max()) < 1e-6  # pybullet stores float32-ish
+    assert min(np.abs(measured[3:7] - q[3:7]).max(),
+               np.abs(measured[3:7] + q[3:7]).max()) < 1e-6  # pybullet stores float32-ish
     assert np.allclose(measured[7:], q[7:], atol=1e-9)
     sim.reset()
 

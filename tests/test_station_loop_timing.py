@@ -42,7 +42,8 @@ class FakeTime:
         self.t += seconds
 
 
-def loop_on_fake_clock(body_ms, duration: float, period: float = 0.01, station: str = "robot") -> tuple[LoopTiming, list[float]]:
+def loop_on_fake_clock(body_ms, duration: float, period: float = 0.01,
+                       station: str = "robot") -> tuple[LoopTiming, list[float]]:
     """Run :func:`run_loop` for ``duration`` fake seconds; the body of call ``k`` takes ``body_ms(k)`` ms.
     Returns the timing and each call's body duration [ms]."""
     fake, spent = FakeTime(), []
@@ -239,7 +240,8 @@ def test_a_loop_a_second_behind_still_warns_and_resyncs_and_counts_it(capsys):
     # The tick after the resync starts on its new schedule: only the long one is late.
     assert timing.late == 1 and timing.max_lateness_ms < 1e-6
     err = capsys.readouterr().err
-    assert "[robot] warning: the 100 Hz loop fell 1.5 s behind (the machine is overloaded?): carrying on from now" in err
+    assert ("[robot] warning: the 100 Hz loop fell 1.5 s behind (the machine is overloaded?): "
+            "carrying on from now" in err)
     assert timing.short().endswith(", 1 resync")
 
 

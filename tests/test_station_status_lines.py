@@ -11,7 +11,8 @@ from teleop.stations.robot_station import STATE_CODES
 
 def test_the_line_says_what_the_robot_does_and_how_old_the_images_are():
     # Robot clock 3 s ahead of ours: the frames' raw age (our arrival − its capture) is 3 s short.
-    feedback = Feedback(watchdog_state=WatchdogState.ACTIVE, compensation_state=STATE_CODES[CompensationState.PREDICTING],
+    feedback = Feedback(watchdog_state=WatchdogState.ACTIVE,
+                        compensation_state=STATE_CODES[CompensationState.PREDICTING],
                         forward_delay=0.75, clock_offset=3.0)
     line = status_line(2.0, 200, 20, feedback, {"tau_b_s": -2.23}, "loop: 0.1 % late")
     assert line == ("[operator] robot ACTIVE   predicting  tau_f 0.750 s  sent 100.0/s  video 10.0 fps, 0.770 s old  "

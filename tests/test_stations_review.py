@@ -82,7 +82,8 @@ def test_the_demo_prints_a_session_in_which_the_operator_did_not_move(monkeypatc
     summary = {"round_trip_s": 1.5, "duration_s": 1.99, "library": {"tasks": ["a", "b"], "demonstrations": 12},
                "robot": {"fell": False, "max_foot_slip_mm": 0.1, "min_cop_margin_mm": 5.1,
                          "max_joint_speed_ratio": 0.9,
-                         "sessions": {"compensated": {"min_cop_margin_mm": 7.2}, "delayed": {"min_cop_margin_mm": 5.1}}},
+                         "sessions": {"compensated": {"min_cop_margin_mm": 7.2},
+                                      "delayed": {"min_cop_margin_mm": 5.1}}},
                "seen_hand_error_cm": {"compensated": {"moving_cm": None, "all_cm": 0.13, "predicting_cm": None},
                                       "delayed": {"moving_cm": None, "all_cm": 0.13, "predicting_cm": None}},
                "controller_timing_ms": {}, "video": {"frames_displayed": 7}}
@@ -301,7 +302,8 @@ def test_the_operator_says_when_a_replayed_file_has_ended(secret, tmp_path, caps
     from retarget.human import HumanMotion
 
     take = tmp_path / "short.npz"
-    motion = HumanMotion.load_npz(Path(__file__).resolve().parents[1] / "datasets" / "synthetic" / "squat" / "squat_0.npz")
+    motion = HumanMotion.load_npz(
+        Path(__file__).resolve().parents[1] / "datasets" / "synthetic" / "squat" / "squat_0.npz")
     motion.slice(0, 10).save_npz(take)                          # 0.2 s at 50 Hz
     assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
                  f"127.0.0.1:{_free_udp_port()}", "--input", str(take), "--duration", "0.6"]) == 0

@@ -26,12 +26,14 @@ def test_parameters_scale_stiffness_quadratically_and_damping_linearly():
 
 def _recording(error_deg: float, overshoot_deg: float = 0.0) -> tuple[Recording, Recording]:
     t = np.arange(50) * 0.01
-    motion = Recording.from_arrays("training", ["a", "b"], t, np.zeros((50, 2)), np.full((50, 2), -np.radians(error_deg)))
+    motion = Recording.from_arrays("training", ["a", "b"], t, np.zeros((50, 2)),
+                                   np.full((50, 2), -np.radians(error_deg)))
     sp = np.zeros((50, 2))
     sp[10:] = np.radians(45)
     # PV: rises to 45° + overshoot over samples 10..20, back to 45° by sample 30.
     peak = 45.0 + overshoot_deg
-    pv_deg = np.concatenate([np.zeros(10), np.linspace(0, peak, 11)[1:], np.linspace(peak, 45, 11)[1:], np.full(20, 45.0)])
+    pv_deg = np.concatenate([np.zeros(10), np.linspace(0, peak, 11)[1:], np.linspace(peak, 45, 11)[1:],
+                             np.full(20, 45.0)])
     pv = np.radians(np.column_stack([pv_deg, pv_deg]))
     return motion, Recording.from_arrays("step", ["a", "b"], t, sp, pv)
 
@@ -65,7 +67,8 @@ def test_every_rule_of_one_relay_test_is_a_point_of_the_parameter_space():
         for g, b in zip(rules[name], back):
             assert (b.kp, b.ki, b.kd) == pytest.approx((g.kp, g.ki, g.kd), rel=1e-9), name
     # Without D or I: the nearest point is on the lower bound (a tiny K_d, K_i).
-    back = gains_from_parameters(parameters_from_gains(rules["PControl"], rules["PDControl"], tu), rules["PDControl"], tu)
+    back = gains_from_parameters(parameters_from_gains(rules["PControl"], rules["PDControl"], tu),
+                                 rules["PDControl"], tu)
     assert back[0].kp == pytest.approx(rules["PControl"][0].kp)
     assert back[0].kd < 0.03 * rules["PDControl"][0].kd and back[0].ki < 0.01 * back[0].kp / tu[0]
 
@@ -84,7 +87,8 @@ def test_warm_start_is_never_lost():
     good = [PidGains(30.0, 0.0, 10.0), PidGains(15.0, 0.0, 5.0)]
     candidates = {"start": START, "good": good, "bad": [PidGains(1000.0, 0.0, 0.1)] * 2}
     for budget in (3, 12, 30):
-        result = optimise_limb(_stand_in(0.3, 5.0), START, TU, OptimiserSettings(max_evaluations=budget, progress=False),
+        result = optimise_limb(_stand_in(0.3, 5.0), START, TU,
+                               OptimiserSettings(max_evaluations=budget, progress=False),
                                candidates=candidates)
         assert set(result.warm_start) == set(candidates)
         assert result.cost <= result.warm_start["good"] + 1e-12

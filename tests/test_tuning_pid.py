@@ -73,7 +73,8 @@ def test_gains_json_round_trip(tmp_path):
     ('{"mapping": {"l_elbow": {"kp": "x", "ki": 0, "kd": 0}}}', "bad gains"),
     ('{"mapping": {"l_elbow": {"kp": 1, "ki": 0, "kd": 0, "kf": 1}}}', "needs"),
     ('{"mapping": {"l_elbow": {"kp": -1, "ki": 0, "kd": 0}}}', "bad gains"),
-    ('{"mapping": {"l_elbow": {"kp": 1, "ki": 0, "kd": 0}, "l_knee_typo": {"kp": 1, "ki": 0, "kd": 0}}}', "unknown joint"),
+    ('{"mapping": {"l_elbow": {"kp": 1, "ki": 0, "kd": 0}, '
+     '"l_knee_typo": {"kp": 1, "ki": 0, "kd": 0}}}', "unknown joint"),
     ('{"mapping": {}}', "missing joint"),
 ])
 def test_malformed_gains_files_give_clear_errors(tmp_path, text, message):

@@ -102,7 +102,8 @@ def test_interleaved_frames_and_streams(receiver, jpegs):
     grams = datagrams_of(jpegs[0], 5, stream_id=0) + datagrams_of(jpegs[1], 5, stream_id=1)
     grams += datagrams_of(jpegs[2], 6, stream_id=0)
     random.Random(7).shuffle(grams)
-    done = {(f.timing.stream_id, f.timing.frame_id): f.payload for g in grams if (f := receiver.handle_datagram(g, 0.0))}
+    done = {(f.timing.stream_id, f.timing.frame_id): f.payload
+            for g in grams if (f := receiver.handle_datagram(g, 0.0))}
     assert done == {(0, 5): jpegs[0], (1, 5): jpegs[1], (0, 6): jpegs[2]}
 
 

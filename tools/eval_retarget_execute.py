@@ -46,7 +46,8 @@ def summarise(rows: list[dict], key: str) -> str:
     hand = sum(r[key]["hand_rms_cm"] for r in rows) / len(rows)
     return (f"{len(rows)} takes, fell {fell}, CoP outside the feet's polygon in {outside}, "
             f"within {EDGE_MM} mm of its edge (foot rolling) in {edge} (worst margin {worst_margin:+.1f} mm; "
-            f"outside the initial polygon in {outside_initial}), worst foot slip {worst_slip:.1f} mm, mean hand RMS {hand:.2f} cm")
+            f"outside the initial polygon in {outside_initial}), worst foot slip {worst_slip:.1f} mm, "
+            f"mean hand RMS {hand:.2f} cm")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -93,7 +93,8 @@ def to_human_motion(tracks: dict[str, SegmentTrack], times: npt.NDArray[np.float
 
     # Facing direction at the first frame -> +x.
     idx = {s: i for i, s in enumerate(names)}
-    pairs = [(f"left_{p}", f"right_{p}") for p in ("upper_leg", "upper_arm") if f"left_{p}" in idx and f"right_{p}" in idx]
+    pairs = [(f"left_{p}", f"right_{p}") for p in ("upper_leg", "upper_arm")
+             if f"left_{p}" in idx and f"right_{p}" in idx]
     if pairs:
         yaw = float(skeleton.heading_from_lines([positions[0, idx[a]] for a, _ in pairs],
                                                 [positions[0, idx[b]] for _, b in pairs]))

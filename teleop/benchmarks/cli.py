@@ -27,8 +27,10 @@ BENCHMARKS = {
     "video": ("teleop.benchmarks.video_bench", "added latency and throughput of the video path on loopback"),
     "fec": ("teleop.benchmarks.fec_bench", "video frames kept over lossy and bursty links, by parity layout"),
     "record": ("teleop.benchmarks.record_bench", "recording CPU cost and data lost on SIGKILL"),
-    "jog": ("teleop.benchmarks.jog_bench", "AprilTag jogging: detection rate, pose error, command-to-motion, figure-eight"),
-    "fidelity": ("teleop.benchmarks.fidelity_bench", "state-space vs impedance runs: joint/torque RMSE, real-time factor"),
+    "jog": ("teleop.benchmarks.jog_bench",
+            "AprilTag jogging: detection rate, pose error, command-to-motion, figure-eight"),
+    "fidelity": ("teleop.benchmarks.fidelity_bench",
+                 "state-space vs impedance runs: joint/torque RMSE, real-time factor"),
 }
 
 

@@ -468,8 +468,8 @@ def format_table(result: dict) -> str:
     lines.append(f"{'stroke':>7}{'contact':>9}{'F mean':>8}{'F min':>7}{'F max':>7}{'track err':>11}"
                  f"{'z above cmd':>13}{'|tau_ext| J0':>14}{'J3':>6}   peak |tau| J0..J6 [N m]")
     for k, s in enumerate(w["strokes"]):
-        lines.append(f"{k + 1:>7}{s['contact_fraction'] * 100:>8.1f}%{s['normal_mean_n']:>8.2f}{s['normal_min_n']:>7.2f}"
-                     f"{s['normal_max_n']:>7.2f}{s['tracking_error_mean_m'] * 1000:>9.2f}mm"
+        lines.append(f"{k + 1:>7}{s['contact_fraction'] * 100:>8.1f}%{s['normal_mean_n']:>8.2f}"
+                     f"{s['normal_min_n']:>7.2f}{s['normal_max_n']:>7.2f}{s['tracking_error_mean_m'] * 1000:>9.2f}mm"
                      f"{s['z_above_command_mean_m'] * 1000:>11.2f}mm{s['tau_ext_peak_nm'][0]:>14.2f}"
                      f"{s['tau_ext_peak_nm'][3]:>6.2f}   " + " ".join(f"{v:.2f}" for v in s["tau_cmd_peak_nm"]))
     lines.append("reference (real robot, left arm): |tau_ext| J0 14/12/8 N m, J3 8/8/6 N m; contact 3/3 strokes; "

@@ -72,7 +72,8 @@ def tag_pose(t: float) -> tuple[np.ndarray, np.ndarray]:
     ramp = min(1.0, u) ** 2 * (3 - 2 * min(1.0, u))
     w = 2 * math.pi / PERIOD_S
     p = CENTRE_CAM + ramp * np.array([AMPLITUDE_X * math.sin(w * u), AMPLITUDE_Y * math.sin(2 * w * u), 0.0])
-    R = rotation_from_rpy(ramp * math.radians(10) * math.sin(w * u), ramp * math.radians(8) * math.sin(2 * w * u), 0.0) \
+    R = rotation_from_rpy(ramp * math.radians(10) * math.sin(w * u),
+                          ramp * math.radians(8) * math.sin(2 * w * u), 0.0) \
         @ FACING_CAMERA
     return R, p
 
@@ -122,8 +123,10 @@ def bench_detectors(n_frames: int, seed: int = 0) -> dict:
         ms = np.array(elapsed) * 1e3
         out[name] = {"fps": float(1e3 / ms.mean()), "ms_mean": float(ms.mean()), "ms_p95": float(np.percentile(ms, 95)),
                      "detection_rate": len(position_errors) / len(frames),
-                     "pose_error_mm": float(np.sqrt(np.mean(np.square(position_errors))) * 1e3) if position_errors else float("nan"),
-                     "rotation_error_deg": float(np.sqrt(np.mean(np.square(rotation_errors)))) if rotation_errors else float("nan")}
+                     "pose_error_mm": (float(np.sqrt(np.mean(np.square(position_errors))) * 1e3)
+                                       if position_errors else float("nan")),
+                     "rotation_error_deg": (float(np.sqrt(np.mean(np.square(rotation_errors))))
+                                            if rotation_errors else float("nan"))}
     return out
 
 
@@ -502,11 +505,12 @@ def check_plot_folder(out: Path) -> None:
 def format_table(result: dict) -> str:
     r = result
     lines = ["AprilTag jogging (rendered 640x480 frames, 60 frames/s, motion blur + noise; simulated iCub)", ""]
-    lines.append(f"{'detector':<16}{'fps':>8}{'ms mean':>9}{'ms p95':>8}{'detected':>10}{'pos err mm':>12}{'rot err deg':>12}")
+    lines.append(f"{'detector':<16}{'fps':>8}{'ms mean':>9}{'ms p95':>8}{'detected':>10}"
+                 f"{'pos err mm':>12}{'rot err deg':>12}")
     for name, d in r["detectors"].items():
         mark = " *" if name == r["backend"] else ""
-        lines.append(f"{name + mark:<16}{d['fps']:>8.0f}{d['ms_mean']:>9.2f}{d['ms_p95']:>8.2f}{d['detection_rate']:>10.0%}"
-                     f"{d['pose_error_mm']:>12.2f}{d['rotation_error_deg']:>12.2f}")
+        lines.append(f"{name + mark:<16}{d['fps']:>8.0f}{d['ms_mean']:>9.2f}{d['ms_p95']:>8.2f}"
+                     f"{d['detection_rate']:>10.0%}{d['pose_error_mm']:>12.2f}{d['rotation_error_deg']:>12.2f}")
     lines.append("  (* used for the closed loop: >= 60 fps and >= 95 % detected, lowest pose error)")
     lines.append("")
     c = r["obstacle_course"]
@@ -524,13 +528,15 @@ def format_table(result: dict) -> str:
          f"hits between waypoints (waypoint-only here: {c['waypoint_only_contact_steps']})"),
         ("continuous joint 175 -> -179 deg", "moves 6 deg" if cj["ours_accepts"] else "refused", "-",
          "refused (freeze)" if not cj["peer_accepts"] else "accepted"),
-        ("hand orientation", f"gated ({f8['orientation_valid_fraction']:.0%} of ticks on)", "-", "disabled (too noisy)"),
+        ("hand orientation", f"gated ({f8['orientation_valid_fraction']:.0%} of ticks on)", "-",
+         "disabled (too noisy)"),
     ]
     lines.append(f"{'':<44}{'ours':>14}{'target':>8}   jog_control (reference Part B)")
     for name, ours, target, peer in rows:
         lines.append(f"{name:<44}{ours:>14}{target:>8}   {peer}")
     lines.append("")
-    lines.append(f"figure-eight: RMS after removing the delay {f8['rms_after_delay_mm']:.1f} mm, max {f8['max_error_mm']:.1f} mm, "
+    lines.append(f"figure-eight: RMS after removing the delay {f8['rms_after_delay_mm']:.1f} mm, "
+                 f"max {f8['max_error_mm']:.1f} mm, "
                  f"tick {f8['tick_compute_ms_mean']:.2f} ms mean / {f8['tick_compute_ms_p99']:.2f} ms p99, "
                  f"fell: {f8['fell']}, statuses {f8['statuses']}")
     lines.append(f"obstacle course: both waypoints free: {c['endpoints_free']}; joint path between them free: "
@@ -553,8 +559,10 @@ def write_plots(run8: Figure8Run, out: Path) -> list[str]:
     mask = run8.times >= LEAD_IN_S
     ax = axes[0]
     ax.plot(run8.commanded[mask, 1] * 100, run8.commanded[mask, 2] * 100, "k-", lw=2, label="commanded (true tag)")
-    ax.plot(run8.measured[mask, 1] * 100, run8.measured[mask, 2] * 100, "c-", lw=0.8, alpha=0.8, label="goal from detections")
-    ax.plot(run8.executed[mask, 1] * 100, run8.executed[mask, 2] * 100, "r--", lw=1.2, label="executed (simulated hand)")
+    ax.plot(run8.measured[mask, 1] * 100, run8.measured[mask, 2] * 100, "c-", lw=0.8, alpha=0.8,
+            label="goal from detections")
+    ax.plot(run8.executed[mask, 1] * 100, run8.executed[mask, 2] * 100, "r--", lw=1.2,
+            label="executed (simulated hand)")
     ax.set_xlabel("base y [cm]")
     ax.set_ylabel("base z [cm]")
     ax.set_aspect("equal")

@@ -162,9 +162,11 @@ def run(quick: bool = False, data: Path | str | None = None) -> dict:
 def format_table(result: dict) -> str:
     """A human-readable table of :func:`run`'s result."""
     rows = [("source", result["source"]),
-            ("retarget_motion [frames/s]", f"{result['frames_per_s']:,.0f}  (target >= {result['target_frames_per_s']:,.0f}: "
+            ("retarget_motion [frames/s]", f"{result['frames_per_s']:,.0f}  "
+                                           f"(target >= {result['target_frames_per_s']:,.0f}: "
                                            f"{'met' if result['meets_target'] else 'NOT met'})"),
-            (f"  synthetic, {result['synthetic_frames']} frames [frames/s]", f"{result['synthetic_frames_per_s']:,.0f}")]
+            (f"  synthetic, {result['synthetic_frames']} frames [frames/s]",
+             f"{result['synthetic_frames_per_s']:,.0f}")]
     if "read_frames_per_s" in result:
         rows.append(("reading Xsens CSV [frames/s]", f"{result['read_frames_per_s']:,.0f}"))
     rows += [("streamed step [us/frame]", f"{result['stream_step_us']:.0f}"),

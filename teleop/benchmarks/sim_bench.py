@@ -172,7 +172,8 @@ def format_table(result: dict) -> str:
         ("hand/sole FK disagreement, worst [mm]", f"{result['fk_max_error_mm']:.4f}", "< 1"),
         ("eye camera 320x240 [ms/frame]", f"{cam['320x240']:.1f}", "<= 50 (>= 20 fps)"),
         ("eye camera 640x480 [ms/frame]", f"{cam['640x480']:.1f}", ""),
-        ("  pybullet TinyRenderer 320x240 [ms/frame]", f"{result['pybullet_camera_frame_ms']['320x240']:.1f}", "(for comparison)"),
+        ("  pybullet TinyRenderer 320x240 [ms/frame]", f"{result['pybullet_camera_frame_ms']['320x240']:.1f}",
+         "(for comparison)"),
         ("  pybullet TinyRenderer 640x480 [ms/frame]", f"{result['pybullet_camera_frame_ms']['640x480']:.1f}", ""),
     ]
     width = max(len(r[0]) for r in rows)

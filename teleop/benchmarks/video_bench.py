@@ -104,7 +104,8 @@ def _percentile_ms(values_s: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values_s) * 1e3, q))
 
 
-def run_one(width: int, height: int, fps: float = TARGET_FPS, duration_s: float = 4.0, quality: int = 80) -> dict[str, Any]:
+def run_one(width: int, height: int, fps: float = TARGET_FPS, duration_s: float = 4.0,
+            quality: int = 80) -> dict[str, Any]:
     """Stream ``duration_s`` seconds at ``width x height`` and measure (see module docstring).
 
     Returns ``added_latency_p50_ms``, ``added_latency_p99_ms``, ``fps`` (displayed
@@ -255,7 +256,8 @@ def format_table(result: dict[str, Any]) -> str:
     if render_fps is not None:
         render = result.get("render", {})
         lines.append(f"eye camera 320x240: {render_fps:.0f} frames/s rendered (target >= 20); the simulation with "
-                     f"the camera at {render.get('camera_hz', 20):g} Hz runs at {render.get('rtf_with_camera', float('nan')):.2f}x real time")
+                     f"the camera at {render.get('camera_hz', 20):g} Hz runs at "
+                     f"{render.get('rtf_with_camera', float('nan')):.2f}x real time")
     if "targets_met_640x480" in result:
         verdict = "met" if result["targets_met_640x480"] else "NOT met"
         lines.append(f"targets 640x480 (p50 <= {TARGET_P50_MS:g} ms, p99 <= {TARGET_P99_MS:g} ms, "
@@ -263,7 +265,8 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def measure_codec_options(size: tuple[int, int] = (640, 480), frames: int = 30, repeats: int = 2) -> list[dict[str, Any]]:
+def measure_codec_options(size: tuple[int, int] = (640, 480), frames: int = 30,
+                          repeats: int = 2) -> list[dict[str, Any]]:
     """Time JPEG encoder settings on the synthetic scene (the table in ``teleop.video.codec``).
 
     Returns one row per option: median encode and decode time (ms), median size (KiB)

@@ -193,12 +193,14 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
             feet_polygon.set_polygon(sim.support_polygon())
             cop_margin = feet_polygon.margin_to_polygon(cop) if np.all(np.isfinite(cop)) else np.nan
             if trace is not None:
-                trace.append({"t": refs.t, "settling": k < n_settle, "status": status.value, "message": tracker.status_message,
+                trace.append({"t": refs.t, "settling": k < n_settle, "status": status.value,
+                              "message": tracker.status_message,
                               "com_ref": np.array(refs.com_xy, dtype=float),
                               "com_cmd": pin.centerOfMass(robot.model, data, q_command)[:2].copy(),
                               "com": pin.centerOfMass(robot.model, data, state.q).copy(),
                               "cop": cop, "cop_margin": cop_margin,
-                              "cop_margin_initial": polygon.margin_to_polygon(cop) if np.all(np.isfinite(cop)) else np.nan,
+                              "cop_margin_initial": (polygon.margin_to_polygon(cop) if np.all(np.isfinite(cop))
+                                                     else np.nan),
                               "slip": max_slip, "q_cmd": q_command.copy(), "q": state.q.copy(), "refs": refs})
             if k < n_settle:
                 continue

@@ -275,7 +275,8 @@ class WholeBodyController:
         self._constraint_lower = np.full(self._n_free + n_rows, -np.inf)
         self._constraint_upper = np.full(self._n_free + n_rows, np.inf)
         self._constraint_sense = np.zeros(self._n_free + n_rows, dtype=np.int32)
-        equalities = slice(self._n_free + self._n_support_joints, self._n_free + self._n_support_joints + self._n_equalities)
+        equalities = slice(self._n_free + self._n_support_joints,
+                           self._n_free + self._n_support_joints + self._n_equalities)
         self._constraint_sense[equalities] = EQUALITY
         # With every polygon edge emitted (the default) the constraint set has a fixed
         # size: build it once over the buffers, which each tick fills in place.

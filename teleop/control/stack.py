@@ -188,7 +188,8 @@ def parse_stack(raw: dict, source: Path | None = None) -> StackConfig:
     damping = _number(raw, "damping", 1e-4, where, "damping")
     contacts, polygon, limits = (_table(raw, key, where) for key in ("contacts", "support_polygon", "limits"))
     for table, keys in ((contacts, {"frames", "elimination", "gain"}),
-                        (polygon, {"enabled", "margin", "active_distance", "recovery_speed", "zmp_margin", "zmp_model"}),
+                        (polygon, {"enabled", "margin", "active_distance", "recovery_speed", "zmp_margin",
+                                   "zmp_model"}),
                         (limits, {"position_gain", "velocity_scale", "acceleration"})):
         if set(table) - keys:
             raise StackError(f"{where}: unknown keys {sorted(set(table) - keys)}")
@@ -322,7 +323,8 @@ def _parse_task(raw: dict, dt: float, where: str) -> TaskSpec:
                                    (isinstance(joints, list) and all(isinstance(j, str) for j in joints))):
         raise StackError(f"{where}: task {name!r}: joints must be a group or joint name or a list of them, "
                          f"got {joints!r}")
-    return TaskSpec(name=name, type=kind, level=int(level), weight=_number(raw, "weight", 1.0, where, f"{entry} weight"),
+    return TaskSpec(name=name, type=kind, level=int(level),
+                    weight=_number(raw, "weight", 1.0, where, f"{entry} weight"),
                     gain=gain, reference=reference, frame=raw.get("frame"), axes=raw.get("axes"), joints=joints,
                     orientation_gain=orientation_gain,
                     orientation_weight=(None if raw.get("orientation_weight") is None else

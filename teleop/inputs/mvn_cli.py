@@ -139,9 +139,12 @@ def _destination_port(text: str) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("stream-mvn", help="stream a motion file as Xsens MVN network datagrams (UDP)",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("file", type=Path, help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz), or an operator recording (.mcap: its raw input)")
+    parser.add_argument("file", type=Path,
+                        help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz), or an operator "
+                             "recording (.mcap: its raw input)")
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")
-    parser.add_argument("--port", type=_destination_port, default=DEFAULT_PORT, help=f"receiver port (default {DEFAULT_PORT})")
+    parser.add_argument("--port", type=_destination_port, default=DEFAULT_PORT,
+                        help=f"receiver port (default {DEFAULT_PORT})")
     parser.add_argument("--rate", type=sample_rate_hz, default=None,
                         help="rate of an Xsens CSV file, which does not state it [Hz] (default: 100); other formats "
                              "state theirs")

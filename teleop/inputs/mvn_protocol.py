@@ -406,7 +406,8 @@ class MvnCodec:
                                        for pid, *v in (_POINT_ITEM.unpack_from(payload, 16 * k) for k in range(n))})
         if t == JOINT_ANGLES:
             return MvnMessage(header, [JointAngle(a, b, (x, y, z))
-                                       for a, b, x, y, z in (_JOINT_ITEM.unpack_from(payload, 20 * k) for k in range(n))])
+                                       for a, b, x, y, z in (_JOINT_ITEM.unpack_from(payload, 20 * k)
+                                                             for k in range(n))])
         if t == CENTER_OF_MASS:
             if n < 1:
                 raise MvnFormatError("bad_size", "centre-of-mass message without an item")

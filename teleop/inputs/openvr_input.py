@@ -227,7 +227,8 @@ class OpenVRSource:
                 devices["head"] = index
             elif kind == vr.TrackedDeviceClass_Controller:
                 role = system.getControllerRoleForTrackedDeviceIndex(index)
-                side = {vr.TrackedControllerRole_LeftHand: "left", vr.TrackedControllerRole_RightHand: "right"}.get(role)
+                side = {vr.TrackedControllerRole_LeftHand: "left",
+                        vr.TrackedControllerRole_RightHand: "right"}.get(role)
                 if side is not None:
                     controllers[side] = index
                     devices[f"{side}_hand"] = index
@@ -284,7 +285,8 @@ class OpenVRSource:
         yaw = skeleton.heading_from_lines([poses["left_hand"][0]], [poses["right_hand"][0]])
         self._turn = quat.about_z(-float(yaw))
         expected = _TPOSE_EXPECTED if pose == "tpose" else {}
-        self._offsets = {segment: quat.mul(quat.conj(quat.mul(self._turn, q)), expected.get(segment, np.array([1.0, 0, 0, 0])))
+        self._offsets = {segment: quat.mul(quat.conj(quat.mul(self._turn, q)),
+                                           expected.get(segment, np.array([1.0, 0, 0, 0])))
                          for segment, (_, q) in poses.items()}
         self.calibration_pose = pose
 
@@ -322,7 +324,8 @@ class OpenVRSource:
         frame = {}
         for segment, (position, q) in poses.items():
             if segment in self._offsets:
-                frame[segment] = (quat.rotate(self._turn, position), quat.mul(quat.mul(self._turn, q), self._offsets[segment]))
+                frame[segment] = (quat.rotate(self._turn, position),
+                                  quat.mul(quat.mul(self._turn, q), self._offsets[segment]))
         if not frame:
             return None
         self._last_time = now

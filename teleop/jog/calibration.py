@@ -374,7 +374,8 @@ def _calibrate(object_points: list, image_points: list, sizes: list, min_views: 
     # are not for, and teleop jog would rescale them wrongly).
     distinct = sorted(set(map(tuple, sizes)))
     if len(distinct) > 1:
-        raise CalibrationError(f"{board} found in images of different sizes ({', '.join(f'{w}x{h}' for w, h in distinct)}): "
+        raise CalibrationError(f"{board} found in images of different sizes "
+                               f"({', '.join(f'{w}x{h}' for w, h in distinct)}): "
                                "calibrate one camera at one resolution at a time")
     size = distinct[0]
     no_guess: Any = None  # OpenCV allocates K and dist (OpenCV 4.10's stubs wrongly refuse None)

@@ -95,8 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "distortion-free guess from --hfov")
     p.add_argument("--hfov", type=_hfov, default=60.0,
                    help="horizontal field of view for the guess, in (0, 180) [deg] (default 60)")
-    p.add_argument("--tag-size", type=positive_float, default=0.08, help="side of the tag's black square [m] (default 0.08)")
-    p.add_argument("--tag-id", type=_tag_id, help="follow only this tag id (default: the first tag seen, kept while others come into view)")
+    p.add_argument("--tag-size", type=positive_float, default=0.08,
+                   help="side of the tag's black square [m] (default 0.08)")
+    p.add_argument("--tag-id", type=_tag_id,
+                   help="follow only this tag id (default: the first tag seen, kept while others come into view)")
     p.add_argument("--detector", default="auto", choices=("auto", "aruco", "pupil"),
                    help="detector back-end (default auto: pupil-apriltags if installed, else OpenCV ArUco)")
     p.add_argument("--mode", default="absolute", choices=("absolute", "relative"),
@@ -104,7 +106,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clutch", choices=("held", "enter"),
                    help="relative mode's clutch: 'held' = engaged the whole run; 'enter' = Enter on the terminal "
                         "toggles it (default: enter on a terminal, else held)")
-    p.add_argument("--damping", type=_damping, default=1.0, help="damping factor s in [0.1, 1] (default 1: no slow-down)")
+    p.add_argument("--damping", type=_damping, default=1.0,
+                   help="damping factor s in [0.1, 1] (default 1: no slow-down)")
     p.add_argument("--hand", default="right", choices=("right", "left"), help="which hand (default right)")
     p.add_argument("--scale", type=positive_float, default=1.0, help="hand motion per tag motion (default 1)")
     p.add_argument("--axis-map", type=_axis_map, default=None,

@@ -203,7 +203,8 @@ class CollisionWorld:
         boxes = np.array([pb.getAABB(self.body, j, **kw) for j in self.links])  # (L, 2, 3)
         lo, hi = boxes[:, 0], boxes[:, 1]
         if len(self.obstacle_ids):
-            overlap = np.all((lo[:, None] <= self._obstacle_hi[None]) & (hi[:, None] >= self._obstacle_lo[None]), axis=2)
+            overlap = np.all((lo[:, None] <= self._obstacle_hi[None]) & (hi[:, None] >= self._obstacle_lo[None]),
+                             axis=2)
             for li, oi in zip(*np.nonzero(overlap)):
                 link = self.links[li]
                 if pb.getClosestPoints(self.body, self.obstacle_ids[oi], self.clearance_m, linkIndexA=link, **kw):

@@ -179,7 +179,8 @@ class PoseFilter:
         self.outliers = 0
         self.turns_confirmed = 0
 
-    def update(self, t: float, position: np.ndarray | None = None, rotation: np.ndarray | None = None) -> FilteredPose | None:
+    def update(self, t: float, position: np.ndarray | None = None,
+               rotation: np.ndarray | None = None) -> FilteredPose | None:
         """Feed one measurement (position (3,) [m], rotation (3, 3) or None for position only)
         at ``t`` [s], or ``position=None`` when the tag was not seen. Returns the current
         estimate (None before the first sighting)."""

@@ -144,7 +144,8 @@ class JogRun:
             return
         from teleop.jog.detection import draw_detections
 
-        drawn = None if image is None else draw_detections(image, detections, self.calibration, 0.5 * self.args.tag_size)
+        drawn = None if image is None else draw_detections(image, detections, self.calibration,
+                                                           0.5 * self.args.tag_size)
         r = self.last_report
         stats = {"frames": self.frames, "detected": self.detected, "mode": self.args.mode,
                  "clutch": self.clutch, "status": r.status if r else "starting",
@@ -387,7 +388,8 @@ def format_summary(s: dict) -> str:
     lines = [f"teleop jog: {s['camera']} ({s['mode']}, detector {s['detector']}, "
              f"{'wall-clock' if s['realtime'] else 'virtual'} time {s['duration_s']:.2f} s, {s['wall_s']:.1f} s wall"
              + (f", simulation real-time factor {s['realtime_factor']:.2f}" if s['realtime_factor'] else "") + ")",
-             f"frames {s['frames']}, tag seen in {s['frames_with_tag']}, detection {f(s['detect_ms_mean'], '{:.1f}')} ms/frame",
+             f"frames {s['frames']}, tag seen in {s['frames_with_tag']}, "
+             f"detection {f(s['detect_ms_mean'], '{:.1f}')} ms/frame",
              f"goal moved {f(s['goal_moved_mm'])} mm, simulated hand moved {f(s['hand_moved_mm'])} mm, "
              f"hand-to-goal at the end {f(s['hand_to_goal_mm'])} mm (commanded hand: at most "
              f"{f(s['hand_to_goal_max_mm'])} mm; out of reach beyond {s['reach_tolerance_mm']:g} mm)",

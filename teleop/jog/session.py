@@ -459,7 +459,8 @@ class SimulatedRobot:
             self.sim.set_joint_targets(self._previous + (joints - self._previous) * (i / self.physics_steps))
             self.sim.step(1)
             if self.scene is not None and any(
-                    pb.getContactPoints(self.sim.body, b, physicsClientId=self.sim.client) for b in self.scene.body_ids):
+                    pb.getContactPoints(self.sim.body, b, physicsClientId=self.sim.client)
+                    for b in self.scene.body_ids):
                 self.contact_steps += 1
         self._previous = joints.copy()
 

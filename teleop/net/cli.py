@@ -14,7 +14,8 @@ import signal
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, address, burst_length, check_loss_burst, destination, fraction, non_negative_float, positive_float
+from teleop.cli_types import (UsageError, address, burst_length, check_loss_burst, destination, fraction,
+                              non_negative_float, positive_float)
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
 
 
@@ -38,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     fwd.add_argument("--delay-ms", type=non_negative_float, default=750.0,
                      help="constant one-way delay τ_f,D [ms] (default %(default)s)")
     fwd.add_argument("--jitter-ms", type=non_negative_float, default=None,
-                     help=f"Gaussian jitter σ [ms] (default {THESIS_JITTER_RATIO:.4f} × delay, thesis Eq. 5.17; 0 = none)")
+                     help=f"Gaussian jitter σ [ms] (default {THESIS_JITTER_RATIO:.4f} × delay, thesis Eq. 5.17; "
+                          "0 = none)")
     fwd.add_argument("--loss", type=fraction, default=0.0, help="loss probability in [0, 1] (default 0)")
     fwd.add_argument("--loss-burst", type=burst_length, default=None, metavar="PACKETS",
                      help="lose packets in runs of this mean length (Gilbert model, ≥ 1; "
@@ -50,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     order.add_argument("--keep-order", dest="keep_order", action="store_true",
                        help="deliver in send order (a packet waits for the one before it)")
     fwd.add_argument("--rate-kbps", type=positive_float, default=None,
-                     help="bandwidth cap [kbit/s], both directions unless --back-rate-kbps (thesis: 3000; default unlimited)")
+                     help="bandwidth cap [kbit/s], both directions unless --back-rate-kbps "
+                          "(thesis: 3000; default unlimited)")
     back = p.add_argument_group("backward direction (target → listen: robot feedback)")
     back.add_argument("--back-delay-ms", type=non_negative_float, default=None,
                       help="constant one-way delay τ_b [ms] (default: same as --delay-ms, as in the thesis)")

@@ -129,7 +129,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for info in recording.channels.values():
         first = (info.first_ns - origin) * 1e-9 if info.count else float("nan")
         last = (info.last_ns - origin) * 1e-9 if info.count else float("nan")
-        print(f"{info.topic:28s} {info.schema_name:26s} {info.count:7d} {info.rate_hz:10.2f} {first:10.3f} {last:10.3f}")
+        print(f"{info.topic:28s} {info.schema_name:26s} {info.count:7d} {info.rate_hz:10.2f} "
+              f"{first:10.3f} {last:10.3f}")
     robot = _robot_state_summary(recording)
     if robot:
         print(f"\n{robot}")
@@ -433,13 +434,15 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, metavar="PNG",
                    help="the image (default: next to FILE, with the extension .png)")
     p.add_argument("--start", type=recording_seconds, default=None, metavar="S", help="seconds from the first message")
-    p.add_argument("--end", type=recording_seconds, default=None, metavar="E", help="seconds from the first message (inclusive)")
+    p.add_argument("--end", type=recording_seconds, default=None, metavar="E",
+                   help="seconds from the first message (inclusive)")
     _force(p)
 
     p = _subcommand(sub, "trim", cmd_trim)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
     p.add_argument("--start", type=recording_seconds, default=None, metavar="S", help="seconds from the first message")
-    p.add_argument("--end", type=recording_seconds, default=None, metavar="E", help="seconds from the first message (inclusive)")
+    p.add_argument("--end", type=recording_seconds, default=None, metavar="E",
+                   help="seconds from the first message (inclusive)")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="the trimmed copy (.mcap)")
     _force(p)
 
@@ -465,8 +468,9 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
                    help="RobotReferences channel (default: references; robot recordings: delivered or compensated)")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUTDIR", help="root of the per-task folders")
     p.add_argument("--message-time", action="store_true",
-                   help="time samples by their own t (producer clock) instead of the log time (delivered: every command "
-                        "at its send time; without it, at its arrival, packets overtaken by a newer one left out)")
+                   help="time samples by their own t (producer clock) instead of the log time (delivered: every "
+                        "command at its send time; without it, at its arrival, packets overtaken by a newer one "
+                        "left out)")
     p.add_argument("--force", action="store_true",
                    help="replace files in OUTDIR exported from other recordings of the same name, or from "
                         "another --channel of the same recording, and remove the file an episode relabelled since "

@@ -11,7 +11,8 @@ A label is the name of its task's folder in an export, the task ``teleop train``
 could share a folder) or longer than :data:`MAX_TASK_BYTES`. :func:`printable_label` escapes
 what a terminal cannot print of a label read from a file.
 
-:func:`add_episode` and :func:`relabel_episode` only compute the new episode list: :func:`teleop.record.rewrite.write_copy` writes it
+:func:`add_episode` and :func:`relabel_episode` only compute the new episode list:
+:func:`teleop.record.rewrite.write_copy` writes it
 (MCAP is append-only, so a labelled recording is a complete new file).
 """
 

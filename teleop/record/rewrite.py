@@ -9,7 +9,8 @@ saying what was done. Damaged chunks of the source are skipped with a warning (s
 
 The copy is written to a hidden temporary file with a unique name next to the output and
 renamed onto it (atomically; onto the file a symlink points to, which stays a link) only
-once it is complete (:func:`teleop.output_set.write_outputs_together`). An error, Ctrl-C or a full disk removes the temporary: the output is
+once it is complete (:func:`teleop.output_set.write_outputs_together`). An error, Ctrl-C or
+a full disk removes the temporary: the output is
 either what it was (absent, or the source itself when editing in place) or complete, never
 half-written, so a retry is not refused by a leftover.
 """

@@ -73,7 +73,8 @@ def robot_target(robot: RobotModel) -> RobotTarget:
         straight[NQ_BASE + robot.joint_index(f"{p}_elbow")] = 0.0
         straight[NQ_BASE + robot.joint_index(f"{p}_knee")] = 0.0
     pin.framesForwardKinematics(robot.model, data, straight)
-    arm = np.linalg.norm(data.oMf[robot.frame_id("left_hand")].translation - _joint_origin(robot, data, "l_shoulder_roll"))
+    arm = np.linalg.norm(
+        data.oMf[robot.frame_id("left_hand")].translation - _joint_origin(robot, data, "l_shoulder_roll"))
     leg = np.linalg.norm(_joint_origin(robot, data, "l_hip_pitch") - _joint_origin(robot, data, "l_ankle_pitch"))
     robot.update(q)
     return RobotTarget(arm_length=float(arm), leg_length=float(leg), **target_kw)

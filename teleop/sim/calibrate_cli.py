@@ -8,7 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
-from teleop.cli_types import PreconditionError, UsageError, int_at_least, non_negative_float, positive_float, positive_int
+from teleop.cli_types import (PreconditionError, UsageError, int_at_least, non_negative_float, positive_float,
+                              positive_int)
 from teleop.output_set import write_outputs_together
 
 
@@ -192,7 +193,8 @@ def _make_test_recording(args: argparse.Namespace, robot, groups: list[str], fit
     if problem:
         raise UsageError(problem)
     if out.exists() and not args.force:
-        raise PreconditionError(f"--make-test-recording {out} exists: pass --force to overwrite it, or choose another file")
+        raise PreconditionError(f"--make-test-recording {out} exists: pass --force to overwrite it, "
+                                "or choose another file")
     check_output_location(out, "--make-test-recording")
     rec = make_test_recording(robot, _nominal(args, robot), groups, args.perturb, args.seed,
                               duration=args.duration, noise_std=args.noise, perturbed=fit)

@@ -650,7 +650,8 @@ class Simulation:
     def total_mass(self) -> float:
         """Total simulated mass [kg]."""
         kw = self._pb_kwargs
-        return float(sum(pb.getDynamicsInfo(self.body, i, **kw)[0] for i in range(-1, pb.getNumJoints(self.body, **kw))))
+        return float(sum(pb.getDynamicsInfo(self.body, i, **kw)[0]
+                         for i in range(-1, pb.getNumJoints(self.body, **kw))))
 
     def foot_contact(self, side: str) -> FootContact:
         """Normal force and centre of pressure under one foot (``"left"`` / ``"right"``)."""

@@ -26,22 +26,30 @@ def _parity_group(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    robot = sub.add_parser("robot", help="run the robot station: simulated iCub, whole-body control, compensation, video out",
+    robot = sub.add_parser("robot",
+                           help="run the robot station: simulated iCub, whole-body control, compensation, video out",
                            description="Listens for the operator's references over UDP (authenticated with the shared "
-                                       "secret), compensates the delay with a ProMP library, tracks the references with "
-                                       "the whole-body QP on the simulated iCub in real time and streams the eye camera.")
-    robot.add_argument("--listen", type=address, default="127.0.0.1:9001", help="address to listen on (default: 127.0.0.1:9001)")
+                                       "secret), compensates the delay with a ProMP library, tracks the references "
+                                       "with the whole-body QP on the simulated iCub in real time and streams the eye "
+                                       "camera.")
+    robot.add_argument("--listen", type=address, default="127.0.0.1:9001",
+                       help="address to listen on (default: 127.0.0.1:9001)")
     robot.add_argument("--allow-remote", action="store_true", help="allow listening on a non-loopback address")
-    robot.add_argument("--library", type=Path, help="ProMP task library from `teleop train` (default: none, no compensation)")
-    robot.add_argument("--video-to", type=destination, default="127.0.0.1:9003", help="where to send the eye camera (default: 127.0.0.1:9003)")
+    robot.add_argument("--library", type=Path,
+                       help="ProMP task library from `teleop train` (default: none, no compensation)")
+    robot.add_argument("--video-to", type=destination, default="127.0.0.1:9003",
+                       help="where to send the eye camera (default: 127.0.0.1:9003)")
     robot.add_argument("--video-hz", type=non_negative_float, default=10.0,
                        help="eye camera frame rate [Hz] (default: 10; 0 = no video)")
     robot.add_argument("--video-fec", type=_parity_group, default=DEFAULT_FEC_GROUP, metavar="N",
                        help=f"one parity datagram per N video datagrams, which restores any one of them lost on "
                             f"the way (default: {DEFAULT_FEC_GROUP}, 1/{DEFAULT_FEC_GROUP} more bytes; 0 = none)")
-    robot.add_argument("--stale-timeout", type=positive_float, default=0.5, help="hold a safe pose after this long without commands [s] (default: 0.5)")
-    robot.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: run until Ctrl-C)")
-    robot.add_argument("--secret-file", type=_file, help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
+    robot.add_argument("--stale-timeout", type=positive_float, default=0.5,
+                       help="hold a safe pose after this long without commands [s] (default: 0.5)")
+    robot.add_argument("--duration", type=positive_float,
+                       help="stop after this many seconds (default: run until Ctrl-C)")
+    robot.add_argument("--secret-file", type=_file,
+                       help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
     robot.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     robot.add_argument("--gui", action="store_true", help="show pybullet's GUI window")
     robot.add_argument("--json", action="store_true", help="print the final telemetry as JSON")
@@ -53,10 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.set_defaults(func=runs_on_without_its_reader(_run_robot))
 
     op = sub.add_parser("operator", help="run the operator station: input, retargeting, references out, video in",
-                        description="Reads the operator's motion (the synthetic operator, or a motion file replayed at its "
-                                    "true rate), retargets it, sends the references to the robot station, receives the "
-                                    "robot's video through a jitter buffer and reports the backward delay.")
-    op.add_argument("--robot", type=destination, default="127.0.0.1:9001", help="robot station address (default: 127.0.0.1:9001)")
+                        description="Reads the operator's motion (the synthetic operator, or a motion file replayed at "
+                                    "its true rate), retargets it, sends the references to the robot station, receives "
+                                    "the robot's video through a jitter buffer and reports the backward delay.")
+    op.add_argument("--robot", type=destination, default="127.0.0.1:9001",
+                    help="robot station address (default: 127.0.0.1:9001)")
     op.add_argument("--bind", type=address, default="127.0.0.1:0",
                     help="local address for the command link (default: 127.0.0.1:0; a robot on another host "
                          "needs e.g. 0.0.0.0:0 with --allow-remote)")
@@ -64,22 +73,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="allow non-loopback addresses: --bind and --video-listen (a robot on another host) and "
                          "xsens-live:HOST:PORT (MVN streaming from another PC)")
     op.add_argument("--source", "--input", dest="source", type=_input_spec, default="synthetic",
-                    help="'synthetic', 'xsens-live[:PORT]' (MVN network stream, default port 9763), 'openvr' (SteamVR), "
-                         "or a motion file replayed at its true rate (default: synthetic)")
-    op.add_argument("--vr-config", type=Path, help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
+                    help="'synthetic', 'xsens-live[:PORT]' (MVN network stream, default port 9763), "
+                         "'openvr' (SteamVR), or a motion file replayed at its true rate (default: synthetic)")
+    op.add_argument("--vr-config", type=Path,
+                    help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
     op.add_argument("--record", type=_file, metavar="FILE", help="record every stream to this MCAP file "
                     "(raw input, references, received camera frames, network statistics)")
     op.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
                     "labelled NAME, ready for `teleop dataset export` and `teleop train` (the record button stops "
                     "it; its later episodes get the same label)")
     op.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
-    op.add_argument("--speed", type=positive_float, default=None, help="replay speed factor for a file source (default: 1)")
-    op.add_argument("--loop", action="store_true", help="loop a file source (it returns to its first pose over 0.5-3 s between laps)")
+    op.add_argument("--speed", type=positive_float, default=None,
+                    help="replay speed factor for a file source (default: 1)")
+    op.add_argument("--loop", action="store_true",
+                    help="loop a file source (it returns to its first pose over 0.5-3 s between laps)")
     op.add_argument("--rate-hz", type=sample_rate_hz, default=None,
                     help="rate of an Xsens CSV file source [Hz] (default 100: the export does not state it)")
     op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator (default: 0)")
-    op.add_argument("--video-listen", type=address, default="127.0.0.1:9003", help="where to receive the robot's video (default: 127.0.0.1:9003)")
-    op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0, help="video jitter buffer length [s] (default: 0, none)")
+    op.add_argument("--video-listen", type=address, default="127.0.0.1:9003",
+                    help="where to receive the robot's video (default: 127.0.0.1:9003)")
+    op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0,
+                    help="video jitter buffer length [s] (default: 0, none)")
     op.add_argument("--view", choices=("none", "web", "headset"), default="none",
                     help="display: none, the local web viewer, or the VR headset (SteamVR) (default: none)")
     op.add_argument("--port", type=port, default=None, help="web viewer port (default: 8080)")
@@ -277,10 +291,11 @@ def _run_robot(args: argparse.Namespace) -> int:
         if args.record:
             from teleop.stations.recording import RobotRecording
 
-            recording = RobotRecording(args.record, endpoint.clock, robot.joint_names, metadata={"command": "teleop robot"},
-                                       task=args.task)
+            recording = RobotRecording(args.record, endpoint.clock, robot.joint_names,
+                                       metadata={"command": "teleop robot"}, task=args.task)
             resources.callback(recording.close)     # if the session fails: closed below otherwise
-        station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint, robot, sim, library, config,
+        station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint,
+                               robot, sim, library, config,
                                video_out=recording.video_out(sender) if recording else
                                (lambda image, t: sender.send_image(image[:, :, ::-1], t)), render=camera.render)
         station.name_scene(scene)
@@ -318,7 +333,8 @@ def _run_robot(args: argparse.Namespace) -> int:
             if time.monotonic() - last_print[0] > STATUS_INTERVAL_S:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
-                print(f"[robot] {record.watchdog:8s} {record.compensation:11s}{_recognised(station.last_compensator_output)} "
+                print(f"[robot] {record.watchdog:8s} {record.compensation:11s}"
+                      f"{_recognised(station.last_compensator_output)} "
                       f"tau_f {_seconds(tel['tau_f_mean_s'])} "
                       f"tau_b {_tau_b(tel)}  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
                       f"{loop_timing.short()}",
@@ -454,8 +470,8 @@ def _run_operator(args: argparse.Namespace) -> int:
                 recording.camera_frame(frame, now)
 
         video = _bound("--video-listen", args.video_listen,
-                       lambda: VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen), on_display,
-                                         verify=video_mac(secret)[1]))
+                       lambda: VideoPath(endpoint.clock, args.jitter_buffer, parse_address(args.video_listen),
+                                         on_display, verify=video_mac(secret)[1]))
         resources.callback(video.close)
         from teleop.inputs.base import GatedSource
         from teleop.stations.recording import input_event_handler
@@ -567,7 +583,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     # The buffer's delays are our arrival minus the robot's capture, two clocks: the age of the
     # images shown needs the offset the robot measured (None until it has).
     stats = {"references_sent": station.sent, "references_implausible": station.implausible,
-             "feedback_received": station.feedback_received, "video_frames_displayed": video.displayed, "image_age_s": image_age_s(report, station.feedback),
+             "feedback_received": station.feedback_received, "video_frames_displayed": video.displayed,
+             "image_age_s": image_age_s(report, station.feedback),
              # Lost and rebuilt from parity (not those the parity merely overtook).
              "video": report, "video_datagrams_restored": video.receiver.stats.chunks_lost_recovered,
              "network": endpoint.stats.summary(), "loop": loop_timing.summary()}

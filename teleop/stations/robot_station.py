@@ -464,7 +464,8 @@ class RobotStation:
         if self.fell_at is None and self.sim.other_contacts() > 0:
             self.fell_at = now
         self._note_scene_contacts(now)
-        if self.video_out is not None and self.render is not None and self.config.video_hz > 0 and now >= self._next_video:
+        if (self.video_out is not None and self.render is not None and self.config.video_hz > 0
+                and now >= self._next_video):
             # On a fixed grid, not "now + period": a tick lands up to a control period after
             # the frame was due, and counting from it lost that much every frame (9.5 Hz for
             # 10). A station that fell far behind restarts the grid instead of bursting.
@@ -473,7 +474,8 @@ class RobotStation:
             self.video_out(self.render(measured.q), now)
         # Measure with the station's own pinocchio data: the controller owns robot.data.
         pin.framesForwardKinematics(self.robot.model, self._data, measured.q)
-        hands = np.stack([self._data.oMf[self.robot.frame_id(f"{side}_hand")].translation for side in ("left", "right")])
+        hands = np.stack([self._data.oMf[self.robot.frame_id(f"{side}_hand")].translation
+                          for side in ("left", "right")])
         record = TickRecord(now, executed, self.compensator.latest_delayed,
                             hands, pin.centerOfMass(self.robot.model, self._data, measured.q),
                             self.sim.measured_cop(), out.state.value, status.state.name, solve_status.value)

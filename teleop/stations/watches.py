@@ -137,7 +137,8 @@ class CommandLinkWatch:
             if now - self.sent_at > self.GAP_S:
                 self.sending_since = now
             self.sent_count, self.sent_at = station.sent, now
-        round_trip = 2.0 * feedback.forward_delay if feedback is not None and math.isfinite(feedback.forward_delay) else 0.0
+        round_trip = (2.0 * feedback.forward_delay if feedback is not None and math.isfinite(feedback.forward_delay)
+                      else 0.0)
         sending = (station.sent > 0 and now - self.sent_at <= self.GAP_S      # (a replay that ended sends nothing)
                    and now - self.sending_since > self.after + round_trip)
         cut = sending and (stale or silent)

@@ -36,7 +36,8 @@ class SweepCase:
 
 def run_sweep(cases: Sequence[SweepCase], rtts: Sequence[float], *, seed: int = 0,
               settings: TrialSettings = TrialSettings(), progress: bool = True,
-              on_result: Callable[[TakeResult, TakeResult], None] | None = None) -> dict[float, list[tuple[TakeResult, TakeResult]]]:
+              on_result: Callable[[TakeResult, TakeResult], None] | None = None
+              ) -> dict[float, list[tuple[TakeResult, TakeResult]]]:
     """{rtt: [(compensated, uncompensated) per case]}, in the order of ``rtts``.
 
     Raises ValueError if a round trip is given twice (the dict would merge their runs).

@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "ST5, R50) next to the reference's own numbers and writes plots and data.")
     p.add_argument("--setups", type=_setups, default="1,2,3,4", help="comma-separated setups to run (default: 1,2,3,4)")
     p.add_argument("--quick", action="store_true", help="short motions and a tiny optimiser budget (tests)")
-    p.add_argument("--evaluations", type=positive_int, help="optimiser budget: simulations of the training set, warm-start candidates included (default: 70)")
+    p.add_argument("--evaluations", type=positive_int,
+                   help="optimiser budget: simulations of the training set, warm-start candidates included "
+                        "(default: 70)")
     p.add_argument("--speed", type=positive_float, help="playback speed of the motions (default: 2, a 'fast' motion)")
     p.add_argument("--eval-motions", help="comma-separated motion files for AE-A (default: synthetic demos)")
     p.add_argument("--train-motions", help="comma-separated motion files the optimiser trains on")
@@ -53,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="torque limits of setup 3 as a fraction of the iCub's efforts (default 0.2; the "
                         "optimiser meets the target from 0.3, measured)")
     p.add_argument("--jobs", type=positive_int, default=2, help="setups run in parallel processes (default: 2)")
-    p.add_argument("--out", type=Path, default=Path("out") / "tune", help="folder for plots, gains and data (default: out/tune)")
+    p.add_argument("--out", type=Path, default=Path("out") / "tune",
+                   help="folder for plots, gains and data (default: out/tune)")
     p.add_argument("--no-save", action="store_true", help="write no files (table / JSON only)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_run)

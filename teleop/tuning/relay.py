@@ -73,7 +73,8 @@ def ultimate_from_peaks(t: np.ndarray, y: np.ndarray, relay_torque: float, decim
     if amplitude <= 0:
         raise RelayTestError(f"{joint}: relay oscillation has no amplitude")
     ku = 4.0 * relay_torque / (np.pi * amplitude)
-    return RelayResult(joint, float(np.mean(periods)), float(ku), float(relay_torque), float(amplitude), len(peaks.index))
+    return RelayResult(joint, float(np.mean(periods)), float(ku), float(relay_torque), float(amplitude),
+                       len(peaks.index))
 
 
 def relay_test(rig: ArmRig, joint: str, gains, relay_torque: float | None = None,

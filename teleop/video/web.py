@@ -100,7 +100,8 @@ _PAGE_TEMPLATE = """<!DOCTYPE html>
                border-radius: 4px; }}
   .robot {{ flex: 0 1 auto; width: 666px; max-width: 100%; }}
   #robot-view-box {{ position: relative; width: 640px; max-width: 100%; }}
-  #robot-view {{ display: block; max-width: 100%; height: auto; background: #0a0e1e; border-radius: 4px; cursor: grab; touch-action: none; }}
+  #robot-view {{ display: block; max-width: 100%; height: auto; background: #0a0e1e; border-radius: 4px;
+                 cursor: grab; touch-action: none; }}
   #robot-view:active {{ cursor: grabbing; }}
   #robot-view-status {{ position: absolute; left: 0.8em; top: 0.6em; color: #8b949e; font-size: 0.9em; }}
   #robot-view-legend {{ display: flex; flex-wrap: wrap; gap: 6px 18px; margin-top: 8px; font-size: 0.85em; }}

@@ -26,7 +26,8 @@ class SupportPolygonConstraint:
     Measured on the benchmark trajectory (same run), filtering the iCub's 6 edges down to
     the 1-2 within 5 cm makes no measurable difference (weighted 0.244 vs 0.247 ms,
     strict 0.372 vs 0.382 ms median): DAQP barely notices 4 more inactive rows. The
-    default emits every edge, which keeps the constraint set a fixed size. If the CoM is already outside (:math:`s_i < 0`, e.g. after a reset),
+    default emits every edge, which keeps the constraint set a fixed size. If the CoM is
+    already outside (:math:`s_i < 0`, e.g. after a reset),
     the bound becomes :math:`\max(s_i, -r\,\Delta t)`: move back at least at the recovery
     speed :math:`r` instead of demanding an instantaneous (infeasible) jump.
 

@@ -171,7 +171,8 @@ class LowPolyRenderer:
         self.K = self.intrinsics.matrix()
         self.visuals = robot_visuals(model, max_hull_vertices, keep_triangles, cache_dir)
         self.scene = scene
-        self.scene_objects: list[SceneObject] = scene.objects if isinstance(scene, SimulatedScene) else list(scene or [])
+        self.scene_objects: list[SceneObject] = (scene.objects if isinstance(scene, SimulatedScene)
+                                                 else list(scene or []))
         meshes = [v.mesh for v in self.visuals]
         colours = [v.rgb for v in self.visuals]
         #: Scene object of each scene part; part meshes are stored in their body's frame.
