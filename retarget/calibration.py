@@ -244,7 +244,7 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
         # on, which stay where they were at the calibration frame, not under the virtual
         # N-pose (hip-width apart, parallel): against those, a CoM above the left foot of a
         # wide stance mapped 11 cm beyond the robot's left sole.
-        ref = replace(_npose_measures(motion, dims["npose"], stance, corners),
+        ref = replace(_npose_measures(motion, dims["npose"], corners),
                       foot_centers=at_frame.foot_centers, foot_corners=at_frame.foot_corners)
 
     return HumanCalibration(
@@ -255,7 +255,7 @@ def calibrate(motion: HumanMotion, frame: int = 0, reference: str = "frame") -> 
         reference_measures=ref, estimated_dimensions=not full)
 
 
-def _npose_measures(motion: HumanMotion, pose: dict[str, npt.NDArray[np.floating[Any]]], stance: Stance,
+def _npose_measures(motion: HumanMotion, pose: dict[str, npt.NDArray[np.floating[Any]]],
                     corners: npt.NDArray[np.floating[Any]]) -> BodyMeasures:
     """The measures of the virtual N-pose, built as a one-frame motion in the stance frame.
 

@@ -122,16 +122,3 @@ def step_test(home: np.ndarray, lower: np.ndarray, upper: np.ndarray, dt: float 
             raise ValueError(f"joint {j}: a {step_deg}° step does not fit inside its limits")
         sp[lead + j * pause:, j] = home[j] + sign * step
     return sp
-
-
-def simultaneous_step(home: np.ndarray, lower: np.ndarray, upper: np.ndarray, dt: float = 0.001,
-                      step_deg: float = 45.0, hold_s: float = 1.5, lead_s: float = 0.2) -> np.ndarray:
-    """All joints step ``step_deg`` at once and hold (a cheap, harsher step check: the
-    coupled joints disturb each other; the optimiser now uses :func:`step_test`, whose OS the
-    table reports). (T, n) [rad]."""
-    step = np.radians(step_deg)
-    sign = np.where(home + step <= upper - LIMIT_MARGIN, 1.0, -1.0)
-    lead, hold = int(round(lead_s / dt)), int(round(hold_s / dt))
-    sp = np.tile(home, (lead + hold, 1))
-    sp[lead:] = home + sign * step
-    return sp
