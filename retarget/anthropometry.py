@@ -124,14 +124,6 @@ def segment_com_points_arrays(segment_names: tuple[str, ...], positions: npt.NDA
     return np.concatenate([pts_b, pts_a], axis=1), np.concatenate([mb, ma])
 
 
-def segment_com_points(motion: HumanMotion) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
-    """CoM of every de Leva segment: ((T, N, 3) points [m], (N,) mass fractions)."""
-    try:
-        return segment_com_points_arrays(motion.segment_names, motion.positions, motion.orientations)
-    except KeyError as exc:
-        raise KeyError(f"{motion.source}: {exc.args[0]}") from None
-
-
 def com_from_arrays(segment_names: tuple[str, ...], positions: npt.NDArray[np.floating[Any]],
                     orientations: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """(T, 3) whole-body CoM [m] from segment arrays (any frame; the CoM follows it)."""

@@ -165,13 +165,6 @@ def twist_angle(q: npt.NDArray[np.floating[Any]], axis: npt.NDArray[np.floating[
     return wrap(2.0 * np.arctan2(proj, q[..., 0]))
 
 
-def swing_angle(q: npt.NDArray[np.floating[Any]], axis: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
-    """Angle [rad] in [0, pi] between ``axis`` and its image under q (the swing size)."""
-    axis = np.asarray(axis, dtype=float)
-    c = np.sum(rotate(q, axis) * axis, axis=-1)
-    return np.arccos(np.clip(c, -1.0, 1.0))
-
-
 def euler_yxz(q: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
     """Intrinsic Y-X'-Z'' angles (..., 3) = (about y, about x, about z) [rad].
 

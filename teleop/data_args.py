@@ -126,8 +126,3 @@ def read_take_files(args: argparse.Namespace, files: list[tuple[Path, str]], tar
     """Read and retarget the takes that :func:`take_files` chose."""
     return load_take_files(files, target or robot_target_of(args), rate_hz=args.rate_hz,
                            desc="reading takes")
-
-
-def read_takes(args: argparse.Namespace, root: Path, prefix: str = "", target=None) -> list[Take]:
-    """Load the takes under ``root`` with the filters of ``prefix``."""
-    return read_take_files(args, take_files(args, root, prefix), target)

@@ -199,13 +199,6 @@ class CharacterScale:
     points: list[tuple[int, int, str, int, np.ndarray]] = field(default_factory=list)
 
 
-def message_type_of(datagram: bytes) -> str | None:
-    """The message type ("02") of an MVN datagram, or None if it is not one."""
-    if len(datagram) < 6 or datagram[:4] != MAGIC:
-        return None
-    return datagram[4:6].decode("ascii", "replace")
-
-
 def parse_header(datagram: bytes) -> MvnHeader:
     """Decode and check the header. Raises :class:`MvnFormatError` (reason "foreign",
     "truncated", "bad_type" or "bad_size")."""

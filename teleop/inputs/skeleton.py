@@ -142,16 +142,6 @@ _HAND_MET3_FRACTION = 0.45
 
 
 # ---------------------------------------------------------------------------- rotations
-def rot_x(angle) -> np.ndarray:
-    """(..., 3, 3) right-hand rotation about x by ``angle`` [rad] (any shape)."""
-    a = np.asarray(angle, dtype=float)
-    c, s = np.cos(a), np.sin(a)
-    out = np.zeros(a.shape + (3, 3))
-    out[..., 0, 0] = 1.0
-    out[..., 1, 1], out[..., 1, 2], out[..., 2, 1], out[..., 2, 2] = c, -s, s, c
-    return out
-
-
 def rot_y(angle) -> np.ndarray:
     """(..., 3, 3) right-hand rotation about y by ``angle`` [rad]."""
     a = np.asarray(angle, dtype=float)

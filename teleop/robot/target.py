@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
-from retarget.references import SIGNAL_SLICES
 from retarget.robot_target import RobotTarget
 from teleop.robot.description import REFERENCE_POSTURE_SIGNALS
 from teleop.robot.model import NQ_BASE, RobotModel
@@ -28,14 +27,6 @@ def reference_joint_map(robot: RobotModel) -> dict[str, tuple[np.ndarray, np.nda
         pairs = robot.description.reference_joints[signal]
         out[signal] = (np.array([robot.joint_index(j) for j, _ in pairs], dtype=int),
                        np.array([s for _, s in pairs], dtype=float))
-    return out
-
-
-def postures_to_joints(robot: RobotModel, flat_refs: np.ndarray, joints: np.ndarray) -> np.ndarray:
-    """(n,) copy of ``joints`` with the posture signals of (20,) references written in."""
-    out = np.array(joints, dtype=float)
-    for signal, (idx, sign) in reference_joint_map(robot).items():
-        out[idx] = sign * flat_refs[SIGNAL_SLICES[signal]]
     return out
 
 

@@ -79,9 +79,6 @@ class WaistHeightTask(FramePositionTask):
         super().set_target_from(kin)
         self.orientation_target = kin.placement(self.frame_id).rotation.copy()
 
-    def current_height(self, kin: Kinematics) -> float:
-        return float(self.current(kin)[0])
-
     def error(self, kin: Kinematics) -> np.ndarray:
         height_error = super().error(kin)
         if self.dim == 1:
