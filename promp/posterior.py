@@ -61,7 +61,6 @@ class StructuredPosterior:
         self._D, self._k, self._r = D, k, r
         self._coupled = promp.coupled
         self._mu = promp.weight_mean
-        self._u = low_rank
         self._u_km = np.ascontiguousarray(low_rank.transpose(1, 0, 2))         # (k, D, r)
         self._mu_km = np.ascontiguousarray(promp.weight_mean.T)                # (k, D)
         cond_noise = promp.noise_var if conditioning_noise_var is None else \
@@ -208,7 +207,6 @@ class StructuredPosterior:
             # (r x r) with r ~ 7: numpy's inv beats scipy's triangular wrappers' overhead.
             inv_chol_t = np.linalg.inv(chol).T                                # C^-T
             a = inv_chol_t @ (inv_chol_t.T @ corr_sum)                        # M^-1 corr
-            self._m_chol = chol
         self._mean = self._mu.copy()
         self._groups_solved = []
         for signals, q, jinv, e_rot, x_rot, m_part in parts:

@@ -194,7 +194,6 @@ class WholeBodyController:
         # A first level made only of posture tasks on free joints has selection rows in z:
         # the next levels keep those coordinates fixed and the others free (no QR).
         self._first_level_free = None
-        self._first_level_tasks: list[Task] = []
         first = [self.tasks[s.name] for s in specs if s.level == specs[0].level]
         first_postures = [t for t in first if isinstance(t, PostureTask)]
         free_list = list(free)
@@ -202,7 +201,6 @@ class WholeBodyController:
             coordinates = {free_list.index(c) for t in first_postures for c in t.velocity_indices if c in free_list}
             if len(coordinates) == sum(t.dim for t in first):  # all on free joints, no overlap
                 self._first_level_free = np.array([i for i in range(self._n_reduced) if i not in coordinates])
-                self._first_level_tasks = first
 
         self._weights_version = -1
         self._any_zero_weight = True

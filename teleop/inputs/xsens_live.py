@@ -243,7 +243,6 @@ class XsensLiveSource:
         self._other_sender_said = False
         self._other_character: int | None = None
         self._newest: Frame | None = None
-        self._newest_sample: int | None = None
         self._returned = True
         self._reset_timing(None)
 
@@ -398,7 +397,6 @@ class XsensLiveSource:
             self._count("dropped_duplicate")
             return
         self._newest = (t, pose)
-        self._newest_sample = header.sample_counter
         self._last_pose_key = (sender, header.sample_counter, header.time_code_ms)
         self._returned = False
         self._count("samples")
