@@ -93,6 +93,15 @@ def test_bad_camera_source_is_a_clear_error(tmp_path, source, message):
     assert message in str(exc.value)
 
 
+def test_frames_too_small_for_a_tag_are_refused(tmp_path):
+    tiny = tmp_path / "tiny.png"
+    cv2.imwrite(str(tiny), np.full((4, 4, 3), 128, np.uint8))
+    with pytest.raises(SystemExit) as exc:
+        main(["jog", "--camera", str(tiny)])
+    assert str(exc.value) == (f"teleop jog: error: camera source '{tiny}' gives frames of 4x4 px: too small to "
+                              "hold an AprilTag (at least 16 px a side)")
+
+
 def test_unreadable_video_and_bad_calibration(tmp_path, video, capsys):
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"this is not a video")

@@ -72,6 +72,16 @@ def test_no_tag_no_detection_and_id_filter():
     assert len(ArucoTagDetector(CAL, TAG, tag_ids={0}).detect(image)) == 1
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (4, 640), (640, 4), (15, 640)])
+def test_frames_too_small_for_a_tag_give_no_detection(backend, shape):
+    # pupil-apriltags segfaulted on frames under 5 px high (teleop jog then hung, deaf to
+    # Ctrl-C); no such frame can hold a tag of 10 cells across anyway.
+    detector = make_detector(backend, CAL, TAG)
+    assert detector.detect(np.full(shape, 128, np.uint8)) == []
+    assert detector.detect(np.full((*shape, 3), 128, np.uint8)) == []
+
+
 def test_backends_agree_and_bad_arguments():
     if not pupil_available():
         pytest.skip("pupil-apriltags (a core dependency) is not installed in this environment, "

@@ -295,7 +295,7 @@ def _run_jog(args: argparse.Namespace) -> int:
 
     from teleop.jog.calibration import CalibrationError, CameraCalibration
     from teleop.jog.camera import CameraError, CameraSource
-    from teleop.jog.detection import make_detector
+    from teleop.jog.detection import MIN_FRAME_SIDE_PX, make_detector
     from teleop.jog.mapping import DEFAULT_AXIS_MAP, TagMapping
 
     if args.make_test_video is not None:
@@ -325,6 +325,10 @@ def _run_jog(args: argparse.Namespace) -> int:
     except CameraError as exc:
         raise SystemExit(f"teleop jog: error: {exc}") from None
     height, width = first[1].shape[:2]
+    if min(width, height) < MIN_FRAME_SIDE_PX:
+        camera.close()
+        raise SystemExit(f"teleop jog: error: camera source {args.camera!r} gives frames of {width}x{height} px: "
+                         f"too small to hold an AprilTag (at least {MIN_FRAME_SIDE_PX} px a side)")
     if calibration is None:
         calibration = CameraCalibration.pinhole(width, height, args.hfov)
     elif tuple(calibration.image_size) != (width, height):

@@ -35,6 +35,12 @@ from teleop.jog.calibration import CameraCalibration
 #: pupil-apriltags is an optional dependency, hence the fallback.
 DEFAULT_BACKEND = "auto"
 
+#: Smallest frame side [px] searched for tags. A 36h11 tag is 10 cells across (8 of code,
+#: a black border each side) and needs a pixel per cell at the very least, so a smaller
+#: frame holds no detectable tag; pupil-apriltags also crashes (segfault) on frames under
+#: 5 px high instead of finding nothing.
+MIN_FRAME_SIDE_PX = 16
+
 
 def pupil_available() -> bool:
     """True if the optional pupil-apriltags package can be imported."""
@@ -94,7 +100,10 @@ class TagDetector:
         raise NotImplementedError
 
     def detect(self, image: np.ndarray) -> list[TagDetection]:
-        """Detect tags in a grey (H, W) or BGR (H, W, 3) uint8 image and solve their poses."""
+        """Detect tags in a grey (H, W) or BGR (H, W, 3) uint8 image and solve their poses
+        (none in a frame with a side under :data:`MIN_FRAME_SIDE_PX`)."""
+        if min(image.shape[:2]) < MIN_FRAME_SIDE_PX:
+            return []
         grey = image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
         out = []
         for tag_id, corners in self.corners(grey):
