@@ -202,3 +202,22 @@ def test_make_test_images_gives_a_session_that_calibrates_to_its_truth(tmp_path,
     assert main(["calibrate-camera", "--make-test-images", str(boards), "--force"]) == 0
     assert main(["calibrate-camera", "--make-test-images", str(out)]) == 1
     assert "is a file: give a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pattern", ["chessboard", "charuco"])
+def test_an_image_too_small_for_a_board_is_named_not_an_opencv_assertion(tmp_path, capsys, pattern):
+    # A stray thumbnail among the boards made OpenCV's chessboard finder fail an assertion
+    # ("blockSize % 2 == 1 && blockSize > 1"), which named neither the file nor the problem.
+    boards = tmp_path / "boards"
+    assert main(["calibrate-camera", "--make-test-images", str(boards)]) == 0
+    tiny = boards / "zz_thumbnail.png"
+    cv2.imwrite(str(tiny), np.full((4, 4), 128, np.uint8))
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-camera", "--images", str(boards), "--out", str(tmp_path / "c.json"), "--pattern", pattern])
+    assert str(exc.value) == (f"teleop calibrate-camera: error: --images: {tiny}: an image of 4x4 px, too small to "
+                              "show a calibration board (at least 16 px a side); remove it from the images given")
+    assert not (tmp_path / "c.json").exists()
+    # The library skips such images rather than raise.
+    grey = cv2.imread(str(next(boards.glob("*.png"))), cv2.IMREAD_GRAYSCALE)
+    with pytest.raises(Exception, match="found in 1 images; need 5"):
+        calibrate_chessboard([np.full((4, 4), 128, np.uint8), grey], 9, 6, SQUARE_M)

@@ -313,10 +313,20 @@ def _opencv_number(fs, name: str, fail) -> float:
     return node.real()
 
 
+#: Smallest image side [px] a calibration board is looked for in: OpenCV's chessboard
+#: finder fails an assertion on images under 15 px (its threshold window would be < 3 px),
+#: and no board of a few squares across can be told apart in fewer pixels.
+MIN_BOARD_IMAGE_SIDE_PX = 16
+
+
 def _read_grey(path: Path) -> np.ndarray:
     image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
     if image is None:
         raise CalibrationError(f"cannot read image {path}")
+    if min(image.shape) < MIN_BOARD_IMAGE_SIDE_PX:
+        height, width = image.shape
+        raise CalibrationError(f"{path}: an image of {width}x{height} px, too small to show a calibration board "
+                               f"(at least {MIN_BOARD_IMAGE_SIDE_PX} px a side); remove it from the images given")
     return image
 
 
@@ -332,6 +342,8 @@ def calibrate_chessboard(images: Iterable[np.ndarray], cols: int, rows: int, squ
     object_points, image_points, sizes = [], [], []
     criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 30, 1e-3)
     for grey in images:
+        if min(grey.shape) < MIN_BOARD_IMAGE_SIDE_PX:
+            continue                    # no board can be found there (and OpenCV would raise)
         found, corners = cv2.findChessboardCorners(grey, pattern, flags=cv2.CALIB_CB_ADAPTIVE_THRESH)
         if not found:
             continue
@@ -351,6 +363,8 @@ def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: i
     detector = cv2.aruco.CharucoDetector(board)
     object_points, image_points, sizes = [], [], []
     for grey in images:
+        if min(grey.shape) < MIN_BOARD_IMAGE_SIDE_PX:
+            continue                    # no board can be found there
         corners, ids, _, _ = detector.detectBoard(grey)
         if ids is None or len(ids) < 6:  # fewer corners constrain the pose poorly
             continue
