@@ -208,9 +208,9 @@ def test_record_values(capsys, tmp_path, argv, expected):
     (["--port", "-1"], "argument --port: port must be 0-65535"),
     (["--speed", "0"], "argument --speed: must be > 0"),
     (["--unit", "0"], "argument --unit: must be > 0"),
-    (["--rate", "-5"], "argument --rate: must be in (0, 10000] Hz"),
-    (["--rate", "0"], "argument --rate: must be in (0, 10000] Hz"),
-    (["--rate", "1e9"], "argument --rate: must be in (0, 10000] Hz"),
+    (["--rate-hz", "-5"], "argument --rate-hz/--rate: must be in (0, 10000] Hz"),
+    (["--rate", "0"], "argument --rate-hz/--rate: must be in (0, 10000] Hz"),
+    (["--rate-hz", "1e9"], "argument --rate-hz/--rate: must be in (0, 10000] Hz"),
 ])
 def test_stream_mvn_values(capsys, motion_file, argv, expected):
     assert expected in usage_error(capsys, ["stream-mvn", str(motion_file), *argv])

@@ -299,9 +299,9 @@ def test_stream_mvn_rate_follows_retargets_rule(tmp_path, capsys):
     from teleop.cli import main
 
     capsys.readouterr()
-    assert main(["stream-mvn", str(SYNTHETIC), "--rate", "50", "--port", "9"]) == 2
+    assert main(["stream-mvn", str(SYNTHETIC), "--rate-hz", "50", "--port", "9"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"teleop stream-mvn: error: --rate applies to Xsens CSV files only (they do not state "
+    assert err.startswith(f"teleop stream-mvn: error: --rate-hz applies to Xsens CSV files only (they do not state "
                           f"their rate); {SYNTHETIC} is read at 50 Hz\n"), err
 
 
@@ -312,7 +312,7 @@ def test_stream_mvn_refuses_rate_for_bvh_and_amc(parts, capsys):
     path = shared_data(*parts)
     capsys.readouterr()
     assert main(["stream-mvn", str(path), "--rate", "50", "--port", "9"]) == 2
-    assert "--rate applies to Xsens CSV files only" in capsys.readouterr().err
+    assert "--rate-hz applies to Xsens CSV files only" in capsys.readouterr().err
 
 
 def test_stream_mvn_takes_rate_for_xsens_csv():

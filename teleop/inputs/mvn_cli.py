@@ -145,7 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")
     parser.add_argument("--port", type=_destination_port, default=DEFAULT_PORT,
                         help=f"receiver port (default {DEFAULT_PORT})")
-    parser.add_argument("--rate", type=sample_rate_hz, default=None,
+    # --rate-hz as every other command that reads motion files names it (--rate: its older name).
+    parser.add_argument("--rate-hz", "--rate", dest="rate", type=sample_rate_hz, default=None,
                         help="rate of an Xsens CSV file, which does not state it [Hz] (default: 100); other formats "
                              "state theirs")
     parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
@@ -176,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.rate is not None and not takes_a_rate(args.file):
         # Else silently ignored (BVH) or applied (AMC), while `teleop retarget --rate-hz` refused
         # it: one rule for both, and the user who expects the take at the rate given is told.
-        raise UsageError(f"--rate applies to Xsens CSV files only (they do not state their rate); {args.file} "
+        raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); {args.file} "
                          f"is read at {motion.rate_hz:g} Hz")
     problem = unstreamable(motion, args.unit)
     if problem:      # checked before the first datagram: one line, exit code 1, nothing sent
