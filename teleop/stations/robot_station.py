@@ -247,7 +247,8 @@ class RobotStation:
         # Contacts with the scene (a hand on the table): they push the joints beyond the
         # speeds the controller commands, which would otherwise look like a controller fault.
         self.scene_contact_ticks = 0
-        self.first_scene_contact: str | None = None      # "r_hand touched the table at 6.27 s"
+        self.first_scene_contact: str | None = None      # "r_hand touched the table 6.27 s into the session"
+        self._first_tick_at: float | None = None          # station clock [s] of the first tick
         self._scene_names: dict[int, str] = {}
 
     def name_scene(self, scene) -> None:
@@ -262,8 +263,11 @@ class RobotStation:
         self.scene_contact_ticks += 1
         if self.first_scene_contact is None:
             body, link = touching[0]
+            # Counted from the first tick: a real-time station's clock is the host's
+            # monotonic one, whose reading (hours since boot) locates nothing for a user.
+            since = now - (self._first_tick_at if self._first_tick_at is not None else now)
             self.first_scene_contact = (f"{link} touched the {self._scene_names.get(body, f'body {body}')} "
-                                        f"at {now:.2f} s")
+                                        f"{since:.2f} s into the session")
 
     def _settle_at_home(self, max_ticks: int = 500, tolerance: float = 1e-6) -> None:
         """Start from the posture the controller holds at home, not from the description's.
@@ -414,6 +418,8 @@ class RobotStation:
     def tick(self) -> TickRecord:
         """Run one control period (see the module docstring)."""
         now = self.endpoint.clock.now()
+        if self._first_tick_at is None:
+            self._first_tick_at = now
         self._receive()
         if self.clock_sync is not None:
             self.clock_sync.tick()
