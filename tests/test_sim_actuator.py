@@ -246,6 +246,14 @@ def test_environment_variable_switches_the_actuator_model_for_every_simulation(t
     monkeypatch.setenv(ACTUATOR_ENV, str(tmp_path / "missing.toml"))
     with pytest.raises(ActuatorFileError, match="no such parameter file"):
         Simulation(robot, visual=False)
+    # A file that is there but no parameter file is named by the variable too: a user who
+    # set it long ago would not know where it comes from.
+    junk = tmp_path / "image.png"
+    junk.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    monkeypatch.setenv(ACTUATOR_ENV, str(junk))
+    with pytest.raises(ActuatorFileError) as exc:
+        Simulation(robot, visual=False)
+    assert str(exc.value).startswith(f"${ACTUATOR_ENV}: {junk}: ")
 
 
 def test_sensor_noise_restarts_with_a_reset(robot):

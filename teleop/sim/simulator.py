@@ -273,10 +273,17 @@ class Simulation:
                 return None
             if from_env.lower() in ("on", "1", "true"):
                 return description_actuator_params(robot)
-            actuator = Path(from_env)
-            if not actuator.is_file():
+            path = Path(from_env)
+            if not path.is_file():
                 raise ActuatorFileError(f"${ACTUATOR_ENV}={from_env}: no such parameter file "
                                         "(or say on / off)")
+            try:
+                return params_from_dict(read_parameter_file(path), robot.joint_names, robot.limits.effort,
+                                        source=str(path))
+            except ActuatorFileError as exc:
+                # Named by the variable: a user who set it long ago would not know where the
+                # file comes from (the missing file above is said the same way).
+                raise ActuatorFileError(f"${ACTUATOR_ENV}: {exc}") from None
         if actuator is not None:
             return params_from_dict(read_parameter_file(actuator), robot.joint_names, robot.limits.effort,
                                     source=str(actuator))
