@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from teleop.cli_types import nonempty_path
+from teleop.cli_types import UsageError, nonempty_path
 
 #: Benchmark name -> (module, what it measures).
 BENCHMARKS = {
@@ -62,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    module = importlib.import_module(available()[args.name][0])
+    benches = available()
+    module = importlib.import_module(benches[args.name][0])
     accepts = inspect.signature(module.run).parameters
     options = {"quick": args.quick}
     for option, reads in (("out", "draws no plots"), ("data", "reads no recorded data")):
@@ -70,7 +71,11 @@ def _run(args: argparse.Namespace) -> int:
         if value is not None and option in accepts:
             options[option] = value
         elif value is not None:
-            print(f"teleop bench {args.name}: {reads}; --{option} ignored", file=sys.stderr)
+            # Refused, as every command refuses options that do not apply to it: a warning
+            # above a table went unseen, and the plots asked for were never written.
+            takers = [name for name, (path, _) in benches.items()
+                      if option in inspect.signature(importlib.import_module(path).run).parameters]
+            raise UsageError(f"bench {args.name} {reads}: --{option} applies to {', '.join(takers) or 'none'}")
     if "progress" in accepts:
         options["progress"] = True   # on stderr: --json keeps stdout for the JSON
     result = module.run(**options)
