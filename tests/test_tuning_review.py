@@ -153,3 +153,35 @@ def test_tune_pool_workers_die_on_sigterm_and_leave_ctrl_c_to_the_parent():
         finally:
             pool.close()
             pool.join()
+
+
+def test_out_keeps_what_no_earlier_run_wrote_and_refuses_another_tools_summary(tmp_path, capsys):
+    """`tune --out DIR` replaced a user's summary.json and deleted a setup4_errors.png of
+    theirs (no earlier tune run had written either). Now: a foreign summary.json is refused
+    before the run; only what an earlier run's summary.json lists is removed."""
+    from teleop.cli import main
+
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "summary.json").write_text('{"mine": 1}')
+    assert main(["tune", "--quick", "--setups", "1", "--jobs", "1", "--out", str(out)]) == 1
+    assert capsys.readouterr().err == (f"teleop tune: error: --out {out}: {out / 'summary.json'} was not written by "
+                                       "teleop tune; give another folder (nothing was changed)\n")
+    assert (out / "summary.json").read_text() == '{"mine": 1}' and sorted(p.name for p in out.iterdir()) == \
+        ["summary.json"]
+
+    (out / "summary.json").unlink()
+    (out / "setup4_errors.png").write_text("the user's own")
+    assert main(["tune", "--quick", "--setups", "1", "--jobs", "1", "--out", str(out), "--json"]) == 0
+    assert (out / "setup4_errors.png").read_text() == "the user's own"     # no earlier run wrote it
+    assert (out / "setup1_errors.png").is_file() and (out / "setup1" / "Optimiser" / "gains.json").is_file()
+    (out / "setup1" / "Optimiser" / "notes.txt").write_text("the user's own")
+
+    # A run of another setup removes what the earlier run (setup 1) wrote, nothing else.
+    assert main(["tune", "--quick", "--setups", "2", "--jobs", "1", "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    assert not (out / "setup1_errors.png").exists() and not (out / "setup1" / "Classic").exists()
+    assert sorted(p.name for p in (out / "setup1").iterdir()) == ["Optimiser"]
+    assert sorted(p.name for p in (out / "setup1" / "Optimiser").iterdir()) == ["notes.txt"]
+    assert (out / "setup4_errors.png").read_text() == "the user's own"
+    assert (out / "setup2_errors.png").is_file()

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from teleop.cli_types import non_negative_float, positive_float, positive_int, unit_fraction
+from teleop.cli_types import PreconditionError, non_negative_float, positive_float, positive_int, unit_fraction
 from teleop.data_args import check_out_folder
 
 #: The setups of teleop.tuning.setups.SETUPS (not imported here: `teleop --help` stays fast).
@@ -126,7 +126,8 @@ def _settings(args: argparse.Namespace):
 
 def _run(args: argparse.Namespace) -> int:
     from teleop.tuning.experiment import run_experiment
-    from teleop.tuning.report import format_report, json_summary, plot_errors, remove_stale_outputs, save_outputs
+    from teleop.tuning.report import (earlier_run, format_report, json_summary, plot_errors,
+                                      remove_stale_outputs, save_outputs)
 
     numbers = args.setups
     settings = _settings(args)
@@ -134,6 +135,15 @@ def _run(args: argparse.Namespace) -> int:
         # Now, not after minutes of simulation: an --out that is a file (or not writable)
         # would otherwise fail only when the results are saved, and they would be lost.
         check_out_folder(args.out)
+    # An earlier run's outputs that this one does not redo are removed after it, so that the
+    # folder says one run's results: those its summary.json lists, no other file. A folder
+    # whose summary.json is another tool's is refused: it would be replaced.
+    earlier = None
+    if not args.no_save:
+        try:
+            earlier = earlier_run(args.out)
+        except ValueError as exc:
+            raise PreconditionError(f"--out {args.out}: {exc}; give another folder (nothing was changed)") from None
     made_out = not args.no_save and not args.out.exists()
     if made_out:
         args.out.mkdir(parents=True)
@@ -150,7 +160,7 @@ def _run(args: argparse.Namespace) -> int:
         files = save_outputs(results, args.out)
         files += [plot_errors(r, args.out / f"setup{n}_errors.png") for n, r in results.items()]
         # After the new outputs are written (an interrupted run leaves the old ones whole).
-        removed = remove_stale_outputs(args.out, results)
+        removed = remove_stale_outputs(args.out, results, earlier) if earlier else []
         if removed and not args.json:
             print(f"removed {len(removed)} file(s) an earlier run wrote in {args.out}/ for setups or methods "
                   "this run did not redo (summary.json lists what is current)", file=sys.stderr)

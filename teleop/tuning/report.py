@@ -117,25 +117,42 @@ def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
     return written
 
 
+def earlier_run(out: Path) -> dict[int, set[str]] | None:
+    """What an earlier run wrote in ``out``, as its ``summary.json`` (from :func:`save_outputs`)
+    lists it: {setup number: its methods}; None when there is no ``summary.json``.
+
+    Raises:
+        ValueError: ``out/summary.json`` is not such a summary (another tool's file).
+    """
+    path = out / "summary.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        setups = data["setups"]
+        return {int(n): set(setup["rows"]) for n, setup in setups.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError(f"{path} was not written by teleop tune") from None
+
+
 #: The files :func:`save_outputs` writes in each ``setup<N>/<method>/``: the gains, the
 #: evaluation and one recording per motion of run_setup's evaluation ("dance", "step").
 METHOD_FILES = ("gains.json", "evaluation.json", "dance.json", "step.json")
 
 
-def remove_stale_outputs(out: Path, results: dict[int, dict]) -> list[Path]:
-    """Remove the outputs an earlier run left in ``out`` that this run (``results``) did not
-    rewrite, so that no setup or method missing from the new summary.json is left beside
-    it: ``setup<N>_errors.png`` of the setups not run, and in each ``setup<N>/<method>/``
-    not written now, the files of :data:`METHOD_FILES`; then the folders this emptied.
-    Only those names are removed: any other file (and so its folder) stays. Returns the
-    files removed."""
-    from teleop.tuning.setups import SETUPS
-
+def remove_stale_outputs(out: Path, results: dict[int, dict], earlier: dict[int, set[str]]) -> list[Path]:
+    """Remove the outputs the earlier run (``earlier``, from :func:`earlier_run`) left in
+    ``out`` that this run (``results``) did not rewrite, so that no setup or method missing
+    from the new summary.json is left beside it: ``setup<N>_errors.png`` of its setups not
+    run now, and in each of its ``setup<N>/<method>/`` not written now, the files of
+    :data:`METHOD_FILES`; then the folders this emptied. Only what the earlier summary lists,
+    and only those names: any other file (and so its folder) stays. Returns the files
+    removed."""
     def is_folder(path: Path) -> bool:
         return path.is_dir() and not path.is_symlink()
 
     removed: list[Path] = []
-    for n in SETUPS:
+    for n, methods in sorted(earlier.items()):
         plot = out / f"setup{n}_errors.png"
         if n not in results and plot.is_file():
             plot.unlink()
@@ -146,7 +163,7 @@ def remove_stale_outputs(out: Path, results: dict[int, dict]) -> list[Path]:
         current = set(results[n]["recordings"]) if n in results else set()
         emptied = False
         for method in sorted(folder.iterdir()):
-            if method.name in current or not is_folder(method):
+            if method.name in current or method.name not in methods or not is_folder(method):
                 continue
             ours = [method / name for name in METHOD_FILES if (method / name).is_file()]
             for path in ours:
