@@ -216,6 +216,17 @@ def test_stream_mvn_values(capsys, motion_file, argv, expected):
     assert expected in usage_error(capsys, ["stream-mvn", str(motion_file), *argv])
 
 
+def test_stream_mvn_refuses_a_single_pose(capsys, tmp_path):
+    # It went out as "1 frames, 0 Hz", which retarget and the operator station refuse.
+    from retarget.human import SEGMENTS, HumanMotion
+
+    path = tmp_path / "pose.npz"
+    HumanMotion(np.zeros(1), SEGMENTS[:1], np.zeros((1, 1, 3)), np.tile([1.0, 0.0, 0.0, 0.0], (1, 1, 1)),
+                rate_hz=100.0).save_npz(path)
+    assert main(["stream-mvn", str(path), "--port", str(free_port())]) == 1
+    assert capsys.readouterr().err == (f"teleop stream-mvn: error: {path}: 1 frame: a motion needs at least 2\n")
+
+
 def test_stream_mvn_unknown_host_fails_before_streaming(capsys, motion_file):
     assert main(["stream-mvn", str(motion_file), "--host", "nosuchhost.invalid"]) == 1   # as netem --target
     out, err = capsys.readouterr()

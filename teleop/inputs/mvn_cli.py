@@ -43,9 +43,13 @@ def motion_datagrams(codec: MvnCodec, motion: HumanMotion, index: int, sample_co
 
 def unstreamable(motion: HumanMotion, position_unit_m: float) -> str | None:
     """Why ``motion`` cannot be sent as MVN datagrams with ``position_unit_m`` metres per wire
-    unit, or None: the first frame holding a value beyond the protocol's 32-bit floats (spec
+    unit, or None: fewer than 2 frames, or the first frame holding a value beyond the protocol's 32-bit floats (spec
     2.5: positions, quaternions and the CoM are float32). Found before streaming starts:
     else the stream broke off at that frame with struct's OverflowError as a traceback."""
+    if len(motion) < 2:
+        # A pose, not a motion: it went out as "1 frames, 0 Hz", which retarget and the
+        # operator station refuse.
+        return f"{len(motion)} frame{'s' if len(motion) != 1 else ''}: a motion needs at least 2"
     limit = FLOAT32_MAX * position_unit_m                       # [m]
     signals = [("position", motion.positions, limit), ("orientation", motion.orientations, FLOAT32_MAX)]
     if motion.com is not None:
