@@ -66,6 +66,12 @@ def _describe_file(path: Path, as_json: bool) -> int:
     if not path.is_file():
         raise FileNotFoundError(2, "No such file" if not path.exists() else "Is a folder, not a file", str(path))
     if path.suffix.lower() == ".mcap":
+        from teleop.record.mcap_index import MAGIC
+
+        # By its first bytes, not its name alone: a renamed image was called "a recording".
+        with path.open("rb") as file:
+            if file.read(len(MAGIC)) != MAGIC:
+                raise PreconditionError(f"{path}: not an MCAP recording (it does not begin with MCAP's magic bytes)")
         raise PreconditionError(f"{path} is a recording: `teleop dataset inspect {path}` describes it")
     kind = _npz_kind(path) if path.suffix.lower() == ".npz" else None
     if kind == "promp-task-library":

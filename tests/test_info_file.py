@@ -42,6 +42,11 @@ def test_info_on_a_recording_or_a_foreign_file_says_what_to_use(tmp_path, capsys
     assert main(["info", str(recording)]) == 1
     assert error_line(capsys.readouterr().err) == (f"{recording} is a recording: `teleop dataset inspect "
                                                    f"{recording}` describes it")
+    image = tmp_path / "renamed.mcap"      # judged by its name alone, it was "a recording"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(32))
+    assert main(["info", str(image)]) == 1
+    assert capsys.readouterr().err == (f"teleop info: error: {image}: not an MCAP recording (it does not begin "
+                                       "with MCAP's magic bytes)\n")
     notes = tmp_path / "notes.txt"
     notes.write_text("hello")
     assert main(["info", str(notes)]) == 1
