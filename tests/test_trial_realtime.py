@@ -125,3 +125,29 @@ def test_an_interrupted_realtime_take_leaves_no_proxy_thread_or_socket(monkeypat
         run_take_realtime(take, 1.0, None)
     assert set(threading.enumerate()) <= threads and udp_sockets() == sockets
     assert not crashed
+
+
+def _sigint_state(queue) -> None:
+    import signal
+
+    queue.put(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+def test_the_robot_child_leaves_ctrl_c_to_the_trial():
+    """Ctrl-C reaches the whole process group: the spawned robot process, still importing,
+    printed a traceback (spawn_main) beside the trial's "interrupted". It starts with SIGINT
+    blocked (the trial stops it), and the trial's own mask is restored."""
+    import multiprocessing as mp
+    import signal
+
+    from teleop.trials.realtime import _ctrl_c_left_to_this_process
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    child = ctx.Process(target=_sigint_state, args=(queue,))
+    with _ctrl_c_left_to_this_process():
+        child.start()
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+    assert queue.get(timeout=60) is True
+    child.join(30)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing as mp
+import signal
 import tempfile
 import threading
 import time
@@ -75,6 +76,20 @@ class RealtimeSettings:
     loss_burst: float | None = None
     startup_timeout: float = 60.0
 
+
+
+@contextlib.contextmanager
+def _ctrl_c_left_to_this_process():
+    """Start children with SIGINT blocked: Ctrl-C reaches the terminal's whole process
+    group, and a spawned child still importing printed a traceback (``spawn_main``) beside
+    our "interrupted". This process stops the child itself (``stop_child``). The child
+    inherits the blocked mask across exec; here a SIGINT that came meanwhile is delivered
+    when the mask is restored, not lost."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 def link_settle_s(rtt: float, jitter_ratio: float = THESIS_JITTER_RATIO) -> float:
     """Time [s] from the operator's first packet until the robot station can compensate: the
@@ -234,7 +249,8 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
         child = ctx.Process(target=_robot_process, daemon=True,
                             args=(secret, child_conn, video_proxy.listen_address,
                                   str(library_path) if library_path else None, out_path, settings.video_hz))
-        child.start()
+        with _ctrl_c_left_to_this_process():
+            child.start()
         child_conn.close()    # the child's end is the child's alone: its death then reads as EOF here
 
         def stop_child() -> None:
