@@ -380,7 +380,8 @@ def run_realtime_trial(args: argparse.Namespace):
     from teleop.trials.sweep import summarise
 
     labels, rtts, train, test = read_trial_takes(args)
-    args.out.mkdir(parents=True, exist_ok=True)
+    # (--out is made when the results are written, all at once: an interrupted run leaves no
+    # empty folder.)
     settings = RealtimeSettings(loss=args.loss, loss_burst=args.loss_burst)
     libraries: list[Path] = []
     with tempfile.TemporaryDirectory() as tmp:
