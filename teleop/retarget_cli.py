@@ -10,6 +10,7 @@ from typing import Literal
 from teleop.cli_types import PreconditionError, UsageError, sample_rate_hz
 from teleop.data_args import check_out_folder
 from teleop.json_safe import dumps
+from teleop.output_set import write_outputs_together
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,9 +120,6 @@ def _run(args: argparse.Namespace) -> int:
     problem = reference_problem(traj, ReferenceEnvelope.for_target(target))
     if problem:
         raise ValueError(f"{args.file}: retargeted references: {problem}")
-    out.mkdir(parents=True, exist_ok=True)
-    traj.save_npz(out / "references.npz")
-    plot_retargeting(motion, traj, out / "retargeting.png")
     result: dict = {"frames": len(traj), "duration_s": round(traj.duration, 6),
                     "references": str(out / "references.npz"), "plot": str(out / "retargeting.png")}
     if args.execute:
@@ -135,6 +133,10 @@ def _run(args: argparse.Namespace) -> int:
         result.update({key: metrics[key] for key in ("fell", "min_cop_margin_mm", "max_foot_slip_mm", "hand_rms_cm")})
         result["zmp_correction"] = not args.no_zmp_correction
         result["zmp_margin_m"] = zmp["margin"] if zmp else None
+    # Written after the execution, together: an interrupted or failed run (Ctrl-C while the
+    # robot plays them, a bad $TELEOP_SIM_ACTUATOR) leaves the previous run's files as they were.
+    write_outputs_together({out / "references.npz": traj.save_npz,
+                            out / "retargeting.png": lambda tmp: plot_retargeting(motion, traj, tmp)})
     if args.json:
         print(dumps(result))
     else:

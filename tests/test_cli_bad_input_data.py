@@ -141,6 +141,24 @@ def test_retarget_a_motion_npz_with_nan_names_file_and_frame(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_retarget_execute_that_fails_leaves_the_previous_outputs(tmp_path, capsys, monkeypatch):
+    # The references and the plot were written before the robot played them: a run stopped
+    # there (Ctrl-C, a bad $TELEOP_SIM_ACTUATOR) had replaced the previous run's files.
+    from conftest import SYNTHETIC
+
+    motion = SYNTHETIC / "squat" / "squat_0.npz"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "references.npz").write_bytes(b"the previous run's")
+    junk = tmp_path / "actuator.png"
+    junk.write_bytes(b"\x89PNG\r\n\x1a\n")
+    monkeypatch.setenv("TELEOP_SIM_ACTUATOR", str(junk))
+    rc, _, err = run_cli(capsys, "retarget", motion, "--execute", "--out", out)
+    assert rc == 1 and error_line(err).startswith(f"$TELEOP_SIM_ACTUATOR: {junk}: ")
+    assert (out / "references.npz").read_bytes() == b"the previous run's"
+    assert sorted(p.name for p in out.iterdir()) == ["references.npz"]
+
+
 def test_train_on_recordings_says_to_export_them_first(tmp_path, capsys):
     """`teleop --help` says train learns from recordings: from what `dataset export` makes of
     them. A .mcap given directly, or a folder of them, said "unsupported motion format" /
