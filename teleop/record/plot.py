@@ -562,8 +562,10 @@ def _draw_hands(right, left, hands: dict[str, Series]) -> None:
             for axis in range(3):
                 ax.plot(series.times, series.values[:, offset + axis], styles[name], color=XYZ_COLOURS[axis], lw=1)
         ax.set_ylabel(f"{side} hand [m]")
+    # Colour says the axis, the line style the channel: the channels' keys are grey, as no
+    # line of that colour is drawn (a black "references" key looked like a missing line).
     handles = [Line2D([], [], color=c, label=a) for c, a in zip(XYZ_COLOURS, "xyz")] + \
-              [Line2D([], [], color="k", ls=styles[name], label=name) for name in hands]
+              [Line2D([], [], color="0.5", ls=styles[name], label=f"{name} (line style)") for name in hands]
     _legend(right, handles=handles)
     right.set_title("hand references (stance frame)", fontsize=9, loc="left")
 
