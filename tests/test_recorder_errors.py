@@ -1,6 +1,7 @@
 """Recording outputs: a file name the dataset commands would not find is refused, and a
 recorder that cannot write says which file and leaves nothing behind."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,38 @@ def test_a_recorder_that_cannot_write_its_header_names_the_file_and_spares_the_d
         Recorder(Path("/dev/full"))
     assert error.value.filename == "/dev/full" and "No space left" in str(error.value)
     assert Path("/dev/full").exists() and not Path("/dev/full").is_file()   # a device: never unlinked
+
+
+_FULL_DISK_SESSION = """
+import os, resource, signal, sys, time
+import numpy as np
+from retarget.references import RobotReferences
+from teleop.record import Recorder
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # a write past the limit then fails (EFBIG)
+rec = Recorder(sys.argv[1], flush_interval_s=0.05, compression="none")
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(sys.argv[1]) + 4096, resource.RLIM_INFINITY))
+refs = RobotReferences.from_flat(0.0, np.zeros(20))
+deadline = time.monotonic() + 30
+while rec.log_references(refs) and time.monotonic() < deadline:
+    time.sleep(0.002)
+time.sleep(0.3)
+start = time.process_time()
+time.sleep(1.0)
+print(time.process_time() - start)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("resource") is None, reason="needs RLIMIT_FSIZE (POSIX)")
+def test_a_recorder_whose_disk_filled_stays_idle(tmp_path):
+    """After a write error the writer thread spun (its flush deadline was never advanced):
+    ~70 % of a core, the stations' control loops starved of the GIL, the robot's watchdog
+    stale while the operator sent at 100 Hz. Idle now: the CPU this process uses in a second
+    of sleep is the writer's; a spin takes the whole second."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK_SESSION, str(tmp_path / "full.mcap")],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 0.3, done.stdout

@@ -466,7 +466,13 @@ class Recorder:
             # Wake up per batch, not per message: fewer thread switches and warm caches
             # for the encoding. close() sets the event to end the wait at once.
             now = time.monotonic()
-            self._wake.wait(max(0.0, min(self._next_flush, now + self._batch_interval_s) - now))
+            if self._error is None:
+                self._wake.wait(max(0.0, min(self._next_flush, now + self._batch_interval_s) - now))
+            else:
+                # Nothing more is written after a write error (log() drops): wait for close().
+                # The flush deadline, no longer advanced, made this loop spin, starving the
+                # station's control loop of the GIL (late ticks, the robot's watchdog stale).
+                self._wake.wait()
             items = []
             while True:
                 try:
