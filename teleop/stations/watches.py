@@ -50,11 +50,12 @@ class SilenceWatch:
             self._warn(now)
 
     def finish(self) -> None:
-        """At the end: warn if nothing ever came, or nothing for the last ``after`` seconds."""
+        """At the end: warn if nothing ever came, or nothing for the last ``after`` seconds,
+        unless this silence was warned about already (the same warning twice in a row, "for
+        the last 3.0 s" then "3.2 s", the second with a hint that contradicted the first)."""
         self.check()
         now = time.monotonic()
-        # Nothing ever came and that was said already: not twice in a row ("in 3.0 s", "in 3.2 s").
-        if not (self.warned and not self.ever) and (not self.ever or now - self.last_change >= self.after):
+        if not self.warned and (not self.ever or now - self.last_change >= self.after):
             self._warn(now)
 
     def _warn(self, now: float) -> None:
