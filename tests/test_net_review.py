@@ -32,6 +32,17 @@ def test_unusable_secret_paths_are_secret_errors_not_tracebacks(clean_env):
         secret_mod.load_secret(folder)
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs named pipes (POSIX)")
+def test_a_pipe_given_as_the_secret_file_is_refused_not_waited_on(clean_env):
+    # Reading a FIFO blocks until a writer opens it: the station hung without a word.
+    import os
+
+    fifo = clean_env / "secret.fifo"
+    os.mkfifo(fifo, 0o600)
+    with pytest.raises(secret_mod.SecretError, match="is not a regular file"):
+        secret_mod.load_secret(fifo)
+
+
 def test_uncreatable_default_secret_is_a_secret_error(clean_env, monkeypatch):
     blocker = clean_env / "not-a-dir"
     blocker.write_text("a file where the config directory should be")

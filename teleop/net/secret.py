@@ -105,6 +105,11 @@ def read_secret_file(path: str | os.PathLike) -> bytes:
                           f"`python -m teleop.net.secret {path}`") from None
     except OSError as exc:
         raise SecretError(f"cannot read secret file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        # A FIFO (or a device) blocks the read until a writer comes: the station hung in
+        # silence. (A folder fails the read below, with its own words.)
+        raise SecretError(f"secret file {path} is not a regular file (a pipe or a device): give the file "
+                          f"`python -m teleop.net.secret` writes")
     if os.name == "posix" and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise SecretError(f"secret file {path} is accessible by other users "
                           f"(mode {stat.S_IMODE(st.st_mode):o}); run `chmod 600 {path}`")
