@@ -19,6 +19,20 @@ def test_the_line_says_what_the_robot_does_and_how_old_the_images_are():
                     "loop: 0.1 % late")
 
 
+def test_a_robot_gone_quiet_is_not_shown_as_its_last_report():
+    # The robot killed mid-session: the line kept saying "robot ACTIVE passthrough" for as
+    # long as it was gone, and the image's transit age as if it were current.
+    feedback = Feedback(watchdog_state=WatchdogState.ACTIVE,
+                        compensation_state=STATE_CODES[CompensationState.PREDICTING],
+                        forward_delay=0.75, clock_offset=3.0)
+    line = status_line(2.0, 200, 0, feedback, {"tau_b_s": -2.23}, "loop: 0.1 % late", 8.24, 8.3)
+    assert line == ("[operator] robot: silent 8.2 s (last: ACTIVE predicting)  sent 100.0/s  video  0.0 fps, "
+                    "0.770 s old, last image shown 8.3 s ago  loop: 0.1 % late")
+    # Feedback and images that keep coming: as before.
+    assert "robot ACTIVE   predicting  tau_f 0.750 s" in status_line(2.0, 200, 20, feedback, {"tau_b_s": -2.23}, "",
+                                                                    0.01, 0.08)
+
+
 def test_before_the_robot_answered_nothing_is_made_up():
     line = status_line(2.0, 200, 0, None, {"tau_b_s": None}, "loop: 0.0 % late")
     assert line == "[operator] robot: no feedback yet  sent 100.0/s  video  0.0 fps  loop: 0.0 % late"

@@ -520,8 +520,12 @@ def _run_operator(args: argparse.Namespace) -> int:
             now = time.monotonic()
             then, sent_then, shown_then = last_status[0]
             last_status[0] = (now, station.sent, video.displayed)
+            clock_now = station.endpoint.clock.now()    # the station's clock, which stamps arrivals
             print(status_line(now - then, station.sent - sent_then, video.displayed - shown_then, station.feedback,
-                              video.buffer.report(), loop_timing.short()), file=sys.stderr)
+                              video.buffer.report(), loop_timing.short(),
+                              None if station.feedback_at is None else clock_now - station.feedback_at,
+                              None if video.displayed_at is None else clock_now - video.displayed_at),
+                  file=sys.stderr)
             stats = video.receiver.stats
             frames = (stats.frames_completed, stats.frames_dropped_timeout + stats.frames_dropped_evicted)
             warning = incomplete_video_warning(frames[0] - frames_then[0][0], frames[1] - frames_then[0][1],

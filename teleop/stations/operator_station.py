@@ -82,6 +82,7 @@ class VideoPath:
         self.buffer = JitterBuffer(buffer_length_s=buffer_s, clock_offset_s=0.0)
         self.on_display = on_display
         self.displayed = 0
+        self.displayed_at: float | None = None     # station clock [s] of the last frame shown
 
     def handle(self, datagram: bytes, arrival_s: float) -> None:
         frame = self.receiver.handle_datagram(datagram, arrival_s)
@@ -98,6 +99,7 @@ class VideoPath:
         self.receiver.expire(now)
         for frame in self.buffer.pop_due(now):
             self.displayed += 1
+            self.displayed_at = now
             if self.on_display is not None:
                 self.on_display(frame, now)
 
@@ -160,6 +162,7 @@ class OperatorStation:
         self._next_report = -np.inf     # any clock origin
         self.sent = 0
         self.feedback_received = 0  # FEEDBACK packets from the robot: 0 means nobody is there
+        self.feedback_at: float | None = None   # station clock [s] when the last one arrived
 
     @property
     def calibrated(self) -> bool:
@@ -247,6 +250,7 @@ class OperatorStation:
             if received.packet.packet_type == PacketType.FEEDBACK:
                 self.feedback = received.packet.message
                 self.feedback_received += 1
+                self.feedback_at = now
         if self.video is not None:
             self.video.play()
             if now >= self._next_report:

@@ -33,8 +33,14 @@ def image_age_s(video_report: dict, feedback: Feedback | None) -> float | None:
     return float(raw) + offset
 
 
+#: Seconds without FEEDBACK (the robot sends one per control tick, 100 Hz) or without a new
+#: image after which the status line says so instead of repeating the last report.
+SILENT_AFTER_S = 1.0
+
+
 def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | None, video_report: dict,
-                loop_text: str) -> str:
+                loop_text: str, feedback_silent_s: float | None = None,
+                image_shown_s_ago: float | None = None) -> str:
     """One status line.
 
     Args:
@@ -44,17 +50,26 @@ def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | N
         feedback: the robot's latest FEEDBACK (None: none yet).
         video_report: :meth:`teleop.video.jitter_buffer.JitterBuffer.report`.
         loop_text: the loop timing, :meth:`teleop.stations.loop_timing.LoopTiming.short`.
+        feedback_silent_s: time since that FEEDBACK arrived [s] (None: not known).
+        image_shown_s_ago: time since the last image was shown [s] (None: none yet).
     """
     if feedback is None:
         robot = "robot: no feedback yet"
     else:
         watchdog = state_name(WatchdogState, feedback.watchdog_state).upper()
         compensation = state_name(CompensationState, feedback.compensation_state)
-        tau_f = (f"tau_f {feedback.forward_delay:.3f} s" if math.isfinite(feedback.forward_delay)
-                 else "tau_f n/a")
-        robot = f"robot {watchdog:8s} {compensation:11s} {tau_f}"
+        if feedback_silent_s is not None and feedback_silent_s > SILENT_AFTER_S:
+            # Not the last report as if it were current: the robot (or the link) went quiet.
+            robot = f"robot: silent {feedback_silent_s:.1f} s (last: {watchdog} {compensation})"
+        else:
+            tau_f = (f"tau_f {feedback.forward_delay:.3f} s" if math.isfinite(feedback.forward_delay)
+                     else "tau_f n/a")
+            robot = f"robot {watchdog:8s} {compensation:11s} {tau_f}"
     age = image_age_s(video_report, feedback)
     video = f"video {shown / interval_s:4.1f} fps" + (f", {age:.3f} s old" if age is not None else "")
+    if image_shown_s_ago is not None and image_shown_s_ago > SILENT_AFTER_S:
+        # The image on screen has aged since: its transit delay alone understated that.
+        video += f", last image shown {image_shown_s_ago:.1f} s ago"
     return f"[operator] {robot}  sent {sent / interval_s:5.1f}/s  {video}  {loop_text}"
 
 
