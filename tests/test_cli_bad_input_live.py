@@ -533,7 +533,8 @@ def test_stale_reports_after_our_own_input_paused_are_not_blamed_on_the_link(cap
 def test_the_robot_silence_hint_says_why_nothing_was_sent():
     from teleop.stations.watches import robot_silence_hint
 
-    assert robot_silence_hint(5) == "is `teleop robot` running there?"
+    # A robot that follows another operator refuses us silently: the hint names it too.
+    assert robot_silence_hint(5) == "is `teleop robot` running there, and not following another operator?"
     assert "nothing was sent to it yet, the input gave no pose" in robot_silence_hint(0)
     assert "every command was withheld as one the robot would refuse" in robot_silence_hint(0, withheld=3)
 

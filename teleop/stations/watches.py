@@ -83,7 +83,8 @@ def robot_silence_hint(sent: int, withheld: int = 0) -> str:
     video with ``--video-hz 0``: before the input gave its first pose, "is `teleop robot`
     running there?" alone blamed a robot that was running."""
     if sent:
-        return "is `teleop robot` running there?"
+        # A robot following another operator refuses our commands and stays silent to us.
+        return "is `teleop robot` running there, and not following another operator?"
     why = ("every command was withheld as one the robot would refuse (see the warning)" if withheld
            else "the input gave no pose")
     return (f"is `teleop robot` running there? (nothing was sent to it yet, {why}: it answers our commands, "
