@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import logging
 import socket
 import sys
 import time
@@ -58,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
                        "labelled NAME, ready for `teleop dataset export --channel delivered` (the record button "
                        "stops it; its later episodes get the same label)")
-    robot.set_defaults(func=runs_on_without_its_reader(_run_robot))
+    robot.set_defaults(func=runs_on_without_its_reader(_said_as("robot", _run_robot)))
 
     op = sub.add_parser("operator", help="run the operator station: input, retargeting, references out, video in",
                         description="Reads the operator's motion (the synthetic operator, or a motion file replayed at "
@@ -100,7 +102,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--duration", type=positive_float, help="stop after this many seconds")
     op.add_argument("--secret-file", type=_file, help="shared secret file")
     op.add_argument("--json", action="store_true", help="print the final statistics as JSON")
-    op.set_defaults(func=runs_on_without_its_reader(_run_operator))
+    op.set_defaults(func=runs_on_without_its_reader(_said_as("operator", _run_operator)))
+
+
+def _said_as(station: str, run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` with the warnings its libraries log (``teleop.*``: a packet failing
+    authentication, a secret file created) said as the station's own lines,
+    ``[robot] warning: ...``: they came bare, unlike every other line of the station."""
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace) -> int:
+        logger = logging.getLogger("teleop")
+        handler = logging.StreamHandler(sys.stderr)     # this run's stderr
+        handler.setFormatter(_StationFormatter(station))
+        handler.setLevel(logging.WARNING)
+        logger.addHandler(handler)
+        try:
+            return run(args)
+        finally:
+            logger.removeHandler(handler)
+    return wrapped
+
+
+class _StationFormatter(logging.Formatter):
+    """``[station] warning: message`` (the level in lower case, as the stations' own lines)."""
+
+    def __init__(self, station: str) -> None:
+        super().__init__()
+        self.station = station
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"[{self.station}] {record.levelname.lower()}: {record.getMessage()}"
 
 
 def _file(text: str) -> Path:
@@ -129,9 +160,13 @@ def _bound(option: str, value, open_: Callable):
     try:
         return open_()
     except OSError as exc:
-        # A refusal made before anything opened keeps its kind (reported without the hint).
+        # A refusal made before anything opened keeps its kind.
         kind = type(exc) if getattr(exc, "before_work", False) else OSError
-        raise kind(f"{option} {value}: {_in_cli_words(exc.strerror or str(exc))}") from None
+        error = kind(f"{option} {value}: {_in_cli_words(exc.strerror or str(exc))}")
+        # Found while the station starts, before its work: the error line says what to change,
+        # without the TELEOP_DEBUG hint meant for errors from inside the work (README).
+        error.before_work = True      # type: ignore[attr-defined]
+        raise error from None
 
 
 def _in_cli_words(message: str) -> str:
