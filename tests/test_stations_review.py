@@ -431,3 +431,25 @@ def test_the_robot_says_a_foreign_packet_warning_as_its_own_line(monkeypatch, ca
         thread.join(5)
     lines = [line for line in capsys.readouterr().err.splitlines() if "fail authentication" in line]
     assert len(lines) == 1 and lines[0].startswith("[robot] warning: packets from 127.0.0.1:"), lines
+
+
+def test_the_operator_says_when_the_robot_answers_but_its_video_goes_elsewhere(secret, capsys):
+    """The robot's --video-to named another port than our --video-listen: its feedback came,
+    so no silence warning, and the status lines' "video 0.0 fps" went unexplained."""
+    import subprocess
+    import sys
+
+    robot_port, robot_video_to, our_video = _free_udp_port(), _free_udp_port(), _free_udp_port()
+    robot = subprocess.Popen([sys.executable, "-m", "teleop", "robot", "--listen", f"127.0.0.1:{robot_port}",
+                              "--video-to", f"127.0.0.1:{robot_video_to}", "--duration", "20"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             cwd=Path(__file__).resolve().parents[1], env={**os.environ, "TELEOP_SECRET": SECRET})
+    try:
+        assert main(["operator", "--robot", f"127.0.0.1:{robot_port}", "--video-listen", f"127.0.0.1:{our_video}",
+                     "--duration", "12"]) == 0
+    finally:
+        robot.terminate()
+        robot.wait(30)
+    err = capsys.readouterr().err
+    assert (f"[operator] warning: the robot answers but no video has come to --video-listen 127.0.0.1:{our_video} "
+            "in 3 s: does `teleop robot --video-to` name this address (and its --video-hz exceed 0)?") in err, err

@@ -134,6 +134,10 @@ class _StationFormatter(logging.Formatter):
         return f"[{self.station}] {record.levelname.lower()}: {record.getMessage()}"
 
 
+#: Seconds of the robot's FEEDBACK without a single video datagram before the operator says so.
+NO_VIDEO_AFTER_S = 3.0
+
+
 def _file(text: str) -> Path:
     """A file to read or write: an existing directory is refused here, before the station starts
     (opening it later would only fail with IsADirectoryError)."""
@@ -550,6 +554,7 @@ def _run_operator(args: argparse.Namespace) -> int:
 
         # frames (completed, dropped incomplete) at the last status line
         frames_then = [(0, 0)]
+        first_feedback: list[float | None] = [None]     # when the robot's first FEEDBACK arrived
 
         def print_status() -> None:
             now = time.monotonic()
@@ -581,6 +586,15 @@ def _run_operator(args: argparse.Namespace) -> int:
                 print("[operator] warning: the video arriving fails authentication: do both stations use the same "
                       "secret (TELEOP_SECRET or --secret-file)?", file=sys.stderr)
             command_link.check()
+            if station.feedback_received and first_feedback[0] is None:
+                first_feedback[0] = time.monotonic()
+            if (first_feedback[0] is not None and video.receiver.stats.datagrams == 0
+                    and time.monotonic() - first_feedback[0] >= NO_VIDEO_AFTER_S and said.first("no video")):
+                # The robot answers, so the silence warning never fires, and "video 0.0 fps"
+                # alone went unexplained for the whole session.
+                print(f"[operator] warning: the robot answers but no video has come to --video-listen "
+                      f"{args.video_listen} in {NO_VIDEO_AFTER_S:g} s: does `teleop robot --video-to` name this "
+                      "address (and its --video-hz exceed 0)?", file=sys.stderr)
             if getattr(raw_source, "finished", False) and said.first("input ended"):   # a file replayed without --loop
                 print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
                       "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
