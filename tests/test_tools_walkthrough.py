@@ -156,10 +156,14 @@ def test_tune_removes_its_own_outputs_of_setups_not_in_this_run(tmp_path, monkey
     (out / "setup3" / "notes.txt").write_text("mine")
     (out / "setup4" / "PDControl" / "my_analysis.csv").write_text("mine")
     (out / "my_plot.png").write_bytes(b"mine")
-    # An earlier run's row that this run does not have (e.g. --gains mine.json).
+    # An earlier run's row that this run does not have (e.g. --gains mine.json): its files,
+    # and its row in the earlier run's summary.json, which says they are the command's own.
     (out / "setup1" / "mine").mkdir()
     for name in ("gains.json", "evaluation.json", "dance.json", "step.json"):
         (out / "setup1" / "mine" / name).write_text("{}")
+    summary = json.loads((out / "summary.json").read_text())
+    summary["setups"]["1"]["gains"]["mine"] = {}
+    (out / "summary.json").write_text(json.dumps(summary))
     capsys.readouterr()
 
     assert main(["tune", "--quick", "--json", "--setups", "1", "--out", str(out)]) == 0

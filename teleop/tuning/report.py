@@ -130,7 +130,8 @@ def earlier_run(out: Path) -> dict[int, set[str]] | None:
     try:
         data = json.loads(path.read_text())
         setups = data["setups"]
-        return {int(n): set(setup["rows"]) for n, setup in setups.items()}
+        # The methods of its setup<N>/<method>/ folders: the rows and the gains it saved.
+        return {int(n): set(setup["rows"]) | set(setup.get("gains") or {}) for n, setup in setups.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         raise ValueError(f"{path} was not written by teleop tune") from None
 
