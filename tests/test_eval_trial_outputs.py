@@ -97,10 +97,16 @@ def test_a_stop_signal_during_the_renames_waits_until_all_files_are_in_place(tmp
             time.sleep(0.05)
 
     monkeypatch.setattr(output_set.os, "replace", replace_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        output_set.write_outputs_together({tmp_path / "a.json": lambda tmp: tmp.write_text("new"),
-                                          tmp_path / "b.txt": lambda tmp: tmp.write_text("new")},
-                                          remove=[tmp_path / "stale.png"])
+    # Ctrl-C as a terminal delivers it: a suite started in the background by a shell without
+    # job control (`make test &` in a script) inherits SIGINT ignored, and nothing is raised.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            output_set.write_outputs_together({tmp_path / "a.json": lambda tmp: tmp.write_text("new"),
+                                              tmp_path / "b.txt": lambda tmp: tmp.write_text("new")},
+                                              remove=[tmp_path / "stale.png"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(calls) == 2
     assert _snapshot(tmp_path) == {"a.json": b"new", "b.txt": b"new"}
 
