@@ -453,3 +453,38 @@ def test_a_station_starts_still_in_the_posture_it_holds(robot, station_sim):
     # Its home references pass the ZMP pre-filter unchanged: nothing left to correct.
     com = station.zmp.step(station.home[:2], station._com_height, station.support_polygon)
     np.testing.assert_allclose(com, station.home[:2], atol=1e-4)
+
+
+def test_the_feedback_counts_the_commands_accepted_and_the_summary_names_each_kind(robot, station_sim):
+    """FEEDBACK's ``packets_accepted`` is documented as the REFERENCES accepted; it counted
+    every packet (clock pings and pongs, video reports too), and the robot's summary said
+    "accepted 1390 packets" without saying how many were commands."""
+    import time
+
+    from teleop.clock import WallClock
+    from teleop.net.clock import answer_ping
+    from teleop.net.protocol import ClockPing, Feedback
+    from teleop.net.udp import UdpEndpoint
+    from teleop.stations.cli import _accepted_kinds
+
+    secret, robot_ep, station, home = _station_over_udp(robot, station_sim)
+    operator = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+    feedback: list[Feedback] = []
+    try:
+        for k in range(30):
+            operator.send(RobotReferences.from_flat(operator.clock.now(), home), robot_ep.address)
+            operator.send(ClockPing(k), robot_ep.address)
+            time.sleep(0.003)
+            station.tick()
+            feedback += [r.packet.message for r in operator.poll(0.002)
+                         if not answer_ping(operator, r) and isinstance(r.packet.message, Feedback)]
+        stats = robot_ep.stats.summary()
+        assert stats["accepted_references"] > 0 and stats["accepted_clock_ping"] > 0
+        assert stats["accepted"] == sum(v for key, v in stats.items() if key.startswith("accepted_"))
+        assert feedback and feedback[-1].packets_accepted <= stats["accepted_references"]
+        assert max(f.packets_accepted for f in feedback) <= 30          # the 30 pings are not in it
+        said = _accepted_kinds(stats)
+        assert said.startswith(f": {stats['accepted_references']} commands, ") and "clock pings" in said
+    finally:
+        operator.close()
+        robot_ep.close()

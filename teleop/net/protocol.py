@@ -669,13 +669,17 @@ class ReplayWindow:
 
 @dataclass
 class FilterStats:
-    """Counters of a :class:`PacketFilter`. ``dropped`` is keyed by drop reason."""
+    """Counters of a :class:`PacketFilter`. ``dropped`` is keyed by drop reason,
+    ``accepted_by_type`` by packet type name ("references", "clock_ping", ...): a station's
+    "accepted 1390 packets" said nothing of how many were commands and how many clock
+    exchanges or video reports."""
 
     received: int = 0
     accepted: int = 0
     bytes_received: int = 0
     bytes_accepted: int = 0
     dropped: Counter = field(default_factory=Counter)
+    accepted_by_type: Counter = field(default_factory=Counter)
 
     @property
     def dropped_total(self) -> int:
@@ -752,6 +756,7 @@ class PacketFilter:
             return None
         stats.accepted += 1
         stats.bytes_accepted += len(data)
+        stats.accepted_by_type[packet_type_name(packet.packet_type)] += 1
         return packet
 
     def _check_fresh(self, packet: Packet) -> str | None:
@@ -774,6 +779,15 @@ class PacketFilter:
         if reason is None:
             self._windows.move_to_end(key)
         return reason
+
+
+def packet_type_name(packet_type: int) -> str:
+    """A packet type as the counters name it: "references" for a built-in type, "type_<n>"
+    for one registered with :func:`register_payload`."""
+    try:
+        return PacketType(packet_type).name.lower()
+    except ValueError:
+        return f"type_{packet_type}"
 
 
 def format_address(peer) -> str:

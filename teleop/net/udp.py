@@ -169,6 +169,7 @@ class EndpointStats:
             "sent": self.sent, "bytes_sent": self.bytes_sent,
             "received": self.rx.received, "accepted": self.rx.accepted,
             "bytes_received": self.rx.bytes_received,
+            **{f"accepted_{kind}": n for kind, n in sorted(self.rx.accepted_by_type.items())},
             **{f"dropped_{reason}": n for reason, n in sorted(self.rx.dropped.items())},
             **{f"send_error_{name}": n for name, n in sorted(self.send_errors.items())},
             **{f"receive_error_{name}": n for name, n in sorted(self.receive_errors.items())},

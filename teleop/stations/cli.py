@@ -395,7 +395,8 @@ def _run_robot(args: argparse.Namespace) -> int:
         dropped = f"{sum(reasons.values())} dropped" + (
             ": " + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items())) if reasons else "")
         timing = telemetry["controller_timing_ms"]
-        print(f"accepted {network.get('accepted', 0)} packets ({dropped}), whole-body control "
+        print(f"accepted {network.get('accepted', 0)} packets{_accepted_kinds(network)} ({dropped}), "
+              "whole-body control "
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
               f"tau_b {_tau_b(telemetry)}, {loop_timing.short()}, joint speeds up to "
@@ -410,6 +411,22 @@ def _run_robot(args: argparse.Namespace) -> int:
     if recording_error is not None:
         raise recording_error
     return 0
+
+
+#: How the robot's summary names the packets it accepts, by type (see FilterStats.accepted_by_type).
+_ACCEPTED_KINDS = {"references": "commands", "clock_ping": "clock pings", "clock_pong": "clock replies",
+                   "video_report": "video reports"}
+
+
+def _accepted_kinds(network: dict) -> str:
+    """": 1200 commands, 60 clock pings, 14 video reports" from an endpoint's counters: the
+    total alone mixed the commands with the link's own traffic."""
+    kinds = [(key[len("accepted_"):], n) for key, n in network.items() if key.startswith("accepted_") and n]
+    if not kinds:
+        return ""
+    order = list(_ACCEPTED_KINDS)
+    kinds.sort(key=lambda kind_n: (order.index(kind_n[0]) if kind_n[0] in order else len(order), kind_n[0]))
+    return ": " + ", ".join(f"{n} {_ACCEPTED_KINDS.get(kind, kind)}" for kind, n in kinds)
 
 
 def _make_source(args: argparse.Namespace):
