@@ -558,3 +558,47 @@ def test_a_station_loop_that_falls_behind_says_so(capsys):
     fell = re.match(r"\[robot\] warning: the 100 Hz loop fell (\d+\.\d) s behind", err)
     assert err.count("\n") == 1 and fell and float(fell[1]) >= 1.0, err
     assert "behind (the machine is overloaded?): carrying on from now" in err
+
+
+def test_a_link_that_drops_commands_in_bursts_is_said_in_few_lines(capsys):
+    """`teleop netem --loss 0.2 --loss-burst 60`: the robot went stale and back every few
+    seconds, and each time the operator printed a warning and "receives our commands again",
+    burying every other line of the console. The first dropouts are said one by one, the
+    rest counted and said once per quiet period (and at the end)."""
+    import time
+    from types import SimpleNamespace
+
+    from teleop.net.watchdog import WatchdogState
+    from teleop.stations.watches import CommandLinkWatch
+
+    video = SimpleNamespace(receiver=SimpleNamespace(stats=SimpleNamespace(datagrams=0)))
+    station = SimpleNamespace(feedback=SimpleNamespace(watchdog_state=WatchdogState.ACTIVE, forward_delay=0.0),
+                              feedback_received=1, sent=100)
+    watch = CommandLinkWatch(station, video, after=0.05, quiet=600.0, said_per_quiet=2)
+    ticks, _ = _command_link_ticker(capsys, watch, station, video)
+
+    def flaps(n: int) -> str:
+        said = ""
+        for _ in range(n):
+            station.feedback = SimpleNamespace(watchdog_state=WatchdogState.STALE, forward_delay=0.0)
+            said += ticks(3, feedback=True)
+            station.feedback = SimpleNamespace(watchdog_state=WatchdogState.ACTIVE, forward_delay=0.0)
+            said += ticks(3, feedback=True)
+        return said
+
+    ticks(10, feedback=True)                        # sending for longer than `after`
+    said = flaps(6)
+    assert said.count("our commands no longer reach the robot") == 2, said
+    assert said.count("the robot receives our commands again") == 2, said
+    watch.finish()
+    summary = capsys.readouterr().err
+    assert summary.startswith("[operator] warning: our commands stopped reaching the robot 4 more times in the "
+                              "last "), summary
+    assert summary.count("\n") == 1 and "the longest 0." in summary
+    # Still dropping out: one line per quiet period, not single warnings again.
+    watch.quiet = 0.3
+    said = flaps(1)
+    assert said == "", said
+    time.sleep(0.3)
+    said = ticks(1, feedback=True)
+    assert said.startswith("[operator] warning: our commands stopped reaching the robot 1 more time in the last"), said

@@ -646,6 +646,7 @@ def _run_operator(args: argparse.Namespace) -> int:
             stop_handled()
         for watch in watches:
             watch.finish()
+        command_link.finish()
         recording_error = _close_recording(recording)
     from teleop.stations.operator_status import image_age_s
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections import deque
 from typing import Callable
 
 
@@ -109,13 +110,25 @@ class CommandLinkWatch:
     those reports are about our silence, not the link's. Before, the operator said "our
     commands no longer reach the robot (check --robot and the link or proxy)" when an MVN
     stream was stopped, before its own "no MVN poses" warning.
+
+    On a link that loses commands in bursts the robot goes stale and back every few
+    seconds, and a warning with its "receives our commands again" each time buried the
+    console. Once ``said_per_quiet`` dropouts have been said within ``quiet`` seconds, the
+    next ones are counted and said in one line when ``quiet`` has passed since the last
+    line (or at :meth:`finish`); while they go on, that line comes once per ``quiet``.
     """
 
     #: A pause between two commands longer than this [s] restarts the "sending without a gap" clock.
     GAP_S = 0.25
 
-    def __init__(self, station, video, after: float = 3.0) -> None:
-        self.station, self.video, self.after = station, video, after
+    def __init__(self, station, video, after: float = 3.0, quiet: float = 30.0, said_per_quiet: int = 3) -> None:
+        self.station, self.video, self.after, self.quiet = station, video, after, quiet
+        self.said_recently: deque[float] = deque(maxlen=said_per_quiet)   # when the last dropouts were said
+        self.said_at = 0.0                     # when the last line about dropouts was said
+        self.said_this = False                 # the dropout going on now was said (its end is said too)
+        self.unsaid = 0                        # dropouts since said_at not said one by one
+        self.longest_unsaid_s = 0.0
+        self.cut_since = 0.0
         self.feedback_count = station.feedback_received
         self.feedback_at = time.monotonic()
         self.video_count = video.receiver.stats.datagrams
@@ -145,11 +158,41 @@ class CommandLinkWatch:
                    and now - self.sending_since > self.after + round_trip)
         cut = sending and (stale or silent)
         if cut and not self.warned:
-            self.warned, self.warned_at_count = True, self.feedback_count
-            why = "the robot reports our commands stale" if stale else \
-                f"no feedback for {now - self.feedback_at:.1f} s while its video arrives"
-            print(f"[operator] warning: {why}: our commands no longer reach the robot, which holds its pose "
-                  "(check --robot and the link or proxy)", file=sys.stderr)
+            self.warned, self.warned_at_count, self.cut_since = True, self.feedback_count, now
+            recent = [t for t in self.said_recently if now - t < self.quiet]
+            self.said_this = not self.unsaid and len(recent) < (self.said_recently.maxlen or 0)
+            if self.said_this:
+                self.said_recently.append(now)
+                self.said_at = now
+                why = "the robot reports our commands stale" if stale else \
+                    f"no feedback for {now - self.feedback_at:.1f} s while its video arrives"
+                print(f"[operator] warning: {why}: our commands no longer reach the robot, which holds its pose "
+                      "(check --robot and the link or proxy)", file=sys.stderr)
+            else:
+                self.unsaid += 1
         elif self.warned and not stale and self.feedback_count != self.warned_at_count:
             self.warned = False      # a FEEDBACK since the warning, and not a stale one
-            print("[operator] the robot receives our commands again", file=sys.stderr)
+            if self.said_this:
+                print("[operator] the robot receives our commands again", file=sys.stderr)
+            else:
+                self.longest_unsaid_s = max(self.longest_unsaid_s, now - self.cut_since)
+        if self.unsaid and now - self.said_at >= self.quiet:
+            self._say_unsaid(now)
+
+    def finish(self) -> None:
+        """At the end of the session: the dropouts counted since the last one said."""
+        if self.unsaid:
+            self._say_unsaid(time.monotonic())
+
+    def _say_unsaid(self, now: float) -> None:
+        still = self.warned and not self.said_this
+        if still:
+            self.said_this = True      # its end is said as usual
+        longest = (f", the longest {self.longest_unsaid_s:.1f} s" if self.longest_unsaid_s else "")
+        print(f"[operator] warning: our commands stopped reaching the robot {self.unsaid} more "
+              f"time{'s' if self.unsaid > 1 else ''} in the last {now - self.said_at:.0f} s{longest}"
+              + (", and still do not" if still else "")
+              + "; the robot held its pose each time (a link that loses commands in bursts?)", file=sys.stderr)
+        self.said_at, self.unsaid, self.longest_unsaid_s = now, 0, 0.0
+        # The dropouts go on: one such line per `quiet` from now, not a burst of single warnings.
+        self.said_recently.extend([now] * (self.said_recently.maxlen or 0))
