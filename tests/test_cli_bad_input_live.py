@@ -60,6 +60,24 @@ def test_station_recordings_are_not_overwritten_without_force(capsys, tmp_path, 
     assert existing.read_bytes() == b"the only copy"
 
 
+@pytest.mark.parametrize("argv, own", [
+    (["robot", "--listen", "127.0.0.1:{p}", "--video-to", "localhost:{p}"], "--video-to localhost:{p} is this "
+     "station's own --listen 127.0.0.1:{p}: the video would come back to it"),
+    (["operator", "--bind", "127.0.0.1:{p}", "--robot", "127.0.0.1:{p}"], "--robot 127.0.0.1:{p} is this station's "
+     "own --bind 127.0.0.1:{p}: the commands would come back to it"),
+    (["operator", "--video-listen", "0.0.0.0:{p}", "--allow-remote", "--robot", "127.0.0.1:{p}"],
+     "--robot 127.0.0.1:{p} is this station's own --video-listen 0.0.0.0:{p}"),
+])
+def test_a_station_pointed_at_its_own_port_is_refused(capsys, secret, argv, own):
+    """The robot's video sent to its own command socket, the operator's commands to its own
+    video socket: each was dropped there as garbage, and all the user saw was a robot that
+    never answered or a video that never came."""
+    port = free_port()
+    assert main([a.format(p=port) for a in argv] + ["--secret-file", str(secret), "--duration", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert own.format(p=port) in err, err
+
+
 # ------------------------------------------------------------------ 2. silent robot / MVN stream
 def test_an_operator_that_fails_to_start_leaves_no_web_viewer_or_socket_open(capsys, secret):
     """A bad --input after the web viewer had started: the viewer thread and its port, and the
@@ -343,8 +361,12 @@ def test_netem_refuses_to_forward_to_itself_and_names_a_listen_address_in_use(ca
     port = free_port()
     assert main(["netem", "--listen", f"127.0.0.1:{port}", "--target", f"localhost:{port}", "--duration", "0.1"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"teleop netem: error: --listen 127.0.0.1:{port} and --target localhost:{port} are one address: the proxy "
-        "would forward to itself; --target is the robot station's address\n(teleop netem --help lists the options)")
+        f"teleop netem: error: --target localhost:{port} is the proxy's own --listen 127.0.0.1:{port}: it would "
+        "forward to itself; --target is the robot station's address\n(teleop netem --help lists the options)")
+    # A wildcard --listen is reached on loopback too: the datagrams went round in a loop.
+    assert main(["netem", "--listen", f"0.0.0.0:{port}", "--allow-remote", "--target", f"127.0.0.1:{port}",
+                 "--duration", "0.1"]) == 2
+    assert "is the proxy's own --listen" in capsys.readouterr().err
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
         taken.bind(("127.0.0.1", 0))
         busy = taken.getsockname()[1]

@@ -271,4 +271,4 @@ def test_the_standalone_netem_gives_the_error_line_and_exit_code_of_every_comman
                            "--target", "127.0.0.1:9050", "--duration", "0.1"],
                           capture_output=True, text=True, timeout=60)
     assert same.returncode == 2 and "Traceback" not in same.stderr
-    assert "are one address" in same.stderr
+    assert "is the proxy's own --listen" in same.stderr

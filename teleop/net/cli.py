@@ -122,17 +122,6 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
     return forward, backward
 
 
-def _same_address(a: str, b: str) -> bool:
-    """Whether two ``host:port`` texts name one socket address (``localhost:9000`` is
-    ``127.0.0.1:9000``); an address that does not resolve is left to :func:`_check_addresses`."""
-    from teleop.net.udp import parse_address, resolve
-
-    try:
-        return resolve(parse_address(a))[1] == resolve(parse_address(b))[1]
-    except (OSError, ValueError):
-        return False
-
-
 def _check_addresses(args: argparse.Namespace) -> None:
     """Resolve --listen and --target, each on its own so that a failure names its option (a
     target that does not resolve was reported as a --listen error), and refuse either off
@@ -163,9 +152,11 @@ def run_netem(args: argparse.Namespace) -> int:
     # resolve, a non-loopback address without --allow-remote).
     forward, backward = models_from_args(args)
     _check_addresses(args)
-    if _same_address(args.listen, args.target):
-        raise UsageError(f"--listen {args.listen} and --target {args.target} are one address: the proxy "
-                         "would forward to itself; --target is the robot station's address")
+    from teleop.net.udp import reaches_own_socket
+
+    if reaches_own_socket(args.target, args.listen):
+        raise UsageError(f"--target {args.target} is the proxy's own --listen {args.listen}: it would forward "
+                         "to itself; --target is the robot station's address")
     try:
         proxy = NetemProxy(args.listen, args.target, forward, backward, seed=args.seed,
                            allow_remote=args.allow_remote)

@@ -63,6 +63,26 @@ def resolve(address: tuple[str, int]) -> tuple[int, Address]:
     return family, sockaddr
 
 
+def reaches_own_socket(destination: str, bound: str) -> bool:
+    """Whether sending to ``destination`` (``host:port`` text) lands on a socket bound to
+    ``bound``: the same socket address (``localhost:9001`` is ``127.0.0.1:9001``), or a
+    loopback address on the port of a wildcard bind (``0.0.0.0:9001``, ``[::]:9001``).
+    A bind to port 0 (any free port) is never reached by a named one; an address that does
+    not resolve is left to the caller, which names its option."""
+    try:
+        host, port = parse_address(bound)
+        if port == 0:
+            return False
+        _, bound_address = resolve((host, port))
+        _, sent_to = resolve(parse_address(destination))
+    except (OSError, ValueError):
+        return False
+    if sent_to == bound_address:
+        return True
+    wildcard = ipaddress.ip_address(str(bound_address[0]).split("%")[0]).is_unspecified
+    return wildcard and sent_to[1] == bound_address[1] and is_loopback(str(sent_to[0]))
+
+
 def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.split("%")[0]).is_loopback

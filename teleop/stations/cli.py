@@ -186,9 +186,16 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
     reach --robot: a socket bound to loopback cannot send to another host (EINVAL), nor an
     IPv4 socket to an IPv6 address; every reference would fail, counted but never said, and
     the operator would only hear that the robot is silent."""
-    from teleop.net.udp import is_loopback, parse_address, resolve
+    from teleop.net.udp import is_loopback, parse_address, reaches_own_socket, resolve
 
     family, bind = _bound("--bind", args.bind, lambda: resolve(parse_address(args.bind)))
+    for option, own in (("--bind", args.bind), ("--video-listen", args.video_listen)):
+        # The commands would come back to this station, dropped as its own or as no video,
+        # and the only sign was a robot that never answered.
+        if reaches_own_socket(args.robot, own):
+            raise UsageError(f"--robot {args.robot} is this station's own {option} {own}: the commands would "
+                             "come back to it; --robot is the address `teleop robot --listen` (or a proxy's "
+                             "--listen) gives, default 127.0.0.1:9001")
     host, port = parse_address(args.robot)
     try:   # the robot's address as this socket's family sees it ("localhost" may have both)
         robot = socket.getaddrinfo(host, port, family=family, type=socket.SOCK_DGRAM)[0][4]
@@ -301,7 +308,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     _check_record_target(args)
     from promp.library import TaskLibrary
     from teleop.net.protocol import PacketCodec, video_mac
-    from teleop.net.udp import UdpEndpoint, parse_address
+    from teleop.net.udp import UdpEndpoint, parse_address, reaches_own_socket
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
     from teleop.sim.lowpoly import LowPolyEyeCamera
@@ -311,6 +318,10 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.stations.robot_station import RobotStation, RobotStationConfig
     from teleop.video.sender import VideoSender
 
+    if reaches_own_socket(args.video_to, args.listen):
+        # Each frame would arrive at the command socket and be dropped there, unsaid.
+        raise UsageError(f"--video-to {args.video_to} is this station's own --listen {args.listen}: the video would "
+                         "come back to it; --video-to is the operator's --video-listen (default 127.0.0.1:9003)")
     library = TaskLibrary.load(args.library) if args.library else None
     secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
