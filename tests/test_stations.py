@@ -488,3 +488,63 @@ def test_the_feedback_counts_the_commands_accepted_and_the_summary_names_each_ki
     finally:
         operator.close()
         robot_ep.close()
+
+
+def test_a_restarted_proxy_between_the_stations_keeps_the_operator_and_its_clock(robot, station_sim):
+    """`teleop netem` restarted between the stations forwards the same operator's commands
+    from a new port. The robot took it for a new operator: a fresh clock estimate, τ̂_b and
+    compensator, and the delayed commands passed through for ~2 s. Its own newer commands
+    (same source id) only move the operator; another station's are still a new operator."""
+    import threading
+    import time
+
+    from teleop.clock import WallClock
+    from teleop.net.clock import answer_ping
+    from teleop.net.delay import DirectionModel
+    from teleop.net.netem import NetemProxy
+    from teleop.net.udp import UdpEndpoint
+
+    secret, robot_ep, station, home = _station_over_udp(robot, station_sim)
+    operator = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+
+    def proxied(listen: str):
+        proxy = NetemProxy(listen, robot_ep.address, DirectionModel.constant(0.0), DirectionModel.constant(0.0), seed=0)
+        thread = threading.Thread(target=proxy.run, kwargs=dict(duration=30.0), daemon=True)
+        thread.start()
+        return proxy, thread
+
+    def run(proxy_address, ticks: int) -> None:
+        for _ in range(ticks):
+            operator.send(RobotReferences.from_flat(operator.clock.now(), home), proxy_address)
+            time.sleep(0.004)
+            station.tick()
+            for received in operator.poll():
+                answer_ping(operator, received)
+
+    proxy, thread = proxied("127.0.0.1:0")
+    address = proxy.listen_address
+    try:
+        deadline = time.monotonic() + 20.0
+        while station.clock_estimator.offset is None and time.monotonic() < deadline:
+            run(address, 10)
+        first_path, estimator, compensator = station.operator, station.clock_estimator, station.compensator
+        assert estimator.offset is not None
+        proxy.stop(), thread.join(5.0), proxy.close()
+        proxy, thread = proxied(f"{address[0]}:{address[1]}")       # restarted on the same port
+        run(address, 40)
+        assert station.operator != first_path and station.operator_moves == 1
+        assert station.operator_moved == (f"{first_path[0]}:{first_path[1]}",
+                                          f"{station.operator[0]}:{station.operator[1]}")
+        assert station.operators_attached == 1 and station.foreign_references == 0
+        assert station.clock_estimator is estimator and station.compensator is compensator
+        assert station.clock_sync.peer == station.operator               # pings follow it
+        # A restarted operator station (a new source id) is still a new operator.
+        time.sleep(3 * station.config.stale_timeout)
+        operator.close()
+        operator = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
+        run(address, 20)
+        assert station.operators_attached == 2 and station.operator_moves == 1
+    finally:
+        proxy.stop(), thread.join(5.0), proxy.close()
+        operator.close()
+        robot_ep.close()

@@ -356,6 +356,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         loop_timing = LoopTiming(station.dt)     # filled by run_loop, read by the status lines
 
         said = SaidOnce()
+        moves_said = [0]
 
         def tick():
             record = station.tick()
@@ -375,6 +376,11 @@ def _run_robot(args: argparse.Namespace) -> int:
                 print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
                       f"({format_address(station.operator)}) is active; the robot follows the first until it has been "
                       f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
+            if station.operator_moves != moves_said[0]:
+                moves_said[0] = station.operator_moves
+                was, now = station.operator_moved   # type: ignore[misc]
+                print(f"[robot] the operator's commands now come from {now} (was {was}): the same operator station "
+                      "by a new path (a restarted proxy?); its clock estimate and the motion carry on", file=sys.stderr)
             if station.first_implausible is not None and said.first("implausible"):
                 # Said once: a client sending them usually sends nothing else, and the watchdog's
                 # stale hold would be all the user sees.

@@ -6,9 +6,10 @@ One :meth:`RobotStation.tick` per control period (100 Hz by default):
    and pongs, the operator's video report (→ τ̂_b). The operator is whoever sent the first
    authenticated references; another sender takes its place only once it has been silent
    for ``stale_timeout`` (a restarted operator station), with a fresh clock estimate and
-   compensator. Authenticated references that no operator can mean (a hand kilometres
-   away, a 50 rad torso, a sample time far from its packet's send time) are refused and
-   counted (:meth:`RobotStation.implausibility`);
+   compensator. The operator's own newer references from a new address (a restarted proxy
+   between the stations, a NAT that rebound its port) only move it there. Authenticated
+   references that no operator can mean (a hand kilometres away, a 50 rad torso, a sample
+   time far from its packet's send time) are refused and counted (:meth:`RobotStation.implausibility`);
 2. the compensator decides the references to execute now (prediction at t + τ̂_b, or the
    delayed references passed through). Until the first clock exchange has measured the
    operator's clock the delayed references pass through: on two hosts neither τ_f nor
@@ -203,6 +204,10 @@ class RobotStation:
         self.operator: tuple | None = None
         self._operator_source: int | None = None   # the operator's packet source id
         self.operators_attached = 0
+        #: Where the operator's commands came from before they came from a new address, and
+        #: that address, as "host:port" each (None: they never moved). See _move_operator.
+        self.operator_moved: tuple[str, str] | None = None
+        self.operator_moves = 0
         self.foreign_references = 0    # references from another sender while the operator is active
         #: The first sender refused while another operator was active, as "host:port" (None: none yet).
         self.first_foreign_sender: str | None = None
@@ -339,6 +344,25 @@ class RobotStation:
         self.clock_sync = ClockSyncClient(self.endpoint, peer, interval=self.config.clock_ping_interval,
                                           estimator=self.clock_estimator)
 
+    def _is_operators_moved(self, packet, refs: RobotReferences) -> bool:
+        """Whether references from a new address are the current operator's (its source id)
+        and newer than what it sent: the same operator station reached by a new path (a
+        restarted ``teleop netem`` forwards from a new port, a NAT may rebind). Its clock is
+        the same, and so are the clock estimate, τ̂_b and the motion being predicted; taken
+        as a new operator, they were all thrown away and the robot passed the delayed
+        commands through for ~2 s. Only the operator can sign newer references (the MAC),
+        so this is no door for a replayer (see :meth:`_is_operators_past`)."""
+        return (self.operator is not None and packet.source_id == self._operator_source
+                and refs.t > self._last_ref_time)
+
+    def _move_operator(self, peer) -> None:
+        """Send the FEEDBACK and clock pings to ``peer`` from now on, keeping all else."""
+        self.operator_moved = (format_address(self.operator), format_address(peer))
+        self.operator_moves += 1
+        self.operator = peer
+        if self.clock_sync is not None:
+            self.clock_sync.peer = peer      # pings still out to the old address are forgotten in time
+
     def _is_operators_past(self, packet, refs: RobotReferences) -> bool:
         """Whether references from a new address are the current operator's own (its source
         id) and no newer than what it sent: not a restarted operator (a new source id) nor
@@ -368,7 +392,8 @@ class RobotStation:
         """Whether references ``received`` come from a second sender while the operator is
         active (refused: two operators at once, keep the first)."""
         return (received.peer != self.operator and self.operator is not None
-                and received.arrival_time - self._last_ref_arrival <= self.config.stale_timeout)
+                and received.arrival_time - self._last_ref_arrival <= self.config.stale_timeout
+                and not self._is_operators_moved(received.packet, received.packet.message))
 
     # ------------------------------------------------------------------ tick
     def _receive(self) -> None:
@@ -389,13 +414,16 @@ class RobotStation:
                         self.first_implausible = f"{format_address(received.peer)}: {problem}"
                     continue
                 if received.peer != self.operator:
-                    if self.refuses(received) or self._is_operators_past(packet, refs):
+                    if self._is_operators_moved(packet, refs):
+                        self._move_operator(received.peer)
+                    elif self.refuses(received) or self._is_operators_past(packet, refs):
                         self.foreign_references += 1    # two operators at once: keep the first
                         if self.first_foreign_sender is None:
                             self.first_foreign_sender = format_address(received.peer)
                         continue
-                    self._attach_operator(received.peer)
-                    self._operator_source = packet.source_id
+                    else:
+                        self._attach_operator(received.peer)
+                        self._operator_source = packet.source_id
                 self._last_ref_arrival = received.arrival_time
                 offset = self.clock_estimator.offset
                 # Before the first clock exchange an arrival time cannot be put on the
