@@ -259,6 +259,15 @@ def recording_motion(path: Path) -> HumanMotion:
         raise ValueError(f"{path}: not a readable recording ({reason})") from None
     if OPERATOR_INPUT not in recording.channels:
         damage = _damage_of(recording, verify=True)
+        station = next((meta.get("station") for name, meta in recording.metadata if "station" in meta), None)
+        if damage and station == "robot":
+            # A robot station records no operator input at all: "could be read: the file is
+            # incomplete" blamed the crash for what the file never held.
+            recovered = Path("RECOVERED.mcap")
+            raise ValueError(f"{path}: a robot station's recording, which holds no operator input ({OPERATOR_INPUT}: "
+                             f"`teleop operator --record` records it), and it is {damage}; recover it first "
+                             f"(teleop dataset recover {path} -o {recovered}), then "
+                             f"{_what_it_is_good_for(recording, recovered)}")
         if damage:
             # Its input may have been in what is lost: "a recording without operator input"
             # sent the user looking for a wrong command, not at a damaged file.

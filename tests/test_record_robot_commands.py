@@ -271,3 +271,24 @@ def test_robot_times_of_an_episode_starting_later_count_from_its_start(tmp_path,
     assert trajectory.times[0] == pytest.approx(0.0, abs=1e-9) and trajectory.times[-1] <= robot_times[-1] + 1e-9
     same_tick = np.searchsorted(robot_times, trajectory.times - 1e-9)
     np.testing.assert_allclose(robot_times[same_tick], trajectory.times, atol=1e-12)
+
+
+def test_a_crashed_robot_recording_replayed_as_input_is_named_a_robot_recording(tmp_path, robot, station_sim):
+    """`teleop operator --input robot.mcap` on the recording of a robot station killed with
+    SIGKILL said "no operator input could be read: the file is incomplete", blaming the
+    crash for what a robot's recording never holds. It says what the file is and how to make
+    training data of it: recover, label, export the delivered commands."""
+    from teleop.takes import recording_motion
+
+    path = tmp_path / "robot.mcap"
+    robot_session(path, robot, station_sim)
+    crashed = tmp_path / "crashed.mcap"
+    crashed.write_bytes(path.read_bytes()[: path.stat().st_size * 3 // 4])      # no footer: cut short
+    with pytest.raises(ValueError) as refused:
+        recording_motion(crashed)
+    message = str(refused.value)
+    assert message.startswith(f"{crashed}: a robot station's recording, which holds no operator input"), message
+    assert "and it is cut short" in message
+    assert (f"recover it first (teleop dataset recover {crashed} -o RECOVERED.mcap), then its labelled episodes "
+            "are training data: label it first (teleop dataset label RECOVERED.mcap --task NAME), then teleop "
+            "dataset export RECOVERED.mcap --channel delivered -o DIR") in message
