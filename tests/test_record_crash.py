@@ -254,3 +254,25 @@ def test_recover_refuses_messages_on_a_channel_id_no_channel_record_defines(tmp_
     with pytest.raises(RecordingFormatError, match="channel id 8") as e:
         recover(path, tmp_path / "out.mcap")
     assert str(e.value).startswith(f"{path}: ")
+
+
+def test_a_recovered_copy_keeps_the_recorders_chunk_size(tmp_path):
+    """The copy was written in chunks of 4 MB of messages, the recording in chunks of 1 MB: a reader
+    seeking to a moment of it decompressed four times what it did in the original."""
+    from teleop.inputs.synthetic import generate
+
+    motion = generate("squat", seed=1, rate_hz=100.0)
+    session = tmp_path / "session.mcap"
+    with Recorder(session, threaded=False) as rec:
+        for k in range(len(motion)):
+            for repeat in range(8):
+                rec.log_operator_input(motion, k, log_time_ns=int(motion.times[k] * 1e9) + 1 + repeat)
+    crashed = tmp_path / "crashed.mcap"
+    crashed.write_bytes(session.read_bytes()[: session.stat().st_size * 9 // 10])
+
+    def chunks(path: Path) -> int:
+        return sum(block.is_chunk for block in open_recording(path).index.blocks)
+
+    recover(crashed, tmp_path / "copy.mcap", progress=False)
+    assert chunks(crashed) >= 10
+    assert chunks(tmp_path / "copy.mcap") >= chunks(crashed) - 1

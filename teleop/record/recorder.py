@@ -97,6 +97,10 @@ _log = logging.getLogger(__name__)
 #: Library string written in the MCAP header.
 LIBRARY = "teleop.record"
 
+#: Largest chunk (uncompressed) the recorder writes, and the copies trim, label and recover
+#: write [bytes]: a reader that seeks to a moment decompresses one chunk.
+CHUNK_SIZE_BYTES = 1 << 20
+
 #: Name of the file-level metadata record describing the recording.
 RECORDING_METADATA = "teleop.recording"
 #: Name of the metadata record with the recorder's counters, written on close.
@@ -165,7 +169,7 @@ class Recorder:
     """
 
     def __init__(self, path: str | os.PathLike, *, clock_ns: Callable[[], int] | None = None, clock: Any = None,
-                 flush_interval_s: float = 0.5, chunk_size_bytes: int = 1 << 20, compression: str = "zstd",
+                 flush_interval_s: float = 0.5, chunk_size_bytes: int = CHUNK_SIZE_BYTES, compression: str = "zstd",
                  threaded: bool = True, max_queued_messages: int = 10_000, max_queued_bytes: int = 64 << 20,
                  metadata: Mapping[str, str] | None = None, batch_interval_s: float = 0.1) -> None:
         if compression not in _COMPRESSION:

@@ -30,7 +30,7 @@ from .channels import EPISODE_SPEC, EPISODES
 from .messages import EpisodeMarker
 from .mcap_index import DataBlock, FileIndex, RecordingFormatError, iter_block_messages, select_blocks
 from .reader import Episode, Recording
-from .recorder import LIBRARY
+from .recorder import CHUNK_SIZE_BYTES, LIBRARY
 
 #: Name of the metadata record a rewrite adds.
 REWRITE_METADATA = "teleop.rewrite"
@@ -81,7 +81,8 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
 
     def write(temporary: Path) -> None:
         with open(temporary, "wb") as f:
-            writer = Writer(f, chunk_size=4 << 20, compression=CompressionType.ZSTD)
+            # The recorder's chunk size: a copy in 4 MB chunks made each seek in it decompress 4 MB.
+            writer = Writer(f, chunk_size=CHUNK_SIZE_BYTES, compression=CompressionType.ZSTD)
             writer.start(profile=index.header.profile, library=LIBRARY)
             channel_ids, episodes_id = _register_channels(writer, index, bool(markers))
             for record in index.metadata:
