@@ -131,6 +131,22 @@ class GatedSource:
 
     def poll(self, now: float | None = None) -> Frame | None:
         frame = self.source.poll(now)
+        frames = self._gate([] if frame is None else [frame])
+        return frames[-1] if frames else None
+
+    def frames_until(self, now: float | None = None) -> list[Frame]:
+        """Every frame due since the last call, oldest first, when the source can say (its
+        own ``frames_until``: a file replay, the synthetic operator), else its newest (a
+        live tracker's ``poll``); [] while paused or stopped."""
+        take_all = getattr(self.source, "frames_until", None)
+        if take_all is not None:
+            return self._gate(take_all(now))
+        frame = self.source.poll(now)
+        return self._gate([] if frame is None else [frame])
+
+    def _gate(self, frames: list[Frame]) -> list[Frame]:
+        """Apply the events the source reported with ``frames`` (read already), then the
+        pause and the stop to them."""
         for event in drain_events(self.source):
             if event.kind is InputEvent.PAUSE_TOGGLE:
                 self.paused = not self.paused
@@ -138,10 +154,10 @@ class GatedSource:
                 self.stopped = True
             if self.on_event is not None:
                 self.on_event(event)
-        if frame is None or self.paused or self.stopped:
-            return None
-        self.last_frame = frame
-        return frame
+        if not frames or self.paused or self.stopped:
+            return []
+        self.last_frame = frames[-1]
+        return frames
 
     def close(self) -> None:
         close_source(self.source)

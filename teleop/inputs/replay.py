@@ -92,6 +92,25 @@ class FileReplay:
         self.finished = False
 
     def poll(self, now: float | None = None) -> Frame | None:
+        """The newest frame due by ``now`` and not returned yet (older ones are skipped, as
+        a live stream's would be), or None."""
+        index = self._due_index(now)
+        if index <= self._last:
+            return None
+        self._last = index
+        return self._frame(index)
+
+    def frames_until(self, now: float | None = None) -> list[Frame]:
+        """Every frame due by ``now`` and not returned yet, oldest first (a recording of the
+        session then holds them all; :meth:`poll` skips all but the newest)."""
+        index = self._due_index(now)
+        frames = [self._frame(k) for k in range(self._last + 1, index + 1)]
+        self._last = max(self._last, index)
+        return frames
+
+    def _due_index(self, now: float | None) -> int:
+        """The index of the newest frame due by ``now``, counted over the laps of a loop
+        (-1 before the first); sets ``finished`` past the end of a replay without loop."""
         now = self._clock() if now is None else float(now)
         if self._t0 is None:
             self._t0 = now
@@ -99,18 +118,24 @@ class FileReplay:
         # A frame is due at its own time, rounding aside: a clock that reaches it exactly
         # (t0 + 0.02 - t0 = 0.01999...) must not see the frame before (one period late).
         elapsed = (now - self._t0) * self.speed + _DUE_TOLERANCE_S
-        laps = 0
+        laps = 0.0
         if self.loop:
-            period = times[-1] + (times[1] - times[0])
-            laps, elapsed = divmod(elapsed, period)
+            laps, elapsed = divmod(elapsed, self._lap_s)
         elif elapsed > times[-1]:
             self.finished = True
-        index = int(np.searchsorted(times, elapsed, side="right") - 1) + int(laps) * len(times)
-        if index <= self._last:
-            return None
-        self._last = index
-        i = index % len(times)
-        t = self._t0 + (laps * (times[-1] + times[1] - times[0]) + times[i]) / self.speed
+        return int(np.searchsorted(times, elapsed, side="right") - 1) + int(laps) * len(times)
+
+    @property
+    def _lap_s(self) -> float:
+        """Length of one lap of a loop, the return to the first frame included [s of motion]."""
+        times = self.motion.times
+        return float(times[-1] - times[0] + (times[1] - times[0]))
+
+    def _frame(self, index: int) -> Frame:
+        """Frame ``index`` (counted over the laps), stamped on the caller's clock."""
+        laps, i = divmod(index, len(self.motion))
+        assert self._t0 is not None
+        t = self._t0 + (laps * self._lap_s + self.motion.times[i] - self.motion.times[0]) / self.speed
         pose = {name: (self.motion.positions[i, s], self.motion.orientations[i, s])
                 for s, name in enumerate(self.motion.segment_names)}
         return t, pose

@@ -610,7 +610,7 @@ def _run_operator(args: argparse.Namespace) -> int:
 
         def tick():
             video.poll_socket()
-            refs = station.tick()
+            station.tick()
             for watch in watches:
                 watch.check()
             rejected = video.receiver.stats.malformed
@@ -650,8 +650,8 @@ def _run_operator(args: argparse.Namespace) -> int:
                 calibration_said[0] = False
                 print("[operator] calibrated: sending", file=sys.stderr)
             if recording is not None:
-                if refs is not None:
-                    recording.references(refs)
+                for sent in station.sent_in_tick:
+                    recording.references(sent)
                 recording.after_tick(endpoint, video)
             if time.monotonic() - last_status[0][0] >= STATUS_INTERVAL_S:
                 print_status()

@@ -2,8 +2,10 @@
 
 One :meth:`OperatorStation.tick` per period (100 Hz by default):
 
-1. the input source gives the newest human pose (VR trackers, Xsens, a file replay or the
-   synthetic operator). A pose that lacks a segment the retargeting was calibrated with (a
+1. the input source gives the human poses due since the last tick (VR trackers and Xsens:
+   the newest; a file replay or the synthetic operator: every frame due, so that a tick a
+   hair past a frame's time does not skip the one before, :meth:`OperatorStation.due_frames`).
+   A pose that lacks a segment the retargeting was calibrated with (a
    VR device lost: battery, occlusion) is not retargeted: the missing signals would fall
    back to the robot's start posture, and the shoulders to another estimate, so the hand
    targets would jump by 10-20 cm. Nothing is sent until the segment is back; the robot's
@@ -49,6 +51,12 @@ class OperatorStationConfig:
 
     report_hz: float = 2.0
     jitter_buffer_s: float = 0.0
+    #: Closest two frames sent may be in sample time [s]: a source faster than twice the
+    #: 100 Hz loop (a 240 Hz mocap file) is thinned to ~100-200 poses per second.
+    min_frame_spacing_s: float = 0.005
+    #: Most frames sent in one tick: after a stalled tick only the newest go out (the
+    #: backlog is old news to the robot; the recording still holds every frame).
+    max_frames_per_tick: int = 4
 
 
 #: Frames per second, all streams together, the video reassembly is sized for (two eye
@@ -161,6 +169,9 @@ class OperatorStation:
         self.calibration_problem: str | None = None   # why the last attempt failed (None once one succeeds)
         self._next_report = -np.inf     # any clock origin
         self.sent = 0
+        #: The references sent by the last tick, in order (usually one; none or several).
+        self.sent_in_tick: list[RobotReferences] = []
+        self._last_frame_t = -np.inf    # sample time of the newest frame taken [s]
         self.feedback_received = 0  # FEEDBACK packets from the robot: 0 means nobody is there
         self.feedback_at: float | None = None   # station clock [s] when the last one arrived
 
@@ -219,12 +230,39 @@ class OperatorStation:
         self.calibration_problem = None
         return True
 
+    def due_frames(self, now: float) -> list:
+        """The frames to send this tick, oldest first: every frame the source made due since
+        the last tick when it can say (``frames_until``: a file replay, the synthetic
+        operator, and the gate and recorder around them), thinned to ``min_frame_spacing_s``
+        and the newest ``max_frames_per_tick``; else its newest (``poll``: a live tracker).
+        Taking only the newest of a 100 Hz file lost a frame whenever a tick fell a hair
+        past one frame's time and the next a hair before the following one's: 15 % of the
+        poses were neither sent nor recorded at < 1 % late ticks."""
+        take_all = getattr(self.source, "frames_until", None)
+        if take_all is None:
+            frame = self.source.poll(now)
+            return [] if frame is None else [frame]
+        chosen: list = []
+        spacing = self.config.min_frame_spacing_s
+        for frame in reversed(take_all(now)):           # newest first: the newest is always kept
+            if len(chosen) == self.config.max_frames_per_tick or frame[0] <= self._last_frame_t:
+                break
+            if not chosen or chosen[-1][0] - frame[0] >= spacing:
+                chosen.append(frame)
+        chosen.reverse()
+        if len(chosen) > 1 and chosen[0][0] - self._last_frame_t < spacing:
+            chosen.pop(0)          # too close to the one taken last (the newest stays, whatever its spacing)
+        if chosen:
+            self._last_frame_t = chosen[-1][0]
+        return chosen
+
     def tick(self) -> RobotReferences | None:
-        """Run one period; returns the references sent (None if no new pose)."""
+        """Run one period; returns the (newest) references sent, None if none (all of them:
+        :attr:`sent_in_tick`)."""
         now = self.endpoint.clock.now()
-        sample = self.source.poll(now)
         sent = None
-        if sample is not None:
+        self.sent_in_tick = []
+        for sample in self.due_frames(now):
             t, pose = sample
             # A source may yield robot references directly (a replay of recorded
             # references, as the real-time trial does): those need no retargeting.
@@ -243,6 +281,7 @@ class OperatorStation:
                 self.endpoint.send(refs, self.robot_address)
                 self.current = refs
                 self.sent += 1
+                self.sent_in_tick.append(refs)
                 sent = refs
         for received in self.endpoint.poll():
             if answer_ping(self.endpoint, received):

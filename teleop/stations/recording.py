@@ -161,6 +161,19 @@ class _RecordedSource:
             self.recording.input_frame(frame)
         return frame
 
+    def frames_until(self, now: float | None = None) -> list:
+        """Every frame due since the last call (the source's own ``frames_until``), else
+        its newest (``poll``), each recorded: the raw input then holds every frame a file or
+        the synthetic operator gave, not only those a tick happened to take."""
+        take_all = getattr(self.source, "frames_until", None)
+        if take_all is None:
+            frame = self.poll(now)
+            return [] if frame is None else [frame]
+        frames = take_all(now)
+        for frame in frames:
+            self.recording.input_frame(frame)
+        return frames
+
     def __getattr__(self, name):                    # events(), close(), task_at()...
         return getattr(self.source, name)
 
