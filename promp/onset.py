@@ -5,7 +5,9 @@ trajectories exceeds a threshold" without giving the threshold. Here the speed o
 chosen signals (Euclidean norm of their finite-difference velocity, e.g. both hands:
 indices 3..8 of the flat references) must stay above ``speed_threshold`` for
 ``min_duration`` seconds; the onset is the first sample of that run, so a single noisy
-spike does not trigger and the reported time does not lag by min_duration.
+spike does not trigger and the reported time does not lag by min_duration. A sample equal
+to the one before it during such a run is a repeat (a stream held at a higher rate), not a
+stop: it is skipped.
 """
 
 from __future__ import annotations
@@ -84,7 +86,14 @@ class OnsetDetector:
             raise ValueError("sample y must be finite on the tested signals (it holds NaN or inf)")
         if self._prev is not None and t > self._prev[0]:
             t_prev, y_prev = self._prev
-            speed = float(np.linalg.norm(sel - y_prev)) / (t - t_prev)
+            step = float(np.linalg.norm(sel - y_prev))
+            if step == 0.0 and self._run_start is not None:
+                # The same sample again in the middle of a motion: a slower stream held at a
+                # faster rate (a robot's 100 Hz commands from a 50 Hz input). Taken as a stop,
+                # every other step reset the run and no onset was ever found; the next new
+                # sample's speed is measured from this one's first time instead.
+                return self.onset
+            speed = step / (t - t_prev)
             if speed > self.speed_threshold:
                 if self._run_start is None:
                     self._run_start = t_prev

@@ -274,3 +274,23 @@ def test_onset_detection_finds_the_start_of_the_motion():
     slow = OnsetDetector([0, 1, 2], speed_threshold=0.1, min_duration=0.3)
     reports = [slow.push(ti, yi) for ti, yi in zip(t, y)]
     assert next(i for i, r in enumerate(reports) if r is not None) == 130 and reports[-1] == onset
+
+
+def test_a_stream_held_at_a_higher_rate_has_the_onset_of_the_stream():
+    """A robot's 100 Hz commands from a 50 Hz input repeat every sample: each repeat was a
+    stop, the run never lasted 0.1 s, and no onset was found (an exported take then kept
+    its still ends). A repeat during a motion is skipped; a real stop still ends the run."""
+    t50 = np.arange(0, 3, 0.02)
+    x = np.where(t50 < 1.0, 0.0, 0.3 * (t50 - 1.0))
+    y50 = np.stack([x, np.zeros_like(x), np.zeros_like(x)], 1)
+    y50 += np.random.default_rng(0).normal(0, 2e-4, y50.shape)
+    t100 = np.arange(0, 3 - 0.01, 0.01)
+    y100 = y50[np.searchsorted(t50, t100 + 1e-9, side="right") - 1]       # each sample twice
+    onset = detect_onset(t50, y50, [0, 1, 2], speed_threshold=0.1, min_duration=0.1)
+    assert onset == pytest.approx(1.0, abs=0.025)
+    assert detect_onset(t100, y100, [0, 1, 2], speed_threshold=0.1, min_duration=0.1) == pytest.approx(onset, abs=0.011)
+    # Moving for 50 ms, then held still for 0.3 s, then slowly on: no onset (the hold is a stop).
+    t = np.arange(0, 1.0, 0.01)
+    x = np.where(t < 0.05, 0.5 * t, np.where(t < 0.35, 0.025, 0.025 + 0.02 * (t - 0.35)))
+    stop = np.stack([x, np.zeros_like(x), np.zeros_like(x)], 1)
+    assert detect_onset(t, stop, [0, 1, 2], speed_threshold=0.1, min_duration=0.1) is None
