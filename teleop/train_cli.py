@@ -185,8 +185,8 @@ def _check_lengths(takes: list[Take], basis: int) -> None:
     :func:`teleop.prescient.training.to_demonstration`): a basis function per signal more
     than its samples is a fit with more unknowns than data (``--basis 300`` on a 2-sample
     take was learned, without a word); a take that moves for less than a third of its
-    task's median skews the mean motion and widens the speeds the model allows (a 0.01 s
-    take beside 3 s ones: speed ratios up to 180)."""
+    task's median, or more than three times it, skews the mean motion and widens the speeds
+    the model allows (a 0.01 s take beside 3 s ones: speed ratios up to 180)."""
     from teleop.prescient.training import to_demonstration
 
     demos = [to_demonstration(t.trajectory) for t in takes]
@@ -207,6 +207,14 @@ def _check_lengths(takes: list[Take], basis: int) -> None:
                 print(f"teleop train: warning: {take.path} moves for {duration:.2f} s, less than a third of the "
                       f"{median:.2f} s median of task {label}'s takes: a fragment or another motion? it pulls the "
                       "task's mean motion and widens the speeds it allows; leave it out if so", file=sys.stderr)
+            elif duration > 3 * median:
+                # As harmful the other way: a `teleop operator --loop --task` session is one
+                # take of several repetitions, and it stretched the task's mean motion by half.
+                print(f"teleop train: warning: {take.path} moves for {duration:.2f} s, more than three times the "
+                      f"{median:.2f} s median of task {label}'s takes: several repetitions in one take (a --loop "
+                      "session)? it pulls the task's mean motion and widens the speeds it allows; label each "
+                      "repetition as an episode (teleop dataset label --start S --end E) or leave it out",
+                      file=sys.stderr)
 
 
 def _train(args: argparse.Namespace) -> int:

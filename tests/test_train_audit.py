@@ -289,6 +289,21 @@ def test_train_warns_of_a_take_much_shorter_than_its_tasks_others(demos, referen
     assert sum("less than a third" in line for line in err.splitlines()) == 1   # the long takes are not named
 
 
+def test_train_warns_of_a_take_of_several_repetitions(demos, references, tmp_path, capsys):
+    """`teleop operator --loop --task put_aside` recorded a 24 s take of three repetitions:
+    trained without a word, it stretched the task's mean motion from 5.3 to 8 s."""
+    traj = references[0]
+    lap = traj.times[-1] - traj.times[0] + (traj.times[1] - traj.times[0])
+    times = np.concatenate([traj.times + k * lap for k in range(4)])
+    looped = _save(traj, demos / _TASK / "looped.npz", times=times, values=np.concatenate([traj.values] * 4))
+    rc, _, err = run_cli(capsys, "train", demos, "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    warned = [line for line in err.splitlines() if line.startswith(f"teleop train: warning: {looped} moves for ")]
+    assert len(warned) == 1 and "more than three times the" in warned[0], err
+    assert "several repetitions in one take (a --loop session)?" in warned[0]
+    assert sum("warning" in line for line in err.splitlines()) == 1                  # the others are not named
+
+
 # ------------------------------------------------------------------ 8. --rate-hz
 def test_train_refuses_a_rate_that_no_take_uses(demos, tmp_path, capsys):
     """It was ignored without a word; `teleop retarget` refuses it (exit code 2)."""
