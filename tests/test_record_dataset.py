@@ -59,11 +59,17 @@ def test_label_unknown_episode_is_an_error(tmp_path, capsys):
     assert "no episode 7" in capsys.readouterr().err
 
 
-def test_trim_keeps_the_window_and_clips_episodes(tmp_path):
+def test_trim_keeps_the_window_and_clips_episodes(tmp_path, capsys):
     source = write_session(tmp_path / "s.mcap")
     out = tmp_path / "trimmed.mcap"
     # Seconds from the first message: ticks 50..200 inclusive.
     assert dataset_cli.main(["trim", str(source), "--start", "0.5", "--end", "2.0", "-o", str(out)]) == 0
+    # Said: a labelled episode cut to a fragment was listed and exported like any other.
+    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("teleop")] == [
+        "teleop dataset trim: warning: episode #0 'squat' (0.00 s .. 1.00 s) is cut by the window: the copy keeps "
+        "0.50 s of its 1.00 s, a fragment of the task if exported",
+        "teleop dataset trim: warning: episode #1 (1.50 s .. 2.50 s) is cut by the window: the copy keeps 0.50 s of "
+        "its 1.00 s"]
     trimmed = open_recording(out)
     assert trimmed.channel("references").count == 151
     assert trimmed.start_ns == 50 * STEP_NS and trimmed.end_ns == 200 * STEP_NS

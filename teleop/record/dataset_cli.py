@@ -209,10 +209,32 @@ def cmd_trim(args: argparse.Namespace) -> int:
     _check_output(args.output, args.force)
     start_ns, end_ns = _window_ns(recording, args)
     _check_window_has_messages(recording, args, start_ns, end_ns, "to copy")
+    cut = _episodes_cut(recording, start_ns, end_ns)     # before the copy may replace the file
     out = write_copy(recording, args.output, start_ns=start_ns, end_ns=end_ns,
                      operation=f"trim start={args.start} end={args.end} (s from first message)")
     print(f"{out}: {open_recording(out).message_count} messages")
+    for line in cut:
+        print(f"teleop dataset trim: warning: {line}", file=sys.stderr)
     return 0
+
+
+def _episodes_cut(recording: Recording, start_ns: int | None, end_ns: int | None) -> list[str]:
+    """The labelled episodes the window [start_ns, end_ns) cuts into, one line each: the
+    copy keeps the part inside, as a whole episode (a 4.9 s one trimmed to a 1.2 s fragment
+    was listed like any other, and exported as a take of its task)."""
+    lines = []
+    origin = recording.start_ns
+    for episode in recording.episodes():
+        inside_start = episode.start_ns if start_ns is None else max(episode.start_ns, start_ns)
+        inside_stop = episode.stop_ns if end_ns is None else min(episode.stop_ns, end_ns - 1)
+        if inside_stop < inside_start or (inside_start, inside_stop) == (episode.start_ns, episode.stop_ns):
+            continue                                  # outside the window, or whole inside it
+        label = f" {episode.task!r}" if episode.task else ""
+        lines.append(f"episode #{episode.number}{label} ({(episode.start_ns - origin) * 1e-9:.2f} s .. "
+                     f"{(episode.stop_ns - origin) * 1e-9:.2f} s) is cut by the window: the copy keeps "
+                     f"{(inside_stop - inside_start) * 1e-9:.2f} s of its {episode.duration_s:.2f} s"
+                     + (", a fragment of the task if exported" if episode.task else ""))
+    return lines
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
