@@ -270,3 +270,21 @@ def test_delivered_commands_are_exported_and_plotted_as_the_robot_executed_them(
     # The plot reads a few ticks at a time: a late packet is dropped across windows too.
     hands = gather_plot_data(recording, read_window_s=0.02).hands["delivered"]
     assert (np.diff(hands.values[:, 0]) >= 0).all() and len(hands.times) == len(executed)
+
+
+def test_label_refuses_an_episode_it_has_and_warns_of_an_overlap(tmp_path, capsys):
+    """The same `label --start 2 --end 10` run twice gave two identical episodes (and two
+    takes of one motion); one over another episode was added without a word."""
+    source = write_session(tmp_path / "s.mcap")
+    before = source.read_bytes()
+    assert dataset_cli.main(["label", str(source), "--task", "squat", "--start", "0", "--end", "1"]) == 1
+    assert ("episode 0 (squat) spans 0.000 s .. 1.000 s already: relabel it with --episode 0 --task NAME"
+            in capsys.readouterr().err)
+    assert source.read_bytes() == before
+    assert dataset_cli.main(["label", str(source), "--task", "wave", "--start", "2.0", "--end", "2.7"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warned == ["teleop dataset label: warning: the new episode (2.000 s .. 2.700 s) overlaps episode 1 "
+                      "(1.500 s .. 2.500 s): exported, the samples they share are in both takes",
+                      "teleop dataset label: warning: the new episode (2.000 s .. 2.700 s) overlaps episode 2 'wave' "
+                      "(2.600 s .. 2.900 s): exported, the samples they share are in both takes"]
+    assert len(open_recording(source).episodes()) == 4

@@ -332,11 +332,28 @@ def cmd_label(args: argparse.Namespace) -> int:
         episodes, new = add_episode(recording, args.task, args.start, args.end)
         origin = recording.start_ns
         span = f"{(new.start_ns - origin) * 1e-9:.3f} s .. {(new.stop_ns - origin) * 1e-9:.3f} s"
+        _check_new_episode(recording, new, span)
         operation = f"add episode {new.number} {args.task!r}: {span} from the first message"
         done = f"episode {new.number} ({span} from the first message) labelled {args.task!r}"
     out = write_copy(recording, output, episodes=episodes, operation=operation)
     print(f"{out}: {done}")
     return 0
+
+
+def _check_new_episode(recording: Recording, new, span: str) -> None:
+    """Refuse an episode over the very window of one the recording has (the same command run
+    twice doubled the episode, and the export the take), and warn of one that overlaps
+    another: its samples are then in two takes."""
+    origin = recording.start_ns
+    for episode in recording.episodes():
+        if (episode.start_ns, episode.stop_ns) == (new.start_ns, new.stop_ns):
+            raise ValueError(f"{recording.path}: episode {episode.number} ({episode.task or 'unlabelled'}) spans "
+                             f"{span} already: relabel it with --episode {episode.number} --task NAME")
+        if episode.start_ns <= new.stop_ns and new.start_ns <= episode.stop_ns:
+            label = f" {episode.task!r}" if episode.task else ""
+            print(f"teleop dataset label: warning: the new episode ({span}) overlaps episode {episode.number}{label} "
+                  f"({(episode.start_ns - origin) * 1e-9:.3f} s .. {(episode.stop_ns - origin) * 1e-9:.3f} s): "
+                  "exported, the samples they share are in both takes", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
