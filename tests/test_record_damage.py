@@ -195,6 +195,9 @@ def test_inspect_and_recover_report_a_damaged_chunk_and_recover_keeps_the_rest(t
     assert f"damaged:   1 damaged chunk skipped (CRC check or decompression failed; at byte {block.offset})" \
         in captured.out
     assert "warning:" not in captured.err          # reported once, in its place
+    # The counts are what can be read, as recover copies (they were the summary's, lost included).
+    assert f"messages: {302 - len(lost)} readable of 302" in captured.out
+    assert re.search(rf"^/references +\S+ +{300 - len(lost)} ", captured.out, re.M), captured.out
     out = tmp_path / "rec.mcap"
     assert dataset_cli.main(["recover", str(path), "-o", str(out)]) == 0
     captured = capsys.readouterr()

@@ -122,14 +122,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                                                if recording.discarded_bytes else ""))
     if damage:
         print(f"damaged:   {damage}")
-    print(f"duration:  {recording.duration_s:.3f} s   messages: {recording.message_count}   "
+    # With damaged chunks, the counts are what can be read (what `recover` copies): the
+    # summary's counted the lost messages too, beside the line saying they were lost.
+    readable = recording.index.readable_counts() if damage else None
+    messages = (f"{recording.index.readable_message_count} readable of {recording.message_count}" if damage
+                else f"{recording.message_count}")
+    print(f"duration:  {recording.duration_s:.3f} s   messages: {messages}   "
           f"start: {recording.start_ns * 1e-9:.3f} s (log time)")
     print(f"\n{'topic':28s} {'schema':26s} {'count':>7s} {'rate [Hz]':>10s} {'first [s]':>10s} {'last [s]':>10s}")
     origin = recording.start_ns
     for info in recording.channels.values():
         first = (info.first_ns - origin) * 1e-9 if info.count else float("nan")
         last = (info.last_ns - origin) * 1e-9 if info.count else float("nan")
-        print(f"{info.topic:28s} {info.schema_name:26s} {info.count:7d} {info.rate_hz:10.2f} "
+        count = info.count if readable is None else sum(readable.get(i, 0) for i in info.channel_ids)
+        print(f"{info.topic:28s} {info.schema_name:26s} {count:7d} {info.rate_hz:10.2f} "
               f"{first:10.3f} {last:10.3f}")
     robot = _robot_state_summary(recording)
     if robot:
@@ -435,7 +441,8 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
 #: One line per subcommand: its entry in ``teleop dataset -h`` and the description of its own ``-h``.
 COMMAND_SUMMARIES: dict[str, str] = {
-    "list": "list the recordings below a folder with their duration and episodes",
+    "list": "list the recordings below a folder with their duration and episodes (from each file's summary: "
+            "`inspect` checks every chunk)",
     "inspect": "show the channels, rates, counts, duration and episodes of a recording",
     "plot": "write one PNG summarising a recording: hand references, commanded vs measured joints, balance, "
             "watchdog/compensation states and episodes, network delays",
