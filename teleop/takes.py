@@ -53,6 +53,7 @@ from retarget.mapping import retarget_motion
 from retarget.readers import read_motion, sniff_format
 from retarget.references import FLAT_LABELS, ReferenceTrajectory
 from retarget.robot_target import RobotTarget
+from teleop.cli_types import PreconditionError
 from teleop.progress import progress_bar
 
 MOTION_SUFFIXES = {".amc", ".bvh", ".mvnx", ".npz", ".csv", ".json"}
@@ -218,7 +219,7 @@ def check_left_out(train: Sequence[tuple[Path, str]], test: Sequence[tuple[Path,
     plainly held out without saying so. Takes are (file, label) pairs: runs before reading."""
     for path, _ in test:
         if not any(same_take(f, path) for f, _ in train):
-            raise ValueError(f"--leave-one-out: test take {path} is not one of the --train takes (by path or "
+            raise PreconditionError(f"--leave-one-out: test take {path} is not one of the --train takes (by path or "
                              "content), so there is nothing to leave out for it: test on takes of the training "
                              "set, or drop --leave-one-out")
 
@@ -331,13 +332,13 @@ def check_human_motion_file(path: Path) -> None:
     path = Path(path)
     kind = _npz_kind(path) if path.is_file() and path.suffix.lower() == ".npz" else None
     if kind == LIBRARY_FORMAT:
-        raise ValueError(f"{path}: a ProMP task library (made by teleop train), not a motion: give it to "
-                         f"teleop robot --library {path}; teleop train, eval and trial learn their own from "
-                         "folders of takes")
+        raise PreconditionError(f"{path}: a ProMP task library (made by teleop train), not a motion: give it to "
+                                f"teleop robot --library {path}; teleop train, eval and trial learn their own from "
+                                "folders of takes")
     if kind == "references":
-        raise ValueError(f"{path}: robot references (already retargeted), not a human motion: teleop train, eval "
-                         f"and trial take it as a take (e.g. teleop train {path}, labelled "
-                         f"{folder_label(path.parent)!r}); here give the human motion file it was made from")
+        raise PreconditionError(f"{path}: robot references (already retargeted), not a human motion: teleop train, "
+                                f"eval and trial take it as a take (e.g. teleop train {path}, labelled "
+                                f"{folder_label(path.parent)!r}); here give the human motion file it was made from")
 
 
 def takes_a_rate(path: Path) -> bool:
@@ -493,7 +494,7 @@ def check_take_kinds(files: list[tuple[Path, str]]) -> None:
     for path, _ in files:
         suffix = path.suffix.lower()
         if suffix == ".mcap":   # load_take's message, said before the labels are compared
-            raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
+            raise PreconditionError(f"{path}: a recording, not a motion file: export its labelled episodes first "
                              f"(teleop dataset export {path} -o DIR) and give DIR")
         if suffix != ".npz":
             sniff_format(path)            # "unsupported motion format", "empty file", ...

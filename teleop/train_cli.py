@@ -232,6 +232,7 @@ def _train(args: argparse.Namespace) -> int:
     check_filter_names(args, listed, ", ".join(str(root) for root in args.data))
     _check_out(args, listed)
     files = _each_once([pair for files in chosen for pair in files])
+    check_take_kinds(files)     # a recording or a library among the takes: said before any is read
     _check_rate(args, files)
     target = robot_target_of(args)
     takes = _each_content_once(read_take_files(args, files, target))
@@ -260,7 +261,7 @@ def check_test_tasks(train: list[tuple[Path, str]], test: list[tuple[Path, str]]
     (file, label) pairs, so this runs before anything is read."""
     unlearned = tasks_not_learned(train, test, leave_one_out)
     if unlearned:
-        raise ValueError(unlearned[0][2])
+        raise PreconditionError(unlearned[0][2])
     if leave_one_out:
         check_left_out(train, test)
 

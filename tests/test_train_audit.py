@@ -387,3 +387,31 @@ def test_retarget_refuses_a_single_frame(tmp_path, capsys):
 def test_retarget_still_writes_a_good_motion(tmp_path, capsys):
     rc, out, err = run_cli(capsys, "retarget", SYNTHETIC / "squat" / "squat_0.npz", "--out", tmp_path / "r")
     assert rc == 0 and (tmp_path / "r" / "references.npz").is_file(), err
+
+
+def test_checks_made_before_the_work_say_what_to_change_and_no_more(demos, tmp_path, capsys, secret):
+    """These are checks, made before anything is read or started, and ended with "(TELEOP_DEBUG=1
+    shows where it happened)", which README keeps for errors from inside the work; the robot's
+    --library of a folder said only "/tmp/x: is a directory"."""
+    recording = tmp_path / "session.mcap"
+    assert run_cli(capsys, "record", "-o", recording, "--duration", "0.2")[0] == 0
+    single = tmp_path / "single"
+    (single / "a").mkdir(parents=True)
+    (single / "a" / "r0.npz").write_bytes((demos / _TASK / "r0_0.npz").read_bytes())
+    (single / "b").mkdir()
+    for k in (1, 2):
+        (single / "b" / f"r{k}.npz").write_bytes((demos / _TASK / f"r{k}_0.npz").read_bytes())
+    capsys.readouterr()
+    cases = [
+        (["train", recording, "-o", tmp_path / "lib.npz"], f"{recording}: a recording, not a motion file: export"),
+        (["eval", "promp", "--train", single, "--test", single, "--leave-one-out"],
+         f"--leave-one-out: {single / 'a' / 'r0.npz'} is the only training take of task 'a'"),
+        (["robot", "--library", tmp_path, "--duration", "0.1", "--secret-file", secret],
+         f"--library {tmp_path} is a folder: give the task library file `teleop train -o FILE` wrote"),
+        (["robot", "--library", tmp_path / "none.npz", "--duration", "0.1", "--secret-file", secret],
+         f"--library {tmp_path / 'none.npz'}: no such file"),
+    ]
+    for argv, said in cases:
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 1 and error_line(err).startswith(said), err
+        assert "TELEOP_DEBUG" not in err, err

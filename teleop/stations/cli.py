@@ -322,6 +322,12 @@ def _run_robot(args: argparse.Namespace) -> int:
         # Each frame would arrive at the command socket and be dropped there, unsaid.
         raise UsageError(f"--video-to {args.video_to} is this station's own --listen {args.listen}: the video would "
                          "come back to it; --video-to is the operator's --video-listen (default 127.0.0.1:9003)")
+    if args.library is not None and args.library.is_dir():
+        raise PreconditionError(f"--library {args.library} is a folder: give the task library file `teleop train "
+                                "-o FILE` wrote (it learns one from folders of takes)")
+    if args.library is not None and not args.library.exists():
+        raise PreconditionError(f"--library {args.library}: no such file (`teleop train DIR -o FILE` writes one; "
+                                "without --library the robot runs without compensation)")
     library = TaskLibrary.load(args.library) if args.library else None
     secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
