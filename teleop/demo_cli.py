@@ -6,8 +6,18 @@ import argparse
 import json
 from pathlib import Path
 
-from teleop.cli_types import burst_length, check_loss_burst, positive_float, probability, round_trip
+from teleop.cli_types import burst_length, check_loss_burst, float_in_interval, probability, round_trip
 from teleop.data_args import check_out_folder
+
+#: Longest demo session [s]: its two sessions (with and without compensation) run at about
+#: real time each, so an hour's takes two (--duration 1e12 was accepted, with an ETA of 248
+#: million hours).
+MAX_DEMO_S = 3600.0
+
+
+def _session_length(text: str) -> float:
+    """``--duration``: seconds in (0, :data:`MAX_DEMO_S`]."""
+    return float_in_interval(text, 0.0, MAX_DEMO_S, low_open=True, unit="s")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,9 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "streamed back as JPEG through the delayed link. Run with and without "
                                    "compensation; writes summary.json, demo.png and camera frames.")
     p.add_argument("--out", type=Path, default=Path("out") / "demo", help="output folder (default: out/demo)")
-    p.add_argument("--duration", type=positive_float, default=20.0,
-                   help="simulated session length [s] (default: 20); a motion under way then is finished "
-                        "and the session ends with the operator and the robot at rest")
+    p.add_argument("--duration", type=_session_length, default=20.0,
+                   help=f"simulated session length [s], at most {MAX_DEMO_S:g} (default: 20); a motion under way then "
+                        "is finished and the session ends with the operator and the robot at rest")
     p.add_argument("--rtt", type=round_trip, default=1.5, help="round-trip delay [s], at most 10 (default: 1.5)")
     p.add_argument("--seed", type=int, default=7, help="seed of the operator and the link")
     p.add_argument("--loss", type=probability, default=0.0,

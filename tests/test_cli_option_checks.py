@@ -354,3 +354,33 @@ def test_a_refused_remote_address_is_a_check_before_the_work_no_debug_hint(capsy
     err = capsys.readouterr().err
     assert "refusing to listen on non-loopback address 0.0.0.0" in err
     assert "TELEOP_DEBUG" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("argv, said", [
+    # A traceback (ZeroDivisionError): the motions became a few samples long, every error 0.
+    (["tune", "--speed", "10000"], "argument --speed: must be in (0, 10], got 10000"),
+    # Accepted, and ran for good.
+    (["demo", "--duration", "1e12"], "argument --duration: must be in (0, 3600] s, got 1e12"),
+    (["operator", "--jitter-buffer", "1e9"], "argument --jitter-buffer: must be in [0, 10] s, got 1e9"),
+])
+def test_lengths_without_an_end_are_refused(capsys, argv, said):
+    assert usage_error(capsys, argv) == f"teleop {argv[0]}: error: {said}"
+
+
+def test_a_test_video_of_a_million_seconds_is_refused(capsys, tmp_path):
+    """30 million frames to render, accepted."""
+    line = error_line(capsys, ["jog", "--make-test-video", str(tmp_path / "t.mp4"), "--duration", "1e6"], code=2)
+    assert line == "teleop jog: error: --duration 1e+06 s: a test video lasts at most 600 s (replay it with --loop " \
+                   "for a longer session)"
+    assert not (tmp_path / "t.mp4").exists()
+
+
+def test_the_tuning_target_of_a_heuristic_without_error_is_not_comparable():
+    from teleop.tuning.experiment import check_target
+    from teleop.tuning.report import format_setup_table
+
+    row = {"AE-A": 0.0, "AE-S": 0.0, "OS": 0.0, "ST5": 0.1, "R50": 0.1}
+    target = check_target({"Classic": dict(row), "Optimiser": dict(row)})
+    assert target["ae_improvement"] is None and not target["ae_ok"] and not target["met"]
+    table = format_setup_table({"setup": 1, "name": "no gravity", "rows": {}, "target": target})
+    assert "target: Optimiser AE-A not comparable with the best heuristic (Classic)" in table

@@ -66,6 +66,10 @@ def _round_down(x: float) -> float:
     return math.floor(x / unit + 1e-9) * unit
 
 
+#: Longest test video --make-test-video renders [s].
+MAX_TEST_VIDEO_S = 600.0
+
+
 def check_test_video_options(tag_size_m: float, hfov_deg: float, duration_s: float) -> str | None:
     """Why ``--make-test-video`` with these --tag-size [m], --hfov [deg] and --duration [s]
     would make a video whose tag cannot be detected in every frame, or None. Decided on the
@@ -78,6 +82,10 @@ def check_test_video_options(tag_size_m: float, hfov_deg: float, duration_s: flo
     from teleop.jog.render import TAG_CELLS, TagVideoGeometry, default_camera_matrix, demo_tag_trajectory
 
     w, h = TEST_VIDEO_SIZE
+    if duration_s > MAX_TEST_VIDEO_S:
+        # 1e6 s was 30 million frames to render: hours of work, and a file of tens of GB.
+        return (f"--duration {duration_s:g} s: a test video lasts at most {MAX_TEST_VIDEO_S:g} s "
+                "(replay it with --loop for a longer session)")
     if int(round(duration_s * TEST_VIDEO_FPS)) < 1:
         return (f"--duration {duration_s:g} s is shorter than one frame at {TEST_VIDEO_FPS:g} frames/s: give "
                 f"--duration {_round_up(1 / TEST_VIDEO_FPS):g} or more")

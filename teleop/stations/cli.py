@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import (PreconditionError, UsageError, address, checked_text, destination, int_in_range,
-                              non_negative_float, port, positive_float, sample_rate_hz, task_label)
+from teleop.cli_types import (MAX_ROUND_TRIP_S, PreconditionError, UsageError, address, checked_text, destination,
+                              float_in_interval, int_in_range, non_negative_float, port, positive_float,
+                              sample_rate_hz, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming, run_loop
 from teleop.stations.watches import CommandLinkWatch, SaidOnce, SilenceWatch, robot_silence_hint
@@ -94,8 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator (default: 0)")
     op.add_argument("--video-listen", type=address, default="127.0.0.1:9003",
                     help="where to receive the robot's video (default: 127.0.0.1:9003)")
-    op.add_argument("--jitter-buffer", type=non_negative_float, default=0.0,
-                    help="video jitter buffer length [s] (default: 0, none)")
+    op.add_argument("--jitter-buffer", type=_jitter_buffer_s, default=0.0,
+                    help="video jitter buffer length [s], at most 10 (default: 0, none)")
     op.add_argument("--view", choices=("none", "web", "headset"), default="none",
                     help="display: none, the local web viewer, or the VR headset (SteamVR) (default: none)")
     op.add_argument("--port", type=port, default=None, help="web viewer port (default: 8080)")
@@ -178,6 +179,12 @@ def _in_cli_words(message: str) -> str:
     their Python keyword ("give --allow-remote (allow_remote=True)"); a command's user only
     has the option."""
     return message.replace(" (allow_remote=True)", "")
+
+
+def _jitter_buffer_s(text: str) -> float:
+    """``--jitter-buffer``: seconds in [0, 10]. A buffer longer than the longest round trip
+    the product takes only delays the video (1e9 s: nothing was ever shown)."""
+    return float_in_interval(text, 0.0, MAX_ROUND_TRIP_S, unit="s")
 
 
 def _check_command_link(args: argparse.Namespace) -> tuple:

@@ -8,8 +8,18 @@ import sys
 import time
 from pathlib import Path
 
-from teleop.cli_types import PreconditionError, non_negative_float, positive_float, positive_int, unit_fraction
+from teleop.cli_types import (PreconditionError, float_in_interval, non_negative_float, positive_int,
+                              unit_fraction)
 from teleop.data_args import check_out_folder
+
+#: Fastest playback of the motions: ten times a human's pace. At 10000 the motions were a few
+#: samples long, every tracking error 0, and the comparison with the heuristics divided by it.
+MAX_SPEED = 10.0
+
+
+def _speed(text: str) -> float:
+    """``--speed``: a playback speed factor in (0, :data:`MAX_SPEED`]."""
+    return float_in_interval(text, 0.0, MAX_SPEED, low_open=True)
 
 #: The setups of teleop.tuning.setups.SETUPS (not imported here: `teleop --help` stays fast).
 SETUP_NUMBERS = (1, 2, 3, 4)
@@ -40,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--evaluations", type=positive_int,
                    help="optimiser budget: simulations of the training set, warm-start candidates included "
                         "(default: 70)")
-    p.add_argument("--speed", type=positive_float, help="playback speed of the motions (default: 2, a 'fast' motion)")
+    p.add_argument("--speed", type=_speed,
+                   help=f"playback speed of the motions, at most {MAX_SPEED:g} (default: 2, a 'fast' motion)")
     p.add_argument("--eval-motions", help="comma-separated motion files for AE-A (default: synthetic demos)")
     p.add_argument("--train-motions", help="comma-separated motion files the optimiser trains on")
     p.add_argument("--relay-per-heuristic", action="store_true",

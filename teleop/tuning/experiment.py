@@ -198,8 +198,10 @@ def check_target(rows: dict[str, dict]) -> dict:
     best = min(heuristic, key=lambda m: heuristic[m]["AE-A"])
     opt = rows[OPTIMISER]
     st5 = [r["ST5"] for r in heuristic.values() if r["ST5"] is not None]
-    improvement = 1.0 - opt["AE-A"] / heuristic[best]["AE-A"]
-    ok_ae = improvement >= 0.30
+    baseline = heuristic[best]["AE-A"]
+    # A heuristic that tracks without error leaves nothing to improve on: not measurable.
+    improvement = None if baseline <= 0 else 1.0 - opt["AE-A"] / baseline
+    ok_ae = improvement is not None and improvement >= 0.30
     ok_os = opt["OS"] is None or opt["OS"] <= 5.0
     ok_st = opt["ST5"] is not None and (heuristic[best]["ST5"] is None or opt["ST5"] <= heuristic[best]["ST5"])
     return {"best_heuristic": best, "ae_improvement": improvement, "ae_ok": ok_ae, "os_ok": ok_os,

@@ -55,7 +55,9 @@ def format_setup_table(result: dict) -> str:
     t = result.get("target")
     if t:
         # A negative improvement is an AE-A above the best rule's ("-39% below" read like a gain).
-        change = f"{100 * abs(t['ae_improvement']):.0f}% {'below' if t['ae_improvement'] >= 0 else 'above'}"
+        improvement = t["ae_improvement"]
+        change = ("not comparable with" if improvement is None else     # the best rule tracks without error
+                  f"{100 * abs(improvement):.0f}% {'below' if improvement >= 0 else 'above'}")
         lines.append(f"target: Optimiser AE-A {change} the best heuristic "
                      f"({t['best_heuristic']}) [{'ok' if t['ae_ok'] else 'MISSED'}: >= 30%], "
                      f"OS <= 5° [{'ok' if t['os_ok'] else 'MISSED'}], "
