@@ -80,7 +80,14 @@ def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove
         folder.mkdir(parents=True, exist_ok=True)
         for path, write in writers.items():
             temps[path] = _temporary_beside(_destination(path))
-            write(temps[path])
+            try:
+                write(temps[path])
+            except OSError as exc:
+                if exc.filename not in (None, str(temps[path]), temps[path]):
+                    raise
+                # "[Errno 28] No space left on device" named no file (or a hidden temporary
+                # one): the error names the output the user asked for.
+                raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
             _settle(temps[path], _destination(path))
         with _stops_held():
             for path, tmp in temps.items():

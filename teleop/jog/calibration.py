@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 
 from teleop import json_input
+from teleop.output_set import write_outputs_together
 
 
 class CalibrationError(ValueError):
@@ -135,7 +136,9 @@ class CameraCalibration:
     def save(self, path: Path | str) -> None:
         data = {"image_size": list(map(int, self.image_size)), "camera_matrix": self.K.tolist(),
                 "dist_coeffs": self.dist.ravel().tolist(), "rms_px": self.rms_px, "source": self.source}
-        Path(path).write_text(json.dumps(data, indent=1))
+        # Beside the file, then renamed over it: a failed write (a full disk) truncated the
+        # calibration it replaced (with --force).
+        write_outputs_together({Path(path): lambda tmp: tmp.write_text(json.dumps(data, indent=1))})
 
     @classmethod
     def load(cls, path: Path | str) -> "CameraCalibration":

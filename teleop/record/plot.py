@@ -47,6 +47,7 @@ from typing import cast
 import numpy as np
 
 from retarget.references import SIGNAL_SLICES
+from teleop.output_set import write_outputs_together
 from teleop.progress import progress_bar
 
 from .channels import COMMANDS_COMPENSATED, COMMANDS_DELIVERED, NETWORK_STATS, REFERENCES, ROBOT_STATE
@@ -532,7 +533,9 @@ def draw_plot(data: PlotData, path: str | os.PathLike, *, dpi: int = 100) -> Pat
         axes[rows[-1]].set_xlabel("time from the recording's first message [s]")
         fig.suptitle(title(data), fontsize=10)
         path = Path(path)
-        fig.savefig(path, format="png", dpi=dpi)
+        # Beside the file, then renamed over it: a failed write (a full disk) left a
+        # truncated image in place of the one it replaced.
+        write_outputs_together({path: lambda tmp: fig.savefig(tmp, format="png", dpi=dpi)})
     finally:
         plt.close(fig)
     return path

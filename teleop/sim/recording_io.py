@@ -29,6 +29,7 @@ import numpy as np
 
 from retarget.npz_checks import CheckedNpz
 from teleop import json_input
+from teleop.output_set import write_outputs_together
 
 
 class RecordingError(ValueError):
@@ -137,6 +138,11 @@ def load_recording(path: str | Path) -> Recording:
     return _validate(rec, str(path))
 
 
+def _savez(path: Path, arrays: dict[str, Any]) -> None:
+    with path.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+
+
 def save_recording(rec: Recording, path: str | Path) -> None:
     """Write a recording as ``.npz`` or ``.json`` (by suffix)."""
     path = Path(path)
@@ -149,13 +155,14 @@ def save_recording(rec: Recording, path: str | Path) -> None:
                                   "meta": np.array(json.dumps(rec.meta))}
         if rec.commanded_velocity is not None:
             arrays["commanded_velocity"] = rec.commanded_velocity
-        with path.open("wb") as f:
-            np.savez_compressed(f, **arrays)
+        # Beside the file, then renamed over it: a failed write (a full disk) truncated the
+        # recording it replaced.
+        write_outputs_together({path: lambda tmp: _savez(tmp, arrays)})
     elif path.suffix.lower() == ".json":
         data = {"time": rec.time.tolist(), "joint_names": rec.joint_names, "commanded": rec.commanded.tolist(),
                 "measured": rec.measured.tolist(), "meta": rec.meta}
         if rec.commanded_velocity is not None:
             data["commanded_velocity"] = rec.commanded_velocity.tolist()
-        path.write_text(json.dumps(data))
+        write_outputs_together({path: lambda tmp: tmp.write_text(json.dumps(data))})
     else:
         raise RecordingError(f"{path}: unknown recording format (expected .npz or .json)")
