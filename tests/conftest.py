@@ -133,3 +133,14 @@ def refused_camera_calibration(images: Path, out: Path) -> str:
     assert message.startswith("teleop calibrate-camera: error: the calibration looks wrong, not written to")
     assert "--accept-problems" in message and not out.exists()
     return message
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_request_left_behind():
+    """A test that delivers a stop signal and catches its KeyboardInterrupt itself leaves the
+    request pending (teleop.stop_request keeps it in module state), and the next test's first
+    progress bar raised it: test_cli.py's signal tests then interrupted the whole run."""
+    yield
+    from teleop.stop_request import stop_handled
+
+    stop_handled()
