@@ -59,6 +59,33 @@ def test_q0_a_measurement_past_a_stop_is_accepted(robot):
         check_recording(robot, _recording(robot, q0=_q0_with(robot, "r_elbow", robot.limits.upper[i] + 0.01)))
 
 
+@pytest.mark.parametrize("key", ["commanded", "measured"])
+def test_angles_far_beyond_the_joint_limits_are_refused_as_degrees(robot, key):
+    """A recording in degrees (commands up to 47 "rad") was fitted, exit code 0, and a
+    parameter file written; a little past a stop is a measurement."""
+    rec = _recording(robot)
+    i = robot.joint_index("r_elbow")
+    upper = robot.limits.upper[i]
+    getattr(rec, key)[2, 0] = upper + 0.3                      # 17 deg past the stop: kept
+    check_recording(robot, rec, "bench.json")
+    getattr(rec, key)[3, 0] = np.degrees(upper)
+    with pytest.raises(RecordingError) as err:
+        check_recording(robot, rec, "bench.json")
+    assert str(err.value) == (f"bench.json: '{key}' puts r_elbow at {np.degrees(upper):.4g} rad at t = 0.006 s, "
+                              f"beyond its limits [{robot.limits.lower[i]:.4g}, {upper:.4g}] rad by more than 0.35: "
+                              "angles in degrees? (they are in radians)")
+
+
+def test_a_sample_period_of_seconds_is_refused_as_milliseconds(robot):
+    """Times in milliseconds: a 2 s step, each replay a minute long, the fit hours."""
+    rec = _recording(robot)
+    rec.time = rec.time * 1000.0
+    with pytest.raises(RecordingError) as err:
+        check_recording(robot, rec, "bench.json")
+    assert str(err.value) == ("bench.json: sample period 2 s, longer than 1 s: 'time' in milliseconds? "
+                              "(it is in seconds)")
+
+
 @pytest.mark.parametrize("height", [-3.0, -0.01, 3.5, 1e6])
 def test_base_height_outside_the_plausible_range_is_refused(robot, height):
     with pytest.raises(RecordingError) as err:

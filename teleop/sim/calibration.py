@@ -55,6 +55,13 @@ SCALE_BOUNDS = (0.3, 3.0)
 #: How far a recording's ``meta["q0"]`` may lie outside a joint's limits [rad]: it is
 #: measured, and encoders read a little past the stops.
 Q0_LIMIT_TOLERANCE = 1e-3
+#: How far a recording's commanded and measured angles may lie outside a joint's limits
+#: [rad] (20 deg): a controller's target may overshoot a stop, an encoder read past it; far
+#: beyond, the angles are in degrees (47 "rad") or garbage, and were fitted without a word.
+ANGLE_LIMIT_TOLERANCE = 0.35
+#: Longest sample period of a recording [s]: joint data come at 10 Hz or more; a step of
+#: seconds is times in milliseconds (each replay of such a "1000 s" recording took a minute).
+MAX_SAMPLE_PERIOD_S = 1.0
 #: Accepted ``meta["base_height"]`` [m], the root's height above the standing pose. 0 is
 #: standing on the ground (the default without a fixed base); a bench hangs the robot
 #: (about 1 m tall) some tens of centimetres up (0.5 m in the test recordings). Below 0
@@ -210,9 +217,11 @@ def apply_parameters(robot: RobotModel, nominal: ActuatorParams, point: Calibrat
 def check_recording(robot: RobotModel, rec: Recording, source: str = "recording", dt: float = 0.001) -> None:
     """Raise :class:`RecordingError` (naming ``source``, the file) if ``rec`` cannot be
     replayed on ``robot`` at physics step ``dt`` [s]: unknown or repeated joints, a sample
-    period that is no multiple of ``dt``, or a malformed ``meta`` (``q0``, ``base_height``,
-    ``fixed_base``, ``groups``), including a ``q0`` outside the joint limits (beyond
-    :data:`Q0_LIMIT_TOLERANCE`) and a ``base_height`` outside :data:`BASE_HEIGHT_RANGE`.
+    period that is no multiple of ``dt`` or longer than :data:`MAX_SAMPLE_PERIOD_S`, commanded
+    or measured angles beyond the joint limits by more than :data:`ANGLE_LIMIT_TOLERANCE`, or
+    a malformed ``meta`` (``q0``, ``base_height``, ``fixed_base``, ``groups``), including a
+    ``q0`` outside the joint limits (beyond :data:`Q0_LIMIT_TOLERANCE`) and a ``base_height``
+    outside :data:`BASE_HEIGHT_RANGE`.
     :func:`replay` would otherwise fail with a bare numpy or key error, run with the last
     of the duplicates' commands (repeated joints), or fit nonsense parameters from an
     impossible start."""
@@ -222,6 +231,21 @@ def check_recording(robot: RobotModel, rec: Recording, source: str = "recording"
     repeated = sorted({j for j in rec.joint_names if rec.joint_names.count(j) > 1})
     if repeated:
         raise RecordingError(f"{source}: joints {repeated} are recorded more than once")
+    if rec.sample_dt > MAX_SAMPLE_PERIOD_S:
+        raise RecordingError(f"{source}: sample period {rec.sample_dt:g} s, longer than {MAX_SAMPLE_PERIOD_S:g} s: "
+                             "'time' in milliseconds? (it is in seconds)")
+    lower, upper = robot.limits.lower, robot.limits.upper
+    columns = [robot.joint_names.index(j) for j in rec.joint_names]
+    for key in ("commanded", "measured"):
+        angles = getattr(rec, key)
+        low, high = lower[columns] - ANGLE_LIMIT_TOLERANCE, upper[columns] + ANGLE_LIMIT_TOLERANCE
+        outside = (angles < low) | (angles > high)
+        if outside.any():
+            row, col = np.argwhere(outside)[0]
+            raise RecordingError(
+                f"{source}: '{key}' puts {rec.joint_names[col]} at {angles[row, col]:.4g} rad at t = "
+                f"{rec.time[row]:.3f} s, beyond its limits [{lower[columns[col]]:.4g}, {upper[columns[col]]:.4g}] "
+                f"rad by more than {ANGLE_LIMIT_TOLERANCE:g}: angles in degrees? (they are in radians)")
     steps = int(round(rec.sample_dt / dt))
     if steps < 1 or abs(steps * dt - rec.sample_dt) > 1e-6:
         raise RecordingError(f"{source}: sample period {rec.sample_dt:g} s is not a multiple of the physics "
@@ -239,7 +263,6 @@ def check_recording(robot: RobotModel, rec: Recording, source: str = "recording"
         # degrees): the replay would start from it and the fit would explain the recording
         # with nonsense parameters, or the simulation blow up. A measured q0 may read a
         # little past a stop, hence the tolerance.
-        lower, upper = robot.limits.lower, robot.limits.upper
         outside = (q0 < lower - Q0_LIMIT_TOLERANCE) | (q0 > upper + Q0_LIMIT_TOLERANCE)
         if outside.any():
             i = int(np.argmax(outside))
