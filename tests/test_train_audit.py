@@ -401,6 +401,13 @@ def test_checks_made_before_the_work_say_what_to_change_and_no_more(demos, tmp_p
     (single / "b").mkdir()
     for k in (1, 2):
         (single / "b" / f"r{k}.npz").write_bytes((demos / _TASK / f"r{k}_0.npz").read_bytes())
+    from promp.learning import Demonstration
+    from promp.library import TaskLibrary
+
+    rng = np.random.default_rng(0)
+    five = [Demonstration(np.linspace(0, 2, 100), np.cumsum(rng.normal(size=(100, 5)), 0) * 0.01, label="a")
+            for _ in range(4)]
+    TaskLibrary.learn({"a": five}).save(tmp_path / "five.npz")    # a ProMP library, of other signals
     capsys.readouterr()
     cases = [
         (["train", recording, "-o", tmp_path / "lib.npz"], f"{recording}: a recording, not a motion file: export"),
@@ -410,6 +417,9 @@ def test_checks_made_before_the_work_say_what_to_change_and_no_more(demos, tmp_p
          f"--library {tmp_path} is a folder: give the task library file `teleop train -o FILE` wrote"),
         (["robot", "--library", tmp_path / "none.npz", "--duration", "0.1", "--secret-file", secret],
          f"--library {tmp_path / 'none.npz'}: no such file"),
+        # It said "ood_indices must be signal indices in 0..4, got (3, 4, 5, 6, 7, 8)".
+        (["robot", "--library", tmp_path / "five.npz", "--duration", "0.1", "--secret-file", secret],
+         f"--library {tmp_path / 'five.npz'}: its ProMPs have 5 signals, the robot's references 20: not a library"),
     ]
     for argv, said in cases:
         rc, _, err = run_cli(capsys, *argv)

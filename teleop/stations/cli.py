@@ -314,6 +314,7 @@ STATUS_INTERVAL_S = 2.0
 def _run_robot(args: argparse.Namespace) -> int:
     _check_record_target(args)
     from promp.library import TaskLibrary
+    from retarget.references import FLAT_SIZE
     from teleop.net.protocol import PacketCodec, video_mac
     from teleop.net.udp import UdpEndpoint, parse_address, reaches_own_socket
     from teleop.robot.model import RobotModel
@@ -336,6 +337,11 @@ def _run_robot(args: argparse.Namespace) -> int:
         raise PreconditionError(f"--library {args.library}: no such file (`teleop train DIR -o FILE` writes one; "
                                 "without --library the robot runs without compensation)")
     library = TaskLibrary.load(args.library) if args.library else None
+    if library is not None and library.n_signals != FLAT_SIZE:
+        # A ProMP library of other signals (promp is a library of its own): the compensator
+        # said only "ood_indices must be signal indices in 0..4".
+        raise PreconditionError(f"--library {args.library}: its ProMPs have {library.n_signals} signals, the robot's "
+                                f"references {FLAT_SIZE}: not a library `teleop train` made")
     secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
     endpoint = _bound("--listen", args.listen, lambda: UdpEndpoint(codec, args.listen, allow_remote=args.allow_remote))
