@@ -215,3 +215,18 @@ def test_a_calibration_is_not_scaled_to_another_aspect_ratio():
     assert calibration.scaled_to(640, 360).K[0, 0] == pytest.approx(calibration.K[0, 0] / 2)
     with pytest.raises(CalibrationError, match="another aspect ratio"):
         calibration.scaled_to(640, 480)
+
+
+def test_the_calibration_is_never_written_over_one_of_its_images(tmp_path, capsys):
+    """`--out boards/board_00.png --force` replaced the board image with the JSON."""
+    K = default_camera_matrix(640, 480, hfov_deg=70.0)
+    _write_boards(tmp_path, K)
+    image = sorted(tmp_path.glob("*.png"))[0]
+    before = image.read_bytes()
+    for images in (str(tmp_path), str(image)):
+        with pytest.raises(SystemExit) as exc:
+            main(["calibrate-camera", "--images", images, "--board", "9x6", "--square-size", str(SQUARE_M),
+                  "--out", str(image), "--force"])
+        assert str(exc.value) == (f"teleop calibrate-camera: error: --out {image} is one of the --images: choose "
+                                  "another file (even --force does not replace an input)")
+    assert image.read_bytes() == before

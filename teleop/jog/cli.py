@@ -209,6 +209,21 @@ def _make_test_images(folder: Path, force: bool) -> int:
     return 0
 
 
+def _among_images(out: Path, paths: list[str]) -> bool:
+    """Whether ``out`` is one of the image files ``--images`` gives (a file named, or an
+    image of a folder named; see :func:`teleop.jog.calibration.images_from_paths`)."""
+    from teleop.jog.calibration import IMAGE_SUFFIXES
+
+    target = out.resolve()
+    for path in map(Path, paths):
+        if path.is_dir():
+            if target.parent == path.resolve() and target.suffix.lower() in IMAGE_SUFFIXES:
+                return True
+        elif path.resolve() == target:
+            return True
+    return False
+
+
 def _run_calibrate(args: argparse.Namespace) -> int:
     if args.make_test_images is not None:
         return _make_test_images(args.make_test_images, args.force)
@@ -243,6 +258,10 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise fail(f"--images: not found: {', '.join(missing)}")
+    if args.out.exists() and _among_images(args.out, paths):
+        # With --force the calibration replaced the board image it was computed from.
+        raise fail(f"--out {args.out} is one of the --images: choose another file (even --force does not replace "
+                   "an input)")
     try:
         images = images_from_paths(paths)
     except CalibrationError as exc:
