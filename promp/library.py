@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import stat
 import zipfile
 import zlib
 from typing import IO, Any, Callable, ItemsView, Iterator, Mapping, Sequence, cast
@@ -168,11 +169,12 @@ class TaskLibrary:
 
         Raises:
             LibraryFormatError: (one line naming ``path`` and what is wrong) for anything
-                else: no such file, not a readable .npz (empty, truncated, a corrupt
-                member, a single .npy array), not a task library, a missing or malformed
-                field, another format version, or a model that fails :class:`ProMP`'s
-                checks (shapes, NaN / inf values, variances <= 0).
+                else: no such file, a named pipe or a device, not a readable .npz (empty,
+                truncated, a corrupt member, a single .npy array), not a task library, a
+                missing or malformed field, another format version, or a model that fails
+                :class:`ProMP`'s checks (shapes, NaN / inf values, variances <= 0).
         """
+        _refuse_special_file(path)
         try:
             with open(path, "rb") as file:
                 magic = file.read(6)
@@ -380,6 +382,26 @@ def _covariance(cov: npt.NDArray[Any]) -> npt.NDArray[Any]:
     if float(np.linalg.eigvalsh(cov).min()) < -1e-9 * scale:
         raise ValueError("dense_cov must be positive semi-definite")
     return cov
+
+
+#: What a special file is, said in a message (see :func:`_refuse_special_file`).
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_special_file(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`LibraryFormatError` if ``path`` is a named pipe, a device or a socket; a
+    regular file, a folder or a missing path is left to :meth:`TaskLibrary.load`'s open.
+
+    (retarget.file_checks has the same check for the other readers; promp imports neither
+    retarget nor teleop.)"""
+    try:
+        mode = os.stat(path).st_mode      # stat does not block on a named pipe; open waits for a writer
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
+        raise LibraryFormatError(f"{os.fspath(path)}: not a regular file ({kind})")
 
 
 def _reason(exc: BaseException) -> str:

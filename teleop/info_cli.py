@@ -61,8 +61,10 @@ def _describe_file(path: Path, as_json: bool) -> int:
     covariance), a references take's label, samples and duration, or a human motion file's
     frames, rate and segments (every format `teleop retarget` reads). Before, nothing showed
     what a trained library held short of loading it in Python."""
+    from retarget.file_checks import refuse_special_file
     from teleop.takes import _npz_kind
 
+    refuse_special_file(path)     # is_file() is False for one too: it was called "a folder"
     if not path.is_file():
         raise FileNotFoundError(2, "No such file" if not path.exists() else "Is a folder, not a file", str(path))
     if path.suffix.lower() == ".mcap":

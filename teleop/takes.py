@@ -48,6 +48,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from retarget.envelope import ReferenceEnvelope
+from retarget.file_checks import refuse_special_file
 from retarget.human import HumanMotion
 from retarget.mapping import retarget_motion
 from retarget.readers import read_motion, sniff_format
@@ -152,6 +153,7 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"{root}: no such file or folder")
+    refuse_special_file(root)     # neither is_file() nor a folder: it was globbed, "Not a directory"
     if root.is_file():
         return [(root, folder_label(root.parent))]
     pairs = sorted(root.glob("p[0-9]*.csv"))

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..file_checks import refuse_special_file
 from ..human import HumanMotion, MotionFormatError, check_finite_motion, check_unit_quaternions
 from ._text import head_bytes
 from .asf_amc import read_asf_amc
@@ -48,6 +49,7 @@ def sniff_format(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     if path.is_dir():
         raise MotionFormatError(f"{path}: a folder, not a motion file")
+    refuse_special_file(path, MotionFormatError)   # else "no such file", or a read that waits for a writer
     if not path.is_file():
         raise MotionFormatError(f"{path}: no such file")
     ext = path.suffix.lower()

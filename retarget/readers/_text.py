@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..file_checks import refuse_special_file
 from ..human import MotionFormatError
 from ..human import quote as quote   # re-exported: the readers quote file content with it
 
@@ -39,6 +40,9 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     (NUL bytes) are rejected.
     """
     path = Path(path)
+    # Not only for the file given (sniff_format checked it): a file read beside it, as the
+    # ASF skeleton found next to an AMC take, is not sniffed.
+    refuse_special_file(path, MotionFormatError)
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 import cv2
 import numpy as np
 
+from retarget.file_checks import refuse_special_file
 from teleop import json_input
 from teleop.output_set import write_outputs_together
 
@@ -151,6 +152,7 @@ class CameraCalibration:
         path = Path(path)
         if path.is_dir():
             raise CalibrationError(f"{path} is a folder, not a calibration file")
+        refuse_special_file(path, CalibrationError)   # is_file() is False for one too: "does not exist"
         if not path.is_file():
             raise CalibrationError(f"{path} does not exist")
         try:
@@ -323,6 +325,7 @@ MIN_BOARD_IMAGE_SIDE_PX = 16
 
 
 def _read_grey(path: Path) -> np.ndarray:
+    refuse_special_file(path, CalibrationError)   # cv2.imread of a named pipe waits for a writer
     image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
     if image is None:
         raise CalibrationError(f"cannot read image {path}")

@@ -112,7 +112,9 @@ def recordings_in(path: str | os.PathLike) -> list[Path]:
     """``path`` itself if it is a file, else every ``*.mcap`` below it, sorted."""
     path = Path(path)
     if path.is_dir():
-        return sorted(p for p in path.rglob("*.mcap") if p.is_file())
+        # A named pipe or a device named *.mcap is kept (not is_file()): opening it refuses it
+        # by name, so it is listed as unreadable rather than silently left out.
+        return sorted(p for p in path.rglob("*.mcap") if p.exists() and not p.is_dir())
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
     return [path]

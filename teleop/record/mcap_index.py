@@ -57,6 +57,8 @@ from mcap.records import (
 )
 from mcap.stream_reader import breakup_chunk, get_chunk_data_stream
 
+from retarget.file_checks import refuse_special_file
+
 #: The 8 bytes that open and close every MCAP file.
 MAGIC = b"\x89MCAP0\r\n"
 _RECORD_PREFIX = 9  # opcode (1 byte) + body length (8 bytes)
@@ -294,9 +296,11 @@ def build_index(path: str | os.PathLike) -> FileIndex:
 
     Raises:
         FileNotFoundError: no such file.
+        NotRegularFileError: a named pipe, a device or a socket (an OSError naming the file).
         RecordingFormatError: not an MCAP file, or cut short before the end of its header.
     """
     path = Path(path)
+    refuse_special_file(path)     # open() of a named pipe waits for a writer: every dataset command hung
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(len(MAGIC))

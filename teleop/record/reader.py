@@ -494,6 +494,7 @@ def open_recording(path: str | os.PathLike) -> Recording:
 
     Raises:
         FileNotFoundError: no such file.
+        NotRegularFileError: a named pipe, a device or a socket (an OSError naming the file).
         RecordingFormatError: not an MCAP file, or cut short before its header ended; the
             message names the file.
     """

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from retarget.file_checks import refuse_special_file
 from retarget.npz_checks import CheckedNpz
 from teleop import json_input
 from teleop.output_set import write_outputs_together
@@ -93,6 +94,7 @@ def load_recording(path: str | Path) -> Recording:
     if path.is_dir():   # exists: "no such recording file" sent the user looking for a typo
         raise RecordingError(f"{path}: a folder, not a recording: give a recording file: a .npz or .json "
                              "holding time, joint_names, commanded and measured")
+    refuse_special_file(path, RecordingError)   # is_file() is False for one too: "no such recording file"
     if not path.is_file():
         raise RecordingError(f"{path}: no such recording file")
     try:
