@@ -17,9 +17,18 @@ FILTERS = ("performers", "exclude_performers", "tasks")
 def add_take_filters(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """--[prefix]performers, --[prefix]exclude-performers, --[prefix]tasks."""
     dash = f"{prefix}-" if prefix else ""
-    parser.add_argument(f"--{dash}performers", help="comma-separated performer codes to keep (HDM05: bd,bk,dg)")
+    parser.add_argument(f"--{dash}performers", type=_names,
+                        help="comma-separated performer codes to keep (HDM05: bd,bk,dg)")
     parser.add_argument(f"--{dash}exclude-performers", default="", help="comma-separated performer codes to drop")
-    parser.add_argument(f"--{dash}tasks", help="comma-separated task labels to keep (default: all)")
+    parser.add_argument(f"--{dash}tasks", type=_names, help="comma-separated task labels to keep (default: all)")
+
+
+def _names(text: str) -> str:
+    """A comma-separated list of at least one name (kept as text; :func:`split_csv` splits
+    it). ``--tasks ''`` kept every task, as if the option were not given."""
+    if not split_csv(text):
+        raise argparse.ArgumentTypeError("give one or more comma-separated names (leave the option out for all)")
+    return text
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -384,3 +384,15 @@ def test_the_tuning_target_of_a_heuristic_without_error_is_not_comparable():
     assert target["ae_improvement"] is None and not target["ae_ok"] and not target["met"]
     table = format_setup_table({"setup": 1, "name": "no gravity", "rows": {}, "target": target})
     assert "target: Optimiser AE-A not comparable with the best heuristic (Classic)" in table
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["dataset", "label", "x.mcap", "--task", "squat", "--episode", "-1"], "argument --episode: must be >= 0, got -1"),
+    (["train", "datasets/synthetic", "--tasks", ""],
+     "argument --tasks: give one or more comma-separated names (leave the option out for all)"),
+    (["eval", "promp", "--train", "a", "--test", "b", "--test-performers", ","],
+     "argument --test-performers: give one or more comma-separated names (leave the option out for all)"),
+])
+def test_empty_or_negative_selections_are_usage_errors(capsys, argv, said):
+    """--episode -1 was "no episode -1" with exit code 1; --tasks '' kept every task."""
+    assert usage_error(capsys, argv).endswith(f"error: {said}")

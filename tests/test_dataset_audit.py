@@ -82,8 +82,9 @@ def test_list_goes_on_past_an_unreadable_recording(tmp_path, capsys):
     write_session(tmp_path / "a.mcap")
     write_undecodable_markers(tmp_path / "b.mcap")
     write_session(tmp_path / "c.mcap")
-    assert main(["dataset", "list", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    assert main(["dataset", "list", str(tmp_path)]) == 1     # the others listed; an exit code a script sees
+    out, err = capsys.readouterr()
+    assert err == "teleop dataset list: error: 1 of 3 recording(s) unreadable (above)\n"
     lines = out.splitlines()
     assert [line.split()[0] for line in lines if not line.startswith(" ")] == ["a.mcap", "b.mcap", "c.mcap"]
     [b] = [line for line in lines if line.startswith("b.mcap")]

@@ -107,7 +107,7 @@ def test_dataset_list_shows_a_pipe_as_unreadable_and_lists_the_others(tmp_path, 
         recorder.stop_episode()
     pipe = fifo(tmp_path, "pipe.mcap")
     rc, out, err = run_cli(capsys, "dataset", "list", tmp_path)
-    assert rc == 0, err
+    assert rc == 1 and err.endswith("1 of 2 recording(s) unreadable (above)\n"), err
     lines = out.splitlines()
     assert lines[0].startswith("good.mcap ") and "unreadable" not in lines[0]
     assert any(line.startswith("pipe.mcap ") and line.endswith(f"unreadable: {pipe}: not a regular file (a named "

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from teleop.cli import describe, end_output_quietly, stdout_reader_gone
-from teleop.cli_types import UsageError, recording_seconds, task_label
+from teleop.cli_types import UsageError, int_at_least, recording_seconds, task_label
 from teleop.data_args import check_out_folder, check_output_location
 
 from .channels import ROBOT_STATE
@@ -84,6 +84,11 @@ def _task(task: str) -> str:
     return printable_label(task) if task else "(unlabelled)"
 
 
+def _episode_number(text: str) -> int:
+    """``--episode N``: an episode number, 0 or more (-1 was "no episode -1", exit code 1)."""
+    return int_at_least(text, 0)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """Recordings under DIR with their duration and episodes."""
     files = recordings_in(args.directory)
@@ -93,12 +98,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     root = Path(args.directory)
     names = [str(file.relative_to(root) if root.is_dir() else file) for file in files]
     width = max(len(name) for name in names)
+    unreadable = 0
     for file, name in zip(files, names):
         try:
             recording = open_recording(file)
             episodes = recording.episodes()
         except (RecordingFormatError, OSError) as exc:   # one damaged file: the others are still listed
             print(f"{name:{width}s}  unreadable: {describe(exc)}")
+            unreadable += 1
             continue
         # A file without its footer was not recovered (nothing was): it is being written, or
         # was cut short, and what is listed is its readable part.
@@ -107,6 +114,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         for ep in episodes:
             note = "" if ep.stopped else "  (no stop marker: recording ended)"
             print(f"    #{ep.number:<3d} {_task(ep.task):20s} {ep.duration_s:8.2f} s{note}")
+    if unreadable:
+        # Listed, and an exit code a script can see (it was 0, a single unreadable file too).
+        print(f"teleop dataset list: error: {unreadable} of {len(files)} recording(s) unreadable (above)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -496,7 +508,7 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
     p.add_argument("--task", required=True, type=task_label, metavar="NAME",
                    help="task label (the folder `export` writes the episode to)")
-    p.add_argument("--episode", type=int, default=None, metavar="N",
+    p.add_argument("--episode", type=_episode_number, default=None, metavar="N",
                    help="relabel existing episode N (see list/inspect); without it a new episode is added")
     p.add_argument("--start", type=recording_seconds, default=None, metavar="S",
                    help="new episode: start, seconds from the first message (default: the first message)")
