@@ -135,6 +135,35 @@ def _warn(message: str) -> None:
     warnings.warn(message, SkippedTakesWarning, stacklevel=3)
 
 
+def _file_label(path: Path) -> str:
+    """The task of a take given as a file: the label a references take holds (what `teleop
+    dataset export` or `teleop retarget` stored, and `teleop info` shows), else its folder's
+    name. A references take copied out of its task folder was learned under the name of the
+    folder it was copied to (the working folder's, for a bare file name)."""
+    if path.suffix.lower() == ".npz" and _npz_kind(path) == "references":
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                label = str(data["label"]) if "label" in data else ""
+        except (OSError, ValueError, zipfile.BadZipFile, zlib.error, EOFError):
+            label = ""         # the reader says what is wrong with it, naming the file
+        if label and _usable_label(label):
+            return label
+    return folder_label(path.parent)
+
+
+def _usable_label(label: str) -> bool:
+    """Whether a label read from a file is one a task can have (see cli_types.task_label)."""
+    import argparse
+
+    from teleop.cli_types import task_label
+
+    try:
+        task_label(label)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
 def folder_label(folder: Path) -> str:
     """The task label a folder gives its takes: its name, taken from the absolute path, so
     that ``.`` (``cd demos/wave && teleop train .``), ``..`` or the folder of a bare file
@@ -155,7 +184,7 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
         raise FileNotFoundError(f"{root}: no such file or folder")
     refuse_special_file(root)     # neither is_file() nor a folder: it was globbed, "Not a directory"
     if root.is_file():
-        return [(root, folder_label(root.parent))]
+        return [(root, _file_label(root))]
     pairs = sorted(root.glob("p[0-9]*.csv"))
     if pairs:  # Xsens demos: the pose file of each pair
         return [(p, folder_label(root)) for p in pairs]
@@ -340,7 +369,7 @@ def check_human_motion_file(path: Path) -> None:
     if kind == "references":
         raise PreconditionError(f"{path}: robot references (already retargeted), not a human motion: teleop train, "
                                 f"eval and trial take it as a take (e.g. teleop train {path}, labelled "
-                                f"{folder_label(path.parent)!r}); here give the human motion file it was made from")
+                                f"{_file_label(path)!r}); here give the human motion file it was made from")
 
 
 def takes_a_rate(path: Path) -> bool:

@@ -425,3 +425,16 @@ def test_checks_made_before_the_work_say_what_to_change_and_no_more(demos, tmp_p
         rc, _, err = run_cli(capsys, *argv)
         assert rc == 1 and error_line(err).startswith(said), err
         assert "TELEOP_DEBUG" not in err, err
+
+
+def test_a_references_take_given_as_a_file_keeps_its_own_label(references, tmp_path, capsys):
+    """`teleop retarget squat_0.npz --out rt1` then `teleop train rt1/references.npz`: learned
+    as task "rt1" (its folder), though the file says 'squat' (as `teleop info` shows)."""
+    take = _save(references[0], tmp_path / "rt1" / "references.npz", label="squat")
+    rc, out, err = run_cli(capsys, "train", take, "-o", tmp_path / "lib.npz")
+    assert rc == 0, err
+    assert "  squat " in out and "rt1" not in out
+    # A take without a label of its own is its folder's, as before.
+    bare = _save(references[1], tmp_path / "wave" / "r.npz", label="")
+    rc, out, err = run_cli(capsys, "train", bare, "-o", tmp_path / "lib2.npz", "--force")
+    assert rc == 0 and "  wave " in out, err
