@@ -293,3 +293,22 @@ def test_a_fall_is_said_and_stops_the_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert re.search(r"teleop jog: error: the robot fell at \d+\.\d\d s \(base height 0\.\d+ m, from 0\.619 m\): "
                      r"the run stopped", err), err
+
+
+def test_a_calibration_that_looks_wrong_is_said_and_named_when_no_tag_is_seen(video, tmp_path, capsys):
+    """--calibration with fx = 1e12: the run ended "no AprilTag 36h11 was seen ... (check
+    --tag-id, the tag family, lighting and focus)", sending the user the wrong way."""
+    from teleop.jog.calibration import CameraCalibration
+
+    height, width = cv2.VideoCapture(str(video)).read()[1].shape[:2]
+    wrong = CameraCalibration(np.array([[1e12, 0, width / 2], [0, 1e12, height / 2], [0, 0, 1]]), np.zeros(5),
+                              (width, height), 0.2, "typed in")
+    path = tmp_path / "camera.json"
+    wrong.save(path)
+    rc = main(["jog", "--camera", str(video), "--calibration", str(path), "--duration", "0.5",
+               "--no-collision-checks", "--json"])
+    err = capsys.readouterr().err
+    assert f"teleop jog: warning: --calibration {path} looks wrong: fx 1e+12 px gives a horizontal field of view " \
+           "of" in err, err
+    # The tag went unseen (its poses thrown out as absurd): the calibration is named first.
+    assert rc == 1 and f"(check --calibration {path}, which looks wrong (above), --tag-id" in err, err

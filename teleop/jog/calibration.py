@@ -37,6 +37,7 @@ class CalibrationError(ValueError):
 MAX_RMS_PX = 1.0             # corners found poorly: blurred, or a wrong board mistaken for one
 MAX_ASPECT = 1.2             # fx/fy (or fy/fx): pixels are square on nearly every camera
 MAX_CENTRE_OFFSET = 0.25     # principal point's distance from the centre, as a fraction of width/height
+MIN_HFOV_DEG = 1.0           # horizontal field of view from fx: a telescope's is wider (fx = 1e12 px: 0)
 MIN_TILT_DEG = 10.0          # face-on boards only: the focal length cannot be told from the distance
 #: Fraction of the image's half-diagonal (centre to corner) the farthest board corner must
 #: reach: the distortion beyond is extrapolated, and a fit to boards near the centre only
@@ -103,6 +104,10 @@ class CameraCalibration:
         if not (fx > 0 and fy > 0) or max(fx / fy, fy / fx) > MAX_ASPECT:
             found.append(f"fx {fx:.1f} and fy {fy:.1f} px differ by more than a factor {MAX_ASPECT:g} "
                          "(pixels are square on nearly every camera)")
+        if fx > 0 and math.degrees(2 * math.atan(width / (2 * fx))) < MIN_HFOV_DEG:
+            hfov = math.degrees(2 * math.atan(width / (2 * fx)))
+            found.append(f"fx {fx:.4g} px gives a horizontal field of view of {hfov:.2g} deg over {width} px, "
+                         f"under {MIN_HFOV_DEG:g} deg (a unit or typing mistake?)")
         if abs(cx - width / 2) > MAX_CENTRE_OFFSET * width or abs(cy - height / 2) > MAX_CENTRE_OFFSET * height:
             where = "outside the image" if not (0 <= cx < width and 0 <= cy < height) else "far from its centre"
             found.append(f"principal point ({cx:.0f}, {cy:.0f}) px is {where} ({width}x{height}, centre "

@@ -330,11 +330,19 @@ def _run_jog(args: argparse.Namespace) -> int:
     if explicit_offset:
         mapping.offset = np.array(args.offset)
     calibration = None
+    calibration_problems: list[str] = []
     if args.calibration is not None:
         try:
             calibration = CameraCalibration.load(args.calibration)
         except CalibrationError as exc:   # a file that is no calibration: exit code 1, like unreadable files
             raise SystemExit(f"teleop jog: error: --calibration {exc}") from None
+        calibration_problems = calibration.problems()
+        if calibration_problems:
+            # Used (it may have been written with --accept-problems), but said: with fx = 1e12
+            # the run ended blaming lighting and focus for a tag it never saw.
+            print(f"teleop jog: warning: --calibration {args.calibration} looks wrong: "
+                  f"{'; '.join(calibration_problems)}; the tag's poses will be off, or it will go unseen",
+                  file=sys.stderr)
     try:
         camera = CameraSource(args.camera, loop=args.loop)
         first = camera.read()
@@ -380,9 +388,10 @@ def _run_jog(args: argparse.Namespace) -> int:
     if summary["frames"] and not summary["frames_with_tag"]:
         # Nothing was jogged: say why it may be, rather than end as if all went well.
         wanted = "AprilTag 36h11" + (f" id {args.tag_id}" if args.tag_id is not None else "")
+        suspect = f"--calibration {args.calibration}, which looks wrong (above), " if calibration_problems else ""
         print(f"teleop jog: warning: no {wanted} was seen in any of the {summary['frames']} frames (check "
-              "--tag-id, the tag family, lighting and focus; --make-test-video OUT writes a video that works)",
-              file=sys.stderr)
+              f"{suspect}--tag-id, the tag family, lighting and focus; --make-test-video OUT writes a video that "
+              "works)", file=sys.stderr)
         return 1
     if summary["fell"]:
         # Said, not only in the summary's last line: the run stopped early, exit code 1.
