@@ -120,3 +120,17 @@ def test_a_finite_but_huge_value_that_overflows_in_kinematics_is_refused(tmp_pat
         with pytest.raises(MotionFormatError, match="non-finite .* too large") as e:
             read_motion(path, **opts)
     assert str(e.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize("entry, found", [(None, "null"), ([0, 0, 1], "[0, 0, 1]"),
+                                          ({"p": [0, 0, 1]}, '{"p": [0, 0, 1]}')])
+def test_vr_json_a_tracker_that_is_no_pose_is_said_as_what_is_there(tmp_path, entry, found):
+    """A null tracker was "missing or malformed 'NoneType' object is not subscriptable"."""
+    path = vr_json(tmp_path / "v.json", 1, "head", "t", 0.01)
+    doc = json.loads(path.read_text())
+    doc["samples"][1]["left_hand"] = entry
+    path.write_text(json.dumps(doc))
+    with pytest.raises(MotionFormatError) as e:
+        read_motion(path)
+    assert str(e.value) == (f"{path}: sample 1: missing or malformed left_hand: expected {{\"p\": [x, y, z], "
+                            f"\"q\": [w, x, y, z]}}, found {found}")

@@ -139,7 +139,12 @@ def _read_json(path: str | os.PathLike[str]
         try:
             times[k] = float(sample["t"])
             for s in segments:
-                p, q = sample[s]["p"], sample[s]["q"]
+                entry = sample.get(s)
+                if not isinstance(entry, dict) or "p" not in entry or "q" not in entry:
+                    # Said as what is there: a null tracker was "'NoneType' object is not subscriptable".
+                    raise ValueError(f"{s}: expected {{\"p\": [x, y, z], \"q\": [w, x, y, z]}}, found "
+                                     f"{json.dumps(entry)[:40] if s in sample else 'nothing'}")
+                p, q = entry["p"], entry["q"]
                 if len(p) != 3 or len(q) != 4:
                     raise ValueError(f"{s}: p needs 3 numbers and q 4")
                 poses[s][k] = [float(v) for v in (*p, *q)]
