@@ -312,3 +312,23 @@ def test_a_calibration_that_looks_wrong_is_said_and_named_when_no_tag_is_seen(vi
            "of" in err, err
     # The tag went unseen (its poses thrown out as absurd): the calibration is named first.
     assert rc == 1 and f"(check --calibration {path}, which looks wrong (above), --tag-id" in err, err
+
+
+def test_a_broken_video_or_image_gets_the_products_error_alone(tmp_path, capfd):
+    """FFmpeg's "[mov,mp4,... @ 0x...] moov atom not found" and libpng's "libpng error: Read
+    Error", written straight to descriptor 2, came before the product's own error line."""
+    video = tmp_path / "tag.mp4"
+    assert write_tag_video(video, _trajectory, duration_s=0.5, fps=30.0) == 15
+    truncated = tmp_path / "truncated.mp4"
+    truncated.write_bytes(video.read_bytes()[: video.stat().st_size // 3])
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as failed:
+        main(["jog", "--camera", str(truncated), "--duration", "0.2"])
+    assert str(failed.value) == f"teleop jog: error: cannot open camera file {str(truncated)!r} with OpenCV"
+    assert capfd.readouterr().err == ""             # (the error line is printed as the process exits)
+    board = tmp_path / "board.png"
+    cv2.imwrite(str(board), np.full((480, 640), 255, np.uint8))
+    (tmp_path / "broken.png").write_bytes(board.read_bytes()[:200])
+    with pytest.raises(SystemExit):
+        main(["calibrate-camera", "--images", str(tmp_path / "broken.png"), "--out", str(tmp_path / "c.json")])
+    assert "libpng" not in capfd.readouterr().err

@@ -23,6 +23,7 @@ import numpy as np
 
 from retarget.file_checks import refuse_special_file
 from teleop import json_input
+from teleop.native_stderr import native_stderr_silenced
 from teleop.output_set import write_outputs_together
 
 
@@ -331,7 +332,8 @@ MIN_BOARD_IMAGE_SIDE_PX = 16
 
 def _read_grey(path: Path) -> np.ndarray:
     refuse_special_file(path, CalibrationError)   # cv2.imread of a named pipe waits for a writer
-    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+    with native_stderr_silenced():    # libpng's "libpng error: Read Error": the error below names the file
+        image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
     if image is None:
         raise CalibrationError(f"cannot read image {path}")
     if min(image.shape) < MIN_BOARD_IMAGE_SIDE_PX:

@@ -18,6 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from teleop.native_stderr import native_stderr_silenced
 from teleop.video.opencv_log import opencv_warnings_silenced
 
 
@@ -49,7 +50,9 @@ class CameraSource:
         self.is_file = isinstance(self.source, str) and "://" not in self.source
         if self.is_file and not Path(str(self.source)).exists():
             raise CameraError(f"camera source {source!r}: no such file (give a device index, a video file or a URL)")
-        with opencv_warnings_silenced():     # the error below says it for the user
+        # The error below says it for the user: OpenCV's warnings, and the lines its FFmpeg
+        # backend writes straight to descriptor 2 ("[mov,mp4,... @ 0x...] moov atom not found").
+        with opencv_warnings_silenced(), native_stderr_silenced():
             self.capture = cv2.VideoCapture(self.source)
         if not self.capture.isOpened():
             self.capture.release()
