@@ -172,16 +172,11 @@ def test_operator_refuses_a_pipe_as_its_input(tmp_path, secret, name, fifo):
     assert str(exc.value) == f"teleop operator: error: --input {pipe}: not a regular file (a named pipe)"
 
 
-def test_train_refuses_a_pipe_as_a_take(tmp_path, capsys, fifo):
-    pipe = fifo(tmp_path, "take.npz")
-    rc, _, err = run_cli(capsys, "train", pipe, "-o", tmp_path / "library.npz")
-    assert rc == 1
-    assert error_line(err) == f"{pipe}: not a regular file (a named pipe)"
-
-
-def test_calibrate_sim_refuses_a_pipe_as_its_data(tmp_path, capsys, fifo):
-    pipe = fifo(tmp_path, "recording.npz")
-    rc, _, err = run_cli(capsys, "calibrate-sim", "--data", pipe, "--out", tmp_path / "fit")
+@pytest.mark.parametrize("name, argv", [("take.npz", ["train", "{pipe}", "-o", "{tmp}/library.npz"]),
+                                        ("recording.npz", ["calibrate-sim", "--data", "{pipe}", "--out", "{tmp}/fit"])])
+def test_train_and_calibrate_sim_refuse_a_pipe_as_their_data(tmp_path, capsys, fifo, name, argv):
+    pipe = fifo(tmp_path, name)
+    rc, _, err = run_cli(capsys, *[a.format(pipe=pipe, tmp=tmp_path) for a in argv])
     assert rc == 1
     assert error_line(err) == f"{pipe}: not a regular file (a named pipe)"
 
