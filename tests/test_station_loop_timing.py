@@ -145,7 +145,7 @@ def test_overruns_shorter_than_a_second_are_counted_and_warned_about(capsys):
     assert timing.short() == "loop: 10.0 % late, body p99 15 ms, max 15 ms"
 
     timing, _ = loop_on_fake_clock(lambda k: 15.0 if k % 10 == 0 else 4.0, duration=65.0)
-    assert len(overload_warnings(capsys.readouterr().err)) == 3 == timing.warnings    # at ~2 s, ~32 s, ~62 s
+    assert len(overload_warnings(capsys.readouterr().err)) == 3 == timing.warnings    # at ~4 s, ~34 s, ~64 s
 
 
 def test_rare_overruns_and_a_slow_start_do_not_warn(capsys):
@@ -155,6 +155,15 @@ def test_rare_overruns_and_a_slow_start_do_not_warn(capsys):
     # The first second (imports, first render) is slow: counted, but no overload.
     timing, _ = loop_on_fake_clock(lambda k: 15.0 if k < 50 else 4.0, duration=15.0)
     assert timing.late >= 50 and timing.warnings == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_slow_second_after_the_warm_up_alone_does_not_warn(capsys):
+    """The robot's first camera renders are slow past the 1 s warm-up: judged on second 1
+    alone, every session warned "8.0 % ... in the last 1 s were late" 2 s in (2.5 % late over
+    the run). A window is judged once it holds 3 s."""
+    timing, _ = loop_on_fake_clock(lambda k: 15.0 if 100 <= k < 200 and k % 10 == 0 else 4.0, duration=15.0)
+    assert timing.late == 10 and timing.warnings == 0
     assert capsys.readouterr().err == ""
 
 
