@@ -453,3 +453,46 @@ def test_the_operator_says_when_the_robot_answers_but_its_video_goes_elsewhere(s
     err = capsys.readouterr().err
     assert (f"[operator] warning: the robot answers but no video has come to --video-listen 127.0.0.1:{our_video} "
             "in 3 s: does `teleop robot --video-to` name this address (and its --video-hz exceed 0)?") in err, err
+
+
+def test_the_robot_says_which_operator_it_follows_and_when_another_takes_over(monkeypatch, capsys, robot):
+    """A restarted operator took over once the first was silent for --stale-timeout, and the
+    only sign was tau_f and tau_b starting again in the status line."""
+    import threading
+    import time
+
+    from retarget.references import RobotReferences
+    from teleop.control.tracker import references_from_configuration
+    from teleop.net.protocol import PacketCodec
+
+    port = _free_udp_port()
+    monkeypatch.setenv("TELEOP_SECRET", SECRET)
+    home = references_from_configuration(robot, robot.home_configuration()).to_flat()
+    addresses: list = []
+
+    def two_operators_one_after_the_other():
+        codec = PacketCodec(SECRET.encode())
+        time.sleep(1.0)                                        # the robot station starting
+        for source_id in (7, 8):                               # a restarted station: a new source id
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                addresses.append(f"127.0.0.1:{sock.getsockname()[1]}")
+                for seq in range(1, 40):
+                    now = time.monotonic()
+                    sock.sendto(codec.encode(RobotReferences.from_flat(now, home), source_id=source_id,
+                                             stream_id=1, seq=seq, send_time=now), ("127.0.0.1", port))
+                    time.sleep(0.01)
+            time.sleep(0.6)                                    # silent for longer than --stale-timeout 0.2
+
+    thread = threading.Thread(target=two_operators_one_after_the_other, daemon=True)
+    thread.start()
+    try:
+        assert main(["robot", "--listen", f"127.0.0.1:{port}", "--duration", "4", "--video-hz", "0",
+                     "--stale-timeout", "0.2"]) == 0
+    finally:
+        thread.join(10)
+    said = [line for line in capsys.readouterr().err.splitlines() if "following the operator" in line]
+    first, second = addresses
+    assert said == [f"[robot] following the operator at {first}",
+                    f"[robot] following the operator at {second} (the previous one, {first}, silent for "
+                    "--stale-timeout): a fresh clock estimate and compensation"], said

@@ -376,6 +376,7 @@ def _run_robot(args: argparse.Namespace) -> int:
 
         said = SaidOnce()
         moves_said = [0]
+        attached_said: list = [0, None]     # operators attached so far, and the last one's address
 
         def tick():
             record = station.tick()
@@ -395,11 +396,19 @@ def _run_robot(args: argparse.Namespace) -> int:
                 print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
                       f"({format_address(station.operator)}) is active; the robot follows the first until it has been "
                       f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
+            if station.operators_attached != attached_said[0]:
+                # Said: a new operator taking over showed only as tau_f and tau_b starting again.
+                now_following = format_address(station.operator)
+                print(f"[robot] following the operator at {now_following}" + (
+                      f" (the previous one, {attached_said[1]}, silent for --stale-timeout): a fresh clock estimate "
+                      "and compensation" if attached_said[1] else ""), file=sys.stderr)
+                attached_said[:] = [station.operators_attached, now_following]
             if station.operator_moves != moves_said[0]:
                 moves_said[0] = station.operator_moves
                 was, now = station.operator_moved   # type: ignore[misc]
                 print(f"[robot] the operator's commands now come from {now} (was {was}): the same operator station "
                       "by a new path (a restarted proxy?); its clock estimate and the motion carry on", file=sys.stderr)
+                attached_said[1] = now
             if station.first_implausible is not None and said.first("implausible"):
                 # Said once: a client sending them usually sends nothing else, and the watchdog's
                 # stale hold would be all the user sees.
