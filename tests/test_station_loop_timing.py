@@ -316,13 +316,16 @@ def test_both_stations_report_their_loop_in_the_json_and_the_status_lines(tmp_pa
     status = [line for line in robot_err.splitlines() if line.startswith("[robot] ") and " qp p50 " in line]
     assert status and all(re.search(r"  loop: \d+\.\d % late, body p99 [\d.]+ ms, max [\d.]+ ms", line)
                           for line in status), robot_err[-2000:]
-    assert all("tau_f n/a tau_b 0.000 s (assumed: no video report yet)" in line for line in status), status
+    # (--video-hz 0: no report will come, and the line says so.)
+    assert all("tau_f n/a tau_b 0.000 s (assumed: no video, --video-hz 0)" in line for line in status), status
 
     stats = strict_json(op_out.strip().splitlines()[-1])
     assert {"references_sent", "feedback_received", "video_frames_displayed", "video", "network"} <= stats.keys()
     assert stats["image_age_s"] is None      # no robot answered: no clock offset, no age made up
     _check_loop_object(stats["loop"], 10.0)
-    assert stats["loop"]["ticks"] >= stats["references_sent"] > 0      # one reference at most per tick
+    # The 100 Hz synthetic operator at the 100 Hz loop: about one reference a tick (a tick
+    # after a late one sends the frames due since, at most 4).
+    assert 0.5 * stats["loop"]["ticks"] <= stats["references_sent"] <= 4 * stats["loop"]["ticks"]
 
 
 def test_the_operator_final_line_gives_the_loop_in_short(monkeypatch, capsys):

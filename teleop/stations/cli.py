@@ -302,9 +302,13 @@ def _recognised(output) -> str:
     return f" {output.task} p={output.task_probability:.2f} x{output.speed:.2f}"
 
 
-def _tau_b(telemetry: dict) -> str:
-    """τ̂_b for the status lines, saying when it is the assumed default, not a measurement."""
-    return f"{telemetry['tau_b_s']:.3f} s" + ("" if telemetry["tau_b_measured"] else " (assumed: no video report yet)")
+def _tau_b(telemetry: dict, video_hz: float) -> str:
+    """τ̂_b for the status lines, saying when it is the assumed default, not a measurement
+    (and, with ``video_hz`` 0, that no report will come: "no video report yet" promised one)."""
+    if telemetry["tau_b_measured"]:
+        return f"{telemetry['tau_b_s']:.3f} s"
+    why = "no video, --video-hz 0" if video_hz == 0 else "no video report yet"
+    return f"{telemetry['tau_b_s']:.3f} s (assumed: {why})"
 
 
 #: Time [s] between two status lines of a station.
@@ -420,7 +424,8 @@ def _run_robot(args: argparse.Namespace) -> int:
                 print(f"[robot] {record.watchdog:8s} {record.compensation:11s}"
                       f"{_recognised(station.last_compensator_output)} "
                       f"tau_f {_seconds(tel['tau_f_mean_s'])} "
-                      f"tau_b {_tau_b(tel)}  qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
+                      f"tau_b {_tau_b(tel, args.video_hz)}  "
+                      f"qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
                       f"{loop_timing.short()}",
                       file=sys.stderr)
 
@@ -444,7 +449,7 @@ def _run_robot(args: argparse.Namespace) -> int:
               "whole-body control "
               f"per tick p50 {timing.get('total_p50_ms', float('nan')):.2f} ms, p99 "
               f"{timing.get('total_p99_ms', float('nan')):.2f} ms, tau_f {_seconds(telemetry['tau_f_mean_s'])}, "
-              f"tau_b {_tau_b(telemetry)}, {loop_timing.short()}, joint speeds up to "
+              f"tau_b {_tau_b(telemetry, args.video_hz)}, {loop_timing.short()}, joint speeds up to "
               f"{telemetry['max_joint_speed_ratio']:.2f} of their limits"
               + (f" (it touched the scene for {telemetry['scene_contact_s']:.2f} s: {telemetry['first_scene_contact']})"
                  if telemetry["scene_contact_s"] else "")
