@@ -440,3 +440,26 @@ def test_timestamps_follow_a_time_code_that_stalled():
         assert source.poll(26.55)[0] == pytest.approx(26.55, abs=1e-4)
     finally:
         source.close()
+
+
+def test_every_pose_received_between_two_ticks_is_given_in_order():
+    """A 100 Hz stream into the 100 Hz operator loop: two poses often arrive between two
+    ticks, and taking the newest lost the other (a recording streamed back by `stream-mvn`
+    was sent at 70-77 poses a second, and recorded so). ``frames_until`` gives them all;
+    ``poll`` still gives the newest, as a live tracker's reader does."""
+    codec = MvnCodec()
+    identity = (np.zeros(3), np.array([1.0, 0, 0, 0]))
+    source = XsensLiveSource(("127.0.0.1", 0), clock=lambda: 100.0)
+    try:
+        for k in range(3):
+            source.handle_datagram(codec.encode_pose(k, 5000 + 10 * k, {"pelvis": identity})[0], 100.0 + 0.01 * k)
+        frames = source.frames_until()
+        assert np.allclose(np.diff([t for t, _ in frames]), 0.01, atol=1e-5) and len(frames) == 3
+        assert source.frames_until() == [] and source.poll() is None        # each pose once
+        for k in range(3, 5):
+            source.handle_datagram(codec.encode_pose(k, 5000 + 10 * k, {"pelvis": identity})[0], 100.0 + 0.01 * k)
+        newest = source.poll()
+        assert newest is not None and newest[0] == pytest.approx(frames[-1][0] + 0.02, abs=1e-5)
+        assert source.frames_until() == []                                   # taken with the newest
+    finally:
+        source.close()

@@ -10,7 +10,8 @@ the segments, not MVN's.
 :meth:`XsensLiveSource.poll` drains the socket without blocking, reassembles samples that
 span several datagrams, decodes them (:mod:`teleop.inputs.mvn_protocol`: positions to metres, MVN's
 T-pose arm frames -> N-pose frames, segment IDs 1..23 -> names) and returns the newest
-complete pose not returned yet. Anything else on the port -- foreign datagrams, truncated
+complete pose not returned yet (:meth:`XsensLiveSource.frames_until`: all of them).
+Anything else on the port -- foreign datagrams, truncated
 or inconsistent ones, other senders, other characters, unknown message types -- is dropped
 and counted in :attr:`XsensLiveSource.stats`; it never raises. When no pose comes,
 :meth:`XsensLiveSource.pose_stream_hint` says why from what arrived since the last pose (the
@@ -68,7 +69,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Callable
 
 import numpy as np
@@ -123,6 +124,9 @@ META_TAGS = ("name", "xmid", "color")
 META_VALUE_MAX = 256
 #: Drop reasons of datagrams that are MVN's but damaged or cut on the way.
 _DAMAGED = ("truncated", "bad_size", "incomplete", "bad_content")
+#: Most poses kept for :meth:`XsensLiveSource.frames_until` between two calls: a second of a
+#: 240 Hz stream (the caller sends only the newest few of a backlog anyway).
+PENDING_FRAMES = 256
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -244,6 +248,8 @@ class XsensLiveSource:
         self._other_character: int | None = None
         self._newest: Frame | None = None
         self._returned = True
+        # Poses not returned yet, oldest first (bounded: a caller that stalls keeps the newest).
+        self._pending: deque[Frame] = deque(maxlen=PENDING_FRAMES)
         self._reset_timing(None)
 
     def _reset_timing(self, origin) -> None:
@@ -397,6 +403,7 @@ class XsensLiveSource:
             self._count("dropped_duplicate")
             return
         self._newest = (t, pose)
+        self._pending.append(self._newest)
         self._last_pose_key = (sender, header.sample_counter, header.time_code_ms)
         self._returned = False
         self._count("samples")
@@ -536,10 +543,23 @@ class XsensLiveSource:
     def poll(self, now: float | None = None) -> Frame | None:
         """The newest complete pose not returned yet (see the module docstring), or None."""
         self.receive()
+        self._pending.clear()
         if self._returned or self._newest is None:
             return None
         self._returned = True
         return self._newest
+
+    def frames_until(self, now: float | None = None) -> list[Frame]:
+        """Every complete pose received and not returned yet, oldest first (at most the last
+        :data:`PENDING_FRAMES`). The operator station takes them all (thinned), and records
+        them: taking only the newest per tick of a 100 Hz stream into the 100 Hz loop lost
+        a pose whenever two arrived between two ticks (`stream-mvn` of a recording: 70-77
+        poses a second sent, and recorded)."""
+        self.receive()
+        frames = list(self._pending)
+        self._pending.clear()
+        self._returned = True
+        return frames
 
     def close(self) -> None:
         self._sock.close()
