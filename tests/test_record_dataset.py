@@ -288,3 +288,15 @@ def test_label_refuses_an_episode_it_has_and_warns_of_an_overlap(tmp_path, capsy
                       "teleop dataset label: warning: the new episode (2.000 s .. 2.700 s) overlaps episode 2 'wave' "
                       "(2.600 s .. 2.900 s): exported, the samples they share are in both takes"]
     assert len(open_recording(source).episodes()) == 4
+
+
+def test_a_trimmed_copy_does_not_carry_the_sources_recorder_counts(tmp_path):
+    """A trimmed copy holding 4515 of its source's 4929 messages said "teleop.recorder_stats:
+    logged=4929, written=4929"; a relabelled copy (every message) keeps them."""
+    source = write_session(tmp_path / "s.mcap")
+    assert "teleop.recorder_stats" in dict(open_recording(source).metadata)
+    trimmed, labelled = tmp_path / "t.mcap", tmp_path / "l.mcap"
+    assert dataset_cli.main(["trim", str(source), "--start", "0.5", "--end", "2.0", "-o", str(trimmed)]) == 0
+    assert "teleop.recorder_stats" not in dict(open_recording(trimmed).metadata)
+    assert dataset_cli.main(["label", str(source), "--episode", "1", "--task", "reach", "-o", str(labelled)]) == 0
+    assert "teleop.recorder_stats" in dict(open_recording(labelled).metadata)

@@ -30,7 +30,7 @@ from .channels import EPISODE_SPEC, EPISODES
 from .messages import EpisodeMarker
 from .mcap_index import DataBlock, FileIndex, RecordingFormatError, iter_block_messages, select_blocks
 from .reader import Episode, Recording
-from .recorder import CHUNK_SIZE_BYTES, LIBRARY
+from .recorder import CHUNK_SIZE_BYTES, LIBRARY, RECORDER_STATS_METADATA
 
 #: Name of the metadata record a rewrite adds.
 REWRITE_METADATA = "teleop.rewrite"
@@ -85,7 +85,12 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
             writer = Writer(f, chunk_size=CHUNK_SIZE_BYTES, compression=CompressionType.ZSTD)
             writer.start(profile=index.header.profile, library=LIBRARY)
             channel_ids, episodes_id = _register_channels(writer, index, bool(markers))
+            whole = start_ns is None and end_ns is None and operation != "recover"
             for record in index.metadata:
+                if record.name == RECORDER_STATS_METADATA and not whole:
+                    # The recorder's counts are the source's: a trimmed copy holding 4515 of its
+                    # 4929 messages said "logged=4929, written=4929".
+                    continue
                 writer.add_metadata(record.name, dict(record.metadata))
             writer.add_metadata(REWRITE_METADATA, {"source": str(recording.path), "operation": operation,
                                                    "source_complete": str(recording.complete).lower()})
