@@ -300,3 +300,13 @@ def test_a_trimmed_copy_does_not_carry_the_sources_recorder_counts(tmp_path):
     assert "teleop.recorder_stats" not in dict(open_recording(trimmed).metadata)
     assert dataset_cli.main(["label", str(source), "--episode", "1", "--task", "reach", "-o", str(labelled)]) == 0
     assert "teleop.recorder_stats" in dict(open_recording(labelled).metadata)
+
+
+def test_list_takes_several_folders(tmp_path, capsys):
+    """`dataset list A B` was refused with the usage of `teleop dataset`, not of `list`."""
+    for folder in ("alice", "bob"):
+        (tmp_path / folder).mkdir()
+        write_session(tmp_path / folder / "s.mcap")
+    assert dataset_cli.main(["list", str(tmp_path / "alice"), str(tmp_path / "bob")]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert listed == [str(tmp_path / "alice" / "s.mcap"), str(tmp_path / "bob" / "s.mcap")]

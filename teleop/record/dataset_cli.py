@@ -90,13 +90,16 @@ def _episode_number(text: str) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Recordings under DIR with their duration and episodes."""
-    files = recordings_in(args.directory)
+    """Recordings under each DIR with their duration and episodes."""
+    roots = [Path(d) for d in args.directories]
+    found = [(root, recordings_in(root)) for root in roots]      # every path checked before any is listed
+    files = [file for _, in_root in found for file in in_root]
     if not files:
-        print(f"{args.directory}: no .mcap recordings")
+        print(f"{', '.join(map(str, roots))}: no .mcap recordings")
         return 0
-    root = Path(args.directory)
-    names = [str(file.relative_to(root) if root.is_dir() else file) for file in files]
+    # Below one folder, named from it; from several, by their paths (two may share a name).
+    names = [str(file.relative_to(root) if root.is_dir() and len(roots) == 1 else file)
+             for root, in_root in found for file in in_root]
     width = max(len(name) for name in names)
     unreadable = 0
     for file, name in zip(files, names):
@@ -482,7 +485,8 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="dataset_command", required=True, metavar="COMMAND")
 
     p = _subcommand(sub, "list", cmd_list)
-    p.add_argument("directory", metavar="DIR", help="folder searched for .mcap files (or one file)")
+    p.add_argument("directories", nargs="+", metavar="DIR",
+                   help="folders searched for .mcap files (or recordings), one or more")
 
     p = _subcommand(sub, "inspect", cmd_inspect)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
