@@ -84,10 +84,13 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 def main(argv: list[str] | None = None) -> int:
     try:
         # Building the parser imports every command's module (OpenCV's among them: a second
-        # or so): a Ctrl-C then printed a traceback and died by the signal.
-        parser = build_parser()
-        args = _parse(parser, argv)
+        # or so): a Ctrl-C then printed a traceback and died by the signal, and a SIGTERM
+        # (an IDE's stop button, `timeout`) ended it with code 143 and not a word.
+        with sigterm_as_interrupt():
+            parser = build_parser()
+            args = _parse(parser, argv)
     except KeyboardInterrupt:
+        stop_handled()
         _tell("interrupted")
         return 130
     if not getattr(args, "func", None):

@@ -207,3 +207,25 @@ def test_a_stop_signal_delivered_twice_does_not_abort_the_cleanup():
             time.sleep(5.0)
     assert cleaned
     assert signal.getsignal(signal.SIGINT) is sigint_before
+
+
+def test_a_sigterm_while_the_commands_load_is_an_interruption(monkeypatch, capsys):
+    """SIGTERM in the first second (the parser imports every command's module) ended the
+    process with code 143 and not a word; as a Ctrl-C then: "interrupted", exit code 130."""
+    import os
+    import signal
+
+    import teleop.cli as cli
+
+    build = cli.build_parser
+
+    def build_while_stopped():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5.0)                      # the handler raises at once; never finished
+        return build()
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli, "build_parser", build_while_stopped)
+    assert cli.main(["info"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+    assert signal.getsignal(signal.SIGTERM) == before
