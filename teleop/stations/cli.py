@@ -326,7 +326,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.sim.lowpoly import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
     from teleop.sim.simulator import Simulation
-    from teleop.net.protocol import format_address
+    from teleop.stations.robot_events import RobotEvents
     from teleop.stations.robot_station import RobotStation, RobotStationConfig
     from teleop.video.sender import VideoSender
 
@@ -378,46 +378,13 @@ def _run_robot(args: argparse.Namespace) -> int:
         last_print = [time.monotonic()]
         loop_timing = LoopTiming(station.dt)     # filled by run_loop, read by the status lines
 
-        said = SaidOnce()
-        moves_said = [0]
-        attached_said: list = [0, None]     # operators attached so far, and the last one's address
+        events = RobotEvents()
 
         def tick():
             record = station.tick()
             if recording is not None:
                 recording.after_tick(station, record)
-            if station.first_scene_contact is not None and said.first("scene contact"):
-                # Said: the contact pushes the joints beyond the speeds the controller
-                # commands, and the hand stops where the operator's goes on.
-                print(f"[robot] warning: the robot touches the scene ({station.first_scene_contact}): a contact "
-                      "pushes its joints and stops the hand short of the operator's", file=sys.stderr)
-            if station.fell_at is not None and said.first("fall"):
-                # Said at once: the simulated robot stays down, and everything after is moot.
-                print("[robot] warning: the robot fell (a body part other than the feet touches the ground); "
-                      "restart the robot station to stand it up again", file=sys.stderr)
-            if station.first_foreign_sender is not None and said.first("other operator"):
-                # Said at once: the second operator's station only sees a robot that never answers.
-                print(f"[robot] warning: refusing commands from {station.first_foreign_sender}: another operator "
-                      f"({format_address(station.operator)}) is active; the robot follows the first until it has been "
-                      f"silent for --stale-timeout ({station.config.stale_timeout:g} s)", file=sys.stderr)
-            if station.operators_attached != attached_said[0]:
-                # Said: a new operator taking over showed only as tau_f and tau_b starting again.
-                now_following = format_address(station.operator)
-                print(f"[robot] following the operator at {now_following}" + (
-                      f" (the previous one, {attached_said[1]}, silent for --stale-timeout): a fresh clock estimate "
-                      "and compensation" if attached_said[1] else ""), file=sys.stderr)
-                attached_said[:] = [station.operators_attached, now_following]
-            if station.operator_moves != moves_said[0]:
-                moves_said[0] = station.operator_moves
-                was, now = station.operator_moved   # type: ignore[misc]
-                print(f"[robot] the operator's commands now come from {now} (was {was}): the same operator station "
-                      "by a new path (a restarted proxy?); its clock estimate and the motion carry on", file=sys.stderr)
-                attached_said[1] = now
-            if station.first_implausible is not None and said.first("implausible"):
-                # Said once: a client sending them usually sends nothing else, and the watchdog's
-                # stale hold would be all the user sees.
-                print(f"[robot] warning: refusing commands no operator can mean, from {station.first_implausible}; "
-                      "the robot keeps its last command (holds its pose if nothing else arrives)", file=sys.stderr)
+            events.say_new(station)
             if time.monotonic() - last_print[0] > STATUS_INTERVAL_S:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
