@@ -141,27 +141,16 @@ def _file_label(path: Path) -> str:
     name. A references take copied out of its task folder was learned under the name of the
     folder it was copied to (the working folder's, for a bare file name)."""
     if path.suffix.lower() == ".npz" and _npz_kind(path) == "references":
+        from teleop.record.labels import task_problem     # (loads the MCAP reader: only here)
+
         try:
             with np.load(path, allow_pickle=False) as data:
                 label = str(data["label"]) if "label" in data else ""
         except (OSError, ValueError, zipfile.BadZipFile, zlib.error, EOFError):
             label = ""         # the reader says what is wrong with it, naming the file
-        if label and _usable_label(label):
+        if label and task_problem(label) is None:     # a label a task can have (the export's rule)
             return label
     return folder_label(path.parent)
-
-
-def _usable_label(label: str) -> bool:
-    """Whether a label read from a file is one a task can have (see cli_types.task_label)."""
-    import argparse
-
-    from teleop.cli_types import task_label
-
-    try:
-        task_label(label)
-    except argparse.ArgumentTypeError:
-        return False
-    return True
 
 
 def folder_label(folder: Path) -> str:

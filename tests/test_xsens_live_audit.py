@@ -39,10 +39,9 @@ def feed(source: XsensLiveSource, datagrams: list[bytes], arrival: float, sender
 
 def newest(source: XsensLiveSource):
     """The frame the last datagrams produced, if any (poll() without reading the socket)."""
-    if source._returned or source._newest is None:
-        return None
-    source._returned = True
-    return source._newest
+    frames = list(source._pending)
+    source._pending.clear()
+    return frames[-1] if frames else None
 
 
 def header(message_type: bytes = b"02", items: int = 0, payload: int = 0, character: int = 0) -> bytes:

@@ -247,7 +247,6 @@ class XsensLiveSource:
         self._other_sender_said = False
         self._other_character: int | None = None
         self._newest: Frame | None = None
-        self._returned = True
         # Poses not returned yet, oldest first (bounded: a caller that stalls keeps the newest).
         self._pending: deque[Frame] = deque(maxlen=PENDING_FRAMES)
         self._reset_timing(None)
@@ -405,7 +404,6 @@ class XsensLiveSource:
         self._newest = (t, pose)
         self._pending.append(self._newest)
         self._last_pose_key = (sender, header.sample_counter, header.time_code_ms)
-        self._returned = False
         self._count("samples")
         if self._sender_locked and sender == self.sender:
             self._sender_pose_at = arrival
@@ -542,12 +540,8 @@ class XsensLiveSource:
     # --------------------------------------------------------------- interface
     def poll(self, now: float | None = None) -> Frame | None:
         """The newest complete pose not returned yet (see the module docstring), or None."""
-        self.receive()
-        self._pending.clear()
-        if self._returned or self._newest is None:
-            return None
-        self._returned = True
-        return self._newest
+        frames = self.frames_until(now)
+        return frames[-1] if frames else None
 
     def frames_until(self, now: float | None = None) -> list[Frame]:
         """Every complete pose received and not returned yet, oldest first (at most the last
@@ -558,7 +552,6 @@ class XsensLiveSource:
         self.receive()
         frames = list(self._pending)
         self._pending.clear()
-        self._returned = True
         return frames
 
     def close(self) -> None:

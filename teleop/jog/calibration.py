@@ -105,8 +105,8 @@ class CameraCalibration:
         if not (fx > 0 and fy > 0) or max(fx / fy, fy / fx) > MAX_ASPECT:
             found.append(f"fx {fx:.1f} and fy {fy:.1f} px differ by more than a factor {MAX_ASPECT:g} "
                          "(pixels are square on nearly every camera)")
-        if fx > 0 and math.degrees(2 * math.atan(width / (2 * fx))) < MIN_HFOV_DEG:
-            hfov = math.degrees(2 * math.atan(width / (2 * fx)))
+        hfov = math.degrees(2 * math.atan(width / (2 * fx))) if fx > 0 else float("nan")
+        if hfov < MIN_HFOV_DEG:
             found.append(f"fx {fx:.4g} px gives a horizontal field of view of {hfov:.2g} deg over {width} px, "
                          f"under {MIN_HFOV_DEG:g} deg (a unit or typing mistake?)")
         if abs(cx - width / 2) > MAX_CENTRE_OFFSET * width or abs(cy - height / 2) > MAX_CENTRE_OFFSET * height:

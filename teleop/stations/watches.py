@@ -124,9 +124,8 @@ class CommandLinkWatch:
     def __init__(self, station, video, after: float = 3.0, quiet: float = 30.0, said_per_quiet: int = 3) -> None:
         self.station, self.video, self.after, self.quiet = station, video, after, quiet
         self.said_recently: deque[float] = deque(maxlen=said_per_quiet)   # when the last dropouts were said
-        self.said_at = 0.0                     # when the last line about dropouts was said
         self.said_this = False                 # the dropout going on now was said (its end is said too)
-        self.unsaid = 0                        # dropouts since said_at not said one by one
+        self.unsaid = 0                        # dropouts since the last line not said one by one
         self.longest_unsaid_s = 0.0
         self.cut_since = 0.0
         self.feedback_count = station.feedback_received
@@ -163,7 +162,6 @@ class CommandLinkWatch:
             self.said_this = not self.unsaid and len(recent) < (self.said_recently.maxlen or 0)
             if self.said_this:
                 self.said_recently.append(now)
-                self.said_at = now
                 why = "the robot reports our commands stale" if stale else \
                     f"no feedback for {now - self.feedback_at:.1f} s while its video arrives"
                 print(f"[operator] warning: {why}: our commands no longer reach the robot, which holds its pose "
@@ -176,7 +174,7 @@ class CommandLinkWatch:
                 print("[operator] the robot receives our commands again", file=sys.stderr)
             else:
                 self.longest_unsaid_s = max(self.longest_unsaid_s, now - self.cut_since)
-        if self.unsaid and now - self.said_at >= self.quiet:
+        if self.unsaid and now - self.said_recently[-1] >= self.quiet:
             self._say_unsaid(now)
 
     def finish(self) -> None:
@@ -190,9 +188,10 @@ class CommandLinkWatch:
             self.said_this = True      # its end is said as usual
         longest = (f", the longest {self.longest_unsaid_s:.1f} s" if self.longest_unsaid_s else "")
         print(f"[operator] warning: our commands stopped reaching the robot {self.unsaid} more "
-              f"time{'s' if self.unsaid > 1 else ''} in the last {now - self.said_at:.0f} s{longest}"
+              f"time{'s' if self.unsaid > 1 else ''} in the last {now - self.said_recently[-1]:.0f} s{longest}"
               + (", and still do not" if still else "")
               + "; the robot held its pose each time (a link that loses commands in bursts?)", file=sys.stderr)
-        self.said_at, self.unsaid, self.longest_unsaid_s = now, 0, 0.0
-        # The dropouts go on: one such line per `quiet` from now, not a burst of single warnings.
+        self.unsaid, self.longest_unsaid_s = 0, 0.0
+        # The dropouts go on: one such line per `quiet` from now (the last line said is the
+        # newest entry), not a burst of single warnings.
         self.said_recently.extend([now] * (self.said_recently.maxlen or 0))
