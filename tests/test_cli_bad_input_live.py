@@ -46,9 +46,11 @@ def test_station_values_are_checked_by_argparse(capsys, argv, expected):
 
 @pytest.mark.parametrize("command, option", [("robot", "--record"), ("operator", "--record"),
                                              ("robot", "--secret-file"), ("operator", "--secret-file")])
-def test_station_files_that_are_directories_are_refused(capsys, tmp_path, command, option):
-    message = usage_error(capsys, [command, option, str(tmp_path)])
-    assert f"argument {option}: {tmp_path} is a directory" in message
+def test_station_files_that_are_folders_are_refused(capsys, tmp_path, command, option):
+    """What is on disk, not a malformed value: exit code 1, as every output of the wrong kind
+    (it was argparse's exit code 2 here and 1 for train -o and dataset -o)."""
+    assert main([command, option, str(tmp_path), "--duration", "0.1"]) == 1
+    assert f"teleop {command}: error: {option} {tmp_path} is a folder: give a file name" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["robot", "operator"])

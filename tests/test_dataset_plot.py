@@ -339,7 +339,7 @@ def test_plot_errors_clearly_and_writes_nothing(tmp_path, capsys, make, words):
 
 def test_plot_refuses_outputs_it_cannot_write(robot_file, capsys):
     for output, words in ((robot_file.parent / "plot.svg", "give a .png file name"),
-                          (robot_file.parent, "is a directory"),
+                          (robot_file.parent, "is a folder"),
                           (robot_file.parent / "missing" / "x.png", "no folder")):
         assert plot(robot_file, "-o", output) == 1
         assert words in capsys.readouterr().err

@@ -59,7 +59,7 @@ def test_calibrate_sim_perturb_out_of_range_names_the_option(tmp_path, capsys):
 def test_calibrate_sim_test_recording_into_a_folder_is_refused(tmp_path, capsys):
     folder = tmp_path / "demo"
     folder.mkdir()
-    assert main(["calibrate-sim", "--make-test-recording", str(folder)]) == 2
+    assert main(["calibrate-sim", "--make-test-recording", str(folder)]) == 1
     assert _error_line(capsys) == (f"teleop calibrate-sim: error: --make-test-recording {folder} is a folder: "
                                    "give a .npz or .json file")
 

@@ -10,7 +10,7 @@ import math
 import sys
 from pathlib import Path
 
-from teleop.cli_types import UsageError
+from teleop.cli_types import PreconditionError, UsageError
 
 
 def partial_path(out: Path) -> Path:
@@ -160,15 +160,14 @@ def make_test_video(args: argparse.Namespace) -> int:
     from teleop.progress import progress_bar
 
     out, duration, fps = args.make_test_video, args.duration or 10.0, TEST_VIDEO_FPS
-    if out.is_dir():
-        raise UsageError(f"--make-test-video {out} is a folder: give the video file to write, "
-                         f"e.g. {out / 'tag.mp4'}")
+    if out.is_dir():   # what is on disk, not a malformed value: exit code 1, as the existing file below
+        raise PreconditionError(f"--make-test-video {out} is a folder: give the video file to write, "
+                                f"e.g. {out / 'tag.mp4'}")
     if out.suffix.lower() not in (".mp4", ".avi"):
         raise UsageError(f"--make-test-video {out}: give a .mp4 or .avi file name")
     if out.exists() and not args.force:
-        # What is on disk, not a malformed value: 1, as calibrate-sim's --make-test-recording.
-        raise SystemExit(f"teleop jog: error: --make-test-video {out} exists: pass --force to overwrite it, "
-                         "or choose another file")
+        raise PreconditionError(f"--make-test-video {out} exists: pass --force to overwrite it, "
+                                "or choose another file")
     problem = check_test_video_options(args.tag_size, args.hfov, duration)
     if problem:
         raise UsageError(problem)

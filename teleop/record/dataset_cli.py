@@ -54,7 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from teleop.cli import describe, end_output_quietly, stdout_reader_gone
-from teleop.cli_types import UsageError, int_at_least, recording_seconds, task_label
+from teleop.cli_types import PreconditionError, UsageError, int_at_least, recording_seconds, task_label
 from teleop.data_args import check_out_folder, check_output_location
 
 from .channels import ROBOT_STATE
@@ -193,7 +193,7 @@ def _check_output(output: Path, force: bool) -> None:
     """Refuse an output that is a folder, or an existing file without --force (a recording
     is often the only copy of a session)."""
     if output.is_dir():
-        raise ValueError(f"-o {output} is a directory: give a file name")
+        raise PreconditionError(f"-o {output} is a folder: give a file name")
     check_output_location(output, "-o")     # below a file: the OS's "File exists" when written
     if output.exists() and not force:
         raise ValueError(f"-o {output} exists: pass --force to overwrite it, or choose another -o")

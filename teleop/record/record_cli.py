@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     output = args.output or _default_output()
     # Checked before the source starts: a recording is often the only copy of a session.
     if output.is_dir():
-        raise UsageError(f"-o {output} is a directory: give a file name")
+        raise PreconditionError(f"-o {output} is a folder: give a file name")
     from teleop.data_args import check_output_location, check_recording_name
 
     check_recording_name(output, "-o")

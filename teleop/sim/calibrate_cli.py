@@ -97,6 +97,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if (args.data is None) == (args.make_test_recording is None):
         raise UsageError("give exactly one of --data RECORDING or --make-test-recording OUT")
+    if args.make_test_recording is not None and args.make_test_recording.is_dir():
+        # What is on disk, not a malformed value: exit code 1, as every output of the wrong kind.
+        raise PreconditionError(f"--make-test-recording {args.make_test_recording} is a folder: "
+                                "give a .npz or .json file")
     problem = _test_recording_option_problem(args) if args.make_test_recording is not None else None
     if problem:
         raise UsageError(problem)
@@ -147,8 +151,6 @@ def _test_recording_option_problem(args: argparse.Namespace) -> str | None:
     # Noise beyond it is no servo's: 1e308 rad ran the whole simulation, then blamed the file.
     if args.noise > MAX_TEST_NOISE_RAD:
         return f"--noise must be at most {MAX_TEST_NOISE_RAD:g} rad, got {args.noise:g}"
-    if out.is_dir():   # the wrong kind of path, as the stations' --record refuses a folder (exit 2)
-        return f"--make-test-recording {out} is a folder: give a .npz or .json file"
     if out.suffix.lower() not in (".npz", ".json"):
         return f"--make-test-recording {out}: unknown recording format (expected .npz or .json)"
     return None

@@ -51,12 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="hold a safe pose after this long without commands [s] (default: 0.5)")
     robot.add_argument("--duration", type=positive_float,
                        help="stop after this many seconds (default: run until Ctrl-C)")
-    robot.add_argument("--secret-file", type=_file,
+    robot.add_argument("--secret-file", type=Path,
                        help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
     robot.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     robot.add_argument("--gui", action="store_true", help="show pybullet's GUI window")
     robot.add_argument("--json", action="store_true", help="print the final telemetry as JSON")
-    robot.add_argument("--record", type=_file, metavar="FILE", help="record every stream to this MCAP file "
+    robot.add_argument("--record", type=Path, metavar="FILE", help="record every stream to this MCAP file "
                        "(delivered and compensated commands, robot state, camera frames, network statistics)")
     robot.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
                        "labelled NAME, ready for `teleop dataset export --channel delivered` (the record button "
@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "'openvr' (SteamVR), or a motion file replayed at its true rate (default: synthetic)")
     op.add_argument("--vr-config", type=Path,
                     help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
-    op.add_argument("--record", type=_file, metavar="FILE", help="record every stream to this MCAP file "
+    op.add_argument("--record", type=Path, metavar="FILE", help="record every stream to this MCAP file "
                     "(raw input, references, received camera frames, network statistics)")
     op.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
                     "labelled NAME, ready for `teleop dataset export` and `teleop train` (the record button stops "
@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="display: none, the local web viewer, or the VR headset (SteamVR) (default: none)")
     op.add_argument("--port", type=port, default=None, help="web viewer port (default: 8080)")
     op.add_argument("--duration", type=positive_float, help="stop after this many seconds")
-    op.add_argument("--secret-file", type=_file, help="shared secret file")
+    op.add_argument("--secret-file", type=Path, help="shared secret file")
     op.add_argument("--json", action="store_true", help="print the final statistics as JSON")
     op.set_defaults(func=runs_on_without_its_reader(_said_as("operator", _run_operator)))
 
@@ -137,15 +137,6 @@ class _StationFormatter(logging.Formatter):
 
 #: Seconds of the robot's FEEDBACK without a single video datagram before the operator says so.
 NO_VIDEO_AFTER_S = 3.0
-
-
-def _file(text: str) -> Path:
-    """A file to read or write: an existing directory is refused here, before the station starts
-    (opening it later would only fail with IsADirectoryError)."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a directory: give a file name")
-    return path
 
 
 def _input_spec(text: str) -> str:
@@ -219,11 +210,16 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
     return robot
 
 
-def _check_record_target(args: argparse.Namespace) -> None:
-    """Refuse to overwrite a recording (often the only copy of a session) unless --force,
-    before anything starts."""
+def _check_station_files(args: argparse.Namespace) -> None:
+    """Refuse a folder given as --record or --secret-file, and a recording (often the only
+    copy of a session) that would be overwritten without --force, before anything starts."""
     from teleop.data_args import check_output_location, check_recording_name
 
+    # A folder is what is on disk, not a malformed value: exit code 1, checked before the
+    # station starts (opening it later would only fail with IsADirectoryError).
+    for option, path in (("--record", args.record), ("--secret-file", args.secret_file)):
+        if path is not None and path.is_dir():
+            raise PreconditionError(f"{option} {path} is a folder: give a file name")
     if args.record is not None:
         check_recording_name(args.record, "--record")
         check_output_location(args.record, "--record")   # below a file: "File exists" once recording
@@ -316,7 +312,7 @@ STATUS_INTERVAL_S = 2.0
 
 
 def _run_robot(args: argparse.Namespace) -> int:
-    _check_record_target(args)
+    _check_station_files(args)
     from promp.library import TaskLibrary
     from retarget.references import FLAT_SIZE
     from teleop.net.protocol import PacketCodec, video_mac
@@ -479,7 +475,7 @@ def _operator_view_stats(station, video, endpoint) -> dict:
 
 
 def _run_operator(args: argparse.Namespace) -> int:
-    _check_record_target(args)
+    _check_station_files(args)
     _check_operator_options(args)
     robot_address = _check_command_link(args)
     from teleop.clock import WallClock
