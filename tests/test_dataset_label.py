@@ -137,11 +137,11 @@ def test_robot_recording_exports_its_delivered_commands(tmp_path, capsys):
     operator, robot = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=2)
     session = tmp_path / "robot.mcap"
     recording = RobotRecording(session, clock)
-    endpoint = recording.wrap_endpoint(robot)
     for i in range(60):
         clock.advance(PERIOD_S)
         operator.send(RobotReferences.from_flat(clock.now(), np.full(FLAT_SIZE, i * 0.01)), robot.address)
-        endpoint.poll()
+        for received in robot.poll():       # what the robot station takes, as it records it
+            recording.delivered(received.packet.message, received.arrival_time)
     recording.close()
     delivered = open_recording(session).channel("delivered").count
     assert delivered == 60

@@ -59,7 +59,7 @@ def robot_recording(tmp_path_factory, robot, station_sim) -> Path:
     clock = VirtualClock()
     operator, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.05), clock, seed=5)
     recording = RobotRecording(path, clock, robot.joint_names, task="reach")
-    station = RobotStation(recording.wrap_endpoint(robot_ep), robot, station_sim, None,
+    station = RobotStation(robot_ep, robot, station_sim, None,
                            RobotStationConfig(video_hz=0, stale_timeout=0.2, resume_duration=0.3))
     home = references_from_configuration(robot, station.tracker.q).to_flat()
     try:

@@ -165,7 +165,7 @@ def robot_session(path, robot, sim):
     clock = VirtualClock()
     operator, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=3)
     recording = RobotRecording(path, clock, robot.joint_names)
-    station = RobotStation(recording.wrap_endpoint(robot_ep), robot, sim, None,
+    station = RobotStation(robot_ep, robot, sim, None,
                            RobotStationConfig(video_hz=0, stale_timeout=0.2, resume_duration=0.3))
     home = references_from_configuration(robot, station.tracker.q).to_flat()
     ticks = []

@@ -141,7 +141,6 @@ def test_a_sample_time_far_from_its_send_time_is_implausible(robot, station_sim)
     assert station.implausibility(received(5.5, 5.0)) is None           # half a second ahead
     assert "+1e+11 s from its packet's send time" in station.implausibility(received(1e11, 0.0))
     assert "-12 s from its packet's send time" in station.implausibility(received(0.0, 12.0))
-    assert not station.takes(received(1e11, 0.0))
 
 
 def test_a_delivered_command_stamped_centuries_ahead_is_recorded_not_fatal(tmp_path, robot):

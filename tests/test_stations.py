@@ -217,19 +217,25 @@ def test_a_restarted_operator_takes_over_once_the_first_is_silent(robot, station
             ep.close()
 
 
-def test_packets_the_network_lost_replayed_while_the_operator_is_silent_take_nothing_over(robot, station_sim):
+def test_packets_the_network_lost_replayed_while_the_operator_is_silent_take_nothing_over(robot, station_sim,
+                                                                                          tmp_path):
     """Authentic packets the network never delivered (captured on the way) are new to the
     replay window. Replayed from another address while the operator was silent, they made
     the replayer the operator and the robot executed seconds-old commands; replayed from the
-    operator's own address, they kept the watchdog from going stale."""
+    operator's own address, they kept the watchdog from going stale. A recording holds as
+    delivered only what the station took: the recorder judged the packets itself, and
+    recorded the refused replay as the operator's commands (training data)."""
     import socket
     import time
 
     from teleop.clock import WallClock
     from teleop.net.protocol import PacketType
     from teleop.net.udp import UdpEndpoint
+    from teleop.record import open_recording
+    from teleop.stations.recording import RobotRecording
 
     secret, robot_ep, station, home = _station_over_udp(robot, station_sim)
+    recording = RobotRecording(tmp_path / "robot.mcap", robot_ep.clock, robot.joint_names)
     a = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0), clock=WallClock())
     stream = int(PacketType.REFERENCES)
 
@@ -247,7 +253,7 @@ def test_packets_the_network_lost_replayed_while_the_operator_is_silent_take_not
                 lost.append(a.codec.encode(refs, source_id=a.source_id, stream_id=stream, seq=seq,
                                            send_time=refs.t))
             time.sleep(0.003)
-            station.tick()
+            recording.after_tick(station, station.tick())
         return lost
 
     def replay(datagrams: list[bytes], sock) -> None:
@@ -255,7 +261,7 @@ def test_packets_the_network_lost_replayed_while_the_operator_is_silent_take_not
             sock.sendto(data, robot_ep.address)
         for _ in range(20):
             time.sleep(0.003)
-            station.tick()
+            recording.after_tick(station, station.tick())
 
     replayer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -276,7 +282,11 @@ def test_packets_the_network_lost_replayed_while_the_operator_is_silent_take_not
         replay(lost_second, a.sock)
         assert robot_ep.filter.stats.accepted == accepted + len(lost_second)
         assert station.watchdog.update().state == WatchdogState.STALE
+        recording.close()
+        delivered = open_recording(tmp_path / "robot.mcap").channel("delivered").count
+        assert delivered == 30 + 10 + 30 + len(lost_second)   # the operator's own, not the replayer's
     finally:
+        recording.close()
         replayer.close()
         for ep in (robot_ep, a):
             ep.close()

@@ -201,7 +201,7 @@ def test_the_robot_recording_keeps_only_the_operator_the_station_follows(tmp_pat
     first = a.address
     recording = RobotRecording(tmp_path / "robot.mcap", robot_ep.clock, robot.joint_names)
     with Simulation(robot, visual=False) as sim:
-        station = RobotStation(recording.wrap_endpoint(robot_ep), robot, sim, None,
+        station = RobotStation(robot_ep, robot, sim, None,
                                RobotStationConfig(video_hz=0, stale_timeout=0.5))
         home = references_from_configuration(robot, station.tracker.q).to_flat()
         other = home.copy()

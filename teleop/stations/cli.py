@@ -363,8 +363,7 @@ def _run_robot(args: argparse.Namespace) -> int:
             recording = RobotRecording(args.record, endpoint.clock, robot.joint_names,
                                        metadata={"command": "teleop robot"}, task=args.task)
             resources.callback(recording.close)     # if the session fails: closed below otherwise
-        station = RobotStation(recording.wrap_endpoint(endpoint) if recording else endpoint,
-                               robot, sim, library, config,
+        station = RobotStation(endpoint, robot, sim, library, config,
                                video_out=recording.video_out(sender) if recording else
                                (lambda image, t: sender.send_image(image[:, :, ::-1], t)), render=camera.render)
         station.name_scene(scene)

@@ -36,7 +36,6 @@ import numpy as np
 
 from retarget.references import RobotReferences
 from teleop.inputs.base import Frame, InputEvent, StationEvent, frame_to_motion
-from teleop.net.protocol import PacketType
 from teleop.record import CameraFrame, Recorder, RobotStateSample
 from teleop.video.clock import monotonic_s
 from teleop.video.wire import STREAM_NAMES
@@ -196,10 +195,6 @@ class RobotRecording(_StationRecording):
         self.joint_names = tuple(joint_names) if joint_names is not None else None
         self.station = None
 
-    def wrap_endpoint(self, endpoint):
-        """The endpoint, with every references packet recorded as delivered."""
-        return _RecordedEndpoint(endpoint, self)
-
     def delivered(self, refs: RobotReferences, arrival: float) -> None:
         # The operator stamped refs.t on its clock; on the robot clock the send time is
         # refs.t - offset (offset = operator - robot, 0 until the clock sync has measured it).
@@ -226,11 +221,17 @@ class RobotRecording(_StationRecording):
         return send
 
     def after_tick(self, station, record) -> None:
-        """Compensated command, robot state with the joint commands and the watchdog and
-        compensation states (every tick), and statistics (at ``stats_hz``)."""
+        """The commands the station took (delivered), the compensated command, the robot
+        state with the joint commands and the watchdog and compensation states (every tick),
+        and statistics (at ``stats_hz``)."""
         self.station = station
         if self.report_failure():
             return
+        # Only the commands the station took (not a second operator's, not implausible or
+        # replayed ones): the channel is one operator's commands, training data for
+        # `dataset export --channel delivered`.
+        for refs, arrival in station.taken_references:
+            self.delivered(refs, arrival)
         t = float(record.t)
         out = getattr(station, "last_compensator_output", None)
         if out is not None and out.references is not None:
@@ -251,28 +252,6 @@ class RobotRecording(_StationRecording):
                      "tau_b_s": telemetry["tau_b_s"] if telemetry["tau_b_measured"] else None,
                      "compensation": telemetry["compensation"], "watchdog": record.watchdog}
             self.recorder.log_network_stats(stats, log_time_ns=self._ns(t))
-
-
-class _RecordedEndpoint:
-    """An endpoint whose received references packets are also recorded (as delivered)."""
-
-    def __init__(self, endpoint, recording: RobotRecording) -> None:
-        self.endpoint = endpoint
-        self.recording = recording
-
-    def poll(self, *args, **kwargs):
-        received = self.endpoint.poll(*args, **kwargs)
-        station = self.recording.station
-        for item in received:
-            # Only the commands the station takes (not a second operator's, not implausible
-            # ones): the channel is one operator's commands (training data for
-            # `dataset export --channel delivered`).
-            if item.packet.packet_type == PacketType.REFERENCES and (station is None or station.takes(item)):
-                self.recording.delivered(item.packet.message, item.arrival_time)
-        return received
-
-    def __getattr__(self, name):                    # send, clock, stats, close, address...
-        return getattr(self.endpoint, name)
 
 
 def input_event_handler(station, recording: OperatorRecording | None = None,

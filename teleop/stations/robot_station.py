@@ -215,6 +215,10 @@ class RobotStation:
         #: The first of them, as "host:port: what is implausible" (None: none yet).
         self.first_implausible: str | None = None
         self._last_ref_arrival = -np.inf
+        #: The references taken as the operator's commands in the last tick, as (references,
+        #: arrival time on the station's clock [s]), in arrival order: what a recording holds
+        #: as delivered (refused and implausible packets are not commands).
+        self.taken_references: list[tuple[RobotReferences, float]] = []
         # The operator's last video report, arrival on its clock minus capture on ours, plus
         # its jitter buffer [s]: τ̂_b once the clock offset is known (see tau_b).
         self._video_age_raw: float | None = None
@@ -382,12 +386,6 @@ class RobotStation:
         refs: RobotReferences = packet.message
         return sample_time_problem(refs.t, packet.send_time) or self.envelope.violation(refs.to_flat())
 
-    def takes(self, received) -> bool:
-        """Whether the references packet ``received`` can be the operator's command: plausible,
-        and not refused as a second operator's (:meth:`refuses`). The recorder asks, so that
-        only such commands are recorded as delivered."""
-        return self.implausibility(received) is None and not self.refuses(received)
-
     def refuses(self, received) -> bool:
         """Whether references ``received`` come from a second sender while the operator is
         active (refused: two operators at once, keep the first)."""
@@ -397,6 +395,7 @@ class RobotStation:
 
     # ------------------------------------------------------------------ tick
     def _receive(self) -> None:
+        self.taken_references = []
         for received in self.endpoint.poll():
             if answer_ping(self.endpoint, received):
                 continue
@@ -425,6 +424,7 @@ class RobotStation:
                         self._attach_operator(received.peer)
                         self._operator_source = packet.source_id
                 self._last_ref_arrival = received.arrival_time
+                self.taken_references.append((refs, received.arrival_time))
                 offset = self.clock_estimator.offset
                 # Before the first clock exchange an arrival time cannot be put on the
                 # operator's clock: the sample still feeds the estimator, not τ_f.
