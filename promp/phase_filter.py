@@ -812,12 +812,15 @@ def _parabola_peak(values: npt.NDArray[np.floating[Any]], i: int) -> float:
 
 
 def _logsumexp(x: npt.NDArray[np.floating[Any]]) -> float:
+    """log Σ exp(x) of an (n,) array, as ``scipy.special.logsumexp`` (-inf entries are
+    hypotheses ruled out; a NaN stays NaN, +inf stays +inf: dropped, a NaN likelihood went
+    unseen). Our own because scipy's costs 114 µs against 36 µs on the 16 038 hypotheses of
+    6 tasks, called up to three times per update."""
     x = np.asarray(x)
-    finite = x[np.isfinite(x)]
-    if finite.size == 0:
-        return -np.inf
-    m = finite.max()
-    return float(m + np.log(np.sum(np.exp(finite - m))))
+    m = np.max(x)
+    if not np.isfinite(m):          # all ruled out (-inf), or a NaN / +inf to pass on
+        return float(m)
+    return float(m + np.log(np.sum(np.exp(x - m))))
 
 
 def _logsumexp_rows(x: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:

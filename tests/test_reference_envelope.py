@@ -245,3 +245,17 @@ def test_a_default_backward_delay_that_is_no_delay_is_refused_at_once(tau_b):
     """Before, the station started and its compensator refused every tick."""
     with pytest.raises(ValueError, match="default_tau_b must be a finite delay >= 0"):
         RobotStationConfig(default_tau_b=tau_b)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("control_hz", 0.0, "control_hz must be finite and > 0"),
+    ("feedback_hz", 0.0, "feedback_hz must be finite and > 0"),
+    ("stale_timeout", float("nan"), "stale_timeout must be finite and > 0"),
+    ("video_hz", -1.0, "video_hz must be finite and >= 0"),
+    ("physics_steps", 0, "physics_steps and clock_window must be >= 1"),
+])
+def test_a_station_rate_that_cannot_run_is_refused_where_it_is_given(field, value, words):
+    """A zero control or FEEDBACK rate divided by zero inside the station (its constructor,
+    its first tick), far from the value that caused it."""
+    with pytest.raises(ValueError, match=words):
+        RobotStationConfig(**{field: value})

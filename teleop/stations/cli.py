@@ -557,11 +557,13 @@ def _run_operator(args: argparse.Namespace) -> int:
                                                                                  "input": args.source}, task=args.task)
             resources.callback(recording.close)     # if the session fails: closed below otherwise
         # Pause / emergency stop buttons gate what is sent; calibrate and record act on the station.
-        source = GatedSource(recording.wrap_source(source) if recording else source,
-                             on_event=lambda event: handle_event(event))
+        source = GatedSource(recording.wrap_source(source) if recording else source)
         station = OperatorStation(endpoint, robot_address, source, robot_target(RobotModel()), video,
                                   OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
-        handle_event = input_event_handler(station, recording, log=lambda m: print(f"[operator] {m}", file=sys.stderr))
+        # The handler acts on the station, which is built on the source: given to the source
+        # once both exist (events come only when the station polls it).
+        source.on_event = input_event_handler(station, recording,
+                                              log=lambda m: print(f"[operator] {m}", file=sys.stderr))
         watches = [SilenceWatch(lambda: station.feedback_received + video.receiver.stats.datagrams,
                                 f"feedback or video from the robot at {args.robot}",
                                 lambda: robot_silence_hint(station.sent, station.implausible))]

@@ -123,6 +123,17 @@ class RobotStationConfig:
         # The compensator refuses a negative or NaN τ̂_b at every tick: say it once, here.
         if not (math.isfinite(self.default_tau_b) and self.default_tau_b >= 0.0):
             raise ValueError(f"default_tau_b must be a finite delay >= 0 [s], got {self.default_tau_b!r}")
+        # A zero rate divided by zero in the station's first tick (the control period, the
+        # FEEDBACK interval), not where the value was given.
+        for name in ("control_hz", "feedback_hz", "stale_timeout", "clock_ping_interval"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        if not (math.isfinite(self.video_hz) and self.video_hz >= 0.0):
+            raise ValueError(f"video_hz must be finite and >= 0 (0: no video), got {self.video_hz!r}")
+        if self.physics_steps < 1 or self.clock_window < 1:
+            raise ValueError(f"physics_steps and clock_window must be >= 1, got {self.physics_steps}, "
+                             f"{self.clock_window}")
 
 
 #: Peak speeds of the resume blend, Cartesian references [m/s] and postures [rad/s]: about
