@@ -34,6 +34,9 @@ def test_servo_kind_from_argument_environment_and_description(robot, monkeypatch
     monkeypatch.setenv("TELEOP_SIM_SERVO", "explicit")
     with Simulation(robot, visual=False) as sim:
         assert sim.servo_kind == "explicit" and sim._servo is not None
+    # The argument wins over the environment (it was the other way round, unlike the actuator's).
+    with Simulation(robot, visual=False, servo="pybullet") as sim:
+        assert sim.servo_kind == "pybullet" and sim._servo is None
     monkeypatch.setenv("TELEOP_SIM_SERVO", "hydraulic")
     with pytest.raises(ValueError, match="servo must be one of"):
         Simulation(robot, visual=False)

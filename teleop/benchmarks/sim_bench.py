@@ -68,10 +68,10 @@ def rtf_by_servo(robot: RobotModel, seconds: float, slice_s: float = 1.0) -> tup
     sims: dict[str, Simulation] = {}
     for kind in SERVO_KINDS:
         sim = Simulation(robot, visual=False, servo=kind)
-        if sim.servo_kind in sims:     # TELEOP_SIM_SERVO / TELEOP_SIM_ACTUATOR override the argument
+        if sim.servo_kind in sims:     # TELEOP_SIM_ACTUATOR runs every simulation on the explicit servo
             sim.close()
             print(f"note: the environment forces the {sim.servo_kind} servo: the other one is not measured "
-                  "(unset TELEOP_SIM_SERVO and TELEOP_SIM_ACTUATOR to compare them)", file=sys.stderr)
+                  "(unset TELEOP_SIM_ACTUATOR to compare them)", file=sys.stderr)
             continue
         sims[sim.servo_kind] = sim
     wall = {kind: 0.0 for kind in sims}

@@ -9,9 +9,9 @@
   of pressure are readable.
 * Two modes: lock-step (``step`` returns as soon as physics is done: as fast as it can go,
   for trials and tests) and real time (``realtime=True``: ``step`` paces to the wall clock).
-* Two joint servos (description ``[sim] servo``, the ``servo`` argument, or the
-  environment variable ``TELEOP_SIM_SERVO`` which wins, for running a test suite both
-  ways): ``"pybullet"`` (pybullet's constraint motors, the default) or ``"explicit"``
+* Two joint servos (the ``servo`` argument, else the environment variable
+  ``TELEOP_SIM_SERVO``, for running a test suite both ways, else the description's
+  ``[sim] servo``; the order of the actuator below): ``"pybullet"`` (pybullet's constraint motors, the default) or ``"explicit"``
   (:mod:`teleop.sim.servo`: a PD + gravity feed-forward computed here and applied through
   pybullet's torque mode; about twice as fast, since the 32 motor constraints dominate
   the solver).
@@ -254,7 +254,9 @@ class Simulation:
                                      **self._pb_kwargs)
 
     def _resolve_servo(self, servo: str | None) -> str:
-        kind = os.environ.get(SERVO_ENV) or servo or self.robot.description.sim.get("servo", "pybullet")
+        # An explicit argument wins, as ``actuator``'s does: a test or benchmark that asks for
+        # one servo got the other under $TELEOP_SIM_SERVO, without a word.
+        kind = servo or os.environ.get(SERVO_ENV) or self.robot.description.sim.get("servo", "pybullet")
         if kind not in SERVO_KINDS:
             raise ValueError(f"servo must be one of {SERVO_KINDS}, got {kind!r} "
                              f"(argument, ${SERVO_ENV} or {self.robot.description.source} [sim] servo)")
