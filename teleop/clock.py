@@ -14,14 +14,24 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
+def monotonic_s() -> float:
+    """The host's monotonic time [s], ``time.monotonic()``: never stepped by NTP, and
+    system-wide (``CLOCK_MONOTONIC`` on Linux), so stamps of two processes on one host
+    compare. The one time base of the stations' :class:`WallClock`, the video path
+    (:mod:`teleop.video.clock`) and the real-time trials, whose stamps a recording or a
+    score puts side by side (the video path read ``perf_counter``, the same clock on Linux
+    but not on every OS)."""
+    return time.monotonic()
+
+
 class WallClock:
-    """Monotonic wall time [s] (time.monotonic), optionally offset."""
+    """Monotonic wall time [s] (:func:`monotonic_s`), optionally offset."""
 
     def __init__(self, offset: float = 0.0) -> None:
         self.offset = offset
 
     def now(self) -> float:
-        return time.monotonic() + self.offset
+        return monotonic_s() + self.offset
 
 
 class VirtualClock:

@@ -318,3 +318,19 @@ def test_a_rewrite_shows_a_progress_bar_over_the_chunks(tmp_path, capsys):
     assert "writing t.mcap" in err and f"/{chunks}" in err
     write_copy(open_recording(source), tmp_path / "quiet.mcap", progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_a_bug_on_the_summary_path_is_raised_not_hidden_by_a_scan(tmp_path, monkeypatch):
+    """A damaged summary falls back to a full scan; a bug in the code reading it (a name an
+    mcap release renamed) did too, and every read became a slow scan with the bug unseen."""
+    from teleop.record import mcap_index
+
+    path = _session(tmp_path / "s.mcap")
+    assert mcap_index.build_index(path).problem is None
+
+    def renamed_api(*args, **kwargs):
+        raise AttributeError("module 'mcap.records' has no attribute 'Footer'")
+
+    monkeypatch.setattr(mcap_index, "_index_from_summary", renamed_api)
+    with pytest.raises(AttributeError, match="Footer"):
+        mcap_index.build_index(path)

@@ -312,6 +312,8 @@ def build_index(path: str | os.PathLike) -> FileIndex:
         header, header_end = _read_header(f, path, size)
         try:
             index = _index_from_summary(f, path, size, header)
+        except _CODE_ERRORS:
+            raise       # a bug of ours (or of the mcap package's API), not a damaged file: not hidden by a scan
         except Exception:  # any inconsistency in the summary: trust only what a scan can check
             index = None
         if index is None:
@@ -340,6 +342,13 @@ def _read_header(f, path: Path, size: int) -> tuple[Header, int]:
     except Exception as exc:
         raise RecordingFormatError(f"{path}: damaged MCAP header ({exc})") from None
     return header, end
+
+
+#: Exceptions no file content raises, only code: a misspelt name, an attribute an mcap
+#: release renamed. The summary path falls back to a full scan on anything else a damaged
+#: summary raises (struct, decompression, value errors): these would have made every read
+#: a slow scan with the bug unseen.
+_CODE_ERRORS = (AttributeError, NameError, ImportError)
 
 
 # ------------------------------------------------------------------------ summary path

@@ -11,10 +11,10 @@
   for trials and tests) and real time (``realtime=True``: ``step`` paces to the wall clock).
 * Two joint servos (the ``servo`` argument, else the environment variable
   ``TELEOP_SIM_SERVO``, for running a test suite both ways, else the description's
-  ``[sim] servo``; the order of the actuator below): ``"pybullet"`` (pybullet's constraint motors, the default) or ``"explicit"``
-  (:mod:`teleop.sim.servo`: a PD + gravity feed-forward computed here and applied through
-  pybullet's torque mode; about twice as fast, since the 32 motor constraints dominate
-  the solver).
+  ``[sim] servo``; the order of the actuator below): ``"pybullet"`` (pybullet's constraint
+  motors, the default) or ``"explicit"`` (:mod:`teleop.sim.servo`: a PD + gravity
+  feed-forward computed here and applied through pybullet's torque mode; about twice as
+  fast, since the 32 motor constraints dominate the solver).
 * An optional actuator model (description ``[sim.actuator]`` or the ``actuator``
   argument; :mod:`teleop.sim.actuator`): servo gains, viscous and Coulomb friction,
   torque limit, command latency, noise on the measured angles, link mass / CoM scales

@@ -1,9 +1,9 @@
 """The one clock of the video path.
 
 Every timestamp in :mod:`teleop.video` is a float number of **seconds** read from
-:func:`monotonic_s`, i.e. ``time.perf_counter_ns()`` scaled to seconds. On Linux
-(CPython >= 3.3) ``perf_counter`` reads ``CLOCK_MONOTONIC``: it never jumps with NTP
-steps, has nanosecond resolution, and is *system-wide*, so stamps taken in two processes
+:func:`teleop.clock.monotonic_s` (the stations' :class:`teleop.clock.WallClock` reads it too),
+i.e. ``time.monotonic()``. On Linux it reads ``CLOCK_MONOTONIC``: it never jumps with
+NTP steps, has nanosecond resolution, and is *system-wide*, so stamps taken in two processes
 on the same host are directly comparable. Stamps taken on two different hosts are not:
 they differ by an unknown clock offset, which the jitter buffer takes as an injectable
 estimate (see :class:`teleop.video.jitter_buffer.JitterBuffer`).
@@ -14,13 +14,11 @@ uptime, which is why the wire format carries plain f64 seconds.
 
 from __future__ import annotations
 
-import time
 from typing import Callable
+
+from teleop.clock import monotonic_s
+
+__all__ = ["Clock", "monotonic_s"]
 
 #: A clock: a callable returning the current time in seconds. Injected in tests.
 Clock = Callable[[], float]
-
-
-def monotonic_s() -> float:
-    """Current ``CLOCK_MONOTONIC`` time (via ``time.perf_counter_ns``) in seconds."""
-    return time.perf_counter_ns() * 1e-9

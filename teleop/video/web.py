@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import html
 import http.server
-import ipaddress
 import json
 import re
 import select
@@ -59,6 +58,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from teleop.json_safe import dumps
+from teleop.net.udp import is_loopback
 from teleop.video import wire
 from teleop.video.clock import monotonic_s
 from teleop.video.codec import JpegCodec
@@ -294,13 +294,6 @@ def _host_name(host_header: str) -> str:
     return host.split(":", 1)[0]
 
 
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return address == "localhost"
-
-
 class _StreamSlot:
     """Latest JPEG of one stream plus a version counter that wakes streaming clients."""
 
@@ -523,7 +516,7 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
         def _host_allowed(self) -> bool:
             """False for a loopback-bound viewer asked for another host (DNS rebinding). A
             missing Host header passes: browsers always send one, so it is no rebinding."""
-            if not _is_loopback(str(self.server.server_address[0])):
+            if not is_loopback(str(self.server.server_address[0])):   # a numeric address, as bound
                 return True
             host = self.headers.get("Host")
             return host is None or _host_name(host) in LOOPBACK_HOST_NAMES
