@@ -14,14 +14,8 @@ import numpy as np
 import pytest
 
 from retarget.human import SEGMENTS, TRACKER_SEGMENTS, HumanMotion
-from teleop.inputs.skeleton import (
-    SEGMENT_INDEX,
-    Skeleton,
-    angles_to_matrix,
-    matrix_to_angles,
-    matrix_to_quaternion,
-    quaternion_to_matrix,
-)
+from retarget import quat
+from teleop.inputs.skeleton import SEGMENT_INDEX, Skeleton, angles_to_matrix
 from teleop.inputs.synthetic import (
     HEIGHT_RANGE_M,
     TASKS,
@@ -53,9 +47,9 @@ def phase_middle(m: HumanMotion, name: str) -> int:
 
 def local_angles(m: HumanMotion, child: str, parent: str) -> np.ndarray:
     """(T, 3) joint angles (flexion_y, abduction_x, axial_z) of child relative to parent [rad]."""
-    r_parent = quaternion_to_matrix(m.orientation(parent))
-    r_child = quaternion_to_matrix(m.orientation(child))
-    return matrix_to_angles(np.einsum("tji,tjk->tik", r_parent, r_child))
+    r_parent = quat.to_matrix(m.orientation(parent))
+    r_child = quat.to_matrix(m.orientation(child))
+    return quat.euler_yxz(quat.from_matrix(np.einsum("tji,tjk->tik", r_parent, r_child)))
 
 
 # ------------------------------------------------------------------------ skeleton
@@ -63,7 +57,7 @@ def test_zero_angles_are_the_world_aligned_n_pose():
     sk = Skeleton.from_height(1.75)
     positions, rotations = sk.forward_angles(np.tile(sk.offsets[0], (2, 1)), np.zeros((2, 23, 3)))
     assert np.allclose(rotations, np.eye(3), atol=1e-12)
-    q = matrix_to_quaternion(rotations)
+    q = quat.from_matrix(rotations)
     assert np.allclose(q, [1.0, 0.0, 0.0, 0.0], atol=1e-12)
     p = positions[0]
     for side, sign in (("right", -1.0), ("left", 1.0)):
@@ -137,13 +131,14 @@ def test_angle_and_quaternion_conversions_round_trip():
     rng = np.random.default_rng(3)
     angles = rng.uniform(-1.4, 1.4, (500, 3)) * (2.0, 1.0, 2.0)
     matrices = angles_to_matrix(angles)
-    assert np.allclose(matrix_to_angles(matrices), angles, atol=1e-9)
-    q = matrix_to_quaternion(matrices)
+    q = quat.from_matrix(matrices)
+    assert np.allclose(quat.euler_yxz(q), angles, atol=1e-9)
+    assert np.allclose(quat.to_matrix(quat.from_euler_yxz(angles)), matrices, atol=1e-12)
     assert np.allclose(np.linalg.norm(q, axis=-1), 1.0) and np.all(q[:, 0] >= 0)
-    assert np.allclose(quaternion_to_matrix(q), matrices, atol=1e-12)
+    assert np.allclose(quat.to_matrix(q), matrices, atol=1e-12)
     # 180-degree rotations (w = 0) convert exactly too.
     half_turns = np.stack([np.diag([1.0, -1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, 1.0])])
-    assert np.allclose(quaternion_to_matrix(matrix_to_quaternion(half_turns)), half_turns)
+    assert np.allclose(quat.to_matrix(quat.from_matrix(half_turns)), half_turns)
 
 
 # ------------------------------------------------------------------------- motions
@@ -218,7 +213,7 @@ def test_pick_floor_brings_both_hands_to_the_floor_and_back_up():
         h = m.meta["height_m"]
         k = phase_middle(m, "grasp")
         sk = Skeleton.from_height(h, m.meta["sex"])
-        rotations = quaternion_to_matrix(m.orientations)
+        rotations = quat.to_matrix(m.orientations)
         for side in ("right", "left"):
             wrist = m.position(f"{side}_hand")
             assert np.linalg.norm(wrist[k] - m.meta["targets"][f"{side}_hand"]) < 0.03
@@ -230,7 +225,7 @@ def test_pick_floor_brings_both_hands_to_the_floor_and_back_up():
             assert np.linalg.norm(wrist[held] - m.meta["targets"][f"{side}_hand_held"]) < 0.03
         pelvis = m.position("pelvis")[:, 2]
         assert pelvis[k] < pelvis[0] - 0.1 * h                        # knees bent
-        t8_up = quaternion_to_matrix(m.orientation("t8"))[k, :, 2]
+        t8_up = quat.to_matrix(m.orientation("t8"))[k, :, 2]
         assert np.degrees(np.arccos(t8_up[2])) > 35                   # trunk bent forward
 
 
@@ -271,7 +266,7 @@ def test_put_aside_carries_from_front_left_to_front_right_with_torso_yaw():
     box_pick = 0.5 * (targets["right_hand"] + targets["left_hand"])
     box_place = 0.5 * (targets["right_hand_place"] + targets["left_hand_place"])
     assert box_pick[0] > 0.1 and box_pick[1] > 0.05 and box_place[0] > 0.1 and box_place[1] < -0.05
-    forward = quaternion_to_matrix(m.orientation("t8"))[:, :, 0]
+    forward = quat.to_matrix(m.orientation("t8"))[:, :, 0]
     yaw = np.degrees(np.arctan2(forward[:, 1], forward[:, 0]))
     assert yaw[pick] > 10 and yaw[place] < -10
 

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retarget import quat
 from retarget.human import SEGMENTS, HumanMotion
 
 #: Index of every canonical segment in :data:`retarget.human.SEGMENTS` (also this model's order).
@@ -165,7 +166,10 @@ def rot_z(angle) -> np.ndarray:
 def angles_to_matrix(angles) -> np.ndarray:
     """Joint angles (..., 3) = (flexion_y, abduction_x, axial_z) [rad] -> (..., 3, 3).
 
-    R = R_y(flexion) @ R_x(abduction) @ R_z(axial) (see the module docstring for signs).
+    R = R_y(flexion) @ R_x(abduction) @ R_z(axial) (see the module docstring for signs): the
+    matrix of ``retarget.quat.from_euler_yxz(angles)`` (whose inverse is
+    ``retarget.quat.euler_yxz``), in closed form, with no quaternion products for the 23
+    joints of every sample.
     """
     angles = np.asarray(angles, dtype=float)
     ca, sa = np.cos(angles[..., 0]), np.sin(angles[..., 0])
@@ -182,90 +186,6 @@ def angles_to_matrix(angles) -> np.ndarray:
     out[..., 2, 1] = sa * sc + ca * sb * cc
     out[..., 2, 2] = ca * cb
     return out
-
-
-def matrix_to_angles(rotation) -> np.ndarray:
-    """Inverse of :func:`angles_to_matrix`: (..., 3, 3) -> (..., 3) (flexion, abduction, axial).
-
-    Abduction is returned in [-pi/2, pi/2]; at exactly +-pi/2 (gimbal lock) flexion and
-    axial rotation are not separable and the split returned is arbitrary but consistent.
-    """
-    r = np.asarray(rotation, dtype=float)
-    abduction = np.arcsin(np.clip(-r[..., 1, 2], -1.0, 1.0))
-    flexion = np.arctan2(r[..., 0, 2], r[..., 2, 2])
-    axial = np.arctan2(r[..., 1, 0], r[..., 1, 1])
-    return np.stack([flexion, abduction, axial], axis=-1)
-
-
-def matrix_to_quaternion(rotation) -> np.ndarray:
-    """(..., 3, 3) rotation matrices -> (..., 4) unit quaternions (w, x, y, z), w >= 0.
-
-    Shepperd's method: picks the numerically largest of w, x, y, z to divide by, so it is
-    exact to rounding for every rotation (including 180 degrees).
-    """
-    r = np.asarray(rotation, dtype=float)
-    flat = r.reshape(-1, 3, 3)
-    m00, m11, m22 = flat[:, 0, 0], flat[:, 1, 1], flat[:, 2, 2]
-    pick = np.argmax(np.stack([m00 + m11 + m22, m00, m11, m22], axis=-1), axis=-1)
-    q: np.ndarray = np.empty((len(flat), 4))
-    for case in range(4):
-        m = flat[pick == case]
-        if not len(m):
-            continue
-        d0, d1, d2 = m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]
-        if case == 0:
-            s = 2.0 * np.sqrt(1.0 + d0 + d1 + d2)
-            value = (0.25 * s, (m[:, 2, 1] - m[:, 1, 2]) / s, (m[:, 0, 2] - m[:, 2, 0]) / s,
-                     (m[:, 1, 0] - m[:, 0, 1]) / s)
-        elif case == 1:
-            s = 2.0 * np.sqrt(1.0 + d0 - d1 - d2)
-            value = ((m[:, 2, 1] - m[:, 1, 2]) / s, 0.25 * s, (m[:, 0, 1] + m[:, 1, 0]) / s,
-                     (m[:, 0, 2] + m[:, 2, 0]) / s)
-        elif case == 2:
-            s = 2.0 * np.sqrt(1.0 + d1 - d0 - d2)
-            value = ((m[:, 0, 2] - m[:, 2, 0]) / s, (m[:, 0, 1] + m[:, 1, 0]) / s, 0.25 * s,
-                     (m[:, 1, 2] + m[:, 2, 1]) / s)
-        else:
-            s = 2.0 * np.sqrt(1.0 + d2 - d0 - d1)
-            value = ((m[:, 1, 0] - m[:, 0, 1]) / s, (m[:, 0, 2] + m[:, 2, 0]) / s,
-                     (m[:, 1, 2] + m[:, 2, 1]) / s, 0.25 * s)
-        q[pick == case] = np.stack(value, axis=-1)
-    q = q.reshape(r.shape[:-2] + (4,))
-    q *= np.where(q[..., :1] < 0.0, -1.0, 1.0)
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
-
-
-def quaternion_to_matrix(quaternion) -> np.ndarray:
-    """(..., 4) quaternions (w, x, y, z) -> (..., 3, 3) rotation matrices (normalises first)."""
-    q = np.asarray(quaternion, dtype=float)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    out = np.empty(q.shape[:-1] + (3, 3))
-    out[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    out[..., 0, 1] = 2 * (x * y - w * z)
-    out[..., 0, 2] = 2 * (x * z + w * y)
-    out[..., 1, 0] = 2 * (x * y + w * z)
-    out[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    out[..., 1, 2] = 2 * (y * z - w * x)
-    out[..., 2, 0] = 2 * (x * z - w * y)
-    out[..., 2, 1] = 2 * (y * z + w * x)
-    out[..., 2, 2] = 1 - 2 * (x * x + y * y)
-    return out
-
-
-def make_quaternions_continuous(quaternions: np.ndarray) -> np.ndarray:
-    """Flip signs along axis 0 (time) so consecutive quaternions lie in the same hemisphere.
-
-    q and -q are the same rotation; continuity keeps filters and differences well behaved.
-    Input (T, ..., 4); returns a new array.
-    """
-    q = np.array(quaternions, dtype=float, copy=True)
-    if len(q) < 2:
-        return q
-    dots = np.sum(q[1:] * q[:-1], axis=-1)
-    flips = np.cumprod(np.where(dots < 0.0, -1.0, 1.0), axis=0)
-    q[1:] *= flips[..., None]
-    return q
 
 
 # ------------------------------------------------------------------------- the model
@@ -444,7 +364,7 @@ class Skeleton:
     def to_motion(self, times, positions, rotations, *, com=None, source="synthetic",
                   rate_hz=0.0, meta=None) -> HumanMotion:
         """Pack FK output as a :class:`HumanMotion` (all 23 segments, continuous quaternions)."""
-        quaternions = make_quaternions_continuous(matrix_to_quaternion(rotations))
+        quaternions = quat.make_continuous(quat.from_matrix(rotations))
         if com is None:
             com = self.centre_of_mass(positions, rotations)
         return HumanMotion(times, SEGMENTS, positions, quaternions, com, source, rate_hz, dict(meta or {}))

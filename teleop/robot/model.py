@@ -18,6 +18,7 @@ from functools import cached_property
 import numpy as np
 import pinocchio as pin
 
+from retarget.polygon import convex_hull
 from teleop.robot.description import DescriptionError, RobotDescription, load_description
 
 #: Base-configuration sizes of a free-flyer joint in q and v.
@@ -233,26 +234,4 @@ class RobotModel:
     def support_polygon(self, sides: tuple[str, ...] = ("left", "right")) -> np.ndarray:
         """(K, 2) convex hull (counter-clockwise) of the active soles' corners, ground plane."""
         points = np.vstack([self.sole_corners(side)[:, :2] for side in sides])
-        return convex_hull_2d(points)
-
-
-def convex_hull_2d(points: np.ndarray) -> np.ndarray:
-    """(K, 2) counter-clockwise convex hull of (N, 2) points (Andrew's monotone chain)."""
-    pts = sorted(map(tuple, np.asarray(points, dtype=float)))
-    if len(pts) <= 2:
-        return np.array(pts)
-
-    def cross(o, a, b):
-        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-    lower: list = []
-    for p in pts:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
-            lower.pop()
-        lower.append(p)
-    upper: list = []
-    for p in reversed(pts):
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
-            upper.pop()
-        upper.append(p)
-    return np.array(lower[:-1] + upper[:-1])
+        return convex_hull(points)

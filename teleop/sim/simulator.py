@@ -41,7 +41,8 @@ import numpy as np
 import pybullet_data
 
 from teleop.clock import RealTimePacer
-from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel, convex_hull_2d
+from retarget.polygon import convex_hull
+from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
 from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_actuator_params, link_scale_for,
                                  params_from_dict, read_parameter_file)
 from teleop.sim.pybullet_module import pb
@@ -654,7 +655,7 @@ class Simulation:
     def support_polygon(self, sides: tuple[str, ...] = ("left", "right")) -> np.ndarray:
         """(K, 2) counter-clockwise support polygon of the feet as they stand now (they may
         have slipped or rotated since the start), ground plane [m]."""
-        return convex_hull_2d(np.vstack([self.sole_corners(side)[:, :2] for side in sides]))
+        return convex_hull(np.vstack([self.sole_corners(side)[:, :2] for side in sides]))
 
     def total_mass(self) -> float:
         """Total simulated mass [kg]."""
