@@ -61,108 +61,13 @@ SPEED_ESTIMATES = ("smooth", "mean", "map")
 class PhaseGridConfig:
     """Grid and likelihood settings of :class:`TaskPhaseFilter`.
 
-    Defaults measured (a) on leave-one-out second-half prediction of the 8 Xsens demos
-    (hands) and (b) on 30 synthetic executions of 6 tasks x 20 signals at 0.6x-1.6x with
-    non-linear time warps (second-half RMS, worst speed error):
-        latent_rank     0              2              4
-        (a) Xsens       4.6 cm         4.4 cm         4.5 cm
-        (b) synthetic   3.1 cm, 19 %   2.9 cm, 20 %   2.1 cm, 11 %
-    so rank 4. residual_fraction 0.1 helped (a) by 0.15 cm but cost (b) 0.25 cm: 0.
-    Evidence rates of 10, 20 and 50 Hz were equivalent; 20 Hz reacts within 50 ms.
-    The 5 offsets cost about 0.2 cm on the pre-cut demos of (a), whose onset is exact,
-    and are kept for live use, where the onset detector fires at a speed-dependent delay.
-
-    Grid resolution and the "smooth" estimate (second round, for the compensator's output):
-    with 17 speeds x 5 offsets the posterior of a 100 Hz take is usually sharper than one
-    cell, so the warp estimate, and with it the prediction of the whole remaining motion,
-    moved in steps of a full cell (9 % in speed, 0.1 s in offset) that showed up as 3-5 cm
-    jumps of the robot's reference. Largest late step of log(speed) between consecutive
-    observations (synthetic 6-signal task at 1.3x with a non-linear warp, 3 seeds,
-    tests/test_promp_smoothing.py): 17 x 5 "map" 0.11-0.19, 17 x 5 "smooth" 0.04-0.11,
-    33 x 9 "smooth" 0.011-0.019, 65 x 17 0.006-0.012 (filter cost about x1.5 per cell
-    doubling). 33 x 9 it is. `teleop trial`, Xsens leave-one-out at 1.5 s, 99.5th
-    percentile of the per-tick hand change while predicting: 3.7 cm (median over takes
-    1.4) before, 0.25 cm (0.17) after, together with the compensator's output smoothing.
-    Speed prior widths of 0.15 / 0.25 / 0.5 and offset prior 0.05 / 0.15 s changed the
-    cross-performer HDM05 error (train bk -> test dg and back) by less than 0.3 cm at 1/4
-    and 0.05 cm at 1/2: kept at 0.5 and 0.15. residual_fraction 1.0 recognised the other
-    HDM05 tasks (elbowToKnee, rotateArms, throwBasketball; cross-performer) better, 0.3 did
-    nothing on the test tasks' inner folds: kept at 0.
-
-    Cross-performer recognition (third round; HDM05, 6 tasks, learn from two performers and
-    test on the third, for each of bd / bk / dg, plus the Xsens leave-one-out; ``teleop
-    eval promp`` figures, recognition after 1/4 and hands RMS of the remainder after 1/4 /
-    1/2; the estimator's conditioning_noise_scale as stated per row, 100 from the floor on):
-                                    bd               bk               dg               Xsens
-        before (prune 25, floor 0,  0.91 6.90/6.22   0.76 9.98/9.43   0.86 8.24/5.51   1.0 2.56/1.68
-          rf 0, cond. noise x1)
-        no pruning                  0.91 7.35/6.44   0.81 8.85/7.45   0.89 8.16/9.79   1.0 2.56/1.68
-          (cond. noise x1)
-        + library floor 0.15        0.94 6.92/6.08   0.84 7.84/6.04   0.89 6.97/5.53   1.0 2.47/1.53
-        (+ residual_fraction 0.5    0.94 6.52/6.06   0.84 7.93/5.54   0.89 6.92/5.47   1.0 2.48/1.43
-          not kept, see below)
-    * Pruning (a task 25 nats behind the best one was frozen for good) threw away the true
-      task of a performer who starts unlike the demonstrators: the true task is often
-      1e-30 .. 1e-50 behind after the first few hundred ms and catches up later (bk's
-      elbowToKnee, dg's throwBasketball). Now off (prune_log_ratio = inf); with pruning back
-      on at 25 the final setting loses 0.05 of recognition on bk and 0.06 on dg.
-    * library_floor_fraction: signals that hardly vary within a task's demonstrations (the
-      free hand of a one-handed task, the neck) had a residual variance of millimetres and
-      decided the likelihood on any other performer. 0.05 / 0.15 / 0.3 / 0.5: recognition
-      at 1/4 bd 0.91 / 0.94 / 0.91 / 0.91, bk 0.81 / 0.84 / 0.84 / 0.84, dg 0.89 / 0.89 /
-      0.83 / -; 0.15.
-    * residual_fraction 0 / 0.2 / 0.5 / 1.0 (with the floor): recognition unchanged, hands
-      after 1/4 / 1/2 bd 6.92/6.08, 6.82/6.12, 6.52/6.06, 6.80/6.21; bk 7.84/6.04,
-      7.85/6.02, 7.93/5.54, 7.75/5.83; dg 6.97/5.53, 6.98/5.51, 6.92/5.47, 7.18/5.97; Xsens
-      2.47/1.53, 2.43/1.50, 2.48/1.43, 2.54/1.62 cm. 0.5 is a small mixed gain on real data
-      but blurs the timing of clean motions (tests/test_promp_evaluation.py synthetic
-      takes: worst speed error at 1/2 0.3 % -> 15 %, remainder after 1/4 3.1 -> 6.6 cm; 0.2:
-      5.5 %, 4.5 cm): kept at 0.
-    * Tried and dropped: a latent constant offset per signal (offset-invariant recognition,
-      20 more latent dimensions, 10x slower): bd recognition 0.89 and remainder 7.68 / 8.78
-      cm; tempering (evidence 5 or 10 Hz, or all precisions x0.1): recognition at 1/4 down
-      to 0.66-0.86; evidence from the hands only: bk 0.89 but bd 0.86, dg 0.80; wider
-      speed (0.35-2.5) or offset (-0.3..0.6 s) grids: no gain.
-
-    Fourth round: why 1/4 recognition failed on other performers, and the between-group
-    variance. Diagnosis (HDM05, per-signal contributions of the winning and the true task's
-    best hypothesis at 1/4): the posterior is 0/1 at every level, decided by tens to
-    hundreds of nats. (a) Some performers execute a task in another style: bk's
-    elbowToKnee keeps the left hand's y where bd and dg move it 7 cm, turns the neck and
-    the torso roll the other way and rotates the right shoulder 0.36 rad where they do not;
-    with residual variances floored at millimetres / hundredths of a radian on signals
-    the two training performers agree on, those signals alone put the true task 50-120
-    nats behind (5 of 6 bk elbowToKnee takes lost at 1/4). (b) Where the new performer
-    fits the true task well (dg's throwBasketball and depositFloorR: quadratic term 23-88
-    for about 280 scalar observations), it still lost on the log-determinant: the
-    isotropic regulariser block_var (0.3 of the signal's *average* weight variance, there
-    for the conditioning to follow an operator outside the demos' span) makes broad tasks
-    broad from phase 0, where every take is still at the calibrated rest pose, so a tight
-    task that fits worse wins by Occam's factor. Not the cause: start offsets (every take
-    starts at exactly the same calibrated references), the speed/offset grid (wider
-    grids change nothing, also on top of the fix below), per-sample timing jitter
-    ((d mean / dz)^2 x 0.03^2 or 0.08^2 added to the variance: dg 0.89 -> 0.86, rest
-    unchanged) and a latent common amplitude (std 0.3: bk 0.84 -> 0.73).
-    Fix: the demonstrations say who performed them; each task measures the variance
-    between its performers' mean trajectories (:func:`promp.learning.between_group_variance`),
-    the filter averages it over the tasks (one value per signal: per task or per phase it
-    has one degree of freedom with two training performers and measured worse) and adds it
-    to the residual variance, which is now the demonstrations' own variance without the
-    regulariser, and without the hand-set library floor the measured variance replaces.
-    Recognition at 1/4 (and 1/2), hands RMS of the remainder after 1/2 [cm]:
-                                        bd               bk               dg
-        before (floor 0.15)             0.94 0.97 6.08   0.84 0.84 6.04   0.89 1.00 5.53
-        + between var, floor 0.15       0.89 0.97 5.97   0.95 1.00 5.20   0.83 0.94 5.09
-        + between var, no floor         0.89 1.00 5.80   0.95 1.00 5.24   0.83 0.94 5.07
-        + between var, no floor, no     0.91 0.97 5.74   0.89 0.95 5.80   0.94 1.00 5.06
-          regulariser (the default)
-    (regulariser x 0.3 instead of 0: 0.91 / 0.97 / 0.86 at 1/4; not chosen: there is no
-    held-out-free way to pick a fraction with two training performers, while "the
-    filter uses the variance the demos show plus the measured between-performer part" is
-    a principled default.) Remaining 1/4 errors: throwBasketball (3 demos per performer,
-    whose timing profiles disagree: bk lifts the hands in the first 15 % of the motion, dg
-    after 35 %) and depositFloorR taken for grabHighR early on. Libraries of one performer
-    (Xsens) are unchanged.
+    Every default was measured, in rounds, on the Xsens leave-one-out, synthetic executions
+    with non-linear time warps and the HDM05 cross-performer folds: latent rank 4, a 33 x 9
+    (speed, offset) grid with the "smooth" estimate, no pruning, the between-performer
+    variance where the library measured it (else a floor of 0.15 of the tasks' spread), no
+    regulariser in the likelihood. The figures, and the settings tried and dropped, are in
+    docs/promp_tuning.md ("Phase filter"; "the fourth round" and the like in the comments
+    below are its sections).
 
     Attributes:
         speed_range: (min, max) execution speed relative to the mean demonstration.
@@ -179,7 +84,7 @@ class PhaseGridConfig:
             outside the demonstrations' span).
         library_floor_fraction: ... and at least (this fraction x the signal's std over all
             the library's task means) squared: a signal never counts as more precise than a
-            fraction of how much it differs between tasks (see the third round above).
+            fraction of how much it differs between tasks (third round in docs/promp_tuning.md, "Phase filter").
         speed_estimate: "smooth" (default): posterior mean of (log speed, offset) under
             the grid log-posterior interpolated by local parabolas, a continuous function of
             the evidence (see :meth:`TaskPhaseFilter.warp_distribution` for its covariance);
@@ -200,12 +105,12 @@ class PhaseGridConfig:
             that name their performer), the residual variance of every task is the
             demonstrations' own variance (without the isotropic regulariser) plus that
             variance averaged over the tasks, instead of the regularised variance floored
-            by ``library_floor_fraction`` (see "Fourth round" above). Libraries without it
+            by ``library_floor_fraction`` (fourth round in docs/promp_tuning.md, "Phase filter"). Libraries without it
             (one performer, e.g. the Xsens demos) keep the floor. False: always the floor.
         down_weighted_signals: names (``ProMP.signal_names``) of signals whose residual
             variance in the likelihood is multiplied by ``down_weight_factor``: signals
             that say more about who performs the motion than about which task it is (the
-            CoM, the neck: sixth round in :mod:`promp.estimator`). Default () (none), also
+            CoM, the neck: sixth round in docs/promp_tuning.md, "Estimator"). Default () (none), also
             on the robot station: it raised recognition but not the compensated error
             (``teleop.prescient.compensator.CompensatorConfig.estimator``).
         down_weight_factor: the factor (> 0) on those signals' residual variance.
