@@ -151,7 +151,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
     with Simulation(robot, visual=False) as sim, \
             SyntheticOperator(seed=settings.seed, performer=settings.performer, clock=clock.now) as source:
         scene = add_to_simulation(sim, static=True)
-        camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(*settings.camera_size),
+        camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(*settings.camera_size),
                                   scene=scene) if with_video else None
         config = RobotStationConfig(video_hz=settings.video_hz if with_video else 0.0, compensation=library is not None)
         station = RobotStation(robot_ep, robot, sim, library, config,

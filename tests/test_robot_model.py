@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from teleop.robot.description import DescriptionError, load_description
-from teleop.robot.model import NQ_BASE, RobotModel, convex_hull_2d
+from retarget.polygon import convex_hull
+from teleop.robot.model import NQ_BASE, RobotModel
 
 
 def test_icub_has_32_joints_and_about_33_kg(robot):
@@ -85,7 +86,7 @@ def test_another_robot_is_a_description_file(tmp_path):
 
 def test_convex_hull_is_counter_clockwise():
     pts = np.array([[0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5]])
-    hull = convex_hull_2d(pts)
+    hull = convex_hull(pts)
     assert len(hull) == 4
     area = 0.5 * np.sum(hull[:, 0] * np.roll(hull[:, 1], -1) - np.roll(hull[:, 0], -1) * hull[:, 1])
     assert area == pytest.approx(1.0)

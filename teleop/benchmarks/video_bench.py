@@ -209,7 +209,7 @@ def measure_render(seconds: float = 3.0, camera_hz: float = 20.0) -> dict[str, f
     robot = RobotModel()
     with Simulation(robot, visual=False) as sim:
         scene = add_to_simulation(sim, static=True)
-        camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(320, 240), scene=scene)
+        camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(320, 240), scene=scene)
         targets = robot.home_joints()
         camera.render(sim.state().q)  # the first call builds the renderer's caches
         ticks = int(round(seconds * 100))

@@ -352,7 +352,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         sim = Simulation(robot, gui=args.gui, visual=args.gui)
         resources.callback(sim.close)
         scene = add_to_simulation(sim, static=True)
-        camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(320, 240), scene=scene)
+        camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(320, 240), scene=scene)
         sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0], fec_group=args.video_fec)
         resources.callback(sender.close)
         config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout)

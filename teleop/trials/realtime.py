@@ -145,7 +145,7 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
         robot = RobotModel()
         sim = resources.enter_context(Simulation(robot, visual=False))
         scene = add_to_simulation(sim, static=True)
-        camera = LowPolyEyeCamera(sim, RobotModel(), "left_eye", CameraIntrinsics(160, 120), scene=scene)
+        camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(160, 120), scene=scene)
         sender = VideoSender(video_to, authenticate=video_mac(secret)[0])   # as `teleop robot` sends it
         resources.callback(sender.close)
 

@@ -4,7 +4,7 @@ Pipeline (robot side, then operator side)::
 
     FrameSource.read() -> VideoSender (JPEG encode, datagrams) ~~UDP~~>
     VideoReceiver (reassembly, decode) -> JitterBuffer (fixed-delay playout)
-    -> display callback (e.g. VideoWebViewer.publish_frame)
+    -> display callback (e.g. VideoWebViewer.publish_jpeg of the received JPEG)
 
 Modules: :mod:`~teleop.video.sources`, :mod:`~teleop.video.codec`,
 :mod:`~teleop.video.wire` (datagram format), :mod:`~teleop.video.sender`,

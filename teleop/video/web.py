@@ -59,10 +59,8 @@ import numpy as np
 
 from teleop.json_safe import dumps
 from teleop.net.udp import is_loopback
-from teleop.video import wire
 from teleop.video.clock import monotonic_s
 from teleop.video.codec import JpegCodec
-from teleop.video.receiver import ReceivedFrame
 
 #: MJPEG part boundary (without the leading dashes).
 MJPEG_BOUNDARY = "frame"
@@ -373,14 +371,6 @@ class VideoWebViewer:
     def publish_image(self, stream: str, image: np.ndarray) -> None:
         """Encode a BGR ``uint8`` image and publish it on ``stream``."""
         self.publish_jpeg(stream, self._codec.encode(image))
-
-    def publish_frame(self, frame: ReceivedFrame) -> None:
-        """Publish a received frame's JPEG on the stream named after its ``stream_id``.
-
-        Usable directly as (or inside) a :class:`VideoPlayback` display callback.
-        """
-        stream_id = frame.timing.stream_id
-        self.publish_jpeg(wire.STREAM_NAMES.get(stream_id, str(stream_id)), frame.payload)
 
     # ----------------------------------------------------------------- lifecycle
     @property
