@@ -327,27 +327,22 @@ class OnlineEstimator:
         self._latest_t = max(self._latest_t, t)
         self._last_outside = not self._span[0] <= t <= self._span[1]
         self._n_outside += self._last_outside
-        est = self.estimate(_ood_sample=(t, y, mask))
-        return est
+        # The Δσ test of the new observation, at its phase under the recognised task (the
+        # filter caches the posterior and the warp: estimate() reads them again for free).
+        task = self.filter.best_task()
+        self._last_ood = self._ood[task].is_outside(float(self.filter.time_warp(task).phase(t)), y, mask)
+        return self.estimate()
 
-    def estimate(self, _ood_sample: tuple[float, npt.NDArray[np.floating[Any]], npt.NDArray[np.bool_] | None]
-                 | None = None) -> Estimate:
+    def estimate(self) -> Estimate:
         """The current :class:`Estimate` (without adding an observation)."""
         probs = self.filter.task_probabilities()
         task = int(np.argmax(probs))
         warp = self.filter.time_warp(task)
         t_ref = self._latest_t if np.isfinite(self._latest_t) else 0.0
-        if _ood_sample is not None:
-            t, y, mask = _ood_sample
-            self._last_ood = self._ood_check(task, float(warp.phase(t)), y, mask)
         return Estimate(task=self._labels[task], task_index=task, task_probabilities=probs,
                         speed=warp.speed, offset=warp.offset, phase=float(warp.phase(t_ref)),
                         out_of_distribution=self._last_ood, n_observations=self._n,
                         outside_motion=self._last_outside)
-
-    def _ood_check(self, task: int, z: float, y: npt.NDArray[np.floating[Any]],
-                   mask: npt.NDArray[np.bool_] | None) -> bool:
-        return self._ood[task].is_outside(z, y, mask)
 
     def task_probabilities(self) -> dict[str, float]:
         """Posterior probability of each task label."""

@@ -37,6 +37,7 @@ import numpy as np
 from retarget.references import RobotReferences
 from teleop.inputs.base import Frame, InputEvent, StationEvent, frame_to_motion
 from teleop.record import CameraFrame, Recorder, RobotStateSample
+from teleop.robot.model import NQ_BASE, NV_BASE
 from teleop.video.clock import monotonic_s
 from teleop.video.wire import STREAM_NAMES
 
@@ -240,10 +241,9 @@ class RobotRecording(_StationRecording):
         state = station.sim.state()
         # The commands and states of every tick, not only the 2 Hz statistics: what the robot
         # was told to do (and whether it followed the operator at all) labels each sample.
-        self.recorder.log_robot_state(RobotStateSample(t, state.q[7:], state.v[6:], record.measured_com, record.cop,
-                                                       self.joint_names, station.last_joint_command,
-                                                       record.watchdog, record.compensation),
-                                      log_time_ns=self._ns(t))
+        sample = RobotStateSample(t, state.q[NQ_BASE:], state.v[NV_BASE:], record.measured_com, record.cop,
+                                  self.joint_names, station.last_joint_command, record.watchdog, record.compensation)
+        self.recorder.log_robot_state(sample, log_time_ns=self._ns(t))
         if self._stats_due():
             telemetry = station.telemetry()
             # τ_b is None, not the assumed default, until the operator reported one: the

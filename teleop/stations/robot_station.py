@@ -46,11 +46,14 @@ from teleop.net.protocol import Feedback, PacketType, VideoReport, format_addres
 from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import (CompensationState, CompensatorConfig, CompensatorOutput,
                                           PrescientCompensator)
-from teleop.robot.model import RobotModel
+from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
 from teleop.robot.target import robot_target
 from teleop.sim.simulator import Simulation
 from teleop.sim.target_spline import TickInterpolator
 from teleop.stations.smoothing import CriticallyDampedFilter
+
+#: The CoM ground projection (x, y) in the flat references, which the ZMP pre-filter corrects.
+_COM_XY = SIGNAL_SLICES["com_xy"]
 
 
 def _negated(offset: float | None) -> float:
@@ -257,8 +260,8 @@ class RobotStation:
         self.last_compensator_output: CompensatorOutput | None = None
         sim.reset(self.tracker.q)
         # Commands reach the 1 kHz servos as a quadratic B-spline (continuous velocity).
-        self._joint_targets = TickInterpolator(self.tracker.q[7:])
-        self._last_joint_command = self.tracker.q[7:].copy()
+        self._joint_targets = TickInterpolator(self.tracker.q[NQ_BASE:])
+        self._last_joint_command = self.tracker.q[NQ_BASE:].copy()
         # What the robot did, for the status lines and the robustness checks: the largest
         # measured |joint velocity| / its limit, and when a body part other than the feet
         # first touched the ground (a fall), on the station clock.
@@ -305,10 +308,10 @@ class RobotStation:
         q = self.tracker.q.copy()
         for k in range(max_ticks):
             target = home.copy()
-            target[:2] = settling.step(home[:2], self._com_height, self.support_polygon)
+            target[_COM_XY] = settling.step(home[_COM_XY], self._com_height, self.support_polygon)
             target[waist] = settling.waist_height(home[waist], self.tracker.waist_range)
             q_next, *_ = self.tracker.step(RobotReferences.from_flat(k * self.dt, target))
-            moved = float(np.max(np.abs(q_next[7:] - q[7:])))
+            moved = float(np.max(np.abs(q_next[NQ_BASE:] - q[NQ_BASE:])))
             q = q_next.copy()
             if moved < tolerance:
                 break
@@ -341,7 +344,7 @@ class RobotStation:
     @property
     def last_joint_command(self) -> np.ndarray:
         """(N,) joint angles the whole-body controller commanded in the last tick [rad], in the
-        order of the measured joints (``sim.state().q[7:]``); the home posture before the
+        order of the measured joints (``sim.state().q[NQ_BASE:]``); the home posture before the
         first tick. A copy: the station's own is not the caller's to change."""
         return self._last_joint_command.copy()
 
@@ -495,16 +498,16 @@ class RobotStation:
 
         to_track = executed.copy()
         if self.zmp is not None:
-            to_track[:2] = self.zmp.step(executed[:2], self._com_height, self.support_polygon)
+            to_track[_COM_XY] = self.zmp.step(executed[_COM_XY], self._com_height, self.support_polygon)
             waist = SIGNAL_SLICES["waist_height"].start
             to_track[waist] = self.zmp.waist_height(executed[waist], self.tracker.waist_range)
         q_command, _, solve_status, _ = self.tracker.step(RobotReferences.from_flat(now, to_track))
-        self.sim.step_through(*self._joint_targets.targets(q_command[7:], self.config.physics_steps, self.dt))
-        self._last_joint_command = q_command[7:].copy()
+        self.sim.step_through(*self._joint_targets.targets(q_command[NQ_BASE:], self.config.physics_steps, self.dt))
+        self._last_joint_command = q_command[NQ_BASE:].copy()
         self.last_executed = executed
 
         measured = self.sim.state()
-        speed = float(np.max(np.abs(measured.v[6:]) / self.robot.limits.velocity))
+        speed = float(np.max(np.abs(measured.v[NV_BASE:]) / self.robot.limits.velocity))
         self.max_joint_speed_ratio = max(self.max_joint_speed_ratio, speed)
         if self.fell_at is None and self.sim.other_contacts() > 0:
             self.fell_at = now
