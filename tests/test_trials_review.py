@@ -200,3 +200,19 @@ def test_the_whole_take_series_is_drawn_with_markers_for_a_single_round_trip(tmp
     plot_error_vs_delay(summary, tmp_path / "e.png")
     whole = [line for line in drawn[0].axes[0].get_lines() if "whole take" in line.get_label()]
     assert len(whole) == 2 and all(line.get_marker() not in ("None", "", None) for line in whole)
+
+
+def test_the_error_vs_delay_plot_keeps_round_trip_0_and_its_order():
+    """At RTT 0 nothing engages (no window error), and the whole take's 0.0 was read as
+    missing (``or np.nan``): the plot dropped the point the table printed."""
+    from teleop.trials.report import error_vs_delay_series
+
+    def entry(window, whole, std=None):
+        return {"hand_cm": window, "hand_cm_std": std, "whole": {"hand_cm": whole}}
+
+    summary = {"rtt": {"1.5": {"comp": entry(1.5, 11.0, 1.1), "nocomp": entry(3.1, 12.1, 1.5)},
+                       "0": {"comp": entry(None, 0.0), "nocomp": entry(None, 0.0)}}}
+    rtts, series = error_vs_delay_series(summary)
+    assert list(rtts) == [0.0, 1.5]
+    assert list(series["comp"][0]) == [0.0, 1.5] and list(series["comp"][1]) == [0.0, 1.1]
+    assert list(series["nocomp"][0]) == [0.0, 3.1]

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from retarget.references import HAND_INDICES, SIGNAL_SLICES  # noqa: E402
+
 
 def _fmt(value, std=None, digits=2) -> str:
     if value is None:
@@ -21,18 +23,18 @@ def format_table(summary: dict) -> str:
     """Errors vs round trip, with and without compensation: window errors as mean±std over
     the engaged takes, whole-take errors as means over all takes."""
     header = (f"{'RTT [s]':>7s} {'takes':>6s} {'hands comp [cm]':>16s} {'no comp':>11s} {'ratio':>6s} "
-              f"{'CoM comp':>10s} {'no comp':>8s} {'posture comp':>13s} {'no comp':>8s} "
-              f"{'whole: comp':>12s} {'no comp':>8s} {'wrong task':>10s} {'worst excess':>12s}")
+              f"{'CoM comp [cm]':>14s} {'no comp':>8s} {'posture comp [rad]':>19s} {'no comp':>8s} "
+              f"{'whole: comp [cm]':>17s} {'no comp':>8s} {'wrong task':>11s} {'worst excess [cm]':>18s}")
     lines = [header, "-" * len(header)]
     for label, e in summary["rtt"].items():
         c, n = e["comp"], e["nocomp"]
         ratio = (n["hand_cm"] / c["hand_cm"]) if c["hand_cm"] and n["hand_cm"] else None
         lines.append(
             f"{label:>7s} {e['scored_takes']:>3d}/{e['takes']:<2d} {_fmt(c['hand_cm'], c['hand_cm_std']):>16s} "
-            f"{_fmt(n['hand_cm'], n['hand_cm_std']):>11s} {_fmt(ratio, digits=1):>6s} {_fmt(c['com_cm']):>10s} "
-            f"{_fmt(n['com_cm']):>8s} {_fmt(c['posture_rad'], digits=3):>13s} {_fmt(n['posture_rad'], digits=3):>8s} "
-            f"{_fmt(c['whole']['hand_cm']):>12s} {_fmt(n['whole']['hand_cm']):>8s} "
-            f"{e.get('wrong_task_engagements', 0):>10d} {_fmt(e.get('worst_excess_cm', {}).get('max')):>12s}")
+            f"{_fmt(n['hand_cm'], n['hand_cm_std']):>11s} {_fmt(ratio, digits=1):>6s} {_fmt(c['com_cm']):>14s} "
+            f"{_fmt(n['com_cm']):>8s} {_fmt(c['posture_rad'], digits=3):>19s} {_fmt(n['posture_rad'], digits=3):>8s} "
+            f"{_fmt(c['whole']['hand_cm']):>17s} {_fmt(n['whole']['hand_cm']):>8s} "
+            f"{e.get('wrong_task_engagements', 0):>11d} {_fmt(e.get('worst_excess_cm', {}).get('max')):>18s}")
     lines.append("takes: those averaged (compensation engaged while there was motion left to score) / all; "
                  "hands: per-axis RMS averaged over axes and hands, after compensation engaged and blended in "
                  "(same window without compensation); whole: over the whole take; wrong task: takes on which "
@@ -122,26 +124,55 @@ def _cell(value):
     return "" if value is None else value
 
 
-def plot_error_vs_delay(summary: dict, path: Path) -> Path:
-    """PNG of the hand error against the round trip (Fig. 5.18), the points in increasing
-    round trip (the summary keeps the order given, e.g. ``--rtt 3,0,1.5``)."""
+def _value(entry: dict, key: str) -> float:
+    """``entry[key]`` as a float, NaN for None (a 0.0 is a value: at RTT 0 the error is 0)."""
+    value = entry.get(key)
+    return float("nan") if value is None else float(value)
+
+
+def error_vs_delay_series(summary: dict) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The points of :func:`plot_error_vs_delay`: (R,) round trips [s] in increasing order
+    (the summary keeps the order given, e.g. ``--rtt 3,0,1.5``), and per "comp" / "nocomp"
+    the (R,) window hand errors [cm] (mean over the takes, NaN where none was scored) and
+    their (R,) std (0 where unknown). Below the compensator's minimum round trip nothing
+    engages, so there is no window: the references pass through, and the whole take's
+    error is the point, both ways (a 0.0 is a value there, not a missing one)."""
     labels = sorted(summary["rtt"], key=float)
     rtts = np.array([float(x) for x in labels])
+    series = {}
+    for key in ("comp", "nocomp"):
+        entries = [summary["rtt"][label][key] for label in labels]
+        mean = np.array([_value(e, "hand_cm") for e in entries])
+        std = np.nan_to_num(np.array([_value(e, "hand_cm_std") for e in entries]))
+        off = (rtts < _min_round_trip()) & np.isnan(mean)
+        mean[off] = [_value(e["whole"], "hand_cm") for e, o in zip(entries, off) if o]
+        series[key] = (mean, std)
+    return rtts, series
+
+
+def plot_error_vs_delay(summary: dict, path: Path) -> Path:
+    """PNG of the hand error against the round trip (Fig. 5.18), the points of
+    :func:`error_vs_delay_series`: mean ± std over the takes, the bar clipped at 0 (an RMS
+    is not negative). The whole-take errors are in the table, not here: their padding
+    grows with the round trip, so they do not compare across round trips."""
+    rtts, series = error_vs_delay_series(summary)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for key, name, style in (("comp", "with compensation", "o-"), ("nocomp", "without", "s--")):
-        mean = np.array([summary["rtt"][k][key]["hand_cm"] or np.nan for k in labels], dtype=float)
-        std = np.array([summary["rtt"][k][key]["hand_cm_std"] or 0 for k in labels], dtype=float)
-        whole = np.array([summary["rtt"][k][key]["whole"]["hand_cm"] or np.nan for k in labels], dtype=float)
-        line, = ax.plot(rtts, mean, style, label=f"{name} (after engagement)")
-        ax.fill_between(rtts, mean - std, mean + std, color=line.get_color(), alpha=0.15)
-        # Open markers: one round trip gives a single point, which a dotted line alone does not draw.
-        ax.plot(rtts, whole, ":" + style[0], color=line.get_color(), markerfacecolor="none",
-                label=f"{name} (whole take)")
+    # Two series at one or two round trips would sit on each other: set them a little apart.
+    spread = 0.0 if len(rtts) > 2 else 0.02 * max(1.0, float(np.ptp(rtts)) or 1.0)
+    for shift, (key, name, style) in zip((-spread, spread), (("comp", "with compensation", "o-"),
+                                                             ("nocomp", "without compensation", "s--"))):
+        mean, std = series[key]
+        below = mean - np.maximum(mean - std, 0.0)
+        ax.errorbar(rtts + shift, mean, yerr=[below, std], fmt=style, capsize=4, elinewidth=1,
+                    label=f"{name} (bars: ± 1 std over the takes)")
     ax.set_xlabel("round-trip delay [s]")
-    ax.set_ylabel("hand error, RMS [cm]")
-    ax.set_title("What the operator sees vs what the operator does")
+    ax.set_ylabel("hand error after engagement, RMS [cm]")
+    ax.set_title("What the operator sees vs what the operator does", fontsize=10)
+    ax.set_ylim(bottom=0.0)
+    if len(rtts) == 1:
+        ax.set_xlim(rtts[0] - 0.5, rtts[0] + 0.5)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -149,22 +180,49 @@ def plot_error_vs_delay(summary: dict, path: Path) -> Path:
     return path
 
 
+def _hand_to_plot(comp) -> tuple[slice, str]:
+    """The hand (its slice of the references, its name) that is farthest off with
+    compensation over the scored ticks: the one that sets the worst excess in the title."""
+    _, executed, truth = comp.ticks()
+    mask = comp.valid_mask(0.0)
+    off = (executed - truth)[mask][:, list(HAND_INDICES)].reshape(-1, 2, 3)     # (K, left/right, xyz)
+    distance = np.linalg.norm(off, axis=2)
+    left = len(distance) > 0 and float(distance[:, 0].max()) > float(distance[:, 1].max())
+    return (SIGNAL_SLICES["left_hand"], "left hand") if left else (SIGNAL_SLICES["right_hand"], "right hand")
+
+
 def plot_take(comp, nocomp, path: Path, title: str = "") -> Path:
-    """PNG of one take: the operator, the delayed robot and the compensated robot as the
-    operator sees them, right hand x / y / z [cm] against robot time [s]; the grey line marks
-    where compensation engaged."""
-    fig, axes = plt.subplots(3, 1, figsize=(7, 6.5), dpi=110, sharex=True)
-    for ax, (signal, name) in zip(axes, ((6, "right hand x"), (7, "right hand y"), (8, "right hand z"))):
+    """PNG of one take, as the operator sees it: on top, the hand distance [cm] between what
+    the robot shows and what the operator does (the farther of the two hands, the measure of
+    the worst excess), with and without compensation; below, that hand's x / y / z [cm] for
+    the operator, the delayed robot and the compensated robot, against robot time [s]. The
+    grey line marks where compensation engaged."""
+    hand, hand_name = _hand_to_plot(comp)
+    fig, axes = plt.subplots(4, 1, figsize=(7, 8), dpi=110, sharex=True,
+                             gridspec_kw={"height_ratios": [1.2, 1, 1, 1]})
+    top = axes[0]
+    top.plot(nocomp.times, nocomp.hand_distance_cm(), "--", color="C0", label="no compensation")
+    top.plot(comp.times, comp.hand_distance_cm(), "-", color="C1", label="compensated")
+    top.set_ylabel("hand off by [cm]", fontsize=8)
+    top.set_ylim(bottom=0.0)
+    rows = [(hand.start + axis, f"{hand_name} {name}") for axis, name in enumerate("xyz")]
+    for ax, (signal, name) in zip(axes[1:], rows):
         ax.plot(comp.times, 100 * comp.truth[:, signal], "k-", lw=2, label="operator (what they do)")
-        ax.plot(nocomp.times, 100 * nocomp.executed[:, signal], "--", label="robot seen, no compensation")
-        ax.plot(comp.times, 100 * comp.executed[:, signal], "-", label="robot seen, compensated")
-        if comp.engaged_at is not None:
-            ax.axvline(comp.engaged_at, color="grey", lw=0.8)
+        ax.plot(nocomp.times, 100 * nocomp.executed[:, signal], "--", color="C0", label="robot seen, no compensation")
+        ax.plot(comp.times, 100 * comp.executed[:, signal], "-", color="C1", label="robot seen, compensated")
         ax.set_ylabel(f"{name} [cm]", fontsize=8)
+    for ax in axes:
+        if comp.engaged_at is not None:
+            ax.axvline(comp.engaged_at, color="grey", lw=0.8, label="compensation engaged")
         ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
     axes[-1].set_xlabel("robot time [s]")
-    axes[0].legend(fontsize=7)
-    axes[0].set_title(f"round trip {comp.rtt:g} s" + (f": {title}" if title else ""), fontsize=9)
+    top.legend(fontsize=7, loc="upper left")
+    axes[1].legend(fontsize=7, loc="upper left")
+    rms = (f"hands RMS after engagement {comp.window.get('hand_cm', float('nan')):.1f} cm compensated, "
+           f"{nocomp.window.get('hand_cm', float('nan')):.1f} cm without") if comp.window else ""
+    fig.suptitle(f"round trip {comp.rtt:g} s" + (f": {title}" if title else "") + (f"\n{rms}" if rms else ""),
+                 fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
