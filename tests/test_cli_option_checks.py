@@ -251,14 +251,14 @@ def test_options_that_do_not_apply_are_refused(capsys, argv, expected):
     ["--record", "session.mcap", "--force"],
 ])
 def test_options_that_apply_are_accepted(argv, tmp_path):
-    from teleop.stations.cli import _check_operator_options, _check_record_target
+    from teleop.stations.cli import _check_operator_options, _check_station_files
 
     args = build_parser().parse_args(["operator", *argv])
     if args.record is not None:
         args.record = tmp_path / args.record
-    _check_record_target(args)
+    _check_station_files(args)
     _check_operator_options(args)
-    _check_record_target(build_parser().parse_args(["robot", "--record", str(tmp_path / "r.mcap"), "--force"]))
+    _check_station_files(build_parser().parse_args(["robot", "--record", str(tmp_path / "r.mcap"), "--force"]))
 
 
 def test_netem_warns_when_its_jitter_exceeds_its_delay(capsys):

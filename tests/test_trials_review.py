@@ -187,8 +187,8 @@ def test_takes_below_the_compensators_round_trip_are_said_to_pass_through():
     assert "never had a task probable enough" not in table
 
 
-def test_the_whole_take_series_is_drawn_with_markers_for_a_single_round_trip(tmp_path, monkeypatch):
-    """One round trip: a dotted line of one point drew nothing, the legend listed it."""
+def test_a_single_round_trip_is_drawn_as_two_points_set_apart(tmp_path, monkeypatch):
+    """One round trip: the two series sat on one x, the compensated marker hid the other."""
     import matplotlib.pyplot as plt
 
     from teleop.trials.report import plot_error_vs_delay
@@ -198,8 +198,10 @@ def test_the_whole_take_series_is_drawn_with_markers_for_a_single_round_trip(tmp
     drawn = []
     monkeypatch.setattr(plt, "close", lambda fig: drawn.append(fig))
     plot_error_vs_delay(summary, tmp_path / "e.png")
-    whole = [line for line in drawn[0].axes[0].get_lines() if "whole take" in line.get_label()]
-    assert len(whole) == 2 and all(line.get_marker() not in ("None", "", None) for line in whole)
+    points = [line for line in drawn[0].axes[0].get_lines() if line.get_marker() in ("o", "s")]
+    assert len(points) == 2
+    xs = [float(line.get_xdata()[0]) for line in points]
+    assert xs[0] < 1.5 < xs[1]
 
 
 def test_the_error_vs_delay_plot_keeps_round_trip_0_and_its_order():
