@@ -180,36 +180,67 @@ def remove_stale_outputs(out: Path, results: dict[int, dict], earlier: dict[int,
     return removed
 
 
+def _best_heuristic(rows: dict[str, dict]) -> str | None:
+    """The heuristic with the lowest AE-A in ``rows`` (None: none has one)."""
+    scored = {m: row["AE-A"] for m, row in rows.items() if m != OPTIMISER and row.get("AE-A") is not None}
+    return min(scored, key=scored.__getitem__) if scored else None
+
+
 def plot_errors(result: dict, path: Path) -> Path:
-    """Error SP − PV [deg] over time, per joint (rows) for the motion and the step animation
-    (columns), one line per method. Written as PNG."""
+    """The setup at a glance, as PNG: on top, AE-A and OS [deg] of every method, each bar
+    labelled with its value; below, per joint (rows), the error SP − PV
+    [deg] over time during the motion and the step animation (columns) of the best
+    heuristic (lowest AE-A) and the optimiser only: the seven heuristics drawn together,
+    several of them oscillating at ±50°, hid both."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = result["rows"]
     methods = list(result["recordings"])
+    best = _best_heuristic(rows)
+    shown = [m for m in (best, OPTIMISER) if m is not None and m in result["recordings"]]
     first = result["recordings"][methods[0]][0]
     joints = list(first.traces)
-    fig, axes = plt.subplots(len(joints), 2, figsize=(13, 2.2 * len(joints)), sharex="col", squeeze=False)
-    for m in methods:
-        strong = m in (OPTIMISER, "PDControl")
+    fig, axes = plt.subplots(len(joints) + 1, 2, figsize=(13, 1.7 * len(joints) + 3.2), squeeze=False,
+                             gridspec_kw={"height_ratios": [1.6] + [1.0] * len(joints)}, layout="constrained")
+    colours = {m: ("k" if m == OPTIMISER else "C3" if m == best else "0.6") for m in rows}
+    for ax, column, unit in ((axes[0, 0], "AE-A", "deg"), (axes[0, 1], "OS", "deg")):
+        names = [m for m in rows if rows[m].get(column) is not None]
+        values = [max(float(rows[m][column]), 1e-3) for m in names]
+        bars = ax.bar(range(len(names)), values, color=[colours[m] for m in names])
+        ax.bar_label(bars, labels=[f"{v:.2g}" for v in values], fontsize=7)
+        ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=7)
+        ax.set_ylabel(f"{column} [{unit}]")
+        ax.grid(alpha=0.3, axis="y")
+    axes[0, 0].set_title("average absolute error during the motion (AE-A), per method", fontsize=9)
+    axes[0, 1].set_title("maximum overshoot of the steps (OS), per method", fontsize=9)
+    for m in shown:
         for col, rec in enumerate(result["recordings"][m]):
-            for row, joint in enumerate(joints):
+            for row, joint in enumerate(joints, start=1):
                 tr = rec.traces[joint]
-                axes[row, col].plot(tr.t, tr.error, lw=1.3 if strong else 0.6, alpha=1.0 if strong else 0.6,
-                                    label=m, color="k" if m == OPTIMISER else None)
-    for row, joint in enumerate(joints):
-        axes[row, 0].set_ylabel(f"{joint}\nerror [deg]")
+                axes[row, col].plot(tr.t, tr.error, lw=1.2 if m == OPTIMISER else 0.9, color=colours[m],
+                                    label=m + (" (best heuristic)" if m == best else ""))
+    for row, joint in enumerate(joints, start=1):
+        axes[row, 0].set_ylabel(f"{joint}\nerror [deg]", fontsize=8)
         for col in range(2):
             axes[row, col].grid(alpha=0.3)
-    axes[0, 0].set_title("motion (AE-A): error SP − PV")
-    axes[0, 1].set_title("step animation (AE-S, OS, ST5, R50): error SP − PV")
+            axes[row, col].tick_params(labelsize=7)
+            if row < len(joints):
+                axes[row, col].sharex(axes[len(joints), col])
+                axes[row, col].tick_params(labelbottom=False)
+    axes[1, 0].set_title("motion (AE-A): error SP − PV", fontsize=9)
+    axes[1, 1].set_title("step animation (AE-S, OS, ST5, R50): error SP − PV", fontsize=9)
     axes[-1, 0].set_xlabel("time [s]")
     axes[-1, 1].set_xlabel("time [s]")
-    axes[0, 1].legend(fontsize=7, ncol=2, loc="upper right")
-    fig.suptitle(f"Setup {result['setup']}: {result['name']}")
-    fig.tight_layout()
+    axes[1, 1].legend(fontsize=7, loc="upper right")
+    headline = ""
+    if best is not None and rows.get(OPTIMISER, {}).get("AE-A") is not None:
+        ours, theirs = rows[OPTIMISER]["AE-A"], rows[best]["AE-A"]
+        headline = (f"\nAE-A: optimiser {ours:.2f} deg vs best heuristic ({best}) {theirs:.2f} deg"
+                    + (f", {100 * (1 - ours / theirs):.0f} % lower" if theirs > 0 else ""))
+    fig.suptitle(f"Setup {result['setup']}: {result['name']}" + headline, fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
