@@ -4,7 +4,7 @@
 them into place only once all are written, with the stop signals held during the renames:
 an interrupted or failed ``teleop eval`` or ``teleop trial`` left a new summary beside an
 earlier run's plot, or a set without its take plots. The one mechanism of every command
-that replaces files (eval, trial, calibrate-sim, dataset export and trim/label/recover).
+that replaces files (eval, trial, tune, calibrate-sim, dataset export and trim/label/recover).
 """
 
 from __future__ import annotations
@@ -72,12 +72,16 @@ def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove
     that no interruption leaves a new file beside an old one. On any failure or interruption
     while writing, the temporary files, and the folders this call made, are removed: the
     previous run's files stay as they were."""
-    folder = Path(next(iter(writers))).parent if writers else Path(".")
-    made = [p for p in (folder, *folder.parents) if not p.exists()]   # deepest first
+    # The folders the files go to (a tree, as tune's setup<N>/<method>/), and those of them
+    # this call makes: removed again, deepest first, if the set is not written.
+    folders = list(dict.fromkeys(Path(path).parent for path in writers))
+    made = sorted({f for folder in folders for f in (folder, *folder.parents) if not f.exists()},
+                  key=lambda f: len(f.parts), reverse=True)
     temps: dict[Path, Path] = {}
     done = False
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
         for path, write in writers.items():
             temps[path] = _temporary_beside(_destination(path))
             try:

@@ -240,3 +240,31 @@ def test_an_interrupted_tune_leaves_no_empty_out_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(experiment, "run_experiment", interrupted)
     assert main(["tune", "--quick", "--setups", "2", "--out", str(tmp_path / "tune")]) == 130   # Ctrl-C
     assert not (tmp_path / "tune").exists()
+
+
+def test_tune_writes_its_outputs_as_one_set(tmp_path, monkeypatch, capsys):
+    """Saved one file after another, a Ctrl-C left a summary.json whose gains were not
+    those of the files beside it, and a full disk a truncated step recording and an error
+    naming no file. Now a failed save leaves the earlier run whole and names the output."""
+    import errno
+
+    import teleop.tuning.experiment as experiment
+    import teleop.tuning.report as report
+
+    monkeypatch.setattr(experiment, "run_experiment", lambda numbers, settings, jobs: _fake_results(numbers))
+    monkeypatch.setattr(report, "plot_errors", lambda result, path: (path.write_bytes(b"png"), path)[1])
+    out = tmp_path / "tune"
+    assert main(["tune", "--quick", "--json", "--setups", "1", "--out", str(out)]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert out / "summary.json" in before and out / "setup1_errors.png" in before
+
+    def disk_full(result, path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report, "plot_errors", disk_full)
+    monkeypatch.setattr(experiment, "run_experiment", lambda numbers, settings, jobs: {
+        n: {**r, "name": "another run"} for n, r in _fake_results(numbers).items()})
+    capsys.readouterr()
+    assert main(["tune", "--quick", "--json", "--setups", "1", "--out", str(out)]) == 1
+    assert f"{out / 'setup1_errors.png'}: No space left on device" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before     # no temporaries either

@@ -137,8 +137,7 @@ def _settings(args: argparse.Namespace):
 
 def _run(args: argparse.Namespace) -> int:
     from teleop.tuning.experiment import run_experiment
-    from teleop.tuning.report import (earlier_run, format_report, json_summary, plot_errors,
-                                      remove_stale_outputs, save_outputs)
+    from teleop.tuning.report import (earlier_run, format_report, json_summary, remove_stale_outputs, save_outputs)
 
     numbers = args.setups
     settings = _settings(args)
@@ -168,8 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     elapsed = time.time() - start
     files = []
     if not args.no_save:
-        files = save_outputs(results, args.out)
-        files += [plot_errors(r, args.out / f"setup{n}_errors.png") for n, r in results.items()]
+        files = save_outputs(results, args.out)       # the plots too: one set
         # After the new outputs are written (an interrupted run leaves the old ones whole).
         removed = remove_stale_outputs(args.out, results, earlier) if earlier else []
         if removed and not args.json:

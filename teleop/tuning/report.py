@@ -3,7 +3,9 @@ error over time, plus the JSON export tree of the reference (Fig. 3.8)."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from teleop.tuning.experiment import COLUMNS, OPTIMISER
@@ -96,27 +98,38 @@ def json_summary(results: dict[int, dict]) -> dict:
                        for n, r in sorted(results.items())}}
 
 
+def _save_gains_to(path: Path, gains: dict) -> None:
+    from teleop.tuning.gains_io import save_gains
+
+    save_gains(path, gains)
+
+
 def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
     """Write the reference's export tree (Fig. 3.8) per setup and method: gains, step data of
-    every joint and motion, evaluations; plus summary.json. Returns the files written."""
-    from teleop.tuning.gains_io import save_gains
+    every joint and motion, evaluations; the error plot of each setup (:func:`plot_errors`);
+    and summary.json, as one set (:func:`teleop.output_set.write_outputs_together`): an
+    interrupted or failed save (a full disk) leaves the previous run's files as they were.
+    Written one after another, a Ctrl-C left a summary whose gains were not those of the
+    files beside it, and a full disk a truncated recording. Returns the files written."""
+    from teleop.output_set import write_outputs_together
     from teleop.tuning.pid import PidGains
 
-    written = []
-    out.mkdir(parents=True, exist_ok=True)
+    def text(content: str) -> Callable[[Path], object]:
+        return lambda tmp: tmp.write_text(content)
+
+    writers: dict[Path, Callable[[Path], object]] = {}
     for n, r in results.items():
         for method, recs in r["recordings"].items():
             folder = out / f"setup{n}" / method
-            folder.mkdir(parents=True, exist_ok=True)
-            save_gains(folder / "gains.json", {j: PidGains(**g) for j, g in r["gains"][method].items()})
-            (folder / "evaluation.json").write_text(json.dumps(r["evaluations"][method], indent=1))
+            gains = {j: PidGains(**g) for j, g in r["gains"][method].items()}
+            writers[folder / "gains.json"] = functools.partial(_save_gains_to, gains=gains)
+            writers[folder / "evaluation.json"] = text(json.dumps(r["evaluations"][method], indent=1))
             for rec in recs:
-                rec.save(folder / f"{rec.motion}.json")
-            written.append(folder)
-    summary = out / "summary.json"
-    summary.write_text(json.dumps(json_summary(results), indent=1))
-    written.append(summary)
-    return written
+                writers[folder / f"{rec.motion}.json"] = rec.save
+        writers[out / f"setup{n}_errors.png"] = functools.partial(plot_errors, r)
+    writers[out / "summary.json"] = text(json.dumps(json_summary(results), indent=1))
+    write_outputs_together(writers)
+    return list(writers)
 
 
 def earlier_run(out: Path) -> dict[int, set[str]] | None:
