@@ -1,10 +1,11 @@
 """A command's output files written as one set: all of them appear, or none does.
 
-:func:`write_outputs_together` writes each file to a hidden temporary beside it and renames
-them into place only once all are written, with the stop signals held during the renames:
-an interrupted or failed ``teleop eval`` or ``teleop trial`` left a new summary beside an
-earlier run's plot, or a set without its take plots. The one mechanism of every command
-that replaces files (eval, trial, tune, calibrate-sim, dataset export and trim/label/recover).
+:func:`write_outputs_together` (and :class:`OutputSet`, for files decided one at a time)
+writes each file to a hidden temporary beside it and renames them into place only once
+all are written, with the stop signals held during the renames: an interrupted or failed
+``teleop eval`` or ``teleop trial`` left a new summary beside an earlier run's plot, or a
+set without its take plots. The one mechanism of every command that replaces files (eval,
+trial, tune, calibrate-sim, dataset export and trim/label/recover).
 """
 
 from __future__ import annotations
@@ -59,6 +60,73 @@ def _stops_held():
                 signal.raise_signal(signum)
 
 
+class OutputSet:
+    """Files written one by one and renamed into place together, or not at all.
+
+    ``with OutputSet() as outputs:`` then, per file, ``tmp = outputs.temporary(path)`` (a
+    hidden, empty file beside ``path``, its folder made if needed), write ``tmp``, and
+    :meth:`keep` it, or :meth:`discard` it (a file that failed, while the others go on).
+    Leaving the block normally renames every kept file into place, with the stop signals
+    held (a Ctrl-C interrupts just after), and removes the files of :meth:`remove_with`;
+    leaving it by an exception (an error, a Ctrl-C) removes every temporary file and the
+    folders this set made, so the previous run's files stay as they were. For work whose
+    files are decided one at a time (``dataset export``: an episode that cannot be read is
+    skipped, the others are exported); :func:`write_outputs_together` when all are known.
+    """
+
+    def __init__(self) -> None:
+        self._temps: dict[Path, Path] = {}      # destination -> its temporary file
+        self._kept: list[Path] = []
+        self._remove: list[Path] = []
+        self._made: set[Path] = set()
+
+    def temporary(self, path: Path) -> Path:
+        """A new hidden temporary file beside ``path`` (same suffix: it picks a plot's format)."""
+        destination = _destination(Path(path))
+        folder = destination.parent
+        self._made.update(f for f in (folder, *folder.parents) if not f.exists())
+        folder.mkdir(parents=True, exist_ok=True)
+        self._temps[destination] = _temporary_beside(destination)
+        return self._temps[destination]
+
+    def keep(self, path: Path) -> None:
+        """``path``'s temporary file is written: settle it (permissions, bytes on disk), to be
+        renamed into place with the others."""
+        destination = _destination(Path(path))
+        _settle(self._temps[destination], destination)
+        self._kept.append(destination)
+
+    def discard(self, path: Path) -> None:
+        """``path`` is not written after all: its temporary file goes."""
+        tmp = self._temps.pop(_destination(Path(path)), None)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+    def remove_with(self, paths: Iterable[Path]) -> None:
+        """Files (an earlier run's, now stale) removed when the set is renamed into place."""
+        self._remove.extend(paths)
+
+    def __enter__(self) -> OutputSet:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                with _stops_held():
+                    for destination in self._kept:
+                        os.replace(self._temps.pop(destination), destination)
+                    for stale in self._remove:
+                        stale.unlink(missing_ok=True)
+        finally:
+            for tmp in self._temps.values():
+                tmp.unlink(missing_ok=True)
+            # Those left empty (all of them when nothing was renamed; after a file discarded,
+            # its folder): only if empty, so nothing of anyone else's is removed.
+            for made_folder in sorted(self._made, key=lambda f: len(f.parts), reverse=True):   # deepest first
+                with contextlib.suppress(OSError):
+                    made_folder.rmdir()
+
+
 def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove: Iterable[Path] = ()) -> None:
     """Write a run's output files so that they appear together or not at all: each file
     ``path`` is written by ``writers[path](tmp)`` to a hidden temporary file beside it (same
@@ -67,45 +135,23 @@ def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove
     the files were written one after another, and a Ctrl-C (or an error) in the middle left
     a new summary beside an earlier run's plot, or a set without its take plots.
 
-    The idea of teleop.sim.calibrate_cli._write_atomically, and further: the renames run
-    with the stop signals held (a Ctrl-C then interrupts just after them, exit code 130), so
-    that no interruption leaves a new file beside an old one. On any failure or interruption
-    while writing, the temporary files, and the folders this call made, are removed: the
-    previous run's files stay as they were."""
-    # The folders the files go to (a tree, as tune's setup<N>/<method>/), and those of them
-    # this call makes: removed again, deepest first, if the set is not written.
-    folders = list(dict.fromkeys(Path(path).parent for path in writers))
-    made = sorted({f for folder in folders for f in (folder, *folder.parents) if not f.exists()},
-                  key=lambda f: len(f.parts), reverse=True)
-    temps: dict[Path, Path] = {}
-    done = False
-    try:
-        for folder in folders:
-            folder.mkdir(parents=True, exist_ok=True)
+    The renames run with the stop signals held (a Ctrl-C then interrupts just after them,
+    exit code 130), so that no interruption leaves a new file beside an old one. On any
+    failure or interruption while writing, the temporary files, and the folders this call
+    made, are removed: the previous run's files stay as they were (see :class:`OutputSet`)."""
+    with OutputSet() as outputs:
         for path, write in writers.items():
-            temps[path] = _temporary_beside(_destination(path))
+            tmp = outputs.temporary(path)
             try:
-                write(temps[path])
+                write(tmp)
             except OSError as exc:
-                if exc.filename not in (None, str(temps[path]), temps[path]):
+                if exc.filename not in (None, str(tmp), tmp):
                     raise
                 # "[Errno 28] No space left on device" named no file (or a hidden temporary
                 # one): the error names the output the user asked for.
                 raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
-            _settle(temps[path], _destination(path))
-        with _stops_held():
-            for path, tmp in temps.items():
-                os.replace(tmp, _destination(path))
-            for stale in remove:
-                stale.unlink(missing_ok=True)
-            done = True
-    finally:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
-        if not done:
-            for made_folder in made:
-                with contextlib.suppress(OSError):
-                    made_folder.rmdir()    # only if empty: nothing of anyone else's is removed
+            outputs.keep(path)
+        outputs.remove_with(remove)
 
 
 def _destination(path: Path) -> Path:

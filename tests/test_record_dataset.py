@@ -310,3 +310,31 @@ def test_list_takes_several_folders(tmp_path, capsys):
     assert dataset_cli.main(["list", str(tmp_path / "alice"), str(tmp_path / "bob")]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
     assert listed == [str(tmp_path / "alice" / "s.mcap"), str(tmp_path / "bob" / "s.mcap")]
+
+
+def test_an_interrupted_export_of_several_recordings_leaves_the_earlier_export_whole(tmp_path, monkeypatch):
+    """Each file was written (atomically) as its episode was done: a Ctrl-C after the first
+    recording left its new files beside the second's old ones (README: one set)."""
+    import teleop.record.export as export
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_session(data / "alice.mcap")
+    write_session(data / "bob.mcap", episodes=(("squat", 10, 60),))
+    out = tmp_path / "train"
+    assert dataset_cli.main(["export", str(data), "--channel", "references", "-o", str(out)]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert len(before) == 3
+
+    real = export._export_recording
+    done = []
+
+    def interrupted_after_the_first(plan, *args, **kwargs):
+        if done:
+            raise KeyboardInterrupt
+        done.append(real(plan, *args, **kwargs))
+
+    monkeypatch.setattr(export, "_export_recording", interrupted_after_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        export_episodes(data, out, "references", use_message_time=True, force=True)
+    assert done and {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before   # no temporaries left

@@ -66,7 +66,7 @@ import numpy as np
 
 from retarget.npz_checks import CheckedNpz
 from retarget.references import FLAT_LABELS, ReferenceTrajectory
-from teleop.output_set import write_outputs_together
+from teleop.output_set import OutputSet
 from teleop.progress import progress_bar
 
 from .channels import COMMANDS_DELIVERED, REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
@@ -165,9 +165,8 @@ def robot_arrays(recording: Recording, start_ns: int, end_ns: int) -> dict[str, 
 
 
 def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """``trajectory.save_npz(path)`` with ``arrays`` added to the same file, written to a
-    temporary file beside ``path`` and renamed into place: an interrupted export leaves the
-    earlier file or none, never a truncated one (which the next export could not read)."""
+    """``trajectory.save_npz(path)`` with ``arrays`` added to the same file (``path``: the
+    export's temporary file, see :class:`teleop.output_set.OutputSet`)."""
     # The trajectory's keys are taken as save_npz writes them, so its format has one owner.
     buffer = io.BytesIO()
     trajectory.save_npz(buffer)
@@ -175,8 +174,7 @@ def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[s
     with np.load(buffer, allow_pickle=False) as saved:
         keys = dict(saved)
     # mypy checks **arrays against savez_compressed's `allow_pickle: bool` too (no array key is named so).
-    write_outputs_together({path: lambda partial: np.savez_compressed(
-        partial, **keys, **arrays)})  # type: ignore[arg-type]
+    np.savez_compressed(path, **keys, **arrays)  # type: ignore[arg-type]
 
 
 #: Seconds of recording an export reads before it shows a progress bar: a shorter one ends
@@ -472,16 +470,21 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
     with progress_bar(total=total, desc="exporting", enabled=progress and total > PROGRESS_AFTER_S) as bar:
         bar.unit = "s"                    # of recording read
         reading = _ReadProgress(bar, total)
-        for plan in planned:
-            _export_recording(plan, output_dir, channel, topic, use_message_time, stale, reading, result)
+        # One set: the files appear (and the stale copies go) together once every episode is
+        # done, so an interrupted export of several recordings leaves the earlier export whole.
+        with OutputSet() as outputs:
+            for plan in planned:
+                _export_recording(plan, output_dir, channel, topic, use_message_time, stale, reading, result, outputs)
         reading.complete()
     return result
 
 
 def _export_recording(plan: _Planned, output_dir: Path, channel: str, topic: str, use_message_time: bool,
-                      stale: dict[tuple[str, int], list[Path]], reading: _ReadProgress, result: ExportResult) -> None:
+                      stale: dict[tuple[str, int], list[Path]], reading: _ReadProgress, result: ExportResult,
+                      outputs: OutputSet) -> None:
     """Write the labelled episodes of one recording (see :func:`export_episodes`) into
-    ``result``; an episode that cannot be read or written is skipped as an error."""
+    ``outputs``, and what became of them into ``result``; an episode that cannot be read
+    or written is skipped as an error."""
     file, recording = plan.file, plan.recording
     if not recording.complete:
         result.incomplete.append(file)
@@ -501,7 +504,8 @@ def _export_recording(plan: _Planned, output_dir: Path, channel: str, topic: str
         reading.begin(episode.start_ns, episode.stop_ns, _reads(plan))
         recording.on_message = reading
         try:
-            out = _export_episode(plan, episode, output_dir, channel, topic, use_message_time, reading, result)
+            out = _export_episode(plan, episode, output_dir, channel, topic, use_message_time, reading, result,
+                                  outputs)
         except (RecordingFormatError, OSError, ValueError) as exc:   # damaged data, a file not written
             result.failed(f"{name}: {_failure(exc)}")
             continue
@@ -511,14 +515,16 @@ def _export_recording(plan: _Planned, output_dir: Path, channel: str, topic: str
         if out is None:
             continue
         result.written.append(out)
-        for copy in stale.get((plan.name, episode.number), ()):   # only once its new file is there
-            copy.unlink(missing_ok=True)
-            result.removed.append(copy)
+        copies = stale.get((plan.name, episode.number), ())       # only once its new file is there
+        outputs.remove_with(copies)
+        result.removed.extend(copies)
 
 
 def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel: str, topic: str,
-                    use_message_time: bool, reading: _ReadProgress, result: ExportResult) -> Path | None:
-    """Write one episode's file; None (and the reason in ``result``) when it is skipped."""
+                    use_message_time: bool, reading: _ReadProgress, result: ExportResult,
+                    outputs: OutputSet) -> Path | None:
+    """Write one episode's file into ``outputs``; None (and the reason in ``result``) when it
+    is skipped."""
     file, recording = plan.file, plan.recording
     name = _episode_name(file, episode)
     trajectory = recording.reference_trajectory(
@@ -541,8 +547,15 @@ def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel:
     reading.next_read()
     arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1),
               RECORDING_KEY: np.array(str(file.resolve())), CHANNEL_KEY: np.array(topic)}
-    folder = output_dir / task_folder_name(episode.task)
-    folder.mkdir(parents=True, exist_ok=True)
-    out = folder / plan.file_name(episode)
-    save_with_arrays(trajectory, out, arrays)
+    out = output_dir / task_folder_name(episode.task) / plan.file_name(episode)
+    tmp = outputs.temporary(out)
+    try:
+        save_with_arrays(trajectory, tmp, arrays)
+    except OSError as exc:
+        outputs.discard(out)
+        if exc.errno is None:
+            raise
+        # "[Errno 28] No space left on device" named no file, or the hidden temporary one.
+        raise type(exc)(exc.errno, exc.strerror, str(out)) from exc
+    outputs.keep(out)
     return out
