@@ -154,6 +154,15 @@ def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove
         outputs.remove_with(remove)
 
 
+def is_hidden(path: Path) -> bool:
+    """Whether ``path``'s name is hidden (begins with "."), as the temporary files of an
+    :class:`OutputSet` are: a folder's readers skip them (``ls`` does too). A run killed
+    outright (SIGKILL, a power cut) cannot remove its temporaries; read as takes or
+    recordings, they made ``teleop train`` fail on "not a readable .npz file", or learn an
+    interrupted copy as a demonstration."""
+    return Path(path).name.startswith(".")
+
+
 def _destination(path: Path) -> Path:
     """The file replaced for ``path``: itself, or the file it is a symlink to (renamed onto
     the link, the new file would replace the link and leave the file it names unchanged,

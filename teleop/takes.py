@@ -55,6 +55,7 @@ from retarget.readers import read_motion, sniff_format
 from retarget.references import FLAT_LABELS, ReferenceTrajectory
 from retarget.robot_target import RobotTarget
 from teleop.cli_types import PreconditionError
+from teleop.output_set import is_hidden
 from teleop.progress import progress_bar
 
 MOTION_SUFFIXES = {".amc", ".bvh", ".mvnx", ".npz", ".csv", ".json"}
@@ -100,12 +101,13 @@ def _is_reference_npz(path: Path) -> bool:
 
 
 def _motion_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in MOTION_SUFFIXES)
+    return sorted(f for f in folder.iterdir()
+                  if f.is_file() and f.suffix.lower() in MOTION_SUFFIXES and not is_hidden(f))
 
 
 def _sub_folders(folder: Path) -> list[Path]:
     # skeletons/: HDM05's ASF files, which the AMC reader finds beside the task folders.
-    return sorted(d for d in folder.iterdir() if d.is_dir() and d.name != "skeletons")
+    return sorted(d for d in folder.iterdir() if d.is_dir() and d.name != "skeletons" and not is_hidden(d))
 
 
 def _task_files(folder: Path) -> list[Path]:

@@ -338,3 +338,21 @@ def test_an_interrupted_export_of_several_recordings_leaves_the_earlier_export_w
     with pytest.raises(KeyboardInterrupt):
         export_episodes(data, out, "references", use_message_time=True, force=True)
     assert done and {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before   # no temporaries left
+
+
+def test_a_killed_runs_hidden_temporaries_are_not_read_as_recordings_or_takes(tmp_path, capsys):
+    """SIGKILL leaves an OutputSet's hidden temporary file: `dataset list/export` read
+    `.b.<hex>.tmp.mcap` as a recording, and `train` failed on `.x.<hex>.tmp.npz` ("not a
+    readable .npz file") or learned an interrupted copy as a demonstration."""
+    from teleop.record.export import recordings_in
+    from teleop.takes import list_take_files
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_session(data / "alice.mcap")
+    (data / ".alice.0123456789ab.tmp.mcap").write_bytes((data / "alice.mcap").read_bytes()[:3000])
+    assert recordings_in(data) == [data / "alice.mcap"]
+    out = tmp_path / "train"
+    assert dataset_cli.main(["export", str(data), "--channel", "references", "-o", str(out)]) == 0
+    (out / "squat" / ".alice_0.0123456789ab.tmp.npz").write_bytes(b"PK\x03\x04 cut short")
+    assert sorted(path.name for path, *_ in list_take_files(out)) == ["alice_0.npz", "alice_2.npz"]

@@ -24,7 +24,7 @@ import numpy as np
 from retarget.file_checks import refuse_special_file
 from teleop import json_input
 from teleop.native_stderr import native_stderr_silenced
-from teleop.output_set import write_outputs_together
+from teleop.output_set import is_hidden, write_outputs_together
 
 
 class CalibrationError(ValueError):
@@ -450,7 +450,7 @@ def images_from_paths(paths: Iterable[Path | str]) -> list[np.ndarray]:
     empty: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+            found = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and not is_hidden(f))
             files += found
             if not found:
                 empty.append(p)

@@ -66,7 +66,7 @@ import numpy as np
 
 from retarget.npz_checks import CheckedNpz
 from retarget.references import FLAT_LABELS, ReferenceTrajectory
-from teleop.output_set import OutputSet
+from teleop.output_set import OutputSet, is_hidden
 from teleop.progress import progress_bar
 
 from .channels import COMMANDS_DELIVERED, REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
@@ -109,12 +109,14 @@ class ExportResult:
 
 
 def recordings_in(path: str | os.PathLike) -> list[Path]:
-    """``path`` itself if it is a file, else every ``*.mcap`` below it, sorted."""
+    """``path`` itself if it is a file, else every ``*.mcap`` below it, sorted, but for the
+    hidden ones (:func:`teleop.output_set.is_hidden`: an interrupted copy's temporary file)."""
     path = Path(path)
     if path.is_dir():
         # A named pipe or a device named *.mcap is kept (not is_file()): opening it refuses it
         # by name, so it is listed as unreadable rather than silently left out.
-        return sorted(p for p in path.rglob("*.mcap") if p.exists() and not p.is_dir())
+        return sorted(p for p in path.rglob("*.mcap") if p.exists() and not p.is_dir()
+                      and not any(is_hidden(Path(part)) for part in p.relative_to(path).parts))
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
     return [path]
