@@ -67,3 +67,31 @@ def test_a_recorder_whose_disk_filled_stays_idle(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) < 0.3, done.stdout
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_recording_whose_folder_is_deleted_mid_session_is_an_error_not_a_silent_loss(tmp_path, threaded):
+    """`rm -rf` of the recording's folder during a session: it ended with exit code 0 and no
+    word, and the recording existed nowhere. Found at the next flush (the station says so
+    then) and at close, with the error that makes the command exit 1."""
+    import shutil
+    import time
+
+    import numpy as np
+
+    from retarget.references import FLAT_SIZE, RobotReferences
+    from teleop.record.recorder import RecordingWriteError
+
+    folder = tmp_path / "session"
+    folder.mkdir()
+    recorder = Recorder(folder / "s.mcap", flush_interval_s=0.05, threaded=threaded)
+    recorder.log_references(RobotReferences.from_flat(0.0, np.zeros(FLAT_SIZE)), log_time_ns=1)
+    shutil.rmtree(folder)
+    for k in range(40):                       # the next flushes find it gone
+        recorder.log_references(RobotReferences.from_flat(0.01 * k, np.zeros(FLAT_SIZE)), log_time_ns=2 + k)
+        time.sleep(0.01)
+        if recorder.error is not None:
+            break
+    assert recorder.error is not None and "removed or replaced while recording" in str(recorder.error)
+    with pytest.raises(RecordingWriteError, match="this session's recording is lost"):
+        recorder.close()

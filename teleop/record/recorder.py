@@ -59,6 +59,7 @@ Sequence numbers
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import numbers
 import os
@@ -120,6 +121,11 @@ _SEQUENCE_MASK = (1 << 32) - 1
 class RecordingWriteError(OSError):
     """The writer thread failed (disk full, file removed...); raised by :meth:`Recorder.close`.
     An OSError: what the commands report as a user-facing error, not a traceback."""
+
+
+class RecordingRemovedError(FileNotFoundError):
+    """The file being recorded is no longer at its path (removed, its folder deleted, or
+    replaced by another file): what is written goes nowhere anyone can read it."""
 
 
 @dataclass
@@ -204,6 +210,10 @@ class Recorder:
 
         # Writer-side state: touched only by the writer thread (or under _lock when synchronous).
         self._file = open(self.path, "wb")
+        # Which file this is: the path removed or replaced during the session is found at the
+        # next flush (before, the session ended with exit code 0 and no recording anywhere).
+        opened = os.fstat(self._file.fileno())
+        self._identity = (opened.st_dev, opened.st_ino)
         self._writer = Writer(self._file, chunk_size=chunk_size_bytes, compression=_COMPRESSION[compression])
         self._channel_ids: dict[str, int] = {}
         self._schema_ids: dict[str, int] = {}
@@ -366,6 +376,14 @@ class Recorder:
         else:
             with self._lock:
                 self._finish()
+        if self._error is None:
+            try:
+                self._check_file_is_there()     # removed since the last flush
+            except RecordingRemovedError as exc:
+                self._error = exc
+        if isinstance(self._error, RecordingRemovedError):
+            raise RecordingWriteError(f"{self.path}: {self._error.strerror}: this session's recording is "
+                                      "lost") from self._error
         if self._error is not None:
             reason = getattr(self._error, "strerror", None) or self._error
             raise RecordingWriteError(f"{self.path}: recording stopped: {reason}; what was written before is in the "
@@ -440,7 +458,10 @@ class Recorder:
             item = (_MESSAGE, topic, log_ns, publish_ns, spec, snapshot, sequence, size)
             if not self._threaded:
                 self._handle(item)
-                self._maybe_flush()
+                try:
+                    self._maybe_flush()
+                except RecordingRemovedError as exc:   # as the writer thread does: said, then dropped
+                    self._error = exc
                 return True
             stats.queued_messages += 1
             stats.queued_bytes += size
@@ -537,10 +558,22 @@ class Recorder:
         now = time.monotonic()
         if now >= self._next_flush:
             self._writer.flush()  # closes the chunk and flushes the file object to the OS
+            self._check_file_is_there()
             self._next_flush = now + self._flush_interval_s
             self._stats.flushes += 1
             if self._threaded:
                 self._stats.writer_cpu_s = time.thread_time()
+
+    def _check_file_is_there(self) -> None:
+        """Raise :class:`RecordingRemovedError` if :attr:`path` is no longer the file written."""
+        try:
+            now = os.stat(self.path)
+            there = (now.st_dev, now.st_ino) == self._identity
+        except OSError:
+            there = False
+        if not there:
+            raise RecordingRemovedError(errno.ENOENT, "the file was removed or replaced while recording (its folder "
+                                        "deleted?)", str(self.path))
 
     def _finish(self) -> None:
         if self._threaded:
