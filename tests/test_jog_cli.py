@@ -331,3 +331,13 @@ def test_a_broken_video_or_image_gets_the_products_error_alone(tmp_path, capfd):
     with pytest.raises(SystemExit):
         main(["calibrate-camera", "--images", str(tmp_path / "broken.png"), "--out", str(tmp_path / "c.json")])
     assert "libpng" not in capfd.readouterr().err
+
+
+def test_a_truncated_video_is_said_and_ends_with_exit_code_1(video, tmp_path, capsys):
+    """Half an AVI was read as a whole video: 'frames 151', exit code 0, no word."""
+    cut = tmp_path / "cut.avi"
+    data = video.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    assert main(["jog", "--camera", str(cut), "--json"]) == 1
+    err = capsys.readouterr().err
+    assert "ended after" in err and "of the 96 frames it declares: the file looks truncated or damaged" in err

@@ -64,6 +64,10 @@ class CameraSource:
             if height:
                 self.capture.set(cv2.CAP_PROP_FRAME_HEIGHT, height)
         self.fps = float(self.capture.get(cv2.CAP_PROP_FPS) or 0.0)
+        #: Frames a video file says it holds (0: it does not say; devices and streams: 0).
+        self.declared_frames = max(0, int(self.capture.get(cv2.CAP_PROP_FRAME_COUNT) or 0)) if self.is_file else 0
+        self.frames_read = 0
+        self.reached_end = False
 
     def read(self) -> tuple[float, np.ndarray] | None:
         """(wall time [s], BGR frame), or None at the end of a (non-looping) file."""
@@ -73,9 +77,23 @@ class CameraSource:
             ok, frame = self.capture.read()
         if not ok:
             if self.is_file:
+                self.reached_end = True
                 return None
             raise CameraError(f"camera {self.source!r} stopped delivering frames")
+        self.frames_read += 1
         return time.monotonic(), frame
+
+    def ended_early(self) -> str | None:
+        """Why a video file that was read to its end stopped short of the frames it declares
+        (truncated, or damaged so that OpenCV stops decoding), or None. A truncated AVI
+        read as half a video, exit code 0 and no word. A couple of frames' slack: some
+        containers estimate their count from the duration."""
+        if not (self.reached_end and self.declared_frames and not self.loop):
+            return None
+        if self.frames_read >= 0.98 * self.declared_frames - 2:
+            return None
+        return (f"the video {self.source} ended after {self.frames_read} of the {self.declared_frames} frames it "
+                "declares: the file looks truncated or damaged, and the rest of it was not jogged")
 
     def close(self) -> None:
         self.capture.release()

@@ -385,6 +385,10 @@ def _run_jog(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         print(format_summary(summary))
+    short = camera.ended_early()
+    if short is not None:
+        print(f"teleop jog: error: {short}", file=sys.stderr)
+        return 1
     if summary["frames"] and not summary["frames_with_tag"]:
         # Nothing was jogged: say why it may be, rather than end as if all went well.
         wanted = "AprilTag 36h11" + (f" id {args.tag_id}" if args.tag_id is not None else "")
