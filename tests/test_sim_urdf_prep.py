@@ -5,6 +5,8 @@ import os
 import time
 import xml.etree.ElementTree as ET
 
+import pytest
+
 
 def _prepare_at(args: tuple[str, float]) -> str:
     cache, start = args
@@ -32,3 +34,23 @@ def test_processes_preparing_the_same_urdf_at_once_all_read_a_whole_file(tmp_pat
         with context.Pool(4) as pool:
             results += pool.map(_prepare_at, [(str(cache), time.time() + 3.0)] * 4)
     assert results == ["ok"] * len(results)
+
+
+def test_a_cache_write_that_fails_names_the_cache_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """A full disk in the cache: `calibrate-sim` said only "[Errno 27] File too large" and
+    left truncated `.tmp` files in ~/.cache/prescient-teleop/urdf."""
+    import errno
+
+    from teleop.sim.urdf_prep import write_cached
+
+    def full(self, path, *args, **kwargs):
+        with open(path, "wb") as f:
+            f.write(b"<robot")           # cut short
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(ET.ElementTree, "write", full)
+    out = tmp_path / "model.urdf"
+    with pytest.raises(OSError) as exc:
+        write_cached(ET.ElementTree(ET.fromstring("<robot/>")), out)
+    assert f"cache folder {tmp_path}" in str(exc.value) and exc.value.filename == str(out)
+    assert list(tmp_path.iterdir()) == []

@@ -47,7 +47,7 @@ from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_
                                  params_from_dict, read_parameter_file)
 from teleop.sim.pybullet_module import pb
 from teleop.sim.target_spline import TickInterpolator
-from teleop.sim.urdf_prep import cache_dir, prepare_urdf
+from teleop.sim.urdf_prep import cache_dir, prepare_urdf, write_cached
 
 if TYPE_CHECKING:
     from teleop.sim.servo import JointServo
@@ -730,7 +730,5 @@ def _rewritten_urdf(urdf: Path, link_scales: dict[str, tuple[float, float]], col
         if origin is not None:
             xyz = [float(x) * com_scale for x in origin.get("xyz", "0 0 0").split()]
             origin.set("xyz", " ".join(repr(x) for x in xyz))
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    ET.ElementTree(root).write(tmp)
-    tmp.replace(out)
+    write_cached(ET.ElementTree(root), out)
     return out

@@ -120,10 +120,21 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
     for tag in ("gazebo", "sensor"):
         for element in root.findall(tag):
             root.remove(element)
-    # A temporary file of this process's own, then an atomic rename: concurrent processes
-    # (``teleop tune --jobs``, parallel tests) neither read a half-written file nor rename
-    # each other's.
-    tmp = out.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tree.write(tmp)
-    tmp.replace(out)
+    write_cached(tree, out)
     return out
+
+
+def write_cached(tree: ET.ElementTree, out: Path) -> None:
+    """Write ``tree`` to ``out`` in the cache: a temporary file of this process's and
+    thread's own, then an atomic rename, so that concurrent processes (``teleop tune
+    --jobs``, parallel tests) neither read a half-written file nor rename each other's. A
+    failure (a full disk) removes the temporary and names the cache folder: it said only
+    "[Errno 27] File too large" and left the truncated temporary there."""
+    tmp = out.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tree.write(tmp)
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, f"cannot write the simulator's robot model in its cache folder {out.parent} "
+                                 f"({exc.strerror}; $XDG_CACHE_HOME moves it)", str(out)) from exc
