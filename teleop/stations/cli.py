@@ -395,6 +395,7 @@ def _run_robot(args: argparse.Namespace) -> int:
             run_loop(station.dt, args.duration, tick, "robot", loop_timing)
         except KeyboardInterrupt:
             stop_handled()
+        events.finish()
         telemetry = {**station.telemetry(), "loop": loop_timing.summary()}
         recording_error = _close_recording(recording)
     if args.json:

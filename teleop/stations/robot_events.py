@@ -1,28 +1,48 @@
 """What the robot station says on stderr as things happen: the robot touching the scene or
 falling, which operator it follows (and when another takes over, or the same one reaches it
-by a new path), and the commands it refuses. Each is said when it first happens (an
-operator change each time), never once a tick."""
+by a new path), the operator's commands stopping (the robot holds a safe pose) and coming
+back, and the commands it refuses. Each is said when it first happens (an operator change,
+a stop of the commands, each time, up to a few per half minute), never once a tick."""
 
 from __future__ import annotations
 
 import sys
+import time
+from collections import deque
 
 from teleop.net.protocol import format_address
+from teleop.net.watchdog import WatchdogState
 from teleop.stations.watches import SaidOnce
+
+#: Stops of the operator's commands said one by one within :data:`STOPS_QUIET_S`; the
+#: rest are counted and said in one line per that time (a link losing commands in bursts
+#: would fill the console), as the operator's CommandLinkWatch does on its side.
+STOPS_SAID_PER_QUIET = 3
+STOPS_QUIET_S = 30.0
 
 
 class RobotEvents:
     """Call :meth:`say_new` once per tick with the robot station (its ``first_*`` fields,
-    ``fell_at``, ``operator``, ``operators_attached``, ``operator_moves``/``operator_moved``
-    and ``config.stale_timeout``)."""
+    ``fell_at``, ``operator``, ``operators_attached``, ``operator_moves``/``operator_moved``,
+    ``watchdog.state`` and ``config.stale_timeout``), and :meth:`finish` at the end."""
 
     def __init__(self) -> None:
         self._said = SaidOnce()
         self._attached = 0                 # operators attached when last said
         self._following: str | None = None  # the operator's address as last said
         self._moves = 0
+        self._watchdog = WatchdogState.WAITING
+        self._stops_said: deque[float] = deque(maxlen=STOPS_SAID_PER_QUIET)   # when the last stops were said
+        self._stop_said = False            # the stop going on now was said (so is its end)
+        self._stops_unsaid = 0
+
+    def finish(self) -> None:
+        """At the end of the session: the stops counted since the last one said."""
+        if self._stops_unsaid:
+            self._say_unsaid_stops(time.monotonic())
 
     def say_new(self, station) -> None:
+        self._say_watchdog(station)
         if station.first_scene_contact is not None and self._said.first("scene contact"):
             # Said: the contact pushes the joints beyond the speeds the controller
             # commands, and the hand stops where the operator's goes on.
@@ -55,6 +75,36 @@ class RobotEvents:
             # stale hold would be all the user sees.
             _say(f"warning: refusing commands no operator can mean, from {station.first_implausible}; the robot "
                  "keeps its last command (holds its pose if nothing else arrives)")
+
+
+    def _say_watchdog(self, station) -> None:
+        """The operator's commands stopping (the watchdog going stale: the robot holds a safe
+        pose) and coming back. Before, only the 2 s status line's STALE showed it."""
+        state, was = station.watchdog.state, self._watchdog
+        self._watchdog = state
+        now = time.monotonic()
+        if state == WatchdogState.STALE and was in (WatchdogState.ACTIVE, WatchdogState.RESUMING):
+            recent = [t for t in self._stops_said if now - t < STOPS_QUIET_S]
+            self._stop_said = not self._stops_unsaid and len(recent) < STOPS_SAID_PER_QUIET
+            if self._stop_said:
+                self._stops_said.append(now)
+                _say(f"warning: no command from the operator for --stale-timeout ({station.config.stale_timeout:g} s): "
+                     "holding a safe pose (the operator stopped, or the link lost its commands)")
+            else:
+                self._stops_unsaid += 1
+        elif was == WatchdogState.STALE and state == WatchdogState.RESUMING and self._stop_said:
+            _say("the operator's commands are back: blending into them")
+        if self._stops_unsaid and now - self._stops_said[-1] >= STOPS_QUIET_S:
+            self._say_unsaid_stops(now)
+
+    def _say_unsaid_stops(self, now: float) -> None:
+        n = self._stops_unsaid
+        _say(f"warning: the operator's commands stopped {n} more time{'s' if n > 1 else ''} in the last "
+             f"{now - self._stops_said[-1]:.0f} s; the robot held its pose each time (a link that loses commands "
+             "in bursts?)")
+        self._stops_unsaid = 0
+        # One such line per quiet period from now on (the newest entry is this line).
+        self._stops_said.extend([now] * STOPS_SAID_PER_QUIET)
 
 
 def _say(message: str) -> None:
