@@ -101,7 +101,7 @@ def check_out_folder(out: Path, option: str = "--out") -> None:
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as exc:
-        raise ValueError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
+        raise PreconditionError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
     finally:
         for folder in made:          # deepest first
             with contextlib.suppress(OSError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import socket
+from pathlib import Path
 
 import numpy as np
 
@@ -51,6 +52,16 @@ def test_station_files_that_are_folders_are_refused(capsys, tmp_path, command, o
     (it was argparse's exit code 2 here and 1 for train -o and dataset -o)."""
     assert main([command, option, str(tmp_path), "--duration", "0.1"]) == 1
     assert f"teleop {command}: error: {option} {tmp_path} is a folder: give a file name" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs Linux's /proc, where no file can be made")
+@pytest.mark.parametrize("command", ["robot", "operator"])
+def test_a_recording_folder_that_cannot_be_written_is_refused_before_the_station_starts(capsys, command):
+    """It said "[Errno 30] Read-only file system" once the station had started, naming no
+    option, with the TELEOP_DEBUG hint."""
+    assert main([command, "--record", "/proc/session.mcap", "--duration", "0.1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"teleop {command}: error: --record /proc: cannot write there") and "TELEOP_DEBUG" not in err
 
 
 @pytest.mark.parametrize("command", ["robot", "operator"])
@@ -191,7 +202,7 @@ def test_what_arrives_again_after_a_silence_warning_is_said_once(capsys):
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "no feedback from the robot for the last" in err[0]
     # The silence lasted at least the 0.1 s slept (more on a loaded machine: no upper bound).
-    again = re.fullmatch(r"\[operator\] Feedback from the robot: arriving again after (\d+\.\d) s of silence", err[1])
+    again = re.fullmatch(r"\[operator\] feedback from the robot: arriving again after (\d+\.\d) s of silence", err[1])
     assert again and float(again[1]) >= 0.1, err
 
     late = SilenceWatch(lambda: count[0], "MVN poses", "is MVN streaming?", after=0.05)

@@ -213,7 +213,7 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
 def _check_station_files(args: argparse.Namespace) -> None:
     """Refuse a folder given as --record or --secret-file, and a recording (often the only
     copy of a session) that would be overwritten without --force, before anything starts."""
-    from teleop.data_args import check_output_location, check_recording_name
+    from teleop.data_args import check_out_folder, check_output_location, check_recording_name
 
     # A folder is what is on disk, not a malformed value: exit code 1, checked before the
     # station starts (opening it later would only fail with IsADirectoryError).
@@ -223,6 +223,9 @@ def _check_station_files(args: argparse.Namespace) -> None:
     if args.record is not None:
         check_recording_name(args.record, "--record")
         check_output_location(args.record, "--record")   # below a file: "File exists" once recording
+        # A read-only folder said "Read-only file system" once the station had started, with
+        # the TELEOP_DEBUG hint and no word of --record.
+        check_out_folder(args.record.parent, "--record")
     if args.record is not None and args.record.exists() and not args.force:
         raise PreconditionError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
     if args.task and args.record is None:

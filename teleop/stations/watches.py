@@ -41,10 +41,9 @@ class SilenceWatch:
         now, count = time.monotonic(), self.heard()
         if count != self.count:
             if self.warned:
-                what = self.what[0].upper() + self.what[1:]
                 when = (f"again after {now - self.last_change:.1f} s of silence" if self.ever
                         else f"{now - self.began:.1f} s after the start")
-                print(f"[operator] {what}: arriving {when}", file=sys.stderr)
+                print(f"[operator] {self.what}: arriving {when}", file=sys.stderr)
             self.count, self.last_change, self.ever, self.warned = count, now, True, False
         elif not self.warned and now - self.last_change >= self.after:
             self.warned = True
