@@ -18,7 +18,11 @@ __all__ = ["NotRegularFileError", "refuse_special_file", "special_file_kind"]
 
 
 class NotRegularFileError(OSError):
-    """A named pipe, a device or a socket given where a file is read (the message names it)."""
+    """A named pipe, a device or a socket given where a file is read (the message names it).
+    Found before the file is read: ``before_work`` tells ``teleop``'s command line to say
+    the error line alone (no TELEOP_DEBUG hint)."""
+
+    before_work = True
 
 
 def special_file_kind(mode: int) -> str | None:
@@ -49,4 +53,6 @@ def refuse_special_file(path: str | os.PathLike[str],
         return
     kind = special_file_kind(mode)
     if kind is not None:
-        raise error(f"{os.fspath(path)}: not a regular file ({kind})")
+        refused = error(f"{os.fspath(path)}: not a regular file ({kind})")
+        refused.before_work = True    # type: ignore[attr-defined]  # the caller's error type too (see NotRegularFileError)
+        raise refused

@@ -57,7 +57,8 @@ def take_files(args: argparse.Namespace, root: Path, prefix: str = "",
         given = " ".join(f"--{dash}{name.replace('_', '-')} {value}" for name, value in values.items() if value)
         performers = ", ".join(sorted({performer_of(f) for f, _ in files} - {""})) or "none named in the file names"
         tasks = ", ".join(sorted({label for _, label in files}))
-        raise ValueError(f"no takes under {root} match {given} (performers there: {performers}; tasks: {tasks})")
+        raise PreconditionError(f"no takes under {root} match {given} (performers there: {performers}; "
+                                f"tasks: {tasks})")
     if check_names:
         check_filter_names(args, files, str(root), prefix)
     return chosen

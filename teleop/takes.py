@@ -59,6 +59,14 @@ from teleop.output_set import is_hidden
 from teleop.progress import progress_bar
 
 MOTION_SUFFIXES = {".amc", ".bvh", ".mvnx", ".npz", ".csv", ".json"}
+
+
+class NoTakesError(FileNotFoundError):
+    """A data folder that is missing or holds no takes, found when its files are listed,
+    before any is read: the error says what to give instead, and no more (no TELEOP_DEBUG
+    hint, see teleop.cli)."""
+
+    before_work = True
 _HDM05_PERFORMER = re.compile(r"HDM_([a-z]{2})_")
 
 
@@ -172,7 +180,7 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
     """
     root = Path(root)
     if not root.exists():
-        raise FileNotFoundError(f"{root}: no such file or folder")
+        raise NoTakesError(f"{root}: no such file or folder")
     refuse_special_file(root)     # neither is_file() nor a folder: it was globbed, "Not a directory"
     if root.is_file():
         return [(root, _file_label(root))]
@@ -200,7 +208,7 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
     if nested and not out:
         named = " and ".join(f"{sub} ({n} takes)" for sub, n in nested)
         verb, them = ("holds", "it") if len(nested) == 1 else ("hold", "them")
-        raise FileNotFoundError(f"{root}: no takes of its own: {named} {verb} task folders, not takes: give "
+        raise NoTakesError(f"{root}: no takes of its own: {named} {verb} task folders, not takes: give "
                                 f"{them} directly instead (e.g. teleop train {' '.join(str(s) for s, _ in nested)})")
     for sub, n in nested:
         (warn or _warn)(f"{sub} skipped ({n} takes): it holds task folders, not takes; give it directly "
@@ -210,7 +218,7 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
         recordings = [*root.glob("*.mcap"), *root.glob("*/*.mcap")]
         hint = (f"; its {len(recordings)} .mcap recording(s) need `teleop dataset export {root} -o DIR` first"
                 if recordings else "")
-        raise FileNotFoundError(f"{root}: no motion files ({suffixes}) in it or in its task folders, "
+        raise NoTakesError(f"{root}: no motion files ({suffixes}) in it or in its task folders, "
                                 f"and no Xsens pN.csv files{hint}")
     return out
 

@@ -399,3 +399,20 @@ def test_teleop_commands_run_blas_on_one_thread_unless_the_environment_says(monk
         assert seen[0] and set(seen[0]) == {1}
         monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
         assert limit_blas_threads() is False
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="named pipes are POSIX")
+def test_checks_made_before_the_work_say_the_error_alone(tmp_path, capsys):
+    """README: the checks a command makes before it starts say what to change, and no more.
+    A missing data folder, a filter that selects nothing and a named pipe given as a motion
+    file added the TELEOP_DEBUG hint all the same."""
+    import os
+
+    fifo = tmp_path / "take.csv"
+    os.mkfifo(fifo)
+    for argv in (["trial", "--train", str(SYNTHETIC), "--test", str(tmp_path / "missing"), "--rtt", "1.5"],
+                 ["trial", "--train", str(SYNTHETIC), "--test", str(SYNTHETIC), "--test-performers", "zz",
+                  "--rtt", "1.5"],
+                 ["retarget", str(fifo)], ["info", str(fifo)]):
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 1 and err.startswith(f"teleop {argv[0]}: error: ") and "TELEOP_DEBUG" not in err, (argv, err)
