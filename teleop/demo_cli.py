@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"simulated session length [s], at most {MAX_DEMO_S:g} (default: 20); a motion under way then "
                         "is finished and the session ends with the operator and the robot at rest")
     p.add_argument("--rtt", type=round_trip, default=1.5, help="round-trip delay [s], at most 10 (default: 1.5)")
-    p.add_argument("--seed", type=int, default=7, help="seed of the operator and the link")
+    p.add_argument("--seed", type=int, default=7, help="seed of the operator and the link (default: 7)")
     p.add_argument("--loss", type=probability, default=0.0,
                    help="share of the datagrams lost, commands and video, in [0, 1) (default 0)")
     p.add_argument("--loss-burst", type=burst_length, default=None, metavar="PACKETS",

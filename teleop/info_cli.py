@@ -74,7 +74,14 @@ def _describe_file(path: Path, as_json: bool) -> int:
         with path.open("rb") as file:
             if file.read(len(MAGIC)) != MAGIC:
                 raise PreconditionError(f"{path}: not an MCAP recording (it does not begin with MCAP's magic bytes)")
-        raise PreconditionError(f"{path} is a recording: `teleop dataset inspect {path}` describes it")
+        # An operator's recording holds a motion file's worth (its raw input, which retarget
+        # and stream-mvn read): described as such, the rest by `dataset inspect`.
+        try:
+            info = {**_motion_info(path), "recording": True}
+        except (OSError, ValueError):
+            raise PreconditionError(f"{path} is a recording without an operator's input: `teleop dataset inspect "
+                                    f"{path}` describes it") from None
+        return _print_info(path, info, as_json)
     kind = _npz_kind(path) if path.suffix.lower() == ".npz" else None
     if kind == "promp-task-library":
         info = _library_info(path)
@@ -82,6 +89,10 @@ def _describe_file(path: Path, as_json: bool) -> int:
         info = _references_info(path)
     else:
         info = _motion_info(path)     # or the motion reader's error, naming the file
+    return _print_info(path, info, as_json)
+
+
+def _print_info(path: Path, info: dict, as_json: bool) -> int:
     if as_json:
         print(json.dumps(info))
     elif info["kind"] == "task library":
@@ -91,8 +102,11 @@ def _describe_file(path: Path, as_json: bool) -> int:
                   f"({task['min_duration_s']:.2f}-{task['max_duration_s']:.2f} s), {task['basis']} basis functions, "
                   f"{task['covariance']} covariance")
     elif info["kind"] == "human motion":
-        print(f"{path}: human motion, {info['frames']} frames over {info['duration_s']:.2f} s "
-              f"({info['rate_hz']:.4g} Hz), {len(info['segments'])} segments: {', '.join(info['segments'])}")
+        print(f"{path}: human motion{' (the operator input of a recording)' if info.get('recording') else ''}, "
+              f"{info['frames']} frames over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz), "
+              f"{len(info['segments'])} segments: {', '.join(info['segments'])}")
+        if info.get("recording"):
+            print(f"the rest of the recording (channels, episodes): teleop dataset inspect {path}")
     else:
         print(f"{path}: robot references{' of ' + repr(info['label']) if info['label'] else ''}, "
               f"{info['samples']} samples over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz)"

@@ -66,8 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "writes summary.json and predictions.png to --out.")
     # metavar: argparse names a missing positional by it ("required: {promp}", not "required: what").
     ev.add_argument("what", choices=("promp",), metavar="{promp}", help="what to evaluate")
-    ev.add_argument("--train", type=Path, required=True, help="folder of training takes")
-    ev.add_argument("--test", type=Path, required=True, help="folder of test takes")
+    ev.add_argument("--train", type=Path, required=True,
+                    help="training takes: a folder of task folders, of Xsens pN.csv files or of one task's takes")
+    ev.add_argument("--test", type=Path, required=True, help="test takes (as --train)")
     ev.add_argument("--leave-one-out", action="store_true",
                     help="with --train and --test the same folder: each test take is predicted by a library "
                          "trained on all the other takes")

@@ -20,15 +20,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="For each test take and round-trip delay, play the take through the delayed "
                                    "link (tau_f ~ N(RTT/2, 2/15 RTT/2), tau_b = RTT/2) into the robot station's "
                                    "compensator, with and without compensation, and measure the error between what "
-                                   "the operator sees the robot do and what the operator does. Virtual time.")
-    p.add_argument("--train", type=Path, required=True, help="folder of training takes (one folder per task)")
-    p.add_argument("--test", type=Path, required=True, help="folder of test takes")
+                                   "the operator sees the robot do and what the operator does. Virtual time, or the "
+                                   "real stations and proxy on loopback with --realtime.")
+    p.add_argument("--train", type=Path, required=True,
+                   help="training takes: a folder of task folders, of Xsens pN.csv files or of one task's motion files")
+    p.add_argument("--test", type=Path, required=True, help="test takes (as --train)")
     p.add_argument("--rtt", type=delay_list, default="0,0.5,1,1.5,2,3,4",
                    help="comma-separated round trips [s], each at most 10 (default: 0,0.5,1,1.5,2,3,4)")
     p.add_argument("--leave-one-out", action="store_true",
                    help="each test take is predicted by a library trained on all other training takes")
-    p.add_argument("--seed", type=int, default=0, help="seed of the delay model")
-    p.add_argument("--loss", type=probability, default=0.0, help="forward packet loss probability, in [0, 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the delay model (default: 0)")
+    p.add_argument("--loss", type=probability, default=0.0,
+                   help="forward packet loss probability, in [0, 1) (default: 0)")
     p.add_argument("--loss-burst", type=burst_length, default=None, metavar="PACKETS",
                    help="lose commands in runs of this mean length (Gilbert model, >= 1; default: independent)")
     p.add_argument("--out", type=nonempty_path, default=Path("out") / "trial",

@@ -40,8 +40,8 @@ def test_info_on_a_recording_or_a_foreign_file_says_what_to_use(tmp_path, capsys
     recording = tmp_path / "session.mcap"
     recording.write_bytes(b"\x89MCAP0\r\n")
     assert main(["info", str(recording)]) == 1
-    assert error_line(capsys.readouterr().err) == (f"{recording} is a recording: `teleop dataset inspect "
-                                                   f"{recording}` describes it")
+    assert error_line(capsys.readouterr().err) == (f"{recording} is a recording without an operator's input: "
+                                                   f"`teleop dataset inspect {recording}` describes it")
     image = tmp_path / "renamed.mcap"      # judged by its name alone, it was "a recording"
     image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(32))
     assert main(["info", str(image)]) == 1
@@ -53,3 +53,15 @@ def test_info_on_a_recording_or_a_foreign_file_says_what_to_use(tmp_path, capsys
     assert "unsupported motion format" in error_line(capsys.readouterr().err)
     assert main(["info", str(tmp_path)]) == 1
     assert "Is a folder" in error_line(capsys.readouterr().err)
+
+
+def test_info_describes_an_operator_recordings_input_as_the_motion_it_is(tmp_path, capsys):
+    """README: an operator recording's input is a motion file (retarget and stream-mvn read
+    it); info refused it and sent the user to `dataset inspect`."""
+    from test_input_hints import operator_recording
+
+    recording = operator_recording(tmp_path / "operator.mcap", frames=60)
+    assert main(["info", str(recording)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{recording}: human motion (the operator input of a recording), 60 frames")
+    assert out[1] == f"the rest of the recording (channels, episodes): teleop dataset inspect {recording}"

@@ -140,7 +140,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="without a camera: write 12 rendered views of a 9x6 chessboard (25 mm squares) "
                              "through a known camera, and that camera as truth.json, to DIR; then calibrate "
                              "them with --images DIR (--force replaces earlier ones)")
-    c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"))
+    c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"),
+                   help="the board the images show (default: chessboard)")
     c.add_argument("--board", type=_board, default="9x6",
                    help="COLSxROWS: inner corners (chessboard) or squares (ChArUco) (default 9x6)")
     c.add_argument("--square-size", type=positive_float, default=0.025, help="square side [m] (default 0.025)")

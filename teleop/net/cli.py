@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``netem`` subcommand to an application's subparsers; returns its parser."""
     p = subparsers.add_parser(
         "netem",
-        help="UDP proxy that delays, jitters, drops, duplicates and reorders traffic both ways",
+        help="UDP proxy that delays, jitters, drops, duplicates, reorders and rate-limits traffic both ways",
         description="Listen on --listen, forward datagrams to --target through the forward model "
                     "and the target's replies back to the sender through the backward model. "
                     "Defaults reproduce the thesis' main condition: forward 750 ms with Gaussian "

@@ -547,7 +547,7 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``dataset`` to a ``teleop`` subparsers object; each subcommand sets ``func``."""
-    parser = subparsers.add_parser("dataset", help="list, inspect, plot, trim, label and export recordings",
+    parser = subparsers.add_parser("dataset", help="list, inspect, plot, trim, label, export and recover recordings",
                                    description=__doc__.split("\n\n")[0].replace("``", ""),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     add_subcommands(parser)
