@@ -34,6 +34,7 @@ from retarget import Retargeter, RobotTarget, ZmpCorrector, quat, skeleton
 from retarget.human import HumanMotion
 from retarget.postures import arm_local_rotations
 from retarget.readers import read_motion
+from teleop.cli_types import PreconditionError
 
 TARGET_FRAMES_PER_S = 2000.0
 #: The Xsens takes measured when ``data`` is not given (skipped, with a note, when absent).
@@ -96,13 +97,13 @@ def xsens_takes(data: Path | str | None) -> list[Path]:
     if data is not None:
         data = Path(data)
         if data.is_file():
-            raise ValueError(f"--data {data} is a file: give the folder of Xsens pN.csv takes that holds it "
-                             f"(e.g. --data {data.parent})")
+            raise PreconditionError(f"--data {data} is a file: give the folder of Xsens pN.csv takes that holds "
+                                    f"it (e.g. --data {data.parent})")
         if not data.is_dir():
-            raise FileNotFoundError(f"--data {data}: no such folder (give a folder of Xsens pN.csv takes)")
+            raise PreconditionError(f"--data {data}: no such folder (give a folder of Xsens pN.csv takes)")
         takes = _xsens_takes(data)
         if not takes:
-            raise ValueError(f"--data {data}: no Xsens takes in it (looked for pN.csv files, e.g. p1.csv)")
+            raise PreconditionError(f"--data {data}: no Xsens takes in it (looked for pN.csv files, e.g. p1.csv)")
         return takes
     takes = _xsens_takes(DEFAULT_DATA) if DEFAULT_DATA.is_dir() else []
     if not takes:
