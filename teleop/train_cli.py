@@ -364,10 +364,10 @@ def _eval(args: argparse.Namespace) -> int:
         return 0
     print(f"{result['n_test']} test takes; recognition accuracy: " +
           ", ".join(f"{k} {v:.0%}" for k, v in result["recognition"].items()))
-    print(f"{'observed':10s} {'hands, rest [cm]':>18s} {'unconditioned':>14s} {'hands, whole [cm]':>18s} "
+    print(f"{'observed':10s} {'hands, rest [cm]':>18s} {'unconditioned [cm]':>19s} {'hands, whole [cm]':>18s} "
           f"{'postures [rad]':>15s}")
     for level in ("none", "recog", "quarter", "half"):
-        print(f"{level:10s} {result['hand_rms_cm'][level]:18.2f} {result['hand_rms_prior_cm'][level]:14.2f} "
+        print(f"{level:10s} {result['hand_rms_cm'][level]:18.2f} {result['hand_rms_prior_cm'][level]:19.2f} "
               f"{result['hand_rms_whole_cm'][level]:18.2f} {result['posture_rms_rad'][level]:15.3f}")
     print("(observed: none; recog = the first 1 s, predicted as the task the estimator then recognised, right or "
           "wrong; quarter, half = that fraction of the motion. unconditioned: the prior mean's error over the "
@@ -376,11 +376,11 @@ def _eval(args: argparse.Namespace) -> int:
     if len(result["per_task"]) > 1:
         width = max(12, *(len(label) for label in result["per_task"]))
         print(f"\n{'task':{width}s} {'takes':>5s} {'recognised 1/4':>15s} {'1/2':>5s} "
-              f"{'hands rest 1/2 [cm]':>20s} {'unconditioned':>14s}")
+              f"{'hands rest 1/2 [cm]':>20s} {'unconditioned [cm]':>19s}")
         for label, f in result["per_task"].items():
             print(f"{label:{width}s} {f['n_test']:5d} {f['recognition']['quarter']:15.0%} "
                   f"{f['recognition']['half']:5.0%} {f['hand_rms_cm']['half']:20.2f} "
-                  f"{f['hand_rms_prior_cm']['half']:14.2f}")
+                  f"{f['hand_rms_prior_cm']['half']:19.2f}")
     for level, table in result["confusion"].items():
         mistakes = [f"{true} as {seen} x{n}" for true, row in table.items() for seen, n in row.items() if seen != true]
         print(f"mistaken after {level}: " + ("; ".join(mistakes) if mistakes else "none"))
@@ -403,5 +403,7 @@ def _plot_examples(train_takes, test_takes, leave_one_out: bool, path: Path) -> 
     def library_for(i: int):
         return shared or _learn([t for t in train_takes if not same_take(t.path, firsts[i].path)])
 
+    how = "each take predicted by a library learned without it" if leave_one_out else "one library for all"
     return plot_predictions([(to_demonstration(t.trajectory), t.label) for t in firsts], library_for, path,
-                            EstimatorConfig())
+                            EstimatorConfig(), names=[t.path.name for t in firsts],
+                            title=f"learned from {len(train_takes)} takes, {how}")
