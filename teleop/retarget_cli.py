@@ -32,43 +32,72 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def plot_retargeting(motion, traj, path: Path) -> Path:
-    """PNG: human vs robot hand trajectories (relative to their start) and CoM top view."""
+def corrected_com(traj, support_polygon, com_height: float, margin: float):
+    """(T, 2) the CoM reference after the robot station's ZMP pre-filter (Eq. 2.15, see
+    :class:`retarget.zmp.ZmpPrefilter`) at the references' own rate [m]."""
+    import numpy as np
+
+    from retarget.zmp import ZmpPrefilter
+
+    dt = float(np.median(np.diff(traj.times))) if len(traj.times) > 1 else 0.01
+    prefilter = ZmpPrefilter(dt=dt, margin=margin)
+    return np.array([prefilter.step(row[:2], com_height, support_polygon) for row in traj.values])
+
+
+def plot_retargeting(motion, traj, path: Path, *, title: str = "", support_polygon=None, com=None) -> Path:
+    """PNG: human vs robot hand displacements from their start [cm] against time [s], and the
+    CoM's ground projection (top view) with the robot's feet and, given ``com`` (T, 2) [m],
+    the CoM reference after the ZMP correction (a human CoM that leaves the robot's feet is
+    clamped there: drawn raw alone, it read as a mapping fault)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     from retarget.anthropometry import whole_body_com
+    from retarget.references import SIGNAL_SLICES
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), dpi=110)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), dpi=110)
     t_h = motion.times - motion.times[0]
     t_r = traj.times - traj.times[0]
-    for ax, side, sl in ((axes[0], "right", slice(6, 9)), (axes[1], "left", slice(3, 6))):
+    for ax, side in ((axes[0], "right"), (axes[1], "left")):
+        sl = SIGNAL_SLICES[f"{side}_hand"]
         human = motion.position(f"{side}_hand") if motion.has(f"{side}_hand") else None
         for k, axis in enumerate("xyz"):
             line, = ax.plot(t_r, 100 * (traj.values[:, sl][:, k] - traj.values[0, sl][k]), label=f"robot {axis}")
             if human is not None:
                 ax.plot(t_h, 100 * (human[:, k] - human[0, k]), "--", color=line.get_color(), alpha=0.6,
                         label=f"human {axis}")
-        ax.set_title(f"{side} hand, displacement from start")
+        ax.set_title(f"{side} hand, displacement from start", fontsize=9)
         ax.set_xlabel("time [s]")
-        ax.set_ylabel("[cm]")
+        ax.set_ylabel("displacement [cm]")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
-    com = motion.com if motion.com is not None else whole_body_com(motion)
+        # Below the axes: inside, it covered the curves.
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    human_com = motion.com if motion.com is not None else whole_body_com(motion)
     ax = axes[2]
+    origin = traj.values[0, :2]
+    if support_polygon is not None:
+        feet = 100 * (np.vstack([support_polygon, support_polygon[:1]]) - origin)
+        ax.fill(feet[:, 1], feet[:, 0], color="0.85", label="robot's feet (support polygon)")
+    if human_com is not None:
+        ax.plot(100 * (human_com[:, 1] - human_com[0, 1]), 100 * (human_com[:, 0] - human_com[0, 0]), "--",
+                label="human CoM")
+    ax.plot(100 * (traj.values[:, 1] - origin[1]), 100 * (traj.values[:, 0] - origin[0]),
+            label="robot CoM reference, retargeted")
     if com is not None:
-        ax.plot(100 * (com[:, 1] - com[0, 1]), 100 * (com[:, 0] - com[0, 0]), "--", label="human CoM")
-    ax.plot(100 * (traj.values[:, 1] - traj.values[0, 1]), 100 * (traj.values[:, 0] - traj.values[0, 0]),
-            label="robot CoM reference")
-    ax.set_title("CoM ground projection (top view)")
+        ax.plot(100 * (com[:, 1] - origin[1]), 100 * (com[:, 0] - origin[0]), "k-", lw=1.2,
+                label="after the ZMP correction (what the robot tracks)")
+    ax.set_title("CoM ground projection (top view), from the start", fontsize=9)
     ax.set_xlabel("y (left) [cm]")
     ax.set_ylabel("x (forward) [cm]")
     ax.invert_xaxis()
     ax.set_aspect("equal", adjustable="datalim")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    if title:
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -135,11 +164,20 @@ def _run(args: argparse.Namespace) -> int:
         result["zmp_margin_m"] = zmp["margin"] if zmp else None
     # Written after the execution, together: an interrupted or failed run (Ctrl-C while the
     # robot plays them, a bad $TELEOP_SIM_ACTUATOR) leaves the previous run's files as they were.
+    from teleop.stations.robot_station import RobotStationConfig
+
+    robot.update(robot.home_configuration())       # the stance the station starts in (as its ZMP filter)
+    polygon = robot.support_polygon()
+    com = corrected_com(traj, polygon, float(robot.com()[2]), RobotStationConfig.zmp_margin)
+    title = (f"{args.file.name}: {len(traj)} frames, {traj.duration:.2f} s ({motion.rate_hz:.4g} Hz)"
+             + (f"; executed on the simulated robot: hands {result['hand_rms_cm']:.1f} cm RMS from the references"
+                f"{', the robot fell' if result['fell'] else ''}" if args.execute else ""))
     write_outputs_together({out / "references.npz": traj.save_npz,
-                            out / "retargeting.png": lambda tmp: plot_retargeting(motion, traj, tmp)})
+                            out / "retargeting.png": lambda tmp: plot_retargeting(
+                                motion, traj, tmp, title=title, support_polygon=polygon, com=com)})
     if args.json:
         print(dumps(result))
     else:
         for key, value in result.items():
-            print(f"{key:20s} {value}")
+            print(f"{key:20s} {f'{value:.4g}' if isinstance(value, float) else value}")
     return 0
