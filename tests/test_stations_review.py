@@ -247,7 +247,7 @@ def test_the_demo_folder_holds_only_the_last_runs_frames(monkeypatch, tmp_path):
 
     monkeypatch.setattr(teleop.demo, "train_library", lambda dataset: (Library(), 1))
     monkeypatch.setattr(teleop.demo, "run_session", fake_session)
-    monkeypatch.setattr(teleop.demo, "plot_session", lambda logs, tau_b, path: path)
+    monkeypatch.setattr(teleop.demo, "plot_session", lambda logs, tau_b, path, headline="": path)
     for rtt in (1.5, 3.0):
         run_demo(tmp_path, teleop.demo.DemoSettings(rtt=rtt), progress=False)
     frames = sorted(p.name for p in (tmp_path / "frames").iterdir())
