@@ -73,7 +73,9 @@ BALANCE_LABELS: tuple[str, ...] = ("CoP x", "CoP y", "CoM x", "CoM y")
 NETWORK_DELAYS: dict[str, str] = {
     "tau_f_mean_s": "τ_f forward delay (mean)",
     "tau_b_s": "τ_b backward delay",
-    "video_tau_b_s": "τ_b video age at display",
+    # Without a jitter buffer the age at display is the delays' median: below their mean
+    # when a few frames come late, which read as a contradiction unlabelled.
+    "video_tau_b_s": "τ_b video age at display (median, + jitter buffer)",
     "video_backward_delay_mean_s": "video backward delay (mean)",
 }
 #: Joint groups of the tracking error, by a word in the joint name (first match).
@@ -563,12 +565,16 @@ def _draw_hands(right, left, hands: dict[str, Series]) -> None:
     for ax, side, offset in ((right, "right", 0), (left, "left", 3)):
         for name, series in hands.items():
             for axis in range(3):
-                ax.plot(series.times, series.values[:, offset + axis], styles[name], color=XYZ_COLOURS[axis], lw=1)
-        ax.set_ylabel(f"{side} hand [m]")
+                # cm, as every other figure of the product draws positions.
+                ax.plot(series.times, 100.0 * series.values[:, offset + axis], styles[name], color=XYZ_COLOURS[axis],
+                        lw=1)
+        ax.set_ylabel(f"{side} hand [cm]")
     # Colour says the axis, the line style the channel: the channels' keys are grey, as no
     # line of that colour is drawn (a black "references" key looked like a missing line).
-    handles = [Line2D([], [], color=c, label=a) for c, a in zip(XYZ_COLOURS, "xyz")] + \
-              [Line2D([], [], color="0.5", ls=styles[name], label=f"{name} (line style)") for name in hands]
+    # With one channel there is one style, and no style key: it said nothing.
+    handles = [Line2D([], [], color=c, label=a) for c, a in zip(XYZ_COLOURS, "xyz")]
+    if len(hands) > 1:
+        handles += [Line2D([], [], color="0.5", ls=styles[name], label=f"{name} (line style)") for name in hands]
     _legend(right, handles=handles)
     right.set_title("hand references (stance frame)", fontsize=9, loc="left")
 
