@@ -36,12 +36,16 @@ def _fmt(value: float | None, width: int = 6) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
 
 
+#: The unit of each column of the table: errors and overshoot in degrees, times in seconds.
+COLUMN_UNITS = {"AE-A": "deg", "AE-S": "deg", "OS": "deg", "ST5": "s", "R50": "s"}
+
+
 def format_setup_table(result: dict) -> str:
     """Our rows next to the reference's for one setup: ``ours | reference`` per column."""
     number = result["setup"]
     ref = REFERENCE_TABLES.get(number, {})
     head = f"Setup {number}: {result['name']}\n"
-    head += f"{'method':<20}" + "".join(f"{c:>15}" for c in COLUMNS) + "\n"
+    head += f"{'method':<20}" + "".join(f"{f'{c} [{COLUMN_UNITS[c]}]':>15}" for c in COLUMNS) + "\n"
     head += f"{'':<20}" + "".join(f"{'ours |   ref':>15}" for _ in COLUMNS) + "\n"
     lines = [head.rstrip("\n")]
     extra = [m for m in result["rows"] if m not in HEURISTICS and m != OPTIMISER]
@@ -54,6 +58,8 @@ def format_setup_table(result: dict) -> str:
         lines.append(f"{method:<20}" + "".join(f"{c:>15}" for c in cells))
     if "Manual" in ref:
         lines.append(f"{'(reference Manual)':<20}" + "".join(f"{'- |' + _fmt(v):>15}" for v in ref["Manual"]))
+    lines.append("(ST5: when the error last left ±5° during a step's hold, the reference's definition: a controller "
+                 "that never settles scores about the hold's length)")
     t = result.get("target")
     if t:
         # A negative improvement is an AE-A above the best rule's ("-39% below" read like a gain).
