@@ -269,10 +269,23 @@ class TaskPhaseFilter:
 
     # ----------------------------------------------------------------- tables
     def _build_tables(self, promps: Sequence[ProMP]) -> None:
+        """Precompute, on a grid of G phases z in [0, 1], per task k, the terms of the
+        Woodbury likelihood of the module docstring (W = diag 1/v, M = Phi U_r):
+
+        * ``_m_tab`` (K, G, D): the mean m_k(z); ``_w_tab`` (K, G, D): the precision W;
+          ``_lat_tab`` (K, G, D, r): the latent directions M;
+        * q (K, G, r*r): M^T W M, the observation's share of Lambda;
+        * ``_p_tab`` (K, G, r, D): M^T W, which turns y into its share of eta;
+        * bv (K, G, r): M^T W m, eta's constant part;
+        * c (K, G): m^T W m, and ld (K, G): sum log(2 pi v), q's constant and log|2 pi W^-1|.
+
+        Stored flat over (k, g) (``_q_flat``, ``_bv_flat``, ``_c_flat``, ``_ld_flat``) for the
+        per-observation gathers."""
         cfg = self.config
         G = cfg.n_phase_points
         z = np.linspace(0.0, 1.0, G)
-        r = max(0, min(cfg.latent_rank, max(p.structure()[0].shape[2] if p.structured else 0 for p in promps)))
+        ranks = [p.structure()[0].shape[2] if p.structured else 0 for p in promps]   # low_rank is (D, k, r)
+        r = max(0, min(cfg.latent_rank, max(ranks)))
         self.rank = r
         K, D = len(promps), promps[0].n_signals
         q_tab = np.zeros((K, G, r * r))
@@ -302,11 +315,12 @@ class TaskPhaseFilter:
                 # so it would make a broad task broad even at phase 0 where every take is
                 # at rest (the Occam-factor failure of the fourth round); the unmodelled
                 # variation it stood in for is now the measured between-performer part.
-                var_total = var_total - (phi ** 2).sum(1)[:, None] * promp.structure()[1][None]
+                _, block_var = promp.structure()                        # (D,)
+                var_total = var_total - (phi ** 2).sum(1)[:, None] * block_var[None]
             lat = np.zeros((G, D, r))
             if r and promp.structured:
-                Dk = promp.n_weights
-                u = promp.structure()[0].reshape(Dk, -1)
+                low_rank, _ = promp.structure()                         # (D, k, r)
+                u = low_rank.reshape(promp.n_weights, -1)
                 left, sing, _ = np.linalg.svd(u, full_matrices=False)
                 keep = min(r, len(sing))
                 u_r = (left[:, :keep] * sing[:keep]).reshape(D, promp.n_basis, keep)
