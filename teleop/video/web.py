@@ -51,6 +51,7 @@ import json
 import re
 import select
 import socket
+import string
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -75,192 +76,10 @@ LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 #: Methods other than GET and HEAD that get 405 instead of the stdlib's 501.
 _REFUSED_METHODS = ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
 
-_PAGE_TEMPLATE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<link rel="icon" href="data:,">
-<style>
-  * {{ box-sizing: border-box; }}
-  body {{ background: #0d1117; color: #d0d7de; font-family: system-ui, sans-serif; margin: 0; padding: 14px 18px; }}
-  header {{ display: flex; align-items: baseline; gap: 1em; margin-bottom: 10px; }}
-  h1 {{ font-size: 1.25em; font-weight: 600; margin: 0; }}
-  h2 {{ font-size: 0.85em; font-weight: 600; color: #8b949e; text-transform: uppercase;
-        letter-spacing: 0.06em; margin: 0 0 8px 0; }}
-  .views {{ display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }}
-  .panel {{ background: #161b22; border: 1px solid #30363d; border-radius: 8px; padding: 10px 12px; }}
-  .camera {{ flex: 1 1 340px; max-width: 660px; }}
-  .cameras {{ display: flex; flex-direction: column; gap: 10px; }}
-  figure {{ margin: 0; }}
-  figcaption {{ font-size: 0.8em; color: #8b949e; margin-top: 4px; }}
-  img.video {{ display: block; width: 100%; aspect-ratio: 4 / 3; object-fit: contain; background: #000;
-               border-radius: 4px; }}
-  .robot {{ flex: 0 1 auto; width: 666px; max-width: 100%; }}
-  #robot-view-box {{ position: relative; width: 640px; max-width: 100%; }}
-  #robot-view {{ display: block; max-width: 100%; height: auto; background: #0a0e1e; border-radius: 4px;
-                 cursor: grab; touch-action: none; }}
-  #robot-view:active {{ cursor: grabbing; }}
-  #robot-view-status {{ position: absolute; left: 0.8em; top: 0.6em; color: #8b949e; font-size: 0.9em; }}
-  #robot-view-legend {{ display: flex; flex-wrap: wrap; gap: 6px 18px; margin-top: 8px; font-size: 0.85em; }}
-  .legend-item {{ display: inline-flex; align-items: center; gap: 7px; }}
-  .legend-item.missing {{ color: #6e7681; }}
-  .swatch {{ display: inline-block; width: 26px; height: 0; border-top-width: 4px; }}
-  .swatch-ghost {{ border-top-width: 8px; border-radius: 4px; }}
-  #robot-view-info {{ font-size: 0.8em; color: #8b949e; margin-top: 4px; min-height: 1.2em; }}
-  .hint {{ font-size: 0.75em; color: #6e7681; margin-top: 2px; }}
-  .stats-panel {{ margin-top: 14px; }}
-  pre#stats {{ font-size: 0.78em; line-height: 1.45; margin: 0; max-height: 40vh; overflow: auto;
-               column-width: 30em; column-gap: 2.5em; white-space: pre-wrap; color: #b1bac4; }}
-</style>
-</head>
-<body>
-<header><h1>{title}</h1></header>
-<main class="views">
-  <section class="panel camera">
-    <h2>Robot camera</h2>
-    <div class="cameras">
-{figures}
-    </div>
-  </section>
-  <section class="panel robot">
-    <h2>Robot pose</h2>
-    <figure id="robot-view-box">
-      <canvas id="robot-view" width="640" height="480"></canvas>
-      <div id="robot-view-status">3D robot view: no renderer registered
-        (call window.teleopRobotView.setRenderer(fn))</div>
-    </figure>
-    <div id="robot-view-legend"></div>
-    <div id="robot-view-info"></div>
-    <div class="hint" id="robot-view-hint" hidden>drag to orbit · wheel to zoom · double-click to reset the view</div>
-  </section>
-</main>
-<section class="panel stats-panel">
-  <h2>Stats</h2>
-  <pre id="stats">waiting for /stats ...</pre>
-</section>
-<script>
-"use strict";
-// Hook for the 3D robot view. The integration registers a renderer
-//   window.teleopRobotView.setRenderer((canvas, stats) => {{ ... }});
-// which is then called after every /stats poll with the <canvas id="robot-view">
-// element and the parsed /stats JSON. This page never touches the canvas itself, so
-// the renderer may take a "webgl"/"webgl2" context.
-window.teleopRobotView = {{
-  renderer: null,
-  setRenderer(fn) {{
-    this.renderer = fn;
-    document.getElementById("robot-view-status").hidden = (fn !== null);
-  }},
-}};
-
-function renderRobotView(stats) {{
-  const view = window.teleopRobotView;
-  if (view.renderer === null) return;
-  try {{
-    view.renderer(document.getElementById("robot-view"), stats);
-  }} catch (error) {{
-    const status = document.getElementById("robot-view-status");
-    status.hidden = false;
-    status.textContent = "3D robot view renderer failed: " + error;
-  }}
-}}
-
-// {{"a": {{"b": 1}}}} -> ["a.b  1"]: one line per value, readable in narrow columns.
-function flattenStats(value, prefix = "", lines = []) {{
-  if (value !== null && typeof value === "object" && !Array.isArray(value)) {{
-    for (const [key, item] of Object.entries(value)) flattenStats(item, prefix ? prefix + "." + key : key, lines);
-  }} else {{
-    const text = typeof value === "number" && !Number.isInteger(value) ? value.toPrecision(4) : JSON.stringify(value);
-    lines.push(prefix + "  " + text);
-  }}
-  return lines;
-}}
-
-// GET url as JSON, given up after timeoutMs (body included): {{ok, status, data}}.
-// Polls are re-armed only once the previous one settled, so a stalled server gets one
-// request per poller, not a pile of them that floods it when it comes back.
-async function fetchJson(url, timeoutMs) {{
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new Error("no answer in " + timeoutMs + " ms")), timeoutMs);
-  try {{
-    const response = await fetch(url, {{cache: "no-store", signal: controller.signal}});
-    return {{ok: response.ok, status: response.status, data: await response.json()}};
-  }} finally {{
-    clearTimeout(timer);
-  }}
-}}
-window.teleopRobotView.fetchJson = fetchJson;  // the built-in 3D view polls through it too
-
-const STATS_PERIOD_MS = {stats_period_ms};
-const REQUEST_TIMEOUT_MS = 2000;
-
-// ----------------------------------------------------------------- camera streams
-// An <img> fed by an MJPEG stream never reconnects by itself, and Chrome opens at most 6
-// connections per host, each stream holding one. So: reload a stream when the server was
-// unreachable or restarted, retry a failed image, and let a hidden tab release its streams.
-function videoImages() {{ return document.querySelectorAll("img.video[data-stream]"); }}
-
-// A new URL each time: the browser must not reuse the dead stream (or a cached still).
-function loadStream(img) {{
-  if (document.hidden) return;  // a hidden tab keeps its still frame
-  img.src = img.dataset.src + "?t=" + Date.now();
-}}
-
-function showStill(img) {{ img.src = "/frame/" + img.dataset.stream + ".jpg?t=" + Date.now(); }}
-
-function retryLater(img) {{
-  clearTimeout(img.retryTimer);  // one pending retry per image
-  img.retryTimer = setTimeout(() => loadStream(img), 1000);
-}}
-
-let statsFailed = false;      // the last /stats poll failed: the server may have restarted
-const framesPublished = {{}};  // stream name -> its frames_published at the last poll
-
-function reconnectStreams(stats) {{
-  const streams = (stats && stats.viewer && stats.viewer.streams) || {{}};
-  for (const img of videoImages()) {{
-    const stream = streams[img.dataset.stream];
-    if (!stream) continue;
-    // A counter that went down: a new server process, whose stream this <img> never had.
-    const restarted = stream.frames_published < (framesPublished[img.dataset.stream] ?? 0);
-    framesPublished[img.dataset.stream] = stream.frames_published;
-    if (statsFailed || restarted) loadStream(img);
-  }}
-  statsFailed = false;
-}}
-
-async function pollStats() {{
-  try {{
-    const {{data}} = await fetchJson("/stats", REQUEST_TIMEOUT_MS);
-    document.getElementById("stats").textContent = flattenStats(data).join("\\n");
-    reconnectStreams(data);
-    renderRobotView(data);
-  }} catch (error) {{
-    statsFailed = true;
-    document.getElementById("stats").textContent = "stats unavailable: " + error;
-  }} finally {{
-    setTimeout(pollStats, STATS_PERIOD_MS);
-  }}
-}}
-pollStats();
-for (const img of videoImages()) img.addEventListener("error", () => retryLater(img));
-document.addEventListener("visibilitychange", () => {{
-  for (const img of videoImages()) {{
-    if (document.hidden) showStill(img); else loadStream(img);
-  }}
-}});
-// The MJPEG streams never finish loading: the page loads with the latest single frame and
-// switches to the stream after the load event, so the page is not "loading" forever
-// (which would also block headless screenshots).
-window.addEventListener("load", () => {{
-  for (const img of videoImages()) loadStream(img);
-}});
-</script>
-{robot_view_script}
-</body>
-</html>
-"""
+#: The page served at ``/`` (teleop/video/viewer.html: its styles and script): a
+#: :class:`string.Template` of ``title``, ``figures`` (one per camera stream),
+#: ``stats_period_ms`` and ``robot_view_script``.
+_PAGE_TEMPLATE = string.Template(Path(__file__).with_name("viewer.html").read_text(encoding="utf-8"))
 
 _FIGURE_TEMPLATE = """      <figure>
         <img class="video" id="video-{name}" src="/frame/{name}.jpg" data-src="/stream/{name}.mjpg"
@@ -429,8 +248,8 @@ class VideoWebViewer:
         script = ""
         if self.robot_pose_provider is not None:
             script = _ROBOT_VIEW_SCRIPT.format(poll_ms=self.robot_pose_period_ms)
-        return _PAGE_TEMPLATE.format(title=html.escape(self.title), figures=figures, stats_period_ms=500,
-                                     robot_view_script=script)
+        return _PAGE_TEMPLATE.substitute(title=html.escape(self.title), figures=figures, stats_period_ms=500,
+                                         robot_view_script=script)
 
     def stats(self) -> dict[str, Any]:
         """The ``/stats`` document: ``{"viewer": {...}, **stats_provider()}``."""
