@@ -18,7 +18,7 @@ from teleop.cli_types import (MAX_ROUND_TRIP_S, PreconditionError, UsageError, a
                               sample_rate_hz, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming, run_loop
-from teleop.stations.watches import CommandLinkWatch, SaidOnce, SilenceWatch, robot_silence_hint
+from teleop.stations.watches import STATUS_INTERVAL_S, CommandLinkWatch, SilenceWatch, robot_silence_hint
 from teleop.stop_request import stop_handled
 from teleop.video.wire import DEFAULT_FEC_GROUP
 
@@ -133,10 +133,6 @@ class _StationFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return f"[{self.station}] {record.levelname.lower()}: {record.getMessage()}"
-
-
-#: Seconds of the robot's FEEDBACK without a single video datagram before the operator says so.
-NO_VIDEO_AFTER_S = 3.0
 
 
 def _input_spec(text: str) -> str:
@@ -308,10 +304,6 @@ def _tau_b(telemetry: dict, video_hz: float) -> str:
         return f"{telemetry['tau_b_s']:.3f} s"
     why = "no video, --video-hz 0" if video_hz == 0 else "no video report yet"
     return f"{telemetry['tau_b_s']:.3f} s (assumed: {why})"
-
-
-#: Time [s] between two status lines of a station.
-STATUS_INTERVAL_S = 2.0
 
 
 def _run_robot(args: argparse.Namespace) -> int:
@@ -579,83 +571,23 @@ def _run_operator(args: argparse.Namespace) -> int:
                                         f"MVN poses received on port {raw_source.address[1]}",
                                         raw_source.pose_stream_hint))
 
-        from teleop.stations.operator_status import TrackingReport, incomplete_video_warning, status_line
+        from teleop.stations.operator_events import OperatorEvents
 
-        tracking = TrackingReport()
-        calibration_said = [False]       # a calibration problem said (until one succeeds)
-        said = SaidOnce()
-        # (time, references sent, frames shown) at the last status line
-        last_status = [(time.monotonic(), 0, 0)]
-
-        # frames (completed, dropped incomplete) at the last status line
-        frames_then = [(0, 0)]
-        first_feedback: list[float | None] = [None]     # when the robot's first FEEDBACK arrived
-
-        def print_status() -> None:
-            now = time.monotonic()
-            then, sent_then, shown_then = last_status[0]
-            last_status[0] = (now, station.sent, video.displayed)
-            clock_now = station.endpoint.clock.now()    # the station's clock, which stamps arrivals
-            print(status_line(now - then, station.sent - sent_then, video.displayed - shown_then, station.feedback,
-                              video.buffer.report(), loop_timing.short(),
-                              None if station.feedback_at is None else clock_now - station.feedback_at,
-                              None if video.displayed_at is None else clock_now - video.displayed_at),
-                  file=sys.stderr)
-            stats = video.receiver.stats
-            frames = (stats.frames_completed, stats.frames_dropped_timeout + stats.frames_dropped_evicted)
-            warning = incomplete_video_warning(frames[0] - frames_then[0][0], frames[1] - frames_then[0][1],
-                                               video.receiver.frame_timeout_s)
-            frames_then[0] = frames
-            if warning is not None and said.first("incomplete video"):   # the status line's fps says whether it lasts
-                print(f"[operator] warning: {warning}", file=sys.stderr)
+        events = OperatorEvents(station, video, args.source, raw_source, args.video_listen)
 
         def tick():
             video.poll_socket()
             station.tick()
             for watch in watches:
                 watch.check()
-            rejected = video.receiver.stats.malformed
-            if rejected["auth"] + rejected["unauthenticated"] >= 20 and said.first("video authentication"):
-                # The robot's video arrives but is not signed with our secret: the usual cause of
-                # a robot that seems to be there and never answers (it drops our packets too).
-                print("[operator] warning: the video arriving fails authentication: do both stations use the same "
-                      "secret (TELEOP_SECRET or --secret-file)?", file=sys.stderr)
             command_link.check()
-            if station.feedback_received and first_feedback[0] is None:
-                first_feedback[0] = time.monotonic()
-            if (first_feedback[0] is not None and video.receiver.stats.datagrams == 0
-                    and time.monotonic() - first_feedback[0] >= NO_VIDEO_AFTER_S and said.first("no video")):
-                # The robot answers, so the silence warning never fires, and "video 0.0 fps"
-                # alone went unexplained for the whole session.
-                print(f"[operator] warning: the robot answers but no video has come to --video-listen "
-                      f"{args.video_listen} in {NO_VIDEO_AFTER_S:g} s: does `teleop robot --video-to` name this "
-                      "address (and its --video-hz exceed 0)?", file=sys.stderr)
-            if getattr(raw_source, "finished", False) and said.first("input ended"):   # a file replayed without --loop
-                print(f"[operator] {args.source} has ended: nothing more is sent, the robot holds its pose "
-                      "(Ctrl-C to stop; --loop replays it)", file=sys.stderr)
-            if station.first_implausible is not None and said.first("implausible"):   # the watchdog shows if it lasts
-                print(f"[operator] warning: not sending commands the robot would refuse ({station.first_implausible}): "
-                      "the robot holds its pose; recalibrate (stand in the calibration pose) if the input drifted",
-                      file=sys.stderr)
-            tracking_line = tracking.update(station.missing_segments, time.monotonic())   # a VR device lost or back
-            if tracking_line is not None:
-                print(f"[operator] {tracking_line}", file=sys.stderr)
-            if station.calibration_problem is not None and not calibration_said[0]:
-                calibration_said[0] = True       # once per failing stretch: it fails on every pose meanwhile
-                print(f"[operator] warning: cannot calibrate the retargeting on the input's pose "
-                      f"({station.calibration_problem}): "
-                      + ("the previous calibration stays; stand in the calibration pose and press calibrate again"
-                         if station.calibrated else "nothing is sent until a pose can (stand upright, head and both "
-                         "hands tracked)"), file=sys.stderr)
-            elif station.calibration_problem is None and calibration_said[0]:
-                calibration_said[0] = False
-                print("[operator] calibrated: sending", file=sys.stderr)
+            events.say_new()
             if recording is not None:
                 for sent in station.sent_in_tick:
                     recording.references(sent)
                 recording.after_tick(endpoint, video)
-            if time.monotonic() - last_status[0][0] >= STATUS_INTERVAL_S:
-                print_status()
+            if events.status_due():
+                events.print_status(loop_timing)
 
         loop_timing = LoopTiming(0.01)
         try:

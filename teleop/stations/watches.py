@@ -11,6 +11,9 @@ import time
 from collections import deque
 from typing import Callable
 
+#: Time [s] between two status lines of a station.
+STATUS_INTERVAL_S = 2.0
+
 
 class SilenceWatch:
     """Warns on stderr when nothing arrives from a peer for ``after`` seconds.
