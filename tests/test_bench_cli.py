@@ -7,7 +7,7 @@ import json
 import shutil
 
 from teleop.benchmarks import retarget_bench
-from teleop.benchmarks.progress import Stages
+from teleop.benchmarks.stages import Stages
 from teleop.cli import main
 from conftest import shared_data
 

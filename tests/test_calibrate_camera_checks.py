@@ -18,7 +18,7 @@ import pytest
 
 from conftest import refused_camera_calibration
 from teleop.cli import main
-from teleop.jog.calibration import CameraCalibration, calibrate_chessboard, images_from_paths
+from teleop.jog.camera_intrinsics import CameraCalibration, calibrate_chessboard, images_from_paths
 from teleop.jog.render import (
     FACING_CAMERA, MILD_DISTORTION, default_camera_matrix, render_board_view, rotation_from_rpy, spread_board_views,
     undistort_precisely,
@@ -90,7 +90,7 @@ def test_well_spread_boards_through_a_mild_distortion_pass(tmp_path, capsys):
 def test_reach_of_the_board_corners_is_measured(tmp_path):
     """The fraction of the image's half-diagonal the detected corners reach, on both sides of
     the limit."""
-    from teleop.jog.calibration import MIN_IMAGE_REACH
+    from teleop.jog.camera_intrinsics import MIN_IMAGE_REACH
 
     centred_folder, spread_folder = tmp_path / "centred", tmp_path / "spread"
     centred_folder.mkdir()
@@ -129,7 +129,7 @@ def test_the_audits_model_is_refused_for_its_coverage_not_a_fold():
     """The audit's coefficients keep the distorted radius increasing (no fold: the corner
     pixels undistort, if iterated enough, to about (99, 74)), but come from boards that
     reached about a quarter of the way to the corners: named for that."""
-    from teleop.jog.calibration import MIN_IMAGE_REACH
+    from teleop.jog.camera_intrinsics import MIN_IMAGE_REACH
 
     audit = [0.0144, -1.8416, 0.0006, 0.0003, 37.3762]
     problems = _fitted(audit, image_reach=0.27).problems()
@@ -144,7 +144,7 @@ def test_an_existing_out_is_not_replaced_without_force(tmp_path, monkeypatch, ca
     """As every command's output (record -o, calibrate-sim --out, jog --make-test-video):
     refused before the images are read, exit code 1 (what is on disk, not a malformed
     value); --force replaces it."""
-    import teleop.jog.calibration as calibration
+    import teleop.jog.camera_intrinsics as calibration
 
     _spread_boards(tmp_path)
     out = tmp_path / "camera.json"

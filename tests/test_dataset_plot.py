@@ -23,7 +23,7 @@ from retarget.references import FLAT_SIZE, SIGNAL_SLICES, RobotReferences
 from teleop.cli import main
 from teleop.clock import VirtualClock
 from teleop.control.tracker import references_from_configuration
-from teleop.net.clock import answer_ping
+from teleop.net.clock_sync import answer_ping
 from teleop.net.delay import LinkModel
 from teleop.net.protocol import PacketCodec, VideoReport
 from teleop.net.virtual import connect_virtual

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import refused_camera_calibration
 from teleop.cli import main
-from teleop.jog.calibration import MAX_RMS_PX, MIN_TILT_DEG, CalibrationError, CameraCalibration
+from teleop.jog.camera_intrinsics import MAX_RMS_PX, MIN_TILT_DEG, CalibrationError, CameraCalibration
 from teleop.jog.render import FACING_CAMERA, PlanarScene, chessboard_texture, default_camera_matrix, rotation_from_rpy
 
 SQUARE_M = 0.025
@@ -105,7 +105,7 @@ def test_a_folder_without_images_is_named(tmp_path):
 
 def test_margin_of_a_correct_calibration_to_the_plausibility_limits(tmp_path):
     """The rendered boards of the tests above, calibrated: well inside every limit."""
-    from teleop.jog.calibration import calibrate_chessboard, images_from_paths
+    from teleop.jog.camera_intrinsics import calibrate_chessboard, images_from_paths
 
     K = default_camera_matrix(640, 480, hfov_deg=70.0)
     _write_boards(tmp_path, K)

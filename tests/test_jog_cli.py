@@ -204,7 +204,7 @@ def test_the_hand_follows_one_tag_while_others_come_and_go():
 
 
 def test_a_calibration_of_another_aspect_ratio_is_refused(tmp_path, video):
-    from teleop.jog.calibration import CameraCalibration
+    from teleop.jog.camera_intrinsics import CameraCalibration
 
     calibration = tmp_path / "wide.json"
     CameraCalibration.pinhole(1280, 720).save(calibration)      # the video is 640x480
@@ -297,7 +297,7 @@ def test_a_fall_is_said_and_stops_the_run(tmp_path, capsys):
 def test_a_calibration_that_looks_wrong_is_said_and_named_when_no_tag_is_seen(video, tmp_path, capsys):
     """--calibration with fx = 1e12: the run ended "no AprilTag 36h11 was seen ... (check
     --tag-id, the tag family, lighting and focus)", sending the user the wrong way."""
-    from teleop.jog.calibration import CameraCalibration
+    from teleop.jog.camera_intrinsics import CameraCalibration
 
     height, width = cv2.VideoCapture(str(video)).read()[1].shape[:2]
     wrong = CameraCalibration(np.array([[1e12, 0, width / 2], [0, 1e12, height / 2], [0, 0, 1]]), np.zeros(5),

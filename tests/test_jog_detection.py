@@ -9,7 +9,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from teleop.jog.calibration import CameraCalibration
+from teleop.jog.camera_intrinsics import CameraCalibration
 from teleop.jog.detection import ArucoTagDetector, PupilTagDetector, make_detector, pupil_available
 from teleop.jog.render import FACING_CAMERA, rotation_from_rpy, tag_scene
 

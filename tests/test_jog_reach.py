@@ -158,7 +158,7 @@ def test_a_test_video_whose_tag_cannot_be_detected_is_refused(tmp_path, capsys, 
 def _detected_fraction(backend: str, tag_size_m: float, hfov_deg: float, frames: np.ndarray) -> float:
     """Fraction of the given frames of --make-test-video (rendered as it does, without the
     codec) in which ``backend`` detects the tag."""
-    from teleop.jog.calibration import CameraCalibration
+    from teleop.jog.camera_intrinsics import CameraCalibration
     from teleop.jog.detection import make_detector
     from teleop.jog.render import default_camera_matrix, demo_tag_trajectory, exposure_times, tag_scene
 

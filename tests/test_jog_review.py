@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from teleop.cli import main
-from teleop.jog.calibration import CalibrationError, calibrate_chessboard
+from teleop.jog.camera_intrinsics import CalibrationError, calibrate_chessboard
 from teleop.jog.render import FACING_CAMERA, PlanarScene, chessboard_texture, default_camera_matrix, \
     rotation_from_rpy, write_tag_video
 
@@ -168,7 +168,7 @@ def test_a_tag_id_outside_the_family_is_refused(tmp_path, capsys):
 
 
 def test_a_refused_calibration_is_not_announced_as_scaled(tmp_path, capsys):
-    from teleop.jog.calibration import CameraCalibration
+    from teleop.jog.camera_intrinsics import CameraCalibration
 
     video = tmp_path / "tag.avi"
     write_tag_video(video, lambda t: (FACING_CAMERA, np.array([0.0, 0.0, 0.5])), duration_s=0.1, fps=30.0)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from teleop.clock import WallClock
-from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping, exchange_offset_rtt
+from teleop.net.clock_sync import ClockOffsetEstimator, ClockSyncClient, answer_ping, exchange_offset_rtt
 from teleop.net.delay import LinkModel, VirtualLink
 from teleop.net.protocol import PacketCodec
 from teleop.net.udp import UdpEndpoint

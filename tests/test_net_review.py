@@ -9,7 +9,7 @@ import pytest
 from teleop.clock import VirtualClock
 from teleop.net import secret as secret_mod
 from teleop.net.cli import models_from_args, register
-from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient
+from teleop.net.clock_sync import ClockOffsetEstimator, ClockSyncClient
 from teleop.net.delay import DirectionModel, LinkModel
 from teleop.net.protocol import ClockPong, PacketCodec
 from teleop.net.secret import session_secret

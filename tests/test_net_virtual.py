@@ -7,7 +7,7 @@ import pytest
 
 from retarget.references import FLAT_SIZE, RobotReferences
 from teleop.clock import VirtualClock
-from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
+from teleop.net.clock_sync import ClockOffsetEstimator, ClockSyncClient, answer_ping
 from teleop.net.delay import DirectionModel, LinkModel
 from teleop.net.protocol import Feedback, PacketCodec, PacketType
 from teleop.net.virtual import VirtualEndpoint, connect_virtual

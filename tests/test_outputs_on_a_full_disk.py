@@ -57,7 +57,7 @@ def test_a_plot_replaced_on_a_full_disk_stays_whole(tmp_path, capsys, monkeypatc
 
 
 def test_a_camera_calibration_replaced_on_a_full_disk_stays_whole(tmp_path, monkeypatch):
-    from teleop.jog.calibration import CameraCalibration
+    from teleop.jog.camera_intrinsics import CameraCalibration
 
     calibration = CameraCalibration(np.array([[457.0, 0, 320], [0, 457.0, 240], [0, 0, 1]]), np.zeros(5),
                                     (640, 480), 0.2, "test")

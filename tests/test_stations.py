@@ -176,7 +176,7 @@ def test_a_restarted_operator_takes_over_once_the_first_is_silent(robot, station
     import time
 
     from teleop.clock import WallClock
-    from teleop.net.clock import answer_ping
+    from teleop.net.clock_sync import answer_ping
     from teleop.net.protocol import PacketType
     from teleop.net.udp import UdpEndpoint
 
@@ -472,7 +472,7 @@ def test_the_feedback_counts_the_commands_accepted_and_the_summary_names_each_ki
     import time
 
     from teleop.clock import WallClock
-    from teleop.net.clock import answer_ping
+    from teleop.net.clock_sync import answer_ping
     from teleop.net.protocol import ClockPing, Feedback
     from teleop.net.udp import UdpEndpoint
     from teleop.stations.cli import _accepted_kinds
@@ -509,7 +509,7 @@ def test_a_restarted_proxy_between_the_stations_keeps_the_operator_and_its_clock
     import time
 
     from teleop.clock import WallClock
-    from teleop.net.clock import answer_ping
+    from teleop.net.clock_sync import answer_ping
     from teleop.net.delay import DirectionModel
     from teleop.net.netem import NetemProxy
     from teleop.net.udp import UdpEndpoint

@@ -108,7 +108,7 @@ def test_complete_test_video_replaces_the_file_and_leaves_no_temporary(tmp_path,
 def test_calibrate_camera_out_folder_is_refused_before_calibrating(tmp_path, monkeypatch):
     import cv2
 
-    import teleop.jog.calibration as calibration
+    import teleop.jog.camera_intrinsics as calibration
 
     images = tmp_path / "images"
     images.mkdir()

@@ -366,7 +366,7 @@ MODE_NAMES = {"ss": "state space", "ji": "joint impedance", "ci": "Cartesian imp
 def run(quick: bool = False, progress: bool = False) -> dict:
     """All measurements. ``quick`` shortens moves/holds and the press/wipe schedules;
     ``progress``: a line per stage on stderr (between the timed runs, not inside them)."""
-    from teleop.benchmarks.progress import Stages
+    from teleop.benchmarks.stages import Stages
 
     stage = Stages("bench fidelity", 5, progress)
     robot = RobotModel()

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from teleop.jog.calibration import CameraCalibration
+from teleop.jog.camera_intrinsics import CameraCalibration
 from teleop.jog.detection import BACKENDS, ArucoTagDetector, PupilTagDetector, TagDetector, pupil_available
 from teleop.jog.render import FACING_CAMERA, rotation_from_rpy, tag_scene
 
@@ -441,7 +441,7 @@ def continuous_joint_check() -> dict:
 # ------------------------------------------------------------------------- entry
 def run(quick: bool = False, out: Path | str | None = None, progress: bool = False) -> dict:
     """All measurements (module docstring); ``progress``: a line per stage on stderr."""
-    from teleop.benchmarks.progress import Stages
+    from teleop.benchmarks.stages import Stages
 
     if out is not None:
         check_plot_folder(Path(out))   # before the minute of work, not when the plots are written

@@ -245,7 +245,7 @@ def run(quick: bool = False, progress: bool = False) -> dict:
     and compensated commands at 100 Hz and operator input at 60 Hz), reported as
     ``all_channels_cpu_fraction``. ``progress``: a line per stage on stderr.
     """
-    from teleop.benchmarks.progress import Stages
+    from teleop.benchmarks.stages import Stages
 
     stage = Stages("bench record", 3 if quick else 4, progress)
     cpu_s, kill_s = (3.0, 2.0) if quick else (8.0, 4.0)

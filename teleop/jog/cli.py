@@ -13,7 +13,7 @@ safety, collision checks) driving the simulated robot (pybullet). Two clocks:
   as fast as the machine goes and reproducible (tests, offline evaluation).
 
 ``teleop calibrate-camera``: intrinsics from chessboard or ChArUco images, written as the
-JSON file ``teleop jog --calibration`` reads (:mod:`teleop.jog.calibration`).
+JSON file ``teleop jog --calibration`` reads (:mod:`teleop.jog.camera_intrinsics`).
 
 This module holds the command lines; a jog session is :class:`teleop.jog.run.JogRun`, and
 ``--make-test-video`` is :mod:`teleop.jog.tag_video`.
@@ -212,8 +212,8 @@ def _make_test_images(folder: Path, force: bool) -> int:
 
 def _among_images(out: Path, paths: list[str]) -> bool:
     """Whether ``out`` is one of the image files ``--images`` gives (a file named, or an
-    image of a folder named; see :func:`teleop.jog.calibration.images_from_paths`)."""
-    from teleop.jog.calibration import IMAGE_SUFFIXES
+    image of a folder named; see :func:`teleop.jog.camera_intrinsics.images_from_paths`)."""
+    from teleop.jog.camera_intrinsics import IMAGE_SUFFIXES
 
     target = out.resolve()
     for path in map(Path, paths):
@@ -228,7 +228,8 @@ def _among_images(out: Path, paths: list[str]) -> bool:
 def _run_calibrate(args: argparse.Namespace) -> int:
     if args.make_test_images is not None:
         return _make_test_images(args.make_test_images, args.force)
-    from teleop.jog.calibration import CalibrationError, calibrate_charuco, calibrate_chessboard, images_from_paths
+    from teleop.jog.camera_intrinsics import (CalibrationError, calibrate_charuco, calibrate_chessboard,
+                                              images_from_paths)
 
     def fail(message: str) -> SystemExit:
         return SystemExit(f"teleop calibrate-camera: error: {message}")
@@ -313,7 +314,7 @@ def cv2_error():
 def _run_jog(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from teleop.jog.calibration import CalibrationError, CameraCalibration
+    from teleop.jog.camera_intrinsics import CalibrationError, CameraCalibration
     from teleop.jog.camera import CameraError, CameraSource
     from teleop.jog.detection import MIN_FRAME_SIDE_PX, make_detector
     from teleop.jog.mapping import DEFAULT_AXIS_MAP, TagMapping

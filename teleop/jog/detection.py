@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from teleop.jog.calibration import CameraCalibration
+from teleop.jog.camera_intrinsics import CameraCalibration
 
 #: Back-end used by default: ``"auto"`` = pupil-apriltags when it is installed, else OpenCV
 #: ArUco. ``teleop bench jog`` on 640x480 rendered frames with motion blur and noise: ArUco

@@ -6,7 +6,7 @@ Modules, one concern each:
 * :mod:`~teleop.net.secret`: where the shared secret comes from.
 * :mod:`~teleop.net.udp`: non-blocking UDP endpoint for fixed-rate loops.
 * :mod:`~teleop.net.virtual`: endpoints on a virtual clock (trials faster than real time).
-* :mod:`~teleop.net.clock`: NTP-style clock offset estimation over the link.
+* :mod:`~teleop.net.clock_sync`: NTP-style clock offset estimation over the link.
 * :mod:`~teleop.net.delay`: delay/jitter/loss model, and the virtual-clock link.
 * :mod:`~teleop.net.netem`: real-time impairment proxy (``teleop netem``).
 * :mod:`~teleop.net.watchdog`: stale-command watchdog with smooth resume.
@@ -19,7 +19,7 @@ that registering the ``netem`` subcommand (``teleop --help``) does not import nu
 import importlib
 
 _EXPORTS = {
-    "ClockOffsetEstimator": "clock", "ClockSyncClient": "clock", "answer_ping": "clock",
+    "ClockOffsetEstimator": "clock_sync", "ClockSyncClient": "clock_sync", "answer_ping": "clock_sync",
     "DirectionModel": "delay", "LinkModel": "delay", "VirtualLink": "delay",
     "ClockPing": "protocol", "ClockPong": "protocol", "Feedback": "protocol", "Packet": "protocol",
     "PacketCodec": "protocol", "PacketFilter": "protocol", "PacketType": "protocol",

@@ -265,7 +265,7 @@ class UdpEndpoint(PacketEndpoint):
         allow_remote: allow binding to a non-loopback address.
         clock: time source for send timestamps and arrival times. Default
             :class:`teleop.clock.WallClock` (``time.monotonic``): it never steps, and stations
-            on one host share it; across hosts the offset is estimated (:mod:`teleop.net.clock`).
+            on one host share it; across hosts the offset is estimated (:mod:`teleop.net.clock_sync`).
         kernel_timestamps: use kernel receive timestamps where available.
         **kw: ``source_id``, ``window_size``, ``accept_types`` (see :class:`PacketEndpoint`).
     """

@@ -33,7 +33,7 @@ from retarget.mapping import Retargeter
 from retarget.references import RobotReferences
 from retarget.robot_target import RobotTarget
 from teleop.inputs.base import PoseSource  # the one input interface (re-exported here for older imports)
-from teleop.net.clock import answer_ping
+from teleop.net.clock_sync import answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport, sample_time_problem
 from teleop.video.codec import JpegCodec
 from teleop.video.jitter_buffer import JitterBuffer

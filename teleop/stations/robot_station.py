@@ -41,7 +41,7 @@ from retarget.envelope import ReferenceEnvelope
 from retarget.references import CARTESIAN_INDICES, POSTURE_INDICES, SIGNAL_SLICES, RobotReferences
 from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
-from teleop.net.clock import ClockOffsetEstimator, ClockSyncClient, answer_ping
+from teleop.net.clock_sync import ClockOffsetEstimator, ClockSyncClient, answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport, format_address, sample_time_problem
 from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import (CompensationState, CompensatorConfig, CompensatorOutput,
@@ -151,7 +151,7 @@ _MINIMUM_JERK_PEAK = 1.875
 def clock_offset_estimator(config: RobotStationConfig) -> ClockOffsetEstimator:
     """The robot's estimate of the operator's clock offset: the median over
     ``config.clock_window`` exchanges. Not NTP's min-RTT filter, which reads 88 ms off
-    under the thesis's one-way jitter (teleop/net/clock.py)."""
+    under the thesis's one-way jitter (teleop/net/clock_sync.py)."""
     return ClockOffsetEstimator(window=config.clock_window, method="median")
 
 
