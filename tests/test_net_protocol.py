@@ -12,10 +12,12 @@ import pytest
 
 from retarget.references import FLAT_SIZE, RobotReferences
 from teleop.net import secret as secret_mod
+from teleop.net.auth import derive_mac_key
+from teleop.net.packet_filter import PacketFilter, ReplayWindow
 from teleop.net.protocol import (
     HEADER, MAC_SIZE, MAGIC, OVERHEAD, PROTOCOL_VERSION, BadMac, BadMagic, ClockPing, ClockPong,
-    Feedback, MalformedPacket, OversizedPacket, PacketCodec, PacketFilter, PacketType, ProtocolError,
-    ReplayWindow, TruncatedPacket, UnknownPacketType, UnsupportedVersion, VideoReport, derive_mac_key,
+    Feedback, MalformedPacket, OversizedPacket, PacketCodec, PacketType, ProtocolError,
+    TruncatedPacket, UnknownPacketType, UnsupportedVersion, VideoReport,
 )
 
 SECRET = b"0123456789abcdef-test-secret"

@@ -360,7 +360,7 @@ def test_video_from_a_robot_with_another_secret_is_refused_and_the_operator_told
     the operator's side (video shown, no warning) while the robot dropped every command."""
     import threading
 
-    from teleop.net.protocol import video_mac
+    from teleop.net.auth import video_mac
     from teleop.video.sender import VideoSender
 
     video_port = _free_udp_port()

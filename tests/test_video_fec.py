@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from teleop.net.protocol import video_mac
+from teleop.net.auth import video_mac
 from teleop.video import wire
 from teleop.video.codec import JpegCodec
 from teleop.video.receiver import VideoReceiver

@@ -2,10 +2,12 @@
 
 Modules, one concern each:
 
-* :mod:`~teleop.net.protocol`: wire format, MAC, payload codecs, anti-replay filter.
+* :mod:`~teleop.net.protocol`: wire format, MAC, payload codecs.
 * :mod:`~teleop.net.secret`: where the shared secret comes from.
 * :mod:`~teleop.net.udp`: non-blocking UDP endpoint for fixed-rate loops.
 * :mod:`~teleop.net.virtual`: endpoints on a virtual clock (trials faster than real time).
+* :mod:`~teleop.net.auth`: the keys derived from the shared secret (packet and video MACs).
+* :mod:`~teleop.net.packet_filter`: authenticated, fresh packets out of datagrams (anti-replay).
 * :mod:`~teleop.net.clock_sync`: NTP-style clock offset estimation over the link.
 * :mod:`~teleop.net.delay`: delay/jitter/loss model, and the virtual-clock link.
 * :mod:`~teleop.net.netem`: real-time impairment proxy (``teleop netem``).
@@ -22,7 +24,7 @@ _EXPORTS = {
     "ClockOffsetEstimator": "clock_sync", "ClockSyncClient": "clock_sync", "answer_ping": "clock_sync",
     "DirectionModel": "delay", "LinkModel": "delay", "VirtualLink": "delay",
     "ClockPing": "protocol", "ClockPong": "protocol", "Feedback": "protocol", "Packet": "protocol",
-    "PacketCodec": "protocol", "PacketFilter": "protocol", "PacketType": "protocol",
+    "PacketCodec": "protocol", "PacketFilter": "packet_filter", "PacketType": "protocol",
     "ProtocolError": "protocol", "VideoReport": "protocol",
     "load_secret": "secret", "session_secret": "secret",
     "Received": "udp", "UdpEndpoint": "udp",

@@ -22,7 +22,7 @@ Decision (what a user gets without configuring anything):
 
 The file content is used verbatim (minus surrounding whitespace) as the secret, so a
 passphrase works as well as the generated hex string. When the two sides' secrets differ
-every packet is dropped as ``bad_mac``; :class:`teleop.net.protocol.PacketFilter` logs a
+every packet is dropped as ``bad_mac``; :class:`teleop.net.packet_filter.PacketFilter` logs a
 warning the first time that happens.
 
 ``python -m teleop.net.secret [PATH]`` creates the default (or the given) secret file.

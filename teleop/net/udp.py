@@ -27,10 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from teleop.clock import Clock, WallClock
-from teleop.net.protocol import (
-    DEFAULT_REPLAY_WINDOW, FilterStats, Packet, PacketCodec, PacketFilter,
-    packet_type_of,
-)
+from teleop.net.packet_filter import FilterStats, PacketFilter
+from teleop.net.protocol import DEFAULT_REPLAY_WINDOW, Packet, PacketCodec, packet_type_of
 
 Address = tuple  # (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6
 

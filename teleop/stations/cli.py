@@ -310,7 +310,8 @@ def _run_robot(args: argparse.Namespace) -> int:
     _check_station_files(args)
     from promp.library import TaskLibrary
     from retarget.references import FLAT_SIZE
-    from teleop.net.protocol import PacketCodec, video_mac
+    from teleop.net.auth import video_mac
+    from teleop.net.protocol import PacketCodec
     from teleop.net.udp import UdpEndpoint, parse_address, reaches_own_socket
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
@@ -474,7 +475,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     _check_operator_options(args)
     robot_address = _check_command_link(args)
     from teleop.clock import WallClock
-    from teleop.net.protocol import PacketCodec, video_mac
+    from teleop.net.auth import video_mac
+    from teleop.net.protocol import PacketCodec
     from teleop.net.udp import NonLoopbackRefused, UdpEndpoint, is_loopback, parse_address, resolve
 
     video_host = parse_address(args.video_listen)[0]

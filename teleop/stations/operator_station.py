@@ -74,7 +74,7 @@ class VideoPath:
     def __init__(self, clock, buffer_s: float = 0.0, bind: tuple[str, int] = ("127.0.0.1", 0),
                  on_display: Callable[[ReceivedFrame, float], None] | None = None,
                  verify: Callable[[bytes, bytes], bool] | None = None) -> None:
-        """``verify``: the video datagrams' MAC check (:func:`teleop.net.protocol.video_mac`),
+        """``verify``: the video datagrams' MAC check (:func:`teleop.net.auth.video_mac`),
         None to take them unchecked (a virtual link)."""
         self.clock = clock
         # A frame's datagrams are spread by the link's jitter like its packets' delays: the

@@ -126,7 +126,8 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
     """
     from promp.library import TaskLibrary
     from teleop.blas_threads import limit_blas_threads
-    from teleop.net.protocol import PacketCodec, video_mac
+    from teleop.net.auth import video_mac
+    from teleop.net.protocol import PacketCodec
     from teleop.net.udp import UdpEndpoint
     from teleop.robot.model import RobotModel
     from teleop.sim.camera import CameraIntrinsics
@@ -203,7 +204,8 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
                       settings: RealtimeSettings = RealtimeSettings()) -> TakeResult:
     """Play one take through the real stations and proxies on loopback (see module doc)."""
     from teleop.net.netem import NetemProxy
-    from teleop.net.protocol import PacketCodec, video_mac
+    from teleop.net.auth import video_mac
+    from teleop.net.protocol import PacketCodec
     from teleop.net.secret import session_secret
     from teleop.net.udp import UdpEndpoint
     from teleop.robot.model import RobotModel
