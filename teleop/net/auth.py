@@ -10,12 +10,19 @@ import hashlib
 import hmac
 from typing import Callable
 
+from teleop.net.secret import MIN_SECRET_BYTES
+
+
+def _derive(secret: bytes, purpose: bytes) -> bytes:
+    """HMAC-SHA256(secret, purpose): the key of one use of the secret."""
+    if len(secret) < MIN_SECRET_BYTES:
+        raise ValueError(f"the shared secret must be at least {MIN_SECRET_BYTES} bytes")
+    return hmac.new(secret, purpose, hashlib.sha256).digest()
+
 
 def derive_mac_key(secret: bytes) -> bytes:
     """Key used for packet MACs, derived from the shared secret (domain separation)."""
-    if len(secret) < 16:
-        raise ValueError("the shared secret must be at least 16 bytes")
-    return hmac.new(secret, b"teleop.net packet MAC v1", hashlib.sha256).digest()
+    return _derive(secret, b"teleop.net packet MAC v1")
 
 
 #: Length of the video datagrams' MAC tag [bytes] (HMAC-SHA256, truncated: 128 bits).
@@ -30,9 +37,7 @@ def video_mac(secret: bytes) -> tuple[Callable[[bytes], bytes], Callable[[bytes,
     Without them anyone who can reach the operator's video port could show the operator a
     robot that is not there; with them a station with another secret is refused too.
     """
-    if len(secret) < 16:
-        raise ValueError("the shared secret must be at least 16 bytes")
-    key = hmac.new(secret, b"teleop.video frame MAC v1", hashlib.sha256).digest()
+    key = _derive(secret, b"teleop.video frame MAC v1")
 
     def authenticate(message: bytes) -> bytes:
         return hmac.new(key, message, hashlib.sha256).digest()[:VIDEO_TAG_BYTES]
