@@ -286,3 +286,20 @@ def test_default_secret_file_created_once_with_0600(clean_env):
 def test_session_secrets_differ():
     assert secret_mod.session_secret() != secret_mod.session_secret()
     assert len(secret_mod.session_secret()) == 32
+
+
+def test_a_references_validity_mask_crosses_the_link(codec):
+    """A VR source measures the head and the hands only: the mask was not encoded, and the
+    robot recorded (and exported) every scalar as measured."""
+    from retarget.references import FLAT_SIZE, RobotReferences
+
+    valid = np.zeros(FLAT_SIZE, bool)
+    valid[3:9] = True
+    refs = RobotReferences.from_flat(1.0, np.arange(FLAT_SIZE) * 0.01, valid=valid)
+    packet = codec.decode(codec.encode(refs, source_id=1, stream_id=1, seq=1, send_time=1.0))
+    np.testing.assert_array_equal(packet.message.valid, valid)
+    whole = RobotReferences.from_flat(1.0, np.zeros(FLAT_SIZE), valid=np.ones(FLAT_SIZE, bool))
+    assert len(codec.encode(whole, source_id=1, stream_id=1, seq=2, send_time=1.0)) == \
+        len(codec.encode(RobotReferences.from_flat(1.0, np.zeros(FLAT_SIZE)), source_id=1, stream_id=1, seq=3,
+                         send_time=1.0))                    # all measured: no mask on the wire
+    assert codec.decode(codec.encode(whole, source_id=1, stream_id=1, seq=4, send_time=1.0)).message.valid is None

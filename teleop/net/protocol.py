@@ -28,7 +28,8 @@ needs to find the MAC (magic, version, length) before verifying it.
 Payloads (all big-endian; float64 unless stated):
 
 * REFERENCES: ``u16 extras_flags | t | 20 × flat`` then, by flag bit 0/1/2,
-  ``4 × head_orientation``, ``6 × left_leg``, ``6 × right_leg``
+  ``4 × head_orientation``, ``6 × left_leg``, ``6 × right_leg``, and by flag bit 3 a
+  ``u32`` validity mask (bit i: flat scalar i was measured; absent: all were)
   (:class:`retarget.references.RobotReferences`; ``t`` is the sample time on the operator
   clock, which may precede the packet's ``send_time`` by up to ``MAX_SAMPLE_AGE_S`` and
   follow it by up to ``MAX_SAMPLE_LEAD_S``: a receiver refuses it otherwise,
@@ -273,7 +274,11 @@ _REF_EXTRAS: tuple[tuple[str, int, int], ...] = (
     ("left_leg", 6, 0x2),
     ("right_leg", 6, 0x4),
 )
-_REF_KNOWN_FLAGS = 0x7
+#: Flag of the validity mask: a u32 after the extras, bit i set when flat scalar i was
+#: measured (a VR source has the head and the hands only); absent: all were.
+_REF_VALID_FLAG = 0x8
+_REF_VALID = struct.Struct("!I")
+_REF_KNOWN_FLAGS = 0xF
 
 
 def _f64_array(values: Any, size: int, name: str) -> bytes:
@@ -288,7 +293,7 @@ def _read_f64(payload: bytes, offset: int, size: int) -> np.ndarray:
 
 
 def encode_references(refs: RobotReferences) -> bytes:
-    """Payload of a REFERENCES packet (170 bytes, up to 298 with all extras)."""
+    """Payload of a REFERENCES packet (170 bytes, up to 302 with all extras and the mask)."""
     flags = 0
     tail = []
     for name, size, bit in _REF_EXTRAS:
@@ -296,6 +301,13 @@ def encode_references(refs: RobotReferences) -> bytes:
         if value is not None:
             flags |= bit
             tail.append(_f64_array(value, size, name))
+    if refs.valid is not None and not np.all(refs.valid):
+        # Sent: the robot recorded every scalar as measured, and its exported takes said so.
+        flags |= _REF_VALID_FLAG
+        valid = np.asarray(refs.valid, dtype=bool).reshape(-1)
+        if valid.shape != (FLAT_SIZE,):
+            raise ValueError(f"valid must have {FLAT_SIZE} values, got {valid.shape}")
+        tail.append(_REF_VALID.pack(int(np.sum(valid.astype(np.int64) << np.arange(FLAT_SIZE)))))
     return b"".join([_REF_FIXED.pack(flags, refs.t), _f64_array(refs.to_flat(), FLAT_SIZE, "flat"), *tail])
 
 
@@ -305,8 +317,9 @@ def decode_references(payload: bytes) -> RobotReferences:
     if flags & ~_REF_KNOWN_FLAGS:
         raise MalformedPacket(f"unknown references flags {flags:#x}")
     count = 1 + FLAT_SIZE + sum(size for _, size, bit in _REF_EXTRAS if flags & bit)
-    if len(payload) != 2 + 8 * count:
-        raise MalformedPacket(f"references payload is {len(payload)} bytes, expected {2 + 8 * count}")
+    expected = 2 + 8 * count + (_REF_VALID.size if flags & _REF_VALID_FLAG else 0)
+    if len(payload) != expected:
+        raise MalformedPacket(f"references payload is {len(payload)} bytes, expected {expected}")
     # One array for t, the flat vector and the extras: one finiteness check for all of them.
     values = _read_f64(payload, 2, count)
     if not np.isfinite(values).all():
@@ -317,6 +330,11 @@ def decode_references(payload: bytes) -> RobotReferences:
         if flags & bit:
             extras[name] = values[offset:offset + size]
             offset += size
+    if flags & _REF_VALID_FLAG:
+        (bits,) = _REF_VALID.unpack_from(payload, 2 + 8 * count)
+        if bits >> FLAT_SIZE:
+            raise MalformedPacket(f"references validity mask {bits:#x} names signals beyond {FLAT_SIZE}")
+        extras["valid"] = (bits >> np.arange(FLAT_SIZE)) & 1 == 1
     return RobotReferences.from_flat(values[0], values[1:1 + FLAT_SIZE], **extras)
 
 
