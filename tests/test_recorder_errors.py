@@ -95,3 +95,33 @@ def test_a_recording_whose_folder_is_deleted_mid_session_is_an_error_not_a_silen
     assert recorder.error is not None and "removed or replaced while recording" in str(recorder.error)
     with pytest.raises(RecordingWriteError, match="this session's recording is lost"):
         recorder.close()
+
+
+def test_messages_logged_from_several_threads_are_written_in_their_sequence_order(tmp_path):
+    """The sequence number was taken under the recorder's lock and the message queued after
+    it: two loggers could queue in the opposite order (7 inversions in 10 000 messages),
+    which a reader counting lost messages by sequence gaps misreads."""
+    import sys
+    import threading
+
+    from teleop.record.reader import open_recording
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                  # threads switch as often as they can
+    try:
+        recorder = Recorder(tmp_path / "race.mcap", max_queued_messages=100_000)
+
+        def log(k: int) -> None:
+            for i in range(2000):
+                recorder.log_network_stats({"k": k, "i": i})
+
+        threads = [threading.Thread(target=log, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        recorder.close()
+    finally:
+        sys.setswitchinterval(previous)
+    sequences = [message.sequence for message in open_recording(tmp_path / "race.mcap").messages("network_stats")]
+    assert len(sequences) == 8000 and sequences == sorted(sequences)

@@ -368,9 +368,11 @@ class Recorder:
             return self.stats()
         if self._open_episode is not None:
             self.stop_episode()
-        self._closed = True
+        with self._lock:                  # after every message a logger has numbered (see _submit)
+            self._closed = True
+            if self._thread is not None:
+                self._queue.put((_STOP,))
         if self._thread is not None:
-            self._queue.put((_STOP,))
             self._wake.set()
             self._join_writer()
         else:
@@ -443,10 +445,14 @@ class Recorder:
 
     def _submit(self, topic: str, spec: ChannelSpec, snapshot: Any, log_ns: int, publish_ns: int,
                 droppable: bool) -> bool:
-        if self._closed:
-            raise RuntimeError(f"{self.path}: recorder is closed")
         size = _approximate_size(snapshot)
+        # Checked, numbered and queued under one lock: two threads logging at once queued in
+        # the opposite order to their sequence numbers, and a message logged while another
+        # thread closed the recorder could be queued after the writer's last drain (counted
+        # as logged, never written).
         with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self.path}: recorder is closed")
             sequence = self._sequence[topic]
             self._sequence[topic] = (sequence + 1) & _SEQUENCE_MASK
             stats = self._stats
@@ -465,7 +471,7 @@ class Recorder:
                 return True
             stats.queued_messages += 1
             stats.queued_bytes += size
-        self._queue.put(item)
+            self._queue.put(item)      # a SimpleQueue: never blocks
         return True
 
     def _log_marker(self, marker: EpisodeMarker, log_time_ns: int | None) -> None:
