@@ -1,6 +1,7 @@
 """The real-time netem proxy on loopback: delay accuracy, loss, duplication, both directions, CLI."""
 
 import argparse
+import contextlib
 import os
 import select
 import signal
@@ -272,3 +273,36 @@ def test_the_standalone_netem_gives_the_error_line_and_exit_code_of_every_comman
                           capture_output=True, text=True, timeout=60)
     assert same.returncode == 2 and "Traceback" not in same.stderr
     assert "is the proxy's own --listen" in same.stderr
+
+
+def test_a_forgotten_client_s_datagrams_in_flight_are_still_delivered():
+    """Past max_clients the least recent client is forgotten: its upstream socket was closed
+    at once, and its datagrams still in the delay line failed (EBADF), counted only in
+    send_errors, which the stats line did not show."""
+    target = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    target.bind(("127.0.0.1", 0))
+    target.settimeout(0.5)
+    proxy = NetemProxy("127.0.0.1:0", target.getsockname(), DirectionModel.constant(0.2),
+                       DirectionModel.constant(0.0), max_clients=1)
+    a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        a.sendto(b"from-a", proxy.listen_address)
+        time.sleep(0.01)
+        proxy.step(0.01)
+        b.sendto(b"from-b", proxy.listen_address)     # a is forgotten, its datagram still in flight
+        time.sleep(0.01)
+        proxy.step(0.01)
+        start = time.monotonic()
+        while time.monotonic() - start < 0.5:
+            proxy.step(0.05)
+        got = set()
+        with contextlib.suppress(socket.timeout):
+            while True:
+                got.add(target.recv(100))
+        assert got == {b"from-a", b"from-b"} and proxy.forward_stats.send_errors == 0
+        assert proxy._retired == []                    # closed once delivered
+    finally:
+        proxy.close()
+        for sock in (a, b, target):
+            sock.close()

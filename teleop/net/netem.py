@@ -88,8 +88,9 @@ class DirectionStats:
     def line_summary(self) -> str:
         delay = (f"delay={1e3 * self.delay_mean:.1f}±{1e3 * (self.delay_std if self.delivered > 1 else 0.0):.1f}ms "
                  f"late≤{1e3 * self.lateness_max:.2f}ms" if self.delivered else "delay=n/a")
+        errors = f" send_errors={self.send_errors}" if self.send_errors else ""   # else unseen in the report
         return (f"rx={self.received} tx={self.delivered} lost={self.line.lost} "
-                f"dup={self.line.duplicated} qdrop={self.line.queue_dropped + self.overflow} {delay}")
+                f"dup={self.line.duplicated} qdrop={self.line.queue_dropped + self.overflow}{errors} {delay}")
 
 
 class NetemProxy:
@@ -139,6 +140,9 @@ class NetemProxy:
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._upstream_bind = self._upstream_bind_address()
         self._clients: OrderedDict[Address, socket.socket] = OrderedDict()
+        # Upstream sockets of forgotten clients, kept open until the datagrams queued on them
+        # are sent: closed at once, those failed (EBADF), counted only as send errors.
+        self._retired: list[socket.socket] = []
         self._heap: list[tuple[float, int, float, socket.socket, Address, bytes, DirectionStats]] = []
         self._order = itertools.count()
         self._stopping = False
@@ -248,7 +252,7 @@ class NetemProxy:
         if len(self._clients) >= self.max_clients:
             _, oldest = self._clients.popitem(last=False)
             self._selector.unregister(oldest)
-            oldest.close()
+            self._retired.append(oldest)      # closed once its queued datagrams are out
         # allow_remote: the caller already vetted the target; this only picks the interface.
         upstream = open_udp_socket(self._upstream_bind, allow_remote=True)
         timestamps = enable_kernel_timestamps(upstream)
@@ -281,6 +285,11 @@ class NetemProxy:
                 continue
             now = self.clock()
             stats.record_delivery(now - arrival, now - due)
+        if self._retired:
+            queued_on = {id(entry[3]) for entry in heap}
+            for sock in [sock for sock in self._retired if id(sock) not in queued_on]:
+                sock.close()
+                self._retired.remove(sock)
 
     def _drain_wake(self) -> None:
         try:
@@ -298,9 +307,10 @@ class NetemProxy:
         """Close every socket; datagrams still in flight are dropped."""
         self._heap.clear()
         self.pending_bytes = 0
-        for upstream in self._clients.values():
+        for upstream in [*self._clients.values(), *self._retired]:
             upstream.close()
         self._clients.clear()
+        self._retired.clear()
         self._selector.close()
         for sock in (self.listen_sock, self._wake_r, self._wake_w):
             sock.close()
