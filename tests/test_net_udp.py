@@ -118,3 +118,35 @@ def test_parse_address():
     for bad in ("9000", "host:port", "127.0.0.1:70000"):
         with pytest.raises(ValueError):
             parse_address(bad)
+
+
+def test_a_kernel_receive_stamp_across_a_wall_clock_step_is_not_believed(monkeypatch):
+    """The stamp's age is wall-clock now minus the wall-clock stamp: a clock stepped forward
+    in between made a datagram arrive minutes in the past (τ_f, the clock exchange and the
+    watchdog took it). Beyond a poll period's worth, it arrived now."""
+    import socket
+    import time
+
+    import teleop.net.udp as udp
+
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        receiver.bind(("127.0.0.1", 0))
+        if not udp.enable_kernel_timestamps(receiver):
+            pytest.skip("no kernel receive timestamps on this platform")
+        receiver.settimeout(1.0)
+        sender.sendto(b"x", receiver.getsockname())
+        time.sleep(0.05)
+        real = time.time
+        monkeypatch.setattr(udp.time, "time", lambda: real() + 600.0)     # NTP stepped the clock
+        data, _, age = udp.receive_datagram(receiver, 64, True)
+        assert data == b"x" and age is None
+        monkeypatch.setattr(udp.time, "time", real)
+        sender.sendto(b"y", receiver.getsockname())
+        time.sleep(0.05)
+        data, _, age = udp.receive_datagram(receiver, 64, True)
+        assert data == b"y" and 0.0 <= age < udp.MAX_KERNEL_STAMP_AGE_S
+    finally:
+        receiver.close()
+        sender.close()

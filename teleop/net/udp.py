@@ -134,6 +134,11 @@ def enable_kernel_timestamps(sock: socket.socket) -> bool:
 _ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 
 
+#: The oldest a kernel receive stamp is believed [s]: a datagram waits in the socket for a
+#: poll period or a stalled tick, not longer (a larger age is a wall-clock step).
+MAX_KERNEL_STAMP_AGE_S = 2.0
+
+
 def receive_datagram(sock: socket.socket, bufsize: int, kernel_timestamps: bool) -> tuple[bytes, Address, float | None]:
     """One ``recvfrom``: (data, sender, seconds since the kernel received it or None).
 
@@ -147,6 +152,11 @@ def receive_datagram(sock: socket.socket, bufsize: int, kernel_timestamps: bool)
         if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
             age = time.time() - (seconds + nanoseconds * 1e-9)
+            if age > MAX_KERNEL_STAMP_AGE_S:
+                # Both stamps are wall-clock time: a clock step (NTP, set by hand) between the
+                # kernel's stamp and now made the age anything, and the arrival jump into the
+                # past (τ_f, the clock exchange, the watchdog). Not believed: arrived now.
+                return data, peer, None
             return data, peer, max(age, 0.0)
     return data, peer, None
 
