@@ -39,11 +39,23 @@ def convex_hull(points: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floatin
     return np.array(lower[:-1] + upper[:-1])
 
 
+#: Edges shorter than this [m] are a vertex given twice, not a side of the polygon.
+MIN_EDGE_M = 1e-9
+
+
 def halfplanes(poly: npt.NDArray[np.floating[Any]]
                ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
-    """Outward unit normals (K, 2) and offsets (K,) with poly = {p : n_k . p <= b_k}."""
+    """Outward unit normals (K, 2) and offsets (K,) with poly = {p : n_k . p <= b_k}.
+
+    Edges shorter than :data:`MIN_EDGE_M` are left out: :func:`clip` can emit a vertex twice
+    (a corner on the clipping line), whose zero-length edge has no normal (NaN), and a NaN
+    half-plane made every point "outside"."""
     poly = np.asarray(poly, dtype=float)
     edges = np.roll(poly, -1, axis=0) - poly
+    short = np.linalg.norm(edges, axis=1) < MIN_EDGE_M
+    if short.any() and not short.all():
+        poly = poly[~short]
+        edges = np.roll(poly, -1, axis=0) - poly
     normals = np.stack([edges[:, 1], -edges[:, 0]], axis=1)   # right of a CCW edge = outside
     normals /= np.linalg.norm(normals, axis=1, keepdims=True)
     return normals, np.sum(normals * poly, axis=1)

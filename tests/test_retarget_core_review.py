@@ -86,3 +86,16 @@ def test_the_npose_reference_maps_the_com_against_the_feet_the_person_stands_on(
         traj = retarget_motion(m, TARGET, reference=reference)
         assert traj.values[0, 1] == pytest.approx(TARGET.com_xy[1], abs=1e-9)   # centred
         assert traj.values[1, 1] == pytest.approx(TARGET.left_foot_center[1], abs=1e-9), reference
+
+
+def test_a_vertex_given_twice_does_not_make_a_nan_half_plane():
+    """clip() can emit a corner twice; its zero-length edge had a NaN normal, and a NaN
+    half-plane calls every point outside (project() would then move an inside ZMP)."""
+    from retarget.polygon import project
+
+    square = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    with np.errstate(invalid="raise", divide="raise"):
+        normals, offsets = halfplanes(square)
+    assert np.all(np.isfinite(normals)) and len(normals) == 4
+    assert contains(square, np.array([0.5, 0.5]))
+    np.testing.assert_array_equal(project(square, np.array([0.25, 0.75])), [0.25, 0.75])
