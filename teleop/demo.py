@@ -11,6 +11,7 @@ without compensation, so the summary shows what compensation buys.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from teleop.progress import progress_bar
+from teleop.sim.simulator import ACTUATOR_ENV
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "synthetic"
 
@@ -282,7 +284,7 @@ def plot_session(logs: dict[str, SessionLog], tau_b: float, path: Path, headline
     axes[0].legend(fontsize=8)
     axes[1].set_xlabel("operator time [s]")
     fig.suptitle("Prescient teleoperation demo: the delayed video vs the operator's present motion"
-                 + (f"\n{headline}" if headline else ""), fontsize=10)
+                 + (f"\n{headline}" if headline else ""), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -315,10 +317,11 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
     same_ticks = len(delayed.times) == len(comp.times)
     seen_comp = seen_error_cm(comp, tau_b, predicting)
     seen_delayed = seen_error_cm(delayed, tau_b, predicting if same_ticks else None)
-    plot_session(logs, tau_b, out_dir / "demo.png",
-                 f"round trip {settings.rtt:g} s: the hands the operator sees are off by "
-                 f"{seen_comp['moving_cm']:.1f} cm with compensation, {seen_delayed['moving_cm']:.1f} cm without "
-                 "(RMS while the operator moves)")
+    headline = f"round trip {settings.rtt:g} s"
+    if seen_comp["moving_cm"] is not None and seen_delayed["moving_cm"] is not None:   # None: it never moved
+        headline += (f": the hands seen are off by {seen_comp['moving_cm']:.1f} cm with compensation, "
+                     f"{seen_delayed['moving_cm']:.1f} cm without (RMS while moving)")
+    plot_session(logs, tau_b, out_dir / "demo.png", headline)
     states = {s: comp.states.count(s) for s in sorted(set(comp.states))}
     summary = {
         "round_trip_s": settings.rtt,
@@ -327,6 +330,8 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         "duration_s": round(comp.times[-1] - comp.times[0], 2) if comp.times else 0.0,
         "library": {"tasks": library.labels, "demonstrations": n_demos},
         "robot": {"fell": comp.fell or delayed.fell,
+                  # Which actuator model the simulation ran (TELEOP_SIM_ACTUATOR changes the physics).
+                  "actuator": os.environ.get(ACTUATOR_ENV, "").strip() or "the description's (off by default)",
                   "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
                   "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm),
                   "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio),

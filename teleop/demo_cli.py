@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from teleop.cli_types import burst_length, check_loss_burst, float_in_interval, probability, round_trip
@@ -51,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_demo(args.out, settings, progress=not args.headless)
     if args.headless:
         print(json.dumps(summary))
-        return 0
+        return _fell(summary)
     seen = summary["seen_hand_error_cm"]
     robot = summary["robot"]
     print(f"Round trip {summary['round_trip_s']} s, {summary['duration_s']} s session, "
@@ -81,4 +82,15 @@ def _run(args: argparse.Namespace) -> int:
     print(f"Video frames shown: {video.get('frames_displayed')}{due}"
           + (f" ({video.get('datagrams_lost')} datagrams lost; commands lost: "
              f"{summary['link']['commands_lost']})" if args.loss else "") + f"; outputs in {args.out}/")
-    return 0
+    return _fell(summary)
+
+
+def _fell(summary: dict) -> int:
+    """Exit code 1, said, when the robot fell: the figures of a fallen robot mean nothing, and
+    a session with another actuator model (TELEOP_SIM_ACTUATOR) ended with exit code 0."""
+    robot = summary["robot"]
+    if not robot["fell"]:
+        return 0
+    print(f"teleop demo: error: the robot fell (actuator model: {robot['actuator']}); the figures above are not "
+          "a teleoperation's", file=sys.stderr)
+    return 1

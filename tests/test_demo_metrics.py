@@ -77,3 +77,36 @@ def test_an_interrupted_demo_leaves_no_empty_output_folder(tmp_path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         demo.run_demo(tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def _still_session(settings, library, *, with_video, progress, fell=False):
+    """A session whose operator never moves (a demo shorter than its first motion)."""
+    log = SessionLog()
+    t = np.arange(100) * 0.01
+    log.times = list(t)
+    log.operator = [np.zeros(20) for _ in t]
+    log.hands = [np.zeros((2, 3)) for _ in t]
+    log.cop = [np.zeros(2) for _ in t]
+    log.states = ["passthrough"] * len(t)
+    log.frames = [(x + settings.rtt, x, b"jpeg") for x in t[::20]] if with_video else []
+    log.fell = fell
+    return log
+
+
+@pytest.mark.parametrize("fell", [False, True])
+def test_a_short_demo_ends_with_its_summary_and_a_fall_with_exit_code_1(tmp_path, monkeypatch, capsys, fell):
+    """`teleop demo --duration 3`: no tick where the operator moved, and the plot's headline
+    formatted None (a TypeError traceback). A fall (another actuator model) ended with exit
+    code 0."""
+    import teleop.demo as demo
+    from teleop.cli import main
+
+    class Library:
+        labels = ["reach"]
+
+    monkeypatch.setattr(demo, "train_library", lambda dataset: (Library(), 1))
+    monkeypatch.setattr(demo, "run_session", lambda *a, **k: _still_session(*a, **k, fell=fell))
+    assert main(["demo", "--duration", "1", "--out", str(tmp_path / "out")]) == (1 if fell else 0)
+    captured = capsys.readouterr()
+    assert "none measured" in captured.out and (tmp_path / "out" / "demo.png").stat().st_size > 0
+    assert ("teleop demo: error: the robot fell" in captured.err) == fell
