@@ -57,7 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "made in the simulation with hidden parameters (stored in its metadata, so a later fit "
                     "reports how well it recovered them). Recording format: .npz or .json with time (T,), "
                     "joint_names (k,), commanded (T, k), measured (T, k), optional commanded_velocity (T, k) "
-                    "and meta (see teleop/sim/recording_io.py).")
+                    "(the velocities the servo was sent; without them the fit takes a position-only servo, "
+                    "and a servo that was sent some fits with a wrong latency and damping) and meta (see "
+                    "teleop/sim/recording_io.py). A parameter fitted at a bound of its range, and a fit stopped "
+                    "by its budget, are warned of and listed in report.json's warnings.")
     p.add_argument("--data", type=Path, help="recording to fit (.npz or .json)")
     p.add_argument("--make-test-recording", type=Path, metavar="OUT",
                    help="write a recording made with hidden perturbed parameters to OUT (.npz or .json)")
@@ -234,8 +237,8 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
                            progress=True, fit=fit, source=source)   # on stderr, --json or not
     except KeyError as exc:   # a key the recording's meta lacks (its 'truth'): the file's fault
         raise RecordingError(f"{source}: {exc.args[0] if exc.args else exc}") from None
-    if result.data_warning:
-        warn_skipped(args, result.data_warning)
+    for warning in ([result.data_warning] if result.data_warning else []) + result.fit_warnings:
+        warn_skipped(args, warning)
     args.out.mkdir(parents=True, exist_ok=True)
     params_path, report_path = args.out / PARAMS_FILE, args.out / REPORT_FILE
     report = {"recording": source, **result.summary(rec.joint_names), "fitted_parameters": str(params_path)}

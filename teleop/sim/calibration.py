@@ -398,6 +398,8 @@ class CalibrationResult:
         recovery_error: parameter -> |fitted / hidden - 1| when the recording has a truth.
         data_warning: why the recording is too short for the fit to mean something
             (:func:`too_few_data`), or None.
+        fit_warnings: why the fit may not mean what it says (:func:`fit_warnings`): a
+            parameter on a bound of its range, a budget spent before converging.
     """
 
     fitted: CalibrationParameters
@@ -410,6 +412,7 @@ class CalibrationResult:
     evaluations: int
     recovery_error: dict[str, float] = field(default_factory=dict)
     data_warning: str | None = None
+    fit_warnings: list[str] = field(default_factory=list)
 
     def summary(self, joint_names: list[str]) -> dict:
         """The report as JSON-ready values; ``rmse_reduction`` is null where it is no number
@@ -418,7 +421,7 @@ class CalibrationResult:
         return {
             "fitted": self.fitted.to_dict(),
             "enough_data": self.data_warning is None,
-            "warnings": [self.data_warning] if self.data_warning else [],
+            "warnings": ([self.data_warning] if self.data_warning else []) + self.fit_warnings,
             "rmse_before_rad": self.rmse_before, "rmse_after_rad": self.rmse_after,
             "rmse_reduction": rmse_reduction(self.rmse_before, self.rmse_after),
             "rmse_per_joint_before_rad": dict(zip(joint_names, self.rmse_per_joint_before.tolist())),
@@ -427,6 +430,30 @@ class CalibrationResult:
             "recovery_error": self.recovery_error,
             "max_recovery_error": max(self.recovery_error.values()) if self.recovery_error else None,
         }
+
+
+def fit_warnings(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, groups: list[str], fit: tuple[str, ...],
+                 budget_spent: bool, max_evaluations: int) -> list[str]:
+    """What makes a fit's result doubtful, said in ``report.json`` and on stderr (they were
+    written without a word: a recording whose times were 10x too long fitted three scales
+    onto the bounds of their range, with "warnings": []).
+
+    * a parameter at a bound of its range (within 0.1 %): the model could not explain the
+      recording with any value in it (another servo or robot, times or units off);
+    * the least-squares budget spent before convergence (``--max-evaluations``).
+    """
+    names = ["latency"] + [f"{group}.{key}" for group in groups for key in fit]
+    out = []
+    at_bound = [f"{name} ({'lower' if abs(v - lo) <= 1e-3 * max(abs(lo), 1.0) else 'upper'} bound)"
+                for name, v, lo, hi in zip(names, x, lower, upper)
+                if abs(v - lo) <= 1e-3 * max(abs(lo), 1.0) or abs(v - hi) <= 1e-3 * max(abs(hi), 1.0)]
+    if at_bound:
+        out.append(f"fitted at a bound of the range allowed: {', '.join(at_bound)}: no value in the range explains "
+                   "the recording (another servo or robot? times or units off?)")
+    if budget_spent:
+        out.append(f"the fit stopped at its budget (--max-evaluations {max_evaluations}) before converging: a "
+                   "larger budget may fit better")
+    return out
 
 
 def recovery_errors(fitted: CalibrationParameters, truth: dict, fit: tuple[str, ...] = GROUP_PARAMETERS
@@ -502,7 +529,9 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
         rmse_before=rmse(before, rec.measured), rmse_after=rmse(after, rec.measured),
         rmse_per_joint_before=per_joint(before), rmse_per_joint_after=per_joint(after),
         noise_estimate=rmse(after, rec.measured), evaluations=evaluations[0],
-        data_warning=too_few_data(len(rec.time), len(rec.joint_names), len(x0), source))
+        data_warning=too_few_data(len(rec.time), len(rec.joint_names), len(x0), source),
+        # status 0: scipy's evaluation budget (max_nfev) ran out before a tolerance was met.
+        fit_warnings=fit_warnings(solution.x, lower, upper, groups, fit, solution.status == 0, max_evaluations))
     if "truth" in rec.meta:
         result.recovery_error = recovery_errors(fitted, rec.meta["truth"], fit)
     return result
