@@ -118,8 +118,10 @@ def test_lockstep_serve_names_host_when_it_does_not_resolve(capsys):
     (["serve", "--sessions", "0"], "argument --sessions: must be >= 1, got 0"),      # waited, then exit 0
     (["serve", "--max-steps", "0"], "argument --max-steps: must be >= 1, got 0"),    # "max_steps must be >= 1 or None"
     (["serve", "--max-steps", "-1"], "argument --max-steps: must be >= 1, got -1"),
-    (["serve", "--timeout", "0"], "argument --timeout: must be > 0, got 0"),
-    (["serve", "--timeout", "nan"], "argument --timeout: 'nan' is not a finite number"),
+    (["serve", "--timeout", "0"], "argument --timeout: must be in (0, 86400] s, got 0"),
+    (["serve", "--timeout", "nan"], "argument --timeout: must be in (0, 86400] s, got nan"),
+    # 1e12 overflowed the socket timeout when the first controller connected: the server died.
+    (["serve", "--timeout", "1e12"], "argument --timeout: must be in (0, 86400] s, got 1e12"),
     (["serve", "--port", "99999"], "argument --port: port must be 0-65535, got 99999"),
 ])
 def test_lockstep_serve_values_are_checked_by_argparse(capsys, argv, expected):
@@ -127,10 +129,11 @@ def test_lockstep_serve_values_are_checked_by_argparse(capsys, argv, expected):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--amplitude", "nan"], "argument --amplitude: 'nan' is not a finite number"),   # ERROR DISCONNECT on the server
-    (["--amplitude", "inf"], "argument --amplitude: 'inf' is not a finite number"),
-    (["--timeout", "0"], "argument --timeout: must be > 0, got 0"),     # "Operation now in progress", a session used
-    (["--timeout", "-1"], "argument --timeout: must be > 0, got -1"),
+    (["--amplitude", "nan"], "argument --amplitude: must be in [-1.5, 1.5] rad, got nan"),   # ERROR DISCONNECT
+    (["--amplitude", "inf"], "argument --amplitude: must be in [-1.5, 1.5] rad, got inf"),
+    (["--amplitude", "100"], "argument --amplitude: must be in [-1.5, 1.5] rad, got 100"),   # was "ok": true
+    (["--timeout", "0"], "argument --timeout: must be in (0, 86400] s, got 0"),     # "Operation now in progress"
+    (["--timeout", "-1"], "argument --timeout: must be in (0, 86400] s, got -1"),
     (["--steps", "-5"], "argument --steps: must be >= 1, got -5"),      # taken as 0
     (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
     (["--port", "-1"], "argument --port: port must be 0-65535, got -1"),
@@ -152,7 +155,7 @@ def test_the_demo_client_module_checks_its_values_too(capsys):
     with pytest.raises(SystemExit) as exc:
         lockstep_client.main(["--amplitude", "nan"])
     assert exc.value.code == 2
-    assert "argument --amplitude: 'nan' is not a finite number" in capsys.readouterr().err
+    assert "argument --amplitude: must be in [-1.5, 1.5] rad, got nan" in capsys.readouterr().err
 
 
 def test_lockstep_defaults_and_good_values_are_kept():
@@ -396,3 +399,11 @@ def test_the_tuning_target_of_a_heuristic_without_error_is_not_comparable():
 def test_empty_or_negative_selections_are_usage_errors(capsys, argv, said):
     """--episode -1 was "no episode -1" with exit code 1; --tasks '' kept every task."""
     assert usage_error(capsys, argv).endswith(f"error: {said}")
+
+
+def test_a_joint_named_twice_in_lockstep_joints_is_a_usage_error_naming_it(capsys):
+    """It said "a joint is listed twice" (no joint, no option), exit code 1 and the
+    TELEOP_DEBUG hint."""
+    assert main(["lockstep", "serve", "--joints", "left_arm,l_elbow", "--port", "0", "--sessions", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--joints left_arm,l_elbow: l_elbow named twice" in err and "TELEOP_DEBUG" not in err

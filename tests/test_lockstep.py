@@ -294,3 +294,34 @@ def test_client_rejects_a_bad_welcome_with_bad_payload(welcome):
     finally:
         thread.join(timeout=10)
         listener.close()
+
+
+def test_a_controller_trickling_bytes_times_out_per_command(server):
+    """The socket's timeout restarts at every byte: one byte per 0.3 s held a 1 s command
+    timeout for as long as the controller liked, and every other controller waited."""
+    import time
+
+    srv, thread = server(timeout=1.0)
+    sock = socket.create_connection(srv.address, timeout=5)
+    try:
+        frame = ls.encode_json(ls.HELLO, {"client": "slow", "protocol": ls.VERSION})
+        start = time.monotonic()
+        for byte in frame[:8]:                        # a header byte every 0.3 s: never a whole frame
+            sock.sendall(bytes([byte]))
+            time.sleep(0.3)
+            if not thread.is_alive():
+                break
+        thread.join(timeout=10)
+        assert time.monotonic() - start < 2.0
+    finally:
+        sock.close()
+    assert srv.reports[-1].error_code == ls.E_TIMEOUT
+
+
+def test_a_second_controller_is_told_why_no_welcome_comes(server):
+    """The server serves one controller at a time; the second's demo-client said only
+    "timed out"."""
+    srv, thread = server(timeout=5.0)
+    with LockstepClient(port=srv.address[1], timeout=5):
+        with pytest.raises(TimeoutError, match="no WELCOME within 0.5 s: another controller's session may be"):
+            LockstepClient(port=srv.address[1], timeout=0.5)

@@ -99,9 +99,17 @@ def encode(msg_type: int, payload: bytes = b"", flags: int = 0) -> bytes:
     return HEADER.pack(MAGIC, VERSION, msg_type, flags, len(payload)) + payload
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes from ``sock``; with ``deadline`` (a ``time.monotonic()`` instant), a
+    :class:`socket.timeout` once it has passed, however the bytes trickle in (the socket's
+    own timeout restarts at every byte: one byte per 3 s held a 5 s timeout for ever)."""
     buf = bytearray()
     while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout(f"timed out ({len(buf)} of {n} bytes read)")
+            sock.settimeout(left)
         chunk = sock.recv(n - len(buf))
         if not chunk:
             raise ConnectionError(f"peer closed the connection ({len(buf)} of {n} bytes read)")
@@ -109,10 +117,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def read_frame(sock: socket.socket) -> tuple[int, int, bytes]:
+def read_frame(sock: socket.socket, timeout: float | None = None) -> tuple[int, int, bytes]:
     """Read one frame; returns (type, flags, payload). Raises :class:`LockstepError`
-    (E_FRAMING / E_VERSION) on a malformed header, ConnectionError when the peer left."""
-    head = _recv_exact(sock, HEADER.size)
+    (E_FRAMING / E_VERSION) on a malformed header, ConnectionError when the peer left, and
+    :class:`socket.timeout` when the whole frame has not come within ``timeout`` [s] (None:
+    the socket's own timeout, per read)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    head = _recv_exact(sock, HEADER.size, deadline)
     magic, version, msg_type, flags, length = HEADER.unpack(head)
     if magic != MAGIC:
         raise LockstepError(E_FRAMING, f"bad magic {magic!r} (expected {MAGIC!r}): not a lock-step frame")
@@ -122,7 +133,7 @@ def read_frame(sock: socket.socket) -> tuple[int, int, bytes]:
         raise LockstepError(E_FRAMING, f"unknown message type {msg_type}")
     if length > MAX_PAYLOAD:
         raise LockstepError(E_FRAMING, f"payload of {length} bytes exceeds {MAX_PAYLOAD}")
-    return msg_type, flags, _recv_exact(sock, length) if length else b""
+    return msg_type, flags, _recv_exact(sock, length, deadline) if length else b""
 
 
 def encode_json(msg_type: int, obj: dict) -> bytes:
@@ -349,7 +360,7 @@ class LockstepServer:
 
     # ------------------------------------------------------------------ one session
     def _handshake(self, conn: socket.socket, report: SessionReport) -> None:
-        msg_type, _, payload = read_frame(conn)
+        msg_type, _, payload = read_frame(conn, self.command_timeout)
         if msg_type == ERROR:
             raise decode_error(payload)
         if msg_type != HELLO:
@@ -419,7 +430,7 @@ class LockstepServer:
                     return
                 t_wait = time.perf_counter()
                 self._awaiting = f"command seq {seq}"
-                msg_type, _, payload = read_frame(conn)      # lock step: physics waits here
+                msg_type, _, payload = read_frame(conn, self.command_timeout)   # lock step: physics waits here
                 report.wait_s += time.perf_counter() - t_wait
                 if msg_type == BYE:
                     report.ended_by = "client"

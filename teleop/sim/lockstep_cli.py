@@ -9,10 +9,12 @@ import os
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, port, positive_float, positive_int
+from teleop.cli_types import UsageError, port, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from teleop.sim.lockstep_client import MAX_COMMAND_TIMEOUT_S, add_demo_arguments, command_timeout
+
     p = sub.add_parser("lockstep", help="lock-step coupling of the simulation with an external controller",
                        description="The simulation steps in strict alternation with a controller in another "
                                    "process (any language) over TCP: each 1 ms step waits for that step's "
@@ -35,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--max-steps", type=positive_int, default=None, help="end each session after this many steps")
     serve.add_argument("--sessions", type=positive_int, default=None,
                        help="exit after this many sessions (default: never)")
-    serve.add_argument("--timeout", type=positive_float, default=10.0,
-                       help="seconds to wait for a command (default: 10)")
+    serve.add_argument("--timeout", type=command_timeout, default=10.0,
+                       help=f"seconds to wait for each command, at most {MAX_COMMAND_TIMEOUT_S:g} (default: 10)")
     serve.add_argument("--floating-base", action="store_true",
                        help="let the robot stand on its feet (default: base bolted to the world)")
     serve.add_argument("--no-clip", action="store_true", help="do not clip torques to the effort limits")
@@ -49,8 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                            description="A controller in this process: joint impedance (gravity compensation + "
                                        "spring-damper) holding the home posture with a slow shoulder swing. "
                                        "Prints a JSON summary (sequence counters, server RTF, tracking error).")
-    from teleop.sim.lockstep_client import add_demo_arguments
-
     add_demo_arguments(demo)
     demo.set_defaults(func=_demo)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -87,6 +87,9 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyError as exc:   # a typo in --joints: one line, not a traceback
         groups = ", ".join(sorted(robot.description.groups))
         raise UsageError(f"--joints: {exc.args[0]} (groups: {groups})") from None
+    twice = sorted({robot.joint_names[j] for j in joints if joints.count(j) > 1})
+    if twice:   # the server refused "a joint is listed twice", naming neither it nor the option
+        raise UsageError(f"--joints {args.joints}: {', '.join(twice)} named twice (a group and one of its joints?)")
     sim = Simulation(robot, visual=False, fixed_base=not args.floating_base)
     try:
         try:

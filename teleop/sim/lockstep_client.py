@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from teleop.cli_types import finite_float, port as port_number, positive_float, positive_int
+from teleop.cli_types import float_in_interval, port as port_number, positive_int
 from teleop.sim.lockstep import (BYE, ERROR, HELLO, MESSAGE_NAMES, MODE_POSITION, MODE_TORQUE, STATE,
                                  VERSION, WELCOME, E_PAYLOAD, E_SEQUENCE, E_UNEXPECTED, LockstepError,
                                  SequenceError, State,
@@ -68,7 +68,14 @@ class LockstepClient:
         self.sock.settimeout(timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.sendall(encode_json(HELLO, {"client": name, "protocol": VERSION}))
-        msg_type, _, payload = read_frame(self.sock)
+        try:
+            msg_type, _, payload = read_frame(self.sock)
+        except TimeoutError:
+            self.sock.close()
+            # The server serves one controller at a time: it accepted this one and answers once
+            # the session before it ends (it said only "timed out").
+            raise TimeoutError(f"connected to {host}:{port}, but no WELCOME within {timeout:g} s: another "
+                               "controller's session may be running there (one at a time)") from None
         if msg_type == ERROR:
             raise decode_error(payload)
         if msg_type != WELCOME:
@@ -232,6 +239,23 @@ def main(argv: list[str] | None = None) -> int:
     return run_demo(p.parse_args(argv))
 
 
+#: The longest wait for a message [s]: a day. 1e12 passed argparse and overflowed the
+#: socket's timeout when the first controller connected (a traceback, the server gone).
+MAX_COMMAND_TIMEOUT_S = 86400.0
+#: The widest shoulder swing of the demo controller [rad] (100 rad passed and "ok": true).
+MAX_AMPLITUDE_RAD = 1.5
+
+
+def command_timeout(text: str) -> float:
+    """``--timeout``: seconds in (0, :data:`MAX_COMMAND_TIMEOUT_S`]."""
+    return float_in_interval(text, 0.0, MAX_COMMAND_TIMEOUT_S, low_open=True, unit="s")
+
+
+def swing_amplitude(text: str) -> float:
+    """``--amplitude``: radians in [-:data:`MAX_AMPLITUDE_RAD`, :data:`MAX_AMPLITUDE_RAD`]."""
+    return float_in_interval(text, -MAX_AMPLITUDE_RAD, MAX_AMPLITUDE_RAD, unit="rad")
+
+
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
     # Values are checked here, before anything connects: a bad one used to be found only once
     # connected (a NaN amplitude ended the server's session with an ERROR) or not at all.
@@ -241,8 +265,10 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
                    "the server ends the session)")
     p.add_argument("--mode", choices=("torque", "position"), default="torque",
                    help="joint impedance torques (default) or joint position targets")
-    p.add_argument("--amplitude", type=finite_float, default=0.2, help="shoulder-pitch swing [rad] (default: 0.2)")
-    p.add_argument("--timeout", type=positive_float, default=10.0, help="socket timeout [s] (default: 10)")
+    p.add_argument("--amplitude", type=swing_amplitude, default=0.2,
+                   help=f"shoulder-pitch swing [rad], at most {MAX_AMPLITUDE_RAD:g} either way (default: 0.2)")
+    p.add_argument("--timeout", type=command_timeout, default=10.0,
+                   help=f"socket timeout [s], at most {MAX_COMMAND_TIMEOUT_S:g} (default: 10)")
     p.add_argument("--fault", choices=("none", "skip", "duplicate"), default="none",
                    help="for tests: at command 100 send a skipped or a duplicated sequence number")
 
