@@ -260,7 +260,9 @@ def _print_report(result, fit: tuple[str, ...], params_path: Path, report_path: 
         print(f"{group}: " + ", ".join(f"{k} x{v:.4f}" for k, v in scales.items() if k in fit))
     if result.recovery_error:
         worst = max(result.recovery_error, key=result.recovery_error.get)
-        print(f"recovery of the hidden parameters: worst error {100 * result.recovery_error[worst]:.2f}% ({worst})")
+        print(f"recovery of the hidden parameters: worst error {100 * result.recovery_error[worst]:.2f}% ({worst})"
+              + (f"; not compared: {', '.join(result.recovery_not_compared)} (the recording hides its parameters "
+                 "per other groups)" if result.recovery_not_compared else ""))
     print(f"written: {params_path}, {report_path}")
     print(f"use it: TELEOP_SIM_ACTUATOR={params_path} teleop COMMAND (any command that simulates), or "
           "[sim.actuator] file = ... in the robot description, or Simulation(actuator=...) in Python")

@@ -413,6 +413,9 @@ class CalibrationResult:
     recovery_error: dict[str, float] = field(default_factory=dict)
     data_warning: str | None = None
     fit_warnings: list[str] = field(default_factory=list)
+    #: Fitted groups the recording's truth has no parameters for (it hides them per other
+    #: groups, e.g. right_arm for a fit of r_elbow): left out of ``recovery_error``, said.
+    recovery_not_compared: list[str] = field(default_factory=list)
 
     def summary(self, joint_names: list[str]) -> dict:
         """The report as JSON-ready values; ``rmse_reduction`` is null where it is no number
@@ -429,6 +432,7 @@ class CalibrationResult:
             "noise_estimate_rad": self.noise_estimate, "evaluations": self.evaluations,
             "recovery_error": self.recovery_error,
             "max_recovery_error": max(self.recovery_error.values()) if self.recovery_error else None,
+            "recovery_not_compared": self.recovery_not_compared,
         }
 
 
@@ -534,4 +538,5 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
         fit_warnings=fit_warnings(solution.x, lower, upper, groups, fit, solution.status == 0, max_evaluations))
     if "truth" in rec.meta:
         result.recovery_error = recovery_errors(fitted, rec.meta["truth"], fit)
+        result.recovery_not_compared = [g for g in fitted.scales if g not in rec.meta["truth"]["scales"]]
     return result
