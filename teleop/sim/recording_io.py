@@ -34,7 +34,11 @@ from teleop.output_set import write_outputs_together
 
 
 class RecordingError(ValueError):
-    """A recording file that is missing something or inconsistent (names the file)."""
+    """A recording file that is missing something or inconsistent (names the file). Found
+    when the file is read and checked, before any replay: ``before_work`` tells the command
+    line to say the error alone, without the TELEOP_DEBUG hint."""
+
+    before_work = True
 
 
 @dataclass
