@@ -76,6 +76,7 @@ class SessionLog:
     frames: list = field(default_factory=list)        # (display time, capture time, jpeg bytes)
     telemetry: dict = field(default_factory=dict)
     fell: bool = False
+    actuator_on: bool = False   # the simulation ran an actuator model (teleop.sim.actuator)
     max_foot_slip_mm: float = 0.0
     min_cop_margin_mm: float = float("inf")
     max_joint_speed_ratio: float = 0.0    # max over ticks and joints of |measured velocity| / limit
@@ -152,6 +153,7 @@ def run_session(settings: DemoSettings, library, *, with_video: bool, progress: 
 
     with Simulation(robot, visual=False) as sim, \
             SyntheticOperator(seed=settings.seed, performer=settings.performer, clock=clock.now) as source:
+        log.actuator_on = sim.actuator is not None
         scene = add_to_simulation(sim, static=True)
         camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(*settings.camera_size),
                                   scene=scene) if with_video else None
@@ -330,8 +332,9 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         "duration_s": round(comp.times[-1] - comp.times[0], 2) if comp.times else 0.0,
         "library": {"tasks": library.labels, "demonstrations": n_demos},
         "robot": {"fell": comp.fell or delayed.fell,
-                  # Which actuator model the simulation ran (TELEOP_SIM_ACTUATOR changes the physics).
-                  "actuator": os.environ.get(ACTUATOR_ENV, "").strip() or "the description's (off by default)",
+                  # Whether the simulation ran an actuator model, and whose (it changes the physics).
+                  "actuator": (f"on ({os.environ.get(ACTUATOR_ENV, '').strip() or 'the robot description'})"
+                               if comp.actuator_on else "off"),
                   "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
                   "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm),
                   "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio),

@@ -63,9 +63,9 @@ def _stops_held():
 class OutputSet:
     """Files written one by one and renamed into place together, or not at all.
 
-    ``with OutputSet() as outputs:`` then, per file, ``tmp = outputs.temporary(path)`` (a
-    hidden, empty file beside ``path``, its folder made if needed), write ``tmp``, and
-    :meth:`keep` it, or :meth:`discard` it (a file that failed, while the others go on).
+    ``with OutputSet() as outputs:`` then, per file, ``outputs.write(path, writer)``: the
+    writer writes a hidden temporary beside ``path`` (its folder made if needed), which is
+    kept, or discarded if the writer fails (the caller may go on with the other files).
     Leaving the block normally renames every kept file into place, with the stop signals
     held (a Ctrl-C interrupts just after), and removes the files of :meth:`remove_with`;
     leaving it by an exception (an error, a Ctrl-C) removes every temporary file and the
@@ -80,8 +80,26 @@ class OutputSet:
         self._remove: list[Path] = []
         self._made: set[Path] = set()
 
+    def write(self, path: Path, writer: Callable[[Path], object]) -> None:
+        """``writer(tmp)`` into a temporary for ``path``, kept; on failure, discarded, and an
+        OSError that named no file (or the hidden temporary one: "[Errno 28] No space left
+        on device") names ``path``, the output the user asked for."""
+        tmp = self.temporary(path)
+        try:
+            writer(tmp)
+        except OSError as exc:
+            self.discard(path)
+            if exc.errno is None or exc.filename not in (None, str(tmp), tmp):
+                raise
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        except BaseException:
+            self.discard(path)
+            raise
+        self.keep(path)
+
     def temporary(self, path: Path) -> Path:
         """A new hidden temporary file beside ``path`` (same suffix: it picks a plot's format)."""
+        self.discard(path)                 # asked twice: the first one goes
         destination = _destination(Path(path))
         folder = destination.parent
         self._made.update(f for f in (folder, *folder.parents) if not f.exists())
@@ -98,7 +116,10 @@ class OutputSet:
 
     def discard(self, path: Path) -> None:
         """``path`` is not written after all: its temporary file goes."""
-        tmp = self._temps.pop(_destination(Path(path)), None)
+        destination = _destination(Path(path))
+        tmp = self._temps.pop(destination, None)
+        if destination in self._kept:
+            self._kept.remove(destination)
         if tmp is not None:
             tmp.unlink(missing_ok=True)
 
@@ -141,16 +162,7 @@ def write_outputs_together(writers: dict[Path, Callable[[Path], object]], remove
     made, are removed: the previous run's files stay as they were (see :class:`OutputSet`)."""
     with OutputSet() as outputs:
         for path, write in writers.items():
-            tmp = outputs.temporary(path)
-            try:
-                write(tmp)
-            except OSError as exc:
-                if exc.filename not in (None, str(tmp), tmp):
-                    raise
-                # "[Errno 28] No space left on device" named no file (or a hidden temporary
-                # one): the error names the output the user asked for.
-                raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
-            outputs.keep(path)
+            outputs.write(path, write)
         outputs.remove_with(remove)
 
 

@@ -142,7 +142,7 @@ class NetemProxy:
         self._clients: OrderedDict[Address, socket.socket] = OrderedDict()
         # Upstream sockets of forgotten clients, kept open until the datagrams queued on them
         # are sent: closed at once, those failed (EBADF), counted only as send errors.
-        self._retired: list[socket.socket] = []
+        self._retired: list[tuple[float, socket.socket]] = []   # (its last datagram's due time, socket)
         self._heap: list[tuple[float, int, float, socket.socket, Address, bytes, DirectionStats]] = []
         self._order = itertools.count()
         self._stopping = False
@@ -252,7 +252,9 @@ class NetemProxy:
         if len(self._clients) >= self.max_clients:
             _, oldest = self._clients.popitem(last=False)
             self._selector.unregister(oldest)
-            self._retired.append(oldest)      # closed once its queued datagrams are out
+            # Closed once its queued datagrams are out (one scan of the queue, here, not per delivery).
+            last_due = max((entry[0] for entry in self._heap if entry[3] is oldest), default=-math.inf)
+            self._retired.append((last_due, oldest))
         # allow_remote: the caller already vetted the target; this only picks the interface.
         upstream = open_udp_socket(self._upstream_bind, allow_remote=True)
         timestamps = enable_kernel_timestamps(upstream)
@@ -286,10 +288,9 @@ class NetemProxy:
             now = self.clock()
             stats.record_delivery(now - arrival, now - due)
         if self._retired:
-            queued_on = {id(entry[3]) for entry in heap}
-            for sock in [sock for sock in self._retired if id(sock) not in queued_on]:
+            for due, sock in [entry for entry in self._retired if entry[0] < now]:
                 sock.close()
-                self._retired.remove(sock)
+                self._retired.remove((due, sock))
 
     def _drain_wake(self) -> None:
         try:
@@ -307,7 +308,7 @@ class NetemProxy:
         """Close every socket; datagrams still in flight are dropped."""
         self._heap.clear()
         self.pending_bytes = 0
-        for upstream in [*self._clients.values(), *self._retired]:
+        for upstream in [*self._clients.values(), *(sock for _, sock in self._retired)]:
             upstream.close()
         self._clients.clear()
         self._retired.clear()

@@ -50,7 +50,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
-import logging
 import math
 import struct
 from dataclasses import dataclass
@@ -61,7 +60,6 @@ import numpy as np
 from retarget.references import FLAT_SIZE, RobotReferences
 from teleop.net.auth import derive_mac_key
 
-log = logging.getLogger(__name__)
 
 MAGIC = b"TELE"
 PROTOCOL_VERSION = 1

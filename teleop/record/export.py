@@ -550,14 +550,5 @@ def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel:
     arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1),
               RECORDING_KEY: np.array(str(file.resolve())), CHANNEL_KEY: np.array(topic)}
     out = output_dir / task_folder_name(episode.task) / plan.file_name(episode)
-    tmp = outputs.temporary(out)
-    try:
-        save_with_arrays(trajectory, tmp, arrays)
-    except OSError as exc:
-        outputs.discard(out)
-        if exc.errno is None:
-            raise
-        # "[Errno 28] No space left on device" named no file, or the hidden temporary one.
-        raise type(exc)(exc.errno, exc.strerror, str(out)) from exc
-    outputs.keep(out)
+    outputs.write(out, lambda tmp: save_with_arrays(trajectory, tmp, arrays))
     return out

@@ -564,8 +564,8 @@ class Recorder:
         now = time.monotonic()
         if now >= self._next_flush:
             self._writer.flush()  # closes the chunk and flushes the file object to the OS
+            self._next_flush = now + self._flush_interval_s   # (first: a removed file is looked at once per flush)
             self._check_file_is_there()
-            self._next_flush = now + self._flush_interval_s
             self._stats.flushes += 1
             if self._threaded:
                 self._stats.writer_cpu_s = time.thread_time()

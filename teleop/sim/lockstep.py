@@ -122,7 +122,16 @@ def read_frame(sock: socket.socket, timeout: float | None = None) -> tuple[int, 
     (E_FRAMING / E_VERSION) on a malformed header, ConnectionError when the peer left, and
     :class:`socket.timeout` when the whole frame has not come within ``timeout`` [s] (None:
     the socket's own timeout, per read)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    if timeout is None:
+        return _read_frame(sock, None)
+    previous = sock.gettimeout()     # put back: the replies that follow are sent under it
+    try:
+        return _read_frame(sock, time.monotonic() + timeout)
+    finally:
+        sock.settimeout(previous)
+
+
+def _read_frame(sock: socket.socket, deadline: float | None) -> tuple[int, int, bytes]:
     head = _recv_exact(sock, HEADER.size, deadline)
     magic, version, msg_type, flags, length = HEADER.unpack(head)
     if magic != MAGIC:

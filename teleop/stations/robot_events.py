@@ -24,14 +24,16 @@ STOPS_QUIET_S = 30.0
 class RobotEvents:
     """Call :meth:`say_new` once per tick with the robot station (its ``first_*`` fields,
     ``fell_at``, ``operator``, ``operators_attached``, ``operator_moves``/``operator_moved``,
-    ``watchdog.state`` and ``config.stale_timeout``), and :meth:`finish` at the end."""
+    ``watchdog.state`` and ``watchdog.stale_events``, ``config.stale_timeout``), and
+    :meth:`finish` at the end."""
 
     def __init__(self) -> None:
         self._said = SaidOnce()
         self._attached = 0                 # operators attached when last said
         self._following: str | None = None  # the operator's address as last said
         self._moves = 0
-        self._watchdog = WatchdogState.WAITING
+        self._stops_seen = 0               # the watchdog's stale_events when last looked at
+        self._stopped = False              # a stop whose end is not said yet
         self._stops_said: deque[float] = deque(maxlen=STOPS_SAID_PER_QUIET)   # when the last stops were said
         self._stop_said = False            # the stop going on now was said (so is its end)
         self._stops_unsaid = 0
@@ -79,21 +81,24 @@ class RobotEvents:
 
     def _say_watchdog(self, station) -> None:
         """The operator's commands stopping (the watchdog going stale: the robot holds a safe
-        pose) and coming back. Before, only the 2 s status line's STALE showed it."""
-        state, was = station.watchdog.state, self._watchdog
-        self._watchdog = state
-        now = time.monotonic()
-        if state == WatchdogState.STALE and was in (WatchdogState.ACTIVE, WatchdogState.RESUMING):
+        pose) and coming back. Before, only the 2 s status line's STALE showed it. Counted
+        by the watchdog's ``stale_events``, not by its state from tick to tick: one update
+        can go stale and resume at once (a robot loop stalled past --stale-timeout)."""
+        watchdog, now = station.watchdog, time.monotonic()
+        stops, self._stops_seen = watchdog.stale_events - self._stops_seen, watchdog.stale_events
+        if stops:
             recent = [t for t in self._stops_said if now - t < STOPS_QUIET_S]
             self._stop_said = not self._stops_unsaid and len(recent) < STOPS_SAID_PER_QUIET
             if self._stop_said:
                 self._stops_said.append(now)
                 _say(f"warning: no command from the operator for --stale-timeout ({station.config.stale_timeout:g} s): "
                      "holding a safe pose (the operator stopped, or the link lost its commands)")
-            else:
-                self._stops_unsaid += 1
-        elif was == WatchdogState.STALE and state == WatchdogState.RESUMING and self._stop_said:
-            _say("the operator's commands are back: blending into them")
+            self._stops_unsaid += stops - (1 if self._stop_said else 0)
+            self._stopped = True
+        if self._stopped and watchdog.state != WatchdogState.STALE:
+            self._stopped = False
+            if self._stop_said:
+                _say("the operator's commands are back: blending into them")
         if self._stops_unsaid and now - self._stops_said[-1] >= STOPS_QUIET_S:
             self._say_unsaid_stops(now)
 
