@@ -67,6 +67,8 @@ class NoTakesError(FileNotFoundError):
     hint, see teleop.cli)."""
 
     before_work = True
+
+
 _HDM05_PERFORMER = re.compile(r"HDM_([a-z]{2})_")
 
 

@@ -236,7 +236,9 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
         result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
                            progress=True, fit=fit, source=source)   # on stderr, --json or not
     except KeyError as exc:   # a key the recording's meta lacks (its 'truth'): the file's fault
-        raise RecordingError(f"{source}: {exc.args[0] if exc.args else exc}") from None
+        error = RecordingError(f"{source}: {exc.args[0] if exc.args else exc}")
+        error.before_work = False     # found during the fit: the TELEOP_DEBUG hint applies
+        raise error from None
     for warning in ([result.data_warning] if result.data_warning else []) + result.fit_warnings:
         warn_skipped(args, warning)
     args.out.mkdir(parents=True, exist_ok=True)

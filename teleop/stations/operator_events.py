@@ -16,6 +16,7 @@ import time
 
 from teleop.stations.operator_status import TrackingReport, incomplete_video_warning, status_line
 from teleop.stations.watches import STATUS_INTERVAL_S, SaidOnce
+
 #: Seconds of the robot's FEEDBACK without a single video datagram before the operator says so.
 NO_VIDEO_AFTER_S = 3.0
 #: Video datagrams refused as unauthenticated before saying the secrets differ.

@@ -104,12 +104,6 @@ def json_summary(results: dict[int, dict]) -> dict:
                        for n, r in sorted(results.items())}}
 
 
-def _save_gains_to(path: Path, gains: dict) -> None:
-    from teleop.tuning.gains_io import save_gains
-
-    save_gains(path, gains)
-
-
 def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
     """Write the reference's export tree (Fig. 3.8) per setup and method: gains, step data of
     every joint and motion, evaluations; the error plot of each setup (:func:`plot_errors`);
@@ -118,6 +112,7 @@ def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
     Written one after another, a Ctrl-C left a summary whose gains were not those of the
     files beside it, and a full disk a truncated recording. Returns the files written."""
     from teleop.output_set import write_outputs_together
+    from teleop.tuning.gains_io import save_gains
     from teleop.tuning.pid import PidGains
 
     def text(content: str) -> Callable[[Path], object]:
@@ -128,7 +123,7 @@ def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
         for method, recs in r["recordings"].items():
             folder = out / f"setup{n}" / method
             gains = {j: PidGains(**g) for j, g in r["gains"][method].items()}
-            writers[folder / "gains.json"] = functools.partial(_save_gains_to, gains=gains)
+            writers[folder / "gains.json"] = functools.partial(save_gains, gains=gains)
             writers[folder / "evaluation.json"] = text(json.dumps(r["evaluations"][method], indent=1))
             for rec in recs:
                 writers[folder / f"{rec.motion}.json"] = rec.save
@@ -227,7 +222,7 @@ def plot_errors(result: dict, path: Path) -> Path:
     colours = {m: ("k" if m == OPTIMISER else "C3" if m == best else "0.6") for m in rows}
     for ax, column, unit in ((axes[0, 0], "AE-A", "deg"), (axes[0, 1], "OS", "deg")):
         names = [m for m in rows if rows[m].get(column) is not None]
-        values = [max(float(rows[m][column]), 1e-3) for m in names]
+        values = [float(rows[m][column]) for m in names]
         bars = ax.bar(range(len(names)), values, color=[colours[m] for m in names])
         ax.bar_label(bars, labels=[f"{v:.2g}" for v in values], fontsize=7)
         ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=7)
