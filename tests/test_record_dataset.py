@@ -80,13 +80,19 @@ def test_trim_keeps_the_window_and_clips_episodes(tmp_path, capsys):
     assert episodes[1].stop_ns == 200 * STEP_NS
 
 
-def test_export_writes_one_folder_per_task(tmp_path):
+def _export_two_sessions(tmp_path):
+    """(data folder, export folder): alice's three episodes and bob's squat, exported."""
     data = tmp_path / "data"
     data.mkdir()
     write_session(data / "alice.mcap")
     write_session(data / "bob.mcap", episodes=(("squat", 10, 60),))
     out = tmp_path / "train"
     assert dataset_cli.main(["export", str(data), "--channel", "references", "-o", str(out)]) == 0
+    return data, out
+
+
+def test_export_writes_one_folder_per_task(tmp_path):
+    data, out = _export_two_sessions(tmp_path)
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.npz"))
     assert files == ["squat/alice_0.npz", "squat/bob_0.npz", "wave/alice_2.npz"]  # unlabelled episode 1 skipped
 
@@ -317,12 +323,7 @@ def test_an_interrupted_export_of_several_recordings_leaves_the_earlier_export_w
     recording left its new files beside the second's old ones (README: one set)."""
     import teleop.record.export as export
 
-    data = tmp_path / "data"
-    data.mkdir()
-    write_session(data / "alice.mcap")
-    write_session(data / "bob.mcap", episodes=(("squat", 10, 60),))
-    out = tmp_path / "train"
-    assert dataset_cli.main(["export", str(data), "--channel", "references", "-o", str(out)]) == 0
+    data, out = _export_two_sessions(tmp_path)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert len(before) == 3
 

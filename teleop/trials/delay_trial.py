@@ -144,12 +144,16 @@ class TakeResult:
         mask = self.valid_mask(start)
         return error_summary((executed - truth)[mask])
 
-    def hand_distance_cm(self) -> np.ndarray:
-        """(K,) the larger of the two hands' distances [cm] between what the operator sees and
+    def hands_distance_cm(self) -> np.ndarray:
+        """(K, 2) each hand's distance (left, right) [cm] between what the operator sees and
         does at each tick (NaN where nothing was executed yet)."""
         times, executed, truth = self.ticks()
         err = (executed - truth)[:, list(HAND_INDICES)].reshape(len(times), 2, 3)
-        return 100.0 * np.linalg.norm(err, axis=2).max(axis=1)
+        return 100.0 * np.linalg.norm(err, axis=2)
+
+    def hand_distance_cm(self) -> np.ndarray:
+        """(K,) the larger of the two hands' distances [cm] (:meth:`hands_distance_cm`)."""
+        return self.hands_distance_cm().max(axis=1)
 
 
 def worst_excess_cm(comp: TakeResult, nocomp: TakeResult, sustained_s: float = 0.2) -> float:

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from retarget.references import HAND_INDICES, SIGNAL_SLICES  # noqa: E402
+from retarget.references import SIGNAL_SLICES  # noqa: E402
 
 
 def _fmt(value, std=None, digits=2) -> str:
@@ -183,10 +183,7 @@ def plot_error_vs_delay(summary: dict, path: Path) -> Path:
 def _hand_to_plot(comp) -> tuple[slice, str]:
     """The hand (its slice of the references, its name) that is farthest off with
     compensation over the scored ticks: the one that sets the worst excess in the title."""
-    _, executed, truth = comp.ticks()
-    mask = comp.valid_mask(0.0)
-    off = (executed - truth)[mask][:, list(HAND_INDICES)].reshape(-1, 2, 3)     # (K, left/right, xyz)
-    distance = np.linalg.norm(off, axis=2)
+    distance = comp.hands_distance_cm()[comp.valid_mask(0.0)]     # (K, left/right)
     left = len(distance) > 0 and float(distance[:, 0].max()) > float(distance[:, 1].max())
     return (SIGNAL_SLICES["left_hand"], "left hand") if left else (SIGNAL_SLICES["right_hand"], "right hand")
 
