@@ -99,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(args)
 
 
+def command_label(args: argparse.Namespace) -> str:
+    """The command as typed, with its action where it has one ("lockstep serve", "dataset
+    export"): the name an error line starts with, and whose --help lists the options."""
+    action = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {action}" if isinstance(action, str) else str(args.command)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed subcommand (``args.func``, ``args.command``) and turn what goes wrong into
     the exit-code rule of every command: 2 and the command line's fault said for a
@@ -108,7 +115,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     limit_blas_threads()      # small matrix products: threads only wait (teleop/blas_threads.py)
     try:
-        with sigterm_as_interrupt(), _our_warnings_as_lines(args.command):
+        with sigterm_as_interrupt(), _our_warnings_as_lines(command_label(args)):
             result = args.func(args)
     except KeyboardInterrupt:
         _end_progress_bars()
@@ -125,7 +132,7 @@ def run_command(args: argparse.Namespace) -> int:
     except UsageError as exc:
         if os.environ.get("TELEOP_DEBUG"):
             raise
-        _tell(exc.report(args.command))
+        _tell(exc.report(command_label(args)))
         return exc.EXIT_CODE
     except PreconditionError as exc:
         if os.environ.get("TELEOP_DEBUG"):
@@ -181,7 +188,7 @@ def _user_error(args: argparse.Namespace, exc: BaseException) -> int:
     _end_progress_bars()
     before_work = isinstance(exc, PreconditionError) or getattr(exc, "before_work", False)
     hint = "" if before_work else "\n(TELEOP_DEBUG=1 shows where it happened)"
-    _tell(f"teleop {args.command}: error: {describe(exc)}{hint}")
+    _tell(f"teleop {command_label(args)}: error: {describe(exc)}{hint}")
     return 1
 
 

@@ -81,7 +81,7 @@ def test_lockstep_serve_refuses_a_non_loopback_host_without_allow_remote():
     except subprocess.TimeoutExpired:
         pytest.fail("lockstep serve --host 0.0.0.0 listened for a controller instead of refusing")
     assert proc.returncode == 1
-    assert ("teleop lockstep: error: --host 0.0.0.0: refusing to listen on non-loopback address 0.0.0.0; "
+    assert ("teleop lockstep serve: error: --host 0.0.0.0: refusing to listen on non-loopback address 0.0.0.0; "
             "give --allow-remote to expose the simulation to the network") in proc.stderr.splitlines()
 
 
@@ -105,12 +105,12 @@ def test_lockstep_serve_names_the_port_in_use(capsys):
     with socket.create_server(("127.0.0.1", 0)) as taken:
         busy = taken.getsockname()[1]
         line = error_line(capsys, ["lockstep", "serve", "--port", str(busy), "--sessions", "1"])
-    assert line == f"teleop lockstep: error: --port {busy} on 127.0.0.1: Address already in use"
+    assert line == f"teleop lockstep serve: error: --port {busy} on 127.0.0.1: Address already in use"
 
 
 def test_lockstep_serve_names_host_when_it_does_not_resolve(capsys):
     line = error_line(capsys, ["lockstep", "serve", "--host", "nohost.invalid", "--sessions", "1"])
-    assert line.startswith("teleop lockstep: error: --host nohost.invalid: "), line
+    assert line.startswith("teleop lockstep serve: error: --host nohost.invalid: "), line
 
 
 # ------------------------------------------------------------------ 3. lockstep values, before anything connects

@@ -215,7 +215,7 @@ def test_demo_client_without_a_server_names_the_address(capsys):
         port = bound.getsockname()[1]
         assert main(["lockstep", "demo-client", "--port", str(port)]) == 1
     err = capsys.readouterr().err
-    assert f"teleop lockstep: error: connection to 127.0.0.1:{port} refused" in err
+    assert f"teleop lockstep demo-client: error: connection to 127.0.0.1:{port} refused" in err
     assert "is `teleop lockstep serve` running?" in err
     assert "Errno" not in err
 

@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 
+from teleop.robot.model import NQ_BASE
 from teleop.sim import lockstep as ls
 from teleop.sim.actuator import description_actuator_params, link_scale_for, params_from_dict
 from teleop.sim.calibration import (CalibrationParameters, apply_parameters, calibrate, group_links,
@@ -169,6 +170,54 @@ def test_bad_hello_and_a_silent_controller_get_the_right_errors(fixed_sim, robot
     assert "(expected HELLO)" in str(errors[2])
 
 
+def test_a_hello_without_its_protocol_is_refused(fixed_sim, robot):
+    """A HELLO that does not say its protocol was taken for the server's own version: a
+    client of another version ran and misread every STATE."""
+    with ls.LockstepServer(fixed_sim, robot.group_indices("left_arm"), command_timeout=5.0) as srv:
+        thread = threading.Thread(target=srv.serve_one, daemon=True)
+        thread.start()
+        with socket.create_connection(srv.address, timeout=5) as raw:
+            raw.sendall(ls.encode(ls.HELLO, b'{"client": "old"}'))
+            msg_type, _, body = ls.read_frame(raw)
+        thread.join(timeout=10)
+    assert msg_type == ls.ERROR
+    error = ls.decode_error(body)
+    assert error.code == ls.E_PAYLOAD and 'HELLO must say the protocol it speaks: {"protocol": 1}' in str(error)
+
+
+def _command_frame(seq: int, values: np.ndarray, reserved: tuple[int, int] = (0, 0), flags: int = 0) -> bytes:
+    payload = ls.COMMAND_HEAD.pack(seq, ls.MODE_POSITION, *reserved, len(values)) + values.astype("<f8").tobytes()
+    return ls.encode(ls.COMMAND, payload, flags)
+
+
+@pytest.mark.parametrize("reserved, flags, words", [((1, 0), 0, "reserved bytes must be 0, got 1 and 0"),
+                                                    ((0, 7), 0, "reserved bytes must be 0, got 0 and 7"),
+                                                    ((0, 0), 4, "header flags 0x0004, COMMAND defines none")],
+                         ids=["reserved-byte", "reserved-half", "flags"])
+def test_a_command_with_reserved_bytes_or_flags_set_is_refused_unapplied(fixed_sim, robot, reserved, flags, words):
+    """Reserved bytes and COMMAND flags are 0 in this protocol: a value there is a client of
+    another version, whose command was applied as if it were ours."""
+    joints = robot.group_indices("left_arm")
+    with ls.LockstepServer(fixed_sim, joints, command_timeout=5.0) as srv:
+        thread = threading.Thread(target=srv.serve_one, daemon=True)
+        thread.start()
+        with socket.create_connection(srv.address, timeout=5) as raw:
+            raw.sendall(ls.encode_json(ls.HELLO, {"client": "strict", "protocol": ls.VERSION}))
+            assert ls.read_frame(raw)[0] == ls.WELCOME
+            _, state_flags, state_payload = ls.read_frame(raw)
+            state = ls.decode_state(state_payload, state_flags)
+            home = state.q[NQ_BASE:][joints]
+            raw.sendall(_command_frame(0, home))                           # a well-formed one is applied
+            assert ls.read_frame(raw)[0] == ls.STATE
+            raw.sendall(_command_frame(1, home, reserved, flags))
+            msg_type, _, body = ls.read_frame(raw)
+        thread.join(timeout=10)
+    assert msg_type == ls.ERROR
+    error = ls.decode_error(body)
+    assert error.code == ls.E_PAYLOAD and words in str(error)
+    assert srv.reports[-1].steps == 1
+
+
 @pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan")])
 def test_a_command_timeout_that_is_not_positive_is_refused(fixed_sim, robot, timeout):
     with pytest.raises(ValueError, match="command timeout must be a positive number of seconds"):
@@ -181,5 +230,5 @@ def test_serve_with_an_unknown_joint_group_is_one_line(capsys):
     assert main(["lockstep", "serve", "--joints", "left_armm", "--port", "0",
                  "--sessions", "1"]) == 2   # a bad option value
     err = capsys.readouterr().err
-    assert err.startswith("teleop lockstep: error: --joints: iCub has no joint 'left_armm' (groups: ")
+    assert err.startswith("teleop lockstep serve: error: --joints: iCub has no joint 'left_armm' (groups: ")
     assert "Traceback" not in err

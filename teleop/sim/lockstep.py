@@ -211,7 +211,11 @@ def decode_command(payload: bytes) -> tuple[int, int, np.ndarray]:
     """(seq, mode, values (count,)); raises E_PAYLOAD on a size mismatch or unknown mode."""
     if len(payload) < COMMAND_HEAD.size:
         raise LockstepError(E_PAYLOAD, f"COMMAND payload of {len(payload)} bytes is shorter than its head")
-    seq, mode, _, _, count = COMMAND_HEAD.unpack_from(payload)
+    seq, mode, reserved_byte, reserved_half, count = COMMAND_HEAD.unpack_from(payload)
+    if reserved_byte or reserved_half:
+        # Zero now, so that a later version may give them a meaning: a value here is a
+        # client written for another protocol, whose command this server would misread.
+        raise LockstepError(E_PAYLOAD, f"COMMAND reserved bytes must be 0, got {reserved_byte} and {reserved_half}")
     if len(payload) != COMMAND_HEAD.size + 8 * count:
         raise LockstepError(E_PAYLOAD, f"COMMAND payload is {len(payload)} bytes, its head announces "
                                        f"{COMMAND_HEAD.size + 8 * count}")
@@ -376,7 +380,11 @@ class LockstepServer:
             raise LockstepError(E_UNEXPECTED, f"expected HELLO, got {MESSAGE_NAMES[msg_type]}")
         hello = decode_json(payload, "HELLO")
         report.client = str(hello.get("client", ""))
-        protocol = hello.get("protocol", VERSION)
+        if "protocol" not in hello:
+            # Assuming the server's own version would let a client of another version run,
+            # misreading every STATE; the HELLO must say which one it speaks.
+            raise LockstepError(E_PAYLOAD, f"HELLO must say the protocol it speaks: {{\"protocol\": {VERSION}}}")
+        protocol = hello["protocol"]
         if isinstance(protocol, bool) or not isinstance(protocol, (int, float)):
             raise LockstepError(E_PAYLOAD, f"HELLO 'protocol' must be a number, got {protocol!r}")
         if protocol != VERSION:
@@ -439,7 +447,7 @@ class LockstepServer:
                     return
                 t_wait = time.perf_counter()
                 self._awaiting = f"command seq {seq}"
-                msg_type, _, payload = read_frame(conn, self.command_timeout)   # lock step: physics waits here
+                msg_type, msg_flags, payload = read_frame(conn, self.command_timeout)   # lock step: physics waits here
                 report.wait_s += time.perf_counter() - t_wait
                 if msg_type == BYE:
                     report.ended_by = "client"
@@ -449,6 +457,9 @@ class LockstepServer:
                     raise decode_error(payload)
                 if msg_type != COMMAND:
                     raise LockstepError(E_UNEXPECTED, f"expected COMMAND seq {seq}, got {MESSAGE_NAMES[msg_type]}")
+                if msg_flags:   # COMMAND defines no flag: one set is meant for another protocol
+                    raise LockstepError(E_PAYLOAD, f"COMMAND seq {seq} has header flags 0x{msg_flags:04x}, "
+                                                   "COMMAND defines none (0)")
                 cmd_seq, mode, values = decode_command(payload)
                 if cmd_seq != seq:
                     kind = "skipped ahead" if cmd_seq > seq else "duplicated or stale"
