@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from retarget.references import HAND_INDICES
 from teleop.progress import progress_bar
 from teleop.sim.simulator import ACTUATOR_ENV
 
@@ -245,7 +246,7 @@ def seen_error_cm(log: SessionLog, tau_b: float, predicting: np.ndarray | None =
     """
     t = np.asarray(log.times)
     operator = np.asarray(log.operator)
-    hands_ref = operator[:, 3:9]
+    hands_ref = operator[:, list(HAND_INDICES)]
     seen_at = t + tau_b
     keep = seen_at <= t[-1]
     truth = np.stack([np.interp(seen_at[keep], t, hands_ref[:, j]) for j in range(6)], axis=1)
@@ -261,6 +262,23 @@ def seen_error_cm(log: SessionLog, tau_b: float, predicting: np.ndarray | None =
     if predicting is not None:
         out["predicting_cm"] = rms_cm(np.asarray(predicting, dtype=bool)[keep])
     return out
+
+
+def frames_in_motion(log: SessionLog, count: int = 6, min_speed: float = 0.05) -> list:
+    """``count`` of the session's displayed frames, spread evenly over those captured while
+    the operator's hands moved faster than ``min_speed`` [m/s] (all frames if none was):
+    the frames worth looking at. The last ones, kept before, showed the robot at rest after
+    the session, its eye on the horizon. Items as in ``log.frames``."""
+    frames = sorted(log.frames, key=lambda frame: frame[1])
+    if len(log.times) >= 2 and frames:
+        t = np.asarray(log.times)
+        hands = np.asarray(log.operator)[:, list(HAND_INDICES)]
+        speed = np.max(np.linalg.norm(np.gradient(hands, t, axis=0).reshape(len(t), 2, 3), axis=2), axis=1)
+        moving = [frame for frame in frames if np.interp(frame[1], t, speed) > min_speed]
+        frames = moving or frames
+    if len(frames) <= count:
+        return frames
+    return [frames[int(i)] for i in np.linspace(0, len(frames) - 1, count).round()]
 
 
 def plot_session(logs: dict[str, SessionLog], tau_b: float, path: Path, headline: str = "") -> Path:
@@ -312,7 +330,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
     # with them, or the folder mixes two sessions' "last frames".
     for old in (out_dir / "frames").glob("frame_*_captured_*s_shown_*s.jpg"):
         old.unlink()
-    for i, (shown, captured, jpeg) in enumerate(comp.frames[-6:]):
+    for i, (shown, captured, jpeg) in enumerate(frames_in_motion(comp)):
         (out_dir / "frames" / f"frame_{i}_captured_{captured:.2f}s_shown_{shown:.2f}s.jpg").write_bytes(jpeg)
     # Both sessions run on the same virtual clock and operator: tick k is the same moment.
     predicting = np.array([state == CompensationState.PREDICTING.value for state in comp.states])

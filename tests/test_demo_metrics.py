@@ -110,3 +110,23 @@ def test_a_short_demo_ends_with_its_summary_and_a_fall_with_exit_code_1(tmp_path
     captured = capsys.readouterr()
     assert "none measured" in captured.out and (tmp_path / "out" / "demo.png").stat().st_size > 0
     assert ("teleop demo: error: the robot fell" in captured.err) == fell
+
+
+def test_the_frames_kept_are_spread_over_the_operators_motion():
+    """The demo kept the session's last six frames: the robot at rest after the session, its
+    eye on the horizon. It keeps six spread over the frames captured while the hands moved."""
+    from teleop.demo import frames_in_motion
+
+    log = SessionLog()
+    t = np.arange(1000) * 0.01                      # 10 s; the right hand moves from 4 s to 6 s
+    log.times = list(t)
+    x = np.clip(t - 4.0, 0.0, 2.0) * 0.2            # 0.2 m/s while moving
+    log.operator = [np.r_[np.zeros(6), xi, 0.0, 0.0, np.zeros(11)] for xi in x]
+    log.frames = [(c + 0.75, c, f"frame at {c:.1f}".encode()) for c in t[::20]]   # 5 Hz
+    kept = frames_in_motion(log)
+    captured = [c for _, c, _ in kept]
+    assert len(kept) == 6 and all(4.0 <= c <= 6.0 for c in captured)
+    assert captured == sorted(captured) and captured[0] <= 4.3 and captured[-1] >= 5.7
+    log.operator = [np.zeros(20) for _ in t]        # no motion at all: spread over the whole session
+    captured = [c for _, c, _ in frames_in_motion(log)]
+    assert captured[0] == 0.0 and captured[-1] == pytest.approx(9.8)
