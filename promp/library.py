@@ -13,6 +13,8 @@ File format (one ``.npz``, no pickles):
     t{i}/dense_cov    (D*k, D*k)                          for dense ones
     t{i}/signal_names (D,) optional
     t{i}/group_var    (D,) optional (between-performer variance; older files lack it)
+    metadata          JSON object of strings, optional: the trainer's notes on how the
+                      library was made (promp does not read them; older files lack it)
 Loading anything else (another npz or file type, a damaged or incomplete file, NaN / inf
 values, an older or newer version) raises :class:`LibraryFormatError` with the file and
 the reason.
@@ -48,8 +50,11 @@ class LibraryFormatError(ValueError):
 class TaskLibrary:
     """Ordered mapping task label -> :class:`ProMP` (all with the same signals)."""
 
-    def __init__(self, promps: Mapping[str, ProMP] | None = None) -> None:
+    def __init__(self, promps: Mapping[str, ProMP] | None = None, metadata: Mapping[str, str] | None = None) -> None:
         self._promps: dict[str, ProMP] = {}
+        #: What the program that learned the library says of it (e.g. the robot whose
+        #: references the demonstrations are), saved and loaded with it; {} when unsaid.
+        self.metadata: dict[str, str] = _string_mapping(metadata or {}, "metadata")
         for label, promp in (promps or {}).items():
             self.add(label, promp)
 
@@ -117,6 +122,8 @@ class TaskLibrary:
             "format": np.array(FORMAT_NAME), "version": np.array(FORMAT_VERSION),
             "labels": np.array(self.labels, dtype=str),
         }
+        if self.metadata:
+            arrays["metadata"] = np.array(json.dumps(_string_mapping(self.metadata, "metadata")))
         for i, promp in enumerate(self.promps):
             p = f"t{i}/"
             arrays[p + "basis"] = np.array(json.dumps(promp.basis.to_dict()))
@@ -240,7 +247,7 @@ class TaskLibrary:
             # A shortened labels field loaded the first tasks without a word about the rest.
             raise LibraryFormatError(f"{path}: task library holds task fields {', '.join(unlabelled)} beyond its "
                                      f"{len(names)} labels")
-        lib = cls()
+        lib = cls(metadata=_read_metadata(data, path))
         for i, label in enumerate(labels):
             label, p = str(label), f"t{i}/"
             try:
@@ -282,6 +289,26 @@ class TaskLibrary:
                 # Malformed fields (bad JSON, shapes, NaN, object arrays) and ProMP's checks.
                 raise LibraryFormatError(f"{path}: task {label!r} is malformed ({_reason(exc)})") from exc
         return lib
+
+
+def _string_mapping(value: Any, what: str) -> dict[str, str]:
+    """``value`` as a dict of strings; ValueError if it is anything else."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"{what} must map strings to strings, got {value!r}")
+    return dict(value)
+
+
+def _read_metadata(data: "_CheckedMembers", path: str | os.PathLike[str]) -> dict[str, str]:
+    """The optional ``metadata`` field ({} without one)."""
+    if "metadata" not in data:
+        return {}
+    field = data["metadata"]
+    try:
+        if field.shape != () or field.dtype.kind != "U":
+            raise ValueError(f"not a JSON string: {field.dtype} of shape {field.shape}")
+        return _string_mapping(json.loads(str(field)), "metadata")
+    except (ValueError, RecursionError) as exc:
+        raise LibraryFormatError(f"{path}: task library 'metadata' is malformed ({_reason(exc)})") from None
 
 
 class _CheckedMembers:

@@ -97,6 +97,9 @@ def _print_info(path: Path, info: dict, as_json: bool) -> int:
         print(json.dumps(info))
     elif info["kind"] == "task library":
         print(f"{path}: task library of {len(info['tasks'])} tasks, {info['signals']} signals")
+        robot = info["metadata"].get("robot")
+        print(f"  learned for {robot} ({info['metadata'].get('robot_dimensions')})" if robot
+              else "  the robot it was learned for is not noted (a library from before the note)")
         for label, task in info["tasks"].items():
             print(f"  {label:20s} {task['takes']:3d} takes, mean {task['mean_duration_s']:.2f} s "
                   f"({task['min_duration_s']:.2f}-{task['max_duration_s']:.2f} s), {task['basis']} basis functions, "
@@ -130,7 +133,8 @@ def _library_info(path: Path) -> dict:
                         "min_duration_s": float(durations.min()), "max_duration_s": float(durations.max()),
                         "basis": promp.basis.n_basis,
                         "covariance": covariance}
-    return {"kind": "task library", "file": str(path), "signals": library.n_signals, "tasks": tasks}
+    return {"kind": "task library", "file": str(path), "signals": library.n_signals, "tasks": tasks,
+            "metadata": library.metadata}
 
 
 def _references_info(path: Path) -> dict:

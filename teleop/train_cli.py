@@ -219,6 +219,8 @@ def _check_lengths(takes: list[Take], basis: int) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from teleop.robot.target import library_metadata
+
     if args.out.is_dir():   # found now, not after the learning
         raise PreconditionError(f"-o {args.out} is a folder: give the library file to write, "
                                 f"e.g. {args.out / 'library.npz'}")
@@ -240,6 +242,7 @@ def _train(args: argparse.Namespace) -> int:
     _check_lengths(takes, args.basis)
     counts = Counter(t.label for t in takes)
     library = _learn(takes, args.basis, args.covariance)
+    library.metadata.update(library_metadata(target))    # the robot station checks it is its robot's
     args.out.parent.mkdir(parents=True, exist_ok=True)
     library.save(args.out)
     print(f"learned {len(library)} task{'s' if len(library) != 1 else ''} from {len(takes)} "

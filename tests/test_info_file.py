@@ -19,8 +19,11 @@ def test_info_describes_a_trained_library(tmp_path, capsys):
     squat = info["tasks"]["squat"]
     assert squat["takes"] == len(list((SYNTHETIC / "squat").glob("*.npz")))
     assert squat["min_duration_s"] <= squat["mean_duration_s"] <= squat["max_duration_s"]
+    assert info["metadata"]["robot"] == "iCub home posture"
+    assert info["metadata"]["robot_dimensions"].startswith("arm 0.")
     assert main(["info", str(library)]) == 0
-    assert "task library of 2 tasks" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "task library of 2 tasks" in out and "learned for iCub home posture (arm 0." in out
 
 
 def test_info_describes_references_and_motion(tmp_path, capsys):

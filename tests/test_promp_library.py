@@ -39,6 +39,18 @@ def test_save_load_round_trip(tmp_path, library):
         np.testing.assert_allclose(a.mean(np.linspace(0, 1, 5)), b.mean(np.linspace(0, 1, 5)))
 
 
+def test_metadata_is_saved_and_loaded_and_optional(tmp_path, library):
+    """The trainer's notes (teleop notes the robot the demonstrations were retargeted to)
+    come back as saved; a library saved without any loads with none."""
+    noted = TaskLibrary({label: library[label] for label in library}, metadata={"robot": "iCub", "note": "é"})
+    noted.save(tmp_path / "noted.npz")
+    assert TaskLibrary.load(tmp_path / "noted.npz").metadata == {"robot": "iCub", "note": "é"}
+    library.save(tmp_path / "plain.npz")
+    assert TaskLibrary.load(tmp_path / "plain.npz").metadata == {}
+    with pytest.raises(ValueError, match="metadata must map strings to strings"):
+        TaskLibrary(metadata={"robot": 1})          # type: ignore[dict-item]
+
+
 def test_loading_another_npz_gives_a_clear_error(tmp_path):
     path = tmp_path / "other.npz"
     np.savez(path, values=np.zeros(3))
@@ -123,6 +135,9 @@ def test_damaged_or_foreign_files_give_a_library_format_error_naming_the_file(tm
     (lambda a: a.pop("t1/block_var"), "task .* is incomplete .*t1/block_var"),
     (lambda a: a.__setitem__("t0/basis", np.array("{not json")), "task .* is malformed"),
     (lambda a: a.__setitem__("t0/durations", np.array([object()], dtype=object)), "task .* is malformed"),
+    (lambda a: a.__setitem__("metadata", np.array('{"robot": 3}')), "'metadata' is malformed .*strings to strings"),
+    (lambda a: a.__setitem__("metadata", np.array("[")), "'metadata' is malformed"),
+    (lambda a: a.__setitem__("metadata", np.zeros(2)), "'metadata' is malformed .*not a JSON string"),
 ])
 def test_missing_or_malformed_fields_give_a_library_format_error(tmp_path, library, change, message):
     path = _rewritten(tmp_path / "lib.npz", library, change)

@@ -408,6 +408,11 @@ def test_checks_made_before_the_work_say_what_to_change_and_no_more(demos, tmp_p
     five = [Demonstration(np.linspace(0, 2, 100), np.cumsum(rng.normal(size=(100, 5)), 0) * 0.01, label="a")
             for _ in range(4)]
     TaskLibrary.learn({"a": five}).save(tmp_path / "five.npz")    # a ProMP library, of other signals
+    assert run_cli(capsys, "train", demos, "-o", tmp_path / "other.npz")[0] == 0
+    other = TaskLibrary.load(tmp_path / "other.npz")               # as learned with --robot a_bigger_robot.toml
+    other.metadata.update(robot="Bigger home posture", robot_dimensions="arm 0.600 m, leg 0.900 m, CoM height "
+                                                                        "1.000 m, waist height 1.100 m")
+    other.save(tmp_path / "other.npz")
     capsys.readouterr()
     cases = [
         (["train", recording, "-o", tmp_path / "lib.npz"], f"{recording}: a recording, not a motion file: export"),
@@ -420,6 +425,10 @@ def test_checks_made_before_the_work_say_what_to_change_and_no_more(demos, tmp_p
         # It said "ood_indices must be signal indices in 0..4, got (3, 4, 5, 6, 7, 8)".
         (["robot", "--library", tmp_path / "five.npz", "--duration", "0.1", "--secret-file", secret],
          f"--library {tmp_path / 'five.npz'}: its ProMPs have 5 signals, the robot's references 20: not a library"),
+        # Used as the iCub's, its predictions put the hands where the other robot's would be.
+        (["robot", "--library", tmp_path / "other.npz", "--duration", "0.1", "--secret-file", secret],
+         f"--library {tmp_path / 'other.npz'} was learned for Bigger home posture (arm 0.600 m, leg 0.900 m, CoM "
+         "height 1.000 m, waist height 1.100 m), not for iCub home posture (arm 0."),
     ]
     for argv, said in cases:
         rc, _, err = run_cli(capsys, *argv)

@@ -69,3 +69,27 @@ def robot_target(robot: RobotModel) -> RobotTarget:
     leg = np.linalg.norm(_joint_origin(robot, data, "l_hip_pitch") - _joint_origin(robot, data, "l_ankle_pitch"))
     robot.update(q)
     return RobotTarget(arm_length=float(arm), leg_length=float(leg), **target_kw)
+
+
+def target_dimensions(target: RobotTarget) -> str:
+    """The sizes that set where retargeted references put the robot's hands and CoM, to the
+    millimetre: "arm 0.xxx m, leg 0.xxx m, CoM height 0.xxx m, waist height 0.xxx m"."""
+    return (f"arm {target.arm_length:.3f} m, leg {target.leg_length:.3f} m, "
+            f"CoM height {target.com_height:.3f} m, waist height {target.waist_height:.3f} m")
+
+
+def library_metadata(target: RobotTarget) -> dict[str, str]:
+    """What a task library notes of the robot its demonstrations were retargeted to
+    (:attr:`promp.library.TaskLibrary.metadata`): a library learned for one robot predicts
+    that robot's references, which put another robot's hands elsewhere."""
+    return {"robot": target.name, "robot_dimensions": target_dimensions(target)}
+
+
+def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str | None:
+    """Why a library with ``metadata`` was not learned for ``target`` (None if it was, or if
+    the library does not say: libraries learned before it was noted)."""
+    learned_for = metadata.get("robot_dimensions")
+    if learned_for is None or learned_for == target_dimensions(target):
+        return None
+    return (f"learned for {metadata.get('robot') or 'another robot'} ({learned_for}), not for "
+            f"{target.name} ({target_dimensions(target)})")

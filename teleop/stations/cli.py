@@ -314,6 +314,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.net.protocol import PacketCodec
     from teleop.net.udp import UdpEndpoint, parse_address, reaches_own_socket
     from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_robot_mismatch, robot_target
     from teleop.sim.camera import CameraIntrinsics
     from teleop.sim.lowpoly import LowPolyEyeCamera
     from teleop.sim.scene import add_to_simulation
@@ -338,6 +339,12 @@ def _run_robot(args: argparse.Namespace) -> int:
         # said only "ood_indices must be signal indices in 0..4".
         raise PreconditionError(f"--library {args.library}: its ProMPs have {library.n_signals} signals, the robot's "
                                 f"references {FLAT_SIZE}: not a library `teleop train` made")
+    if library is not None:
+        mismatch = library_robot_mismatch(library.metadata, robot_target(RobotModel()))
+        if mismatch:
+            # Its predictions would be the other robot's references: hands and CoM elsewhere.
+            raise PreconditionError(f"--library {args.library} was {mismatch}: learn it again for this robot "
+                                    "(teleop train without --robot)")
     secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
     endpoint = _bound("--listen", args.listen, lambda: UdpEndpoint(codec, args.listen, allow_remote=args.allow_remote))
