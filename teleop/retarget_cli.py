@@ -166,9 +166,8 @@ def _run(args: argparse.Namespace) -> int:
     # robot plays them, a bad $TELEOP_SIM_ACTUATOR) leaves the previous run's files as they were.
     from teleop.stations.robot_station import RobotStationConfig
 
-    robot.update(robot.home_configuration())       # the stance the station starts in (as its ZMP filter)
-    polygon = robot.support_polygon()
-    com = corrected_com(traj, polygon, float(robot.com()[2]), RobotStationConfig.zmp_margin)
+    polygon, com_height = robot.double_support()     # the stance the station starts in (as its ZMP filter)
+    com = corrected_com(traj, polygon, com_height, RobotStationConfig.zmp_margin)
     title = (f"{args.file.name}: {len(traj)} frames, {traj.duration:.2f} s ({motion.rate_hz:.4g} Hz)"
              + (f"; executed on the simulated robot: hands {result['hand_rms_cm']:.1f} cm RMS from the references"
                 f"{', the robot fell' if result['fell'] else ''}" if args.execute else ""))

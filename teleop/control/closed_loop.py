@@ -147,9 +147,9 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         soles0 = {side: sim.link_position(link) for side, link in sole_links.items()}
         base_height0 = float(q0[2])
         # The metric uses the soles' polygon whether or not the stack constrains the CoM.
-        robot.update(q0)
+        support, com_height = robot.double_support(q0)
         polygon = SupportPolygonConstraint(margin=0.0)
-        polygon.set_polygon(robot.support_polygon())
+        polygon.set_polygon(support)
         feet_polygon = SupportPolygonConstraint(margin=0.0)
         statuses: Counter = Counter()
         data = robot.model.createData()
@@ -164,7 +164,6 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         prefilter = None
         if zmp_correction:
             prefilter = ZmpPrefilter(dt=control_dt, **(zmp_correction if isinstance(zmp_correction, dict) else {}))
-        com_height = float(pin.centerOfMass(robot.model, robot.model.createData(), q0)[2])
         for k, refs in enumerate(schedule):
             if prefilter is not None:
                 # Eq. 2.15 as a pre-filter of the CoM reference, and the waist height's

@@ -235,3 +235,12 @@ class RobotModel:
         """(K, 2) convex hull (counter-clockwise) of the active soles' corners, ground plane."""
         points = np.vstack([self.sole_corners(side)[:, :2] for side in sides])
         return convex_hull(points)
+
+    def double_support(self, q: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """The balance the ZMP pre-filter keeps in a stance on both feet: the (K, 2) support
+        polygon [m] and the CoM height [m] (Eq. 2.15's z_c) at configuration ``q`` (nq,)
+        (default: the home configuration). Computed on a model of its own: this one's data
+        (a controller's, mid-solve) is left as it is."""
+        stance = RobotModel(self.description)
+        stance.update(self.home_configuration() if q is None else q)
+        return stance.support_polygon(), float(stance.com()[2])

@@ -237,13 +237,10 @@ class RobotStation:
         # its jitter buffer [s]: τ̂_b once the clock offset is known (see tau_b).
         self._video_age_raw: float | None = None
         self._data = robot.model.createData()
-        # Double support with fixed feet: the support polygon of the home stance (computed
-        # on a separate model: the controller owns robot.data).
-        stance = RobotModel(robot.description)
-        stance.update(self.tracker.q)
-        self.support_polygon = stance.support_polygon()
-        self._com_height = float(stance.com()[2])
-        self.envelope = ReferenceEnvelope.for_target(robot_target(stance))
+        # Double support with fixed feet: the support polygon of the stance it starts in.
+        self.support_polygon, self._com_height = robot.double_support(self.tracker.q)
+        # On a model of its own: robot_target moves its robot to the home posture.
+        self.envelope = ReferenceEnvelope.for_target(robot_target(RobotModel(robot.description)))
         if self.zmp is not None:
             self._settle_at_home()
         self.home = references_from_configuration(robot, self.tracker.q).to_flat()
