@@ -351,8 +351,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         "library": {"tasks": library.labels, "demonstrations": n_demos},
         "robot": {"fell": comp.fell or delayed.fell,
                   # Whether the simulation ran an actuator model, and whose (it changes the physics).
-                  "actuator": (f"on ({os.environ.get(ACTUATOR_ENV, '').strip() or 'the robot description'})"
-                               if comp.actuator_on else "off"),
+                  "actuator": _actuator_label(comp.actuator_on),
                   "max_foot_slip_mm": max(comp.max_foot_slip_mm, delayed.max_foot_slip_mm),
                   "min_cop_margin_mm": min(comp.min_cop_margin_mm, delayed.min_cop_margin_mm),
                   "max_joint_speed_ratio": max(comp.max_joint_speed_ratio, delayed.max_joint_speed_ratio),
@@ -371,6 +370,17 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
     return summary
+
+
+def _actuator_label(on: bool) -> str:
+    """Whether the simulation ran an actuator model, and whose parameters: "off", "on (FILE)"
+    for $TELEOP_SIM_ACTUATOR=FILE, else the robot description's (it said "on (on)")."""
+    if not on:
+        return "off"
+    chosen = os.environ.get(ACTUATOR_ENV, "").strip()
+    if chosen and chosen.lower() not in ("on", "1", "true"):
+        return f"on ({chosen})"
+    return "on (the robot description's [sim.actuator])"
 
 
 def _json_default(value):

@@ -130,3 +130,17 @@ def test_the_frames_kept_are_spread_over_the_operators_motion():
     log.operator = [np.zeros(20) for _ in t]        # no motion at all: spread over the whole session
     captured = [c for _, c, _ in frames_in_motion(log)]
     assert captured[0] == 0.0 and captured[-1] == pytest.approx(9.8)
+
+
+DESCRIPTION_MODEL = "on (the robot description's [sim.actuator])"
+
+
+@pytest.mark.parametrize("env, on, said", [("", False, "off"), ("on", True, DESCRIPTION_MODEL),
+                                           ("", True, DESCRIPTION_MODEL),
+                                           ("fit/params.toml", True, "on (fit/params.toml)")])
+def test_the_summary_says_whose_actuator_model_ran(monkeypatch, env, on, said):
+    """TELEOP_SIM_ACTUATOR=on was said as "on (on)"."""
+    from teleop.demo import _actuator_label
+
+    monkeypatch.setenv("TELEOP_SIM_ACTUATOR", env)
+    assert _actuator_label(on) == said
