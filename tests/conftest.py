@@ -18,12 +18,20 @@ SHARED_DATA = Path(os.environ.get("TELEOP_SHARED_DATA") or REPO_ROOT.parent / "s
 SYNTHETIC = REPO_ROOT / "datasets" / "synthetic"
 
 
-def shared_data(*parts: str) -> Path:
-    """Path inside ../shared/data, or skip the test when it is absent (a fresh clone)."""
+def shared_data(*parts: str, needs: tuple[str, ...] = ()) -> Path:
+    """Path inside ../shared/data, or skip the test when it is absent (a fresh clone), when
+    it is a folder with no file in it (a data folder made but not filled), or when one of
+    the files ``needs`` names (relative to it) is missing: the test then fails on what it
+    checks, not on the data it lacks."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"{path} not found: real-data test skipped (a fresh clone has no ../shared/data; "
                     "set TELEOP_SHARED_DATA to where it is)")
+    if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
+        pytest.skip(f"{path} holds no file: real-data test skipped (set TELEOP_SHARED_DATA to the data)")
+    missing = [name for name in needs if not (path / name).exists()]
+    if missing:
+        pytest.skip(f"{path} lacks {', '.join(missing)}: real-data test skipped (set TELEOP_SHARED_DATA to the data)")
     return path
 
 

@@ -75,7 +75,7 @@ def test_list_take_files_warns_by_default(tmp_path):
 def test_the_shared_data_root_names_hdm05_as_skipped():
     from teleop.takes import SkippedTakesWarning, list_take_files
 
-    root = shared_data()
+    root = shared_data(needs=("hdm05", "xsens_putaside_box", "cmu_bvh"))
     with pytest.warns(SkippedTakesWarning, match=f"{re.escape(str(root / 'hdm05'))} skipped \\(107 takes\\)"):
         files = list_take_files(root)
     assert {label for _, label in files} == {"xsens_putaside_box", "cmu_bvh"}

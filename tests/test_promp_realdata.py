@@ -15,7 +15,7 @@ RIGHT_HAND, LEFT_HAND = 10, 14       # MVN segment indices; 7 columns per segmen
 
 
 def load_hand_demos() -> list[Demonstration]:
-    folder = shared_data("xsens_putaside_box")
+    folder = shared_data("xsens_putaside_box", needs=tuple(f"p{i}.csv" for i in range(1, 9)))
     demos = []
     for i in range(1, 9):
         poses = np.loadtxt(folder / f"p{i}.csv", delimiter=",")

