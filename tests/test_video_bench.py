@@ -7,11 +7,24 @@ def test_short_run_and_table():
     # 1.5 s: the sender skips ticks when the machine is busy, and the first 10 frames are warm-up.
     row = video_bench.run_one(160, 120, fps=30.0, duration_s=1.5)
     assert row["frames_displayed"] == row["frames_streamed"] >= video_bench.WARMUP_FRAMES + 2
-    assert 0.0 < row["added_latency_p50_ms"] <= row["added_latency_p99_ms"] < 1000.0
-    assert row["fps"] > 10.0
+    # Measured figures, not judged: how fast is the machine's business (the benchmark's own).
+    assert 0.0 < row["added_latency_p50_ms"] <= row["added_latency_p99_ms"]
+    assert row["fps"] > 0.0
     render = video_bench.measure_render(seconds=0.3)
     assert render["render_fps"] > 0 and render["rtf_with_camera"] > 0
     result = {"160x120": row, "render_fps_320x240": render["render_fps"], "render": render,
-              "targets_met_640x480": False}
+              "targets_met_640x480": video_bench.targets_met(row)}
     table = video_bench.format_table(result)
-    assert "160x120" in table and "eye camera 320x240" in table and "NOT met" in table
+    assert "160x120" in table and "eye camera 320x240" in table
+    assert table.endswith(": met" if result["targets_met_640x480"] else ": NOT met")
+
+
+def test_the_targets_verdict_takes_every_target():
+    """Latency p50 and p99 within their targets and the frame rate sustained: met; any one
+    missed: not met."""
+    good = {"added_latency_p50_ms": video_bench.TARGET_P50_MS, "added_latency_p99_ms": video_bench.TARGET_P99_MS,
+            "fps": video_bench.TARGET_FPS}
+    assert video_bench.targets_met(good)
+    for key, worse in (("added_latency_p50_ms", 1.01), ("added_latency_p99_ms", 1.01), ("fps", 0.5)):
+        assert not video_bench.targets_met({**good, key: good[key] * worse}), key
+    assert video_bench.format_table({"targets_met_640x480": False}).endswith(": NOT met")
