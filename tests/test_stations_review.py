@@ -472,16 +472,25 @@ def test_the_robot_says_which_operator_it_follows_and_when_another_takes_over(mo
 
     def two_operators_one_after_the_other():
         codec = PacketCodec(SECRET.encode())
-        time.sleep(1.0)                                        # the robot station starting
         for source_id in (7, 8):                               # a restarted station: a new source id
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
                 sock.bind(("127.0.0.1", 0))
+                sock.settimeout(0.01)
                 addresses.append(f"127.0.0.1:{sock.getsockname()[1]}")
-                for seq in range(1, 40):
+                seq, answered_at, deadline = 0, None, time.monotonic() + 60
+                # Each operator sends until the robot answers (the station is running: not a
+                # fixed wait, which a slow start outlasted), then 40 packets more.
+                while (seq - answered_at < 40) if answered_at is not None else time.monotonic() < deadline:
+                    seq += 1
                     now = time.monotonic()
-                    sock.sendto(codec.encode(RobotReferences.from_flat(now, home), source_id=source_id,
-                                             stream_id=1, seq=seq, send_time=now), ("127.0.0.1", port))
-                    time.sleep(0.01)
+                    try:
+                        sock.sendto(codec.encode(RobotReferences.from_flat(now, home), source_id=source_id,
+                                                 stream_id=1, seq=seq, send_time=now), ("127.0.0.1", port))
+                        sock.recv(65536)
+                        answered_at = seq if answered_at is None else answered_at
+                    except OSError:                            # no answer yet, or not listening yet
+                        pass
+                    time.sleep(0.01)                           # 100 packets/s, as an operator sends
             time.sleep(0.6)                                    # silent for longer than --stale-timeout 0.2
 
     thread = threading.Thread(target=two_operators_one_after_the_other, daemon=True)
