@@ -93,7 +93,7 @@ def test_offset_on_loopback_within_one_millisecond():
         estimator = client.estimator
         assert len(estimator.samples) == 10
         assert abs(estimator.offset - injected) < 1e-3
-        assert estimator.rtt < 5e-3
+        assert estimator.rtt < 0.05          # loopback: ~0.1 ms idle; a loaded machine's scheduling, not a link
         now = time.monotonic()
         assert estimator.remote_to_local(now + injected) == pytest.approx(now, abs=1e-3)
         assert estimator.one_way_delay(now + injected - 0.2, now) == pytest.approx(0.2, abs=1e-3)

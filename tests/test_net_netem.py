@@ -96,13 +96,14 @@ def test_constant_delays_both_ways_within_a_few_ms():
     round_trips = np.subtract(echoed, sent)
     assert not np.isnan(round_trips).any()
     # Never early (the proxy must hold each datagram its delay); late by the wake-up latency
-    # of this process's and the proxy's threads, a few ms on a loaded 2-core machine.
-    assert 0.060 - 0.001 <= np.median(forward_delays) <= 0.060 + 0.010
-    assert 0.100 - 0.001 <= np.median(round_trips) <= 0.100 + 0.010
+    # of this process's and the proxy's threads: a few ms on a loaded 2-core machine, and the
+    # bound above only catches a delay applied twice or not at all (its own size off).
+    assert 0.060 - 0.001 <= np.median(forward_delays) <= 0.060 + 0.030
+    assert 0.100 - 0.001 <= np.median(round_trips) <= 0.100 + 0.030
     assert np.all(forward_delays >= 0.060 - 0.001)
     assert stats[0].delivered == stats[1].delivered == 20
-    assert 0.060 - 0.001 <= stats[0].delay_mean <= 0.060 + 0.010   # the proxy's own measurement
-    assert 0.040 - 0.001 <= stats[1].delay_mean <= 0.040 + 0.010
+    assert 0.060 - 0.001 <= stats[0].delay_mean <= 0.060 + 0.030   # the proxy's own measurement
+    assert 0.040 - 0.001 <= stats[1].delay_mean <= 0.040 + 0.030
 
 
 def test_loss_and_duplication_are_applied():
@@ -153,8 +154,10 @@ def test_stations_through_proxy_measure_the_jittered_forward_delay():
     assert seqs != sorted(seqs)  # jitter reordered them, the window accepted them all
     # The proxy thread shares this process's interpreter with the sending loop: it is late by
     # a few ms when busy (never early), which also widens the spread.
-    assert delay - 0.0005 <= statistics.fmean(delays) <= delay + 0.006
-    assert statistics.stdev(delays) == pytest.approx(delay * 2 / 15, rel=0.5)
+    assert delay - 0.0005 <= statistics.fmean(delays) <= delay + 0.030
+    # The thesis's spread, 2/15 of the delay: there (not a constant delay), widened by a busy
+    # machine's scheduling at most a few times.
+    assert 0.5 * delay * 2 / 15 <= statistics.stdev(delays) <= 2.5 * delay * 2 / 15
     assert len(replies) == 1 and replies[0].peer == proxy_address
 
 
