@@ -115,8 +115,9 @@ def test_parse_address():
     assert parse_address("127.0.0.1:9000") == ("127.0.0.1", 9000)
     assert parse_address("[::1]:9000") == ("::1", 9000)
     assert parse_address(":9000") == ("127.0.0.1", 9000)
-    for bad in ("9000", "host:port", "127.0.0.1:70000"):
-        with pytest.raises(ValueError):
+    for bad, said in (("9000", "must look like host:port"), ("host:port", "bad port"),
+                      ("127.0.0.1:70000", "port out of range")):
+        with pytest.raises(ValueError, match=f"{said} in address '{bad}'|address '{bad}' {said}"):
             parse_address(bad)
 
 
