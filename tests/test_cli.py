@@ -70,7 +70,12 @@ def test_demo_headless_prints_the_summary_and_writes_its_outputs(tmp_path):
     sessions = summary["robot"]["sessions"]     # each run's own figures, the worst of them above
     assert set(sessions) == {"compensated", "delayed"}
     assert summary["robot"]["min_cop_margin_mm"] == min(s["min_cop_margin_mm"] for s in sessions.values())
-    assert set(summary["seen_hand_error_cm"]["compensated"]) == {"moving_cm", "all_cm", "predicting_cm"}
+    seen = summary["seen_hand_error_cm"]
+    assert set(seen["compensated"]) == {"moving_cm", "all_cm", "predicting_cm"}
+    # What the demo shows: compensation engaged, and the hands seen while the robot ran
+    # predictions are nearer the operator's than a round trip late (1.2 vs 4.8 cm measured).
+    assert summary["compensation_ticks"].get("predicting", 0) > 0
+    assert seen["compensated"]["predicting_cm"] < 0.5 * seen["delayed"]["predicting_cm"]
     assert summary["video"]["frames_due"] >= summary["video"]["frames_displayed"] > 5
     assert summary["link"]["loss"] == 0.05 and summary["link"]["loss_burst"] == 3.0
     assert summary["link"]["commands_lost"] > 0 and summary["video"]["datagrams_lost"] > 0
