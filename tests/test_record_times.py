@@ -69,12 +69,13 @@ def test_sequence_numbers_wrap_at_32_bits(tmp_path):
 def test_synchronous_mode_flushes_on_the_next_call_not_when_idle(tmp_path):
     """threaded=False has no thread watching the time: idle data waits for the next log/marker/close."""
     path = tmp_path / "sync.mcap"
-    # 0.5 s: the logging below must finish within it (a busy machine preempted it past 10 ms).
-    rec = Recorder(path, flush_interval_s=0.5, threaded=False)
+    # 2 s: the logging below must finish within it (the interval is wall-clock time, whatever
+    # the recording clock: a busy machine preempted it past 10 ms, and could past 0.5 s).
+    rec = Recorder(path, flush_interval_s=2.0, threaded=False)
     rec.start_episode("squat", log_time_ns=0)
     for i in range(10):
         rec.log_references(refs(i * 0.01), log_time_ns=i + 1)
-    time.sleep(0.6)                                   # past the flush interval, but nothing calls the recorder
+    time.sleep(2.1)                                   # past the flush interval, but nothing calls the recorder
     assert open_recording(path).message_count == 0    # still in memory (the module docstring says so)
     rec.stop_episode(log_time_ns=20)                  # the next call flushes, the marker included
     assert open_recording(path).message_count == 12

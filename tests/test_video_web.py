@@ -97,7 +97,14 @@ def test_a_client_gone_before_the_stream_headers_prints_no_traceback(capsys):
             s.sendall(b"GET /stream/left.mjpg HTTP/1.0\r\n\r\n")
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.close()                                  # RST at once
-        time.sleep(0.5)
+        # Until the handlers have read the 20 requests (bounded): a handler not yet run
+        # cannot fail the test; then every stream they began has ended.
+        deadline = time.monotonic() + 30
+        while viewer.stats()["viewer"]["requests_served"] < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while viewer.stats()["viewer"]["mjpeg_clients"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert viewer.stats()["viewer"]["mjpeg_clients"] == 0
     finally:
         viewer.stop()
     assert "Traceback" not in capsys.readouterr().err
