@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from teleop.benchmarks.stages import load_average, load_line
 from teleop.cli_types import UsageError, nonempty_path
 
 #: Benchmark name -> (module, what it measures).
@@ -79,10 +80,13 @@ def _run(args: argparse.Namespace) -> int:
     if "progress" in accepts:
         options["progress"] = True   # on stderr: --json keeps stdout for the JSON
     result = module.run(**options)
+    # Measured as the run ends: every timing above depends on it (fidelity's table says it too).
+    result.setdefault("load_average_1min", load_average())
     if "out" in options:
         print(f"plots written to {args.out}/", file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     else:
         print(module.format_table(result))
+        print(load_line(result["load_average_1min"]))
     return 0

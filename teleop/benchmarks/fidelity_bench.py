@@ -366,7 +366,7 @@ MODE_NAMES = {"ss": "state space", "ji": "joint impedance", "ci": "Cartesian imp
 def run(quick: bool = False, progress: bool = False) -> dict:
     """All measurements. ``quick`` shortens moves/holds and the press/wipe schedules;
     ``progress``: a line per stage on stderr (between the timed runs, not inside them)."""
-    from teleop.benchmarks.stages import Stages
+    from teleop.benchmarks.stages import Stages, load_average
 
     stage = Stages("bench fidelity", 5, progress)
     robot = RobotModel()
@@ -405,19 +405,10 @@ def run(quick: bool = False, progress: bool = False) -> dict:
     result["rtf_cpu"] = {"no_contact_ss": runs["ss"]["rtf_cpu"], "no_contact_ji": runs["ji"]["rtf_cpu"],
                          "no_contact_ci": runs["ci"]["rtf_cpu"], "contact": press["rtf_cpu"],
                          "wiping": wipe["rtf_cpu"]}
-    result["load_average_1min"] = _load_average()
+    result["load_average_1min"] = load_average()
     result["reference"] = REFERENCE
     stage.done()
     return result
-
-
-def _load_average() -> float | None:
-    try:
-        import os
-
-        return float(os.getloadavg()[0])
-    except (OSError, AttributeError):
-        return None
 
 
 def format_table(result: dict) -> str:
@@ -450,6 +441,8 @@ def format_table(result: dict) -> str:
     worst = max(result["modes"]["ji"]["joint_rmse_deg"]["moves"]["per_window"].items(), key=lambda kv: kv[1]["max"])
     lines.append(f"(JI worst movement: {worst[0]}; {result['samples']} samples per run; torque saturation steps "
                  f"JI {result['modes']['ji']['saturated_steps']}, CI {result['modes']['ci']['saturated_steps']})")
+    lines.append("(the reference columns compare simulation with the real robot, ours two control modes in "
+                 "simulation: same metric, another question; they are context, not a target)")
     t = result["tracking_rmse_deg"]
     lines.append(f"tracking of the commands, mean RMSE over movements [deg]: SS {t['ss']:.3f}  JI {t['ji']:.3f}  "
                  f"CI {t['ci']:.3f}")
@@ -485,8 +478,6 @@ def format_table(result: dict) -> str:
                                   ("wiping", "tool dragged across the panel (wiping)", rr["wiping"])):
         ref_text = f"{reference:>11.2f}" if reference is not None else f"{'':>11}"
         lines.append(f"{label:42}{r[key]:>7.2f}{c[key]:>7.2f}{ref_text}")
-    load = result.get("load_average_1min")
-    lines.append("wall = simulated / wall-clock time (depends on the machine's load"
-                 + (f", 1-min load average {load:.1f} on this run" if load is not None else "")
-                 + "); CPU = simulated / this process's CPU time")
+    lines.append("wall = simulated / wall-clock time (depends on the machine's load, said below); "
+                 "CPU = simulated / this process's CPU time")
     return "\n".join(lines).lstrip("\n")

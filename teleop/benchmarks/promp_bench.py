@@ -55,7 +55,7 @@ def _peer_basis(k: int) -> RBFBasis:
     return RBFBasis(n_basis=k, margin_factor=0.0, width=float(np.sqrt(h)))
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, progress: bool = False) -> dict:
     """Run the comparison (``quick``: 1 repetition instead of 5) and return the figures.
 
     Without movement_primitives, ``peer_median_ms``, ``speedup`` and ``max_rel_diff``
@@ -68,6 +68,10 @@ def run(quick: bool = False) -> dict:
         print(f"bench promp: movement_primitives cannot be imported ({exc}): timing ours only "
               f"({PEER_INSTALL} to compare)", file=sys.stderr)
 
+    from teleop.benchmarks.stages import Stages
+
+    stage = Stages("bench promp", 3, progress)
+    stage(f"conditioning on {N_POINTS} points, ours and movement_primitives")
     rng = np.random.default_rng(7)
     task = make_tasks(seed=3, n_tasks=1, n_signals=N_SIGNALS, duration=3.0)[0]
     basis = _peer_basis(N_BASIS)
@@ -104,12 +108,16 @@ def run(quick: bool = False) -> dict:
         cov_diff = np.max(np.abs(post.dense_cov() - peer.weight_cov)) / np.max(np.abs(peer.weight_cov))
         theirs = float(np.median(peer_ms))
         speedup, max_rel_diff = theirs / ours, float(max(mean_diff, cov_diff))
+    # The online estimator's step (the issue's <= 1 ms target), as the library comes and as
+    # the robot station configures it (no averaging over the remaining speed).
+    stage("online estimator, as the library comes")
+    library_step = time_estimator(quick)
+    stage("online estimator, as the robot station sets it")
+    station_step = time_estimator(quick, future_speed_std=0.0)
+    stage.done()
     return {"ours_median_ms": ours, "peer_median_ms": theirs, "speedup": speedup,
             "max_rel_diff": max_rel_diff, "dims": N_SIGNALS, "tasks": 1,
-            # The online estimator's step (the issue's <= 1 ms target), as the library comes
-            # and as the robot station configures it (no averaging over the remaining speed).
-            "estimator_step_ms": {"library": time_estimator(quick),
-                                  "robot_station": time_estimator(quick, future_speed_std=0.0)}}
+            "estimator_step_ms": {"library": library_step, "robot_station": station_step}}
 
 
 def format_table(result: dict) -> str:
@@ -124,14 +132,18 @@ def format_table(result: dict) -> str:
         lines.append(f"{'movement_primitives (condition)':<34} not installed ({PEER_INSTALL} to compare)")
     else:
         lines += [f"{'movement_primitives (condition)':<34}{result['peer_median_ms']:>18.3f}",
-                  f"speed-up {result['speedup']:.1f}x, max relative posterior difference {result['max_rel_diff']:.2e}"]
+                  f"speed-up {result['speedup']:.1f}x, max relative posterior difference {result['max_rel_diff']:.2e}",
+                  "(both libraries on one BLAS thread, as teleop runs: threads only wait on our small products; "
+                  "the peer's dense products gain from them, see README)"]
     steps = result.get("estimator_step_ms")
     if steps:
         lines += ["", "online estimator: update + predict the next 3 s at 50 Hz (6 tasks, 20 signals, "
-                      "20 basis), median ms (target 1)",
-                  f"{'':<34}{'variances':>12}{'covariances':>14}"]
+                      "20 basis) [ms], target: median <= 1",
+                  f"{'':<24}{'variances median / p90':>24}{'covariances median / p90':>27}  target"]
         for name, t in steps.items():
-            lines.append(f"{name.replace('_', ' '):<34}{t['var_median_ms']:>12.3f}{t['full_cov_median_ms']:>14.3f}")
+            met = "met" if max(t["var_median_ms"], t["full_cov_median_ms"]) <= 1.0 else "NOT met"
+            lines.append(f"{name.replace('_', ' '):<24}{t['var_median_ms']:>15.3f} / {t['var_p90_ms']:<6.3f}"
+                         f"{t['full_cov_median_ms']:>18.3f} / {t['full_cov_p90_ms']:<6.3f}  {met}")
     return "\n".join(lines)
 
 

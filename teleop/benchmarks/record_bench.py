@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -239,7 +240,10 @@ def measure_kill_loss(run_s: float, frames_dir: Path, workdir: Path) -> dict:
 
 
 def run(quick: bool = False, progress: bool = False) -> dict:
-    """Both measurements. ``quick``: 3 s CPU runs and a kill after 2 s (else 8 s and 4 s).
+    """Both measurements. ``quick``: 3 s CPU runs and a kill after 2 s; else 8 s, and three
+    kills 4 s, 4.17 s and 4.33 s in: a third of the 0.5 s flush interval apart, for the loss
+    depends on where in it the kill falls (one kill at a fixed time measured one point of it).
+    ``lost_on_kill_s`` is the largest loss, ``lost_on_kill_mean_s`` their mean.
 
     Without ``quick`` the CPU is also measured with every channel at once (adds delivered
     and compensated commands at 100 Hz and operator input at 60 Hz), reported as
@@ -256,7 +260,8 @@ def run(quick: bool = False, progress: bool = False) -> dict:
         stage("encoding the camera frames")
         for i, jpeg in enumerate(make_textured_jpegs()):
             (frames_dir / f"{i:02d}.jpg").write_bytes(jpeg)
-        result = {"jpeg_kilobytes": np.mean([p.stat().st_size for p in frames_dir.glob("*.jpg")]) / 1e3}
+        jpeg_bytes = [p.stat().st_size for p in frames_dir.glob("*.jpg")]
+        result: dict[str, Any] = {"jpeg_kilobytes": float(np.mean(jpeg_bytes)) / 1e3}
         stage(f"recorder CPU: a baseline and a recording process, {cpu_s:g} s each")
         result.update(measure_cpu(cpu_s, frames_dir, workdir))
         if not quick:
@@ -264,8 +269,13 @@ def run(quick: bool = False, progress: bool = False) -> dict:
             every = measure_cpu(8.0, frames_dir, workdir, channels="all")
             result["all_channels_cpu_fraction"] = every["cpu_fraction_of_one_core"]
             result["all_channels_messages_per_s"] = every["messages_per_s"]
-        stage(f"data lost on SIGKILL: a recording process killed after {kill_s:g} s")
-        result.update(measure_kill_loss(kill_s, frames_dir, workdir))
+        kills = [kill_s] if quick else [kill_s + k * 0.5 / 3 for k in range(3)]
+        stage(f"data lost on SIGKILL: {len(kills)} recording process{'es' if len(kills) > 1 else ''} killed "
+              f"after {', '.join(f'{t:.2f}' for t in kills)} s")
+        losses = [measure_kill_loss(t, frames_dir, workdir) for t in kills]
+        result.update(losses[-1])
+        each = [float(loss["lost_on_kill_s"]) for loss in losses]
+        result.update(lost_on_kill_each_s=each, lost_on_kill_s=max(each), lost_on_kill_mean_s=float(np.mean(each)))
     stage.done()
     return result
 
@@ -278,7 +288,10 @@ def format_table(result: dict) -> str:
     cpu, lost = result["cpu_fraction_of_one_core"], result["lost_on_kill_s"]
     rows = [
         ("recorder CPU [fraction of one core]", f"{cpu:.3f}", f"<= {CPU_TARGET:.2f}", verdict(cpu <= CPU_TARGET)),
-        ("lost on SIGKILL [s]", f"{lost:.3f}", f"<= {LOSS_TARGET_S:.1f}", verdict(lost <= LOSS_TARGET_S)),
+        (f"lost on SIGKILL, worst of {len(result.get('lost_on_kill_each_s', [lost]))} kills [s]", f"{lost:.3f}",
+         f"<= {LOSS_TARGET_S:.1f}", verdict(lost <= LOSS_TARGET_S)),
+        ("  each kill [s]", " / ".join(f"{x:.3f}" for x in result.get("lost_on_kill_each_s", [lost])), "",
+         "(flushed every 0.5 s: up to that, by where the kill falls)"),
         ("  writer thread alone [fraction]", f"{result['writer_thread_fraction']:.3f}", "", ""),
         ("  process CPU, recording / baseline [s]",
          f"{result['record_cpu_s']:.2f} / {result['baseline_cpu_s']:.2f}", "", ""),
@@ -296,8 +309,9 @@ def format_table(result: dict) -> str:
         ("  damaged tail dropped [bytes]", f"{result['discarded_bytes']}", "", ""),
     ]
     if "all_channels_cpu_fraction" in result:
-        rows.append(("  every channel at once [fraction of one core]", f"{result['all_channels_cpu_fraction']:.3f}",
-                     "", f"({result['all_channels_messages_per_s']:.0f} msg/s)"))
+        every = result["all_channels_cpu_fraction"]
+        rows.append(("every channel at once [fraction of one core]", f"{every:.3f}", f"<= {CPU_TARGET:.2f}",
+                     f"{verdict(every <= CPU_TARGET)} ({result['all_channels_messages_per_s']:.0f} msg/s)"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [f"{'metric':<{widths[0]}}  {'value':>{widths[1]}}  {'target':<{widths[2]}}  "]
     lines += [f"{a:<{widths[0]}}  {b:>{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows]

@@ -7,6 +7,7 @@ would be part of what is measured.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -37,3 +38,21 @@ class Stages:
     def _print(self, line: str) -> None:
         if self.enabled:
             print(line, file=sys.stderr, flush=True)
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the system does not give one): the
+    timings of a run depend on it, and a loaded run is told from a regression by it."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return None
+
+
+def load_line(load: float | None) -> str:
+    """The line under a benchmark's table that says how loaded the machine was."""
+    cores = os.cpu_count() or 1
+    if load is None:
+        return "machine load: not known here (timings depend on what else runs)"
+    busy = " (busy: timings above are slower than on an idle machine)" if load > 0.75 * cores else ""
+    return f"machine load: 1-min average {load:.1f} on {cores} cores{busy}"

@@ -163,11 +163,12 @@ def run_one(width: int, height: int, fps: float = TARGET_FPS, duration_s: float 
     }
 
 
-def run(quick: bool = False) -> dict[str, Any]:
+def run(quick: bool = False, progress: bool = False) -> dict[str, Any]:
     """Run the benchmark at 320x240 and 640x480, 30 frames/s, jitter buffer 0.
 
     Args:
         quick: 1.5 s per resolution instead of 5 s (fewer samples, noisier p99).
+        progress: a line per stage on stderr.
 
     Returns:
         ``{"320x240": {...}, "640x480": {...}, "render_fps_320x240", "render": {...},
@@ -176,14 +177,20 @@ def run(quick: bool = False) -> dict[str, Any]:
         ``render_fps_320x240`` is the simulated eye camera's render rate (see
         :func:`measure_render`, whose whole result is ``render``).
     """
+    from teleop.benchmarks.stages import Stages
+
+    stage = Stages("bench video", len(SIZES) + 1, progress)
     duration_s = 1.5 if quick else 5.0
     result: dict[str, Any] = {}
     for width, height in SIZES:
+        stage(f"{width}x{height} at {TARGET_FPS:g} frames/s for {duration_s:g} s, through the sender process")
         result[f"{width}x{height}"] = run_one(width, height, fps=TARGET_FPS, duration_s=duration_s)
+    stage("the simulated eye camera's render rate")
     render = measure_render(seconds=1.0 if quick else 3.0)
     result["render_fps_320x240"] = render["render_fps"]
     result["render"] = render
     result["targets_met_640x480"] = targets_met(result["640x480"])
+    stage.done()
     return result
 
 
@@ -253,7 +260,8 @@ def format_table(result: dict[str, Any]) -> str:
             f"{row.get('frames_displayed', '?')!s:>5}/{row.get('frames_streamed', '?')!s:<4}"
         )
     lines.append("(stage columns are medians in ms: enc = encode, send = all sendto, net = first send -> last "
-                 "chunk in, dec = decode, hand = playout hand-off)")
+                 "chunk in, dec = decode, hand = playout hand-off; p99 is over the frames shown, last column: "
+                 "of 150, about the second worst)")
     render_fps = result.get("render_fps_320x240")
     if render_fps is not None:
         render = result.get("render", {})
