@@ -94,7 +94,12 @@ def _throughput(motions: list[HumanMotion], target: RobotTarget, repeats: int) -
             r.retarget_motion(m)
 
     passes = max(1, int(np.ceil(MIN_TIMED_S / _best_time(one_pass, 1))))
-    return passes * frames / _best_time(lambda: [one_pass() for _ in range(passes)], repeats)
+
+    def timed_run() -> None:
+        for _ in range(passes):
+            one_pass()
+
+    return passes * frames / _best_time(timed_run, repeats)
 
 
 def _xsens_takes(folder: Path) -> list[Path]:
