@@ -40,6 +40,26 @@ from teleop.robot.model import NV_BASE, RobotModel
 from teleop.sim.actuator import ActuatorParams
 
 
+def inverse_inertia(robot: RobotModel, q: np.ndarray, fixed_base: bool,
+                    contact_frames: tuple[str, ...] = (), data=None) -> np.ndarray:
+    """(n, n) joint block of the inverse inertia [1/(kg m^2)] at configuration q (nq,), of
+    the constrained system when ``contact_frames`` are held (see :func:`apparent_inertia`)."""
+    data = robot.model.createData() if data is None else data
+    mass = pin.crba(robot.model, data, q)
+    mass = np.triu(mass) + np.triu(mass, 1).T  # crba fills the upper triangle only
+    if fixed_base:
+        return np.linalg.inv(mass[NV_BASE:, NV_BASE:])
+    inverse = np.linalg.inv(mass)
+    if contact_frames:
+        pin.computeJointJacobians(robot.model, data, q)
+        pin.updateFramePlacements(robot.model, data)
+        jac = np.vstack([pin.getFrameJacobian(robot.model, data, robot.frame_id(f), pin.LOCAL_WORLD_ALIGNED)
+                         for f in contact_frames])
+        projected = inverse @ jac.T
+        inverse = inverse - projected @ np.linalg.solve(jac @ projected, projected.T)
+    return inverse[NV_BASE:, NV_BASE:]
+
+
 def apparent_inertia(robot: RobotModel, q: np.ndarray, fixed_base: bool,
                      contact_frames: tuple[str, ...] = ()) -> np.ndarray:
     """(n,) apparent inertia [kg m^2] of each joint, 1 / (M^-1)_jj, at configuration q (nq,).
@@ -51,20 +71,7 @@ def apparent_inertia(robot: RobotModel, q: np.ndarray, fixed_base: bool,
             M^-1 - M^-1 J^T (J M^-1 J^T)^-1 J M^-1, so a stance ankle sees the body it
             carries, not just its foot.
     """
-    data = robot.model.createData()
-    mass = pin.crba(robot.model, data, q)
-    mass = np.triu(mass) + np.triu(mass, 1).T  # crba fills the upper triangle only
-    if fixed_base:
-        return 1.0 / np.diag(np.linalg.inv(mass[NV_BASE:, NV_BASE:]))
-    inverse = np.linalg.inv(mass)
-    if contact_frames:
-        pin.computeJointJacobians(robot.model, data, q)
-        pin.updateFramePlacements(robot.model, data)
-        jac = np.vstack([pin.getFrameJacobian(robot.model, data, robot.frame_id(f), pin.LOCAL_WORLD_ALIGNED)
-                         for f in contact_frames])
-        projected = inverse @ jac.T
-        inverse = inverse - projected @ np.linalg.solve(jac @ projected, projected.T)
-    return 1.0 / np.diag(inverse)[NV_BASE:]
+    return 1.0 / np.diag(inverse_inertia(robot, q, fixed_base, contact_frames))
 
 
 #: Fraction of the one-step stopping damping I/dt used by Coulomb friction near rest ...
@@ -146,6 +153,10 @@ class JointServo:
         used = self._d + self._viscous
         self._stop = np.clip(DAMPING_BUDGET * self.inertia / dt - used, 0.0, COULOMB_REST_DAMPING * self.inertia / dt)
         self._has_viscous = bool(np.any(p.viscous > 0))
+        # Coupled form (set_inverse_inertia): the per-joint scaling above keeps each joint
+        # stable on its own, not the coupled chain (see set_inverse_inertia).
+        self._coupling: np.ndarray | None = None
+        self._implicit_damping = p.kp * dt + p.kd + p.viscous + self._stop
         self._has_coulomb = bool(np.any(p.coulomb > 0))
         self._limit = p.torque_limit.copy()
         n = len(self.inertia)
@@ -174,6 +185,38 @@ class JointServo:
             self._target_used = self.target
             velocity = self.target_velocity
         self._constant = self._b * velocity + self._feedforward
+
+    def set_inverse_inertia(self, inverse: np.ndarray | None, unservoed: np.ndarray | None = None) -> None:
+        """Use the (n, n) joint inverse inertia ``inverse`` [1/(kg m^2)] of the current posture
+        (None: back to the per-joint form above); joints ``unservoed`` (torque mode: their
+        torques are the caller's) are left out of the coupling.
+
+        The per-joint form makes each joint's damping stable against its own apparent inertia
+        at home, but the joints are coupled: the damping of the stance legs and torso acts on
+        M^-1, not on diag(M^-1), and the explicit step is stable only while
+        rho(dt M^-1 B) < 2, B = diag of the servo's and friction's damping. At home that is
+        1.44 for the actuator model; as the knees straighten it grows (2.00 at knee -0.15 rad,
+        2.29 straight), and the hip-torso-knee mode chattered at 500 Hz and shook the robot
+        off its feet (demo with the actuator model: 197 mm of foot slip, a fall).
+        Here the servo's PD and the friction's linear (near-rest) part are taken at the end
+        of the step on the coupled system, the matrix form of the stable PD:
+
+            tau = S [K_p (q_bar - q - dt qdot) + K_d (qdot_bar - qdot) + tau_fric] (+ tau_ff),
+            S = (1 + dt diag(K_p dt + K_d + k_v + c) M^-1)^-1
+
+        which is stable for every posture (the velocity map is (1 + dt M^-1 B)^-1)."""
+        if inverse is None:
+            self._coupling = None
+            return
+        n = len(self.inertia)
+        servoed = np.ones(n, dtype=bool)
+        if unservoed is not None:
+            servoed[np.asarray(unservoed, dtype=int)] = False
+        block = np.ix_(servoed, servoed)
+        coupling = np.eye(n)
+        coupling[block] = np.linalg.inv(np.eye(int(servoed.sum()))
+                                        + self.dt * self._implicit_damping[servoed, None] * inverse[block])
+        self._coupling = coupling
 
     def reset(self, q: np.ndarray) -> None:
         """Hold the (n,) angles q [rad]; forget commands in flight."""
@@ -217,6 +260,8 @@ class JointServo:
                 _, self.target, self.target_velocity = queue.popleft()
             self._update_constant()
         self._step += 1
+        if self._coupling is not None:
+            return self._coupled_torques(q, qdot)
         motor = self._a * (self._target_used - q) - self._d * qdot + self._constant
         np.clip(motor, -self._limit, self._limit, out=motor)
         if not (self._has_viscous or self._has_coulomb):
@@ -224,4 +269,28 @@ class JointServo:
         friction = -self._viscous * qdot
         if self._has_coulomb:
             friction -= np.sign(qdot) * np.minimum(self.params.coulomb, self._stop * np.abs(qdot))
+        return motor, friction
+
+    def _coupled_torques(self, q: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`torques` in the coupled form (see :meth:`set_inverse_inertia`)."""
+        p = self.params
+        if self._latency_fraction > 0.0:
+            velocity = (1.0 - self._latency_fraction) * self.target_velocity \
+                + self._latency_fraction * self._previous_velocity
+        else:
+            velocity = self.target_velocity
+        total = p.kp * (self._target_used - q - self.dt * qdot) + p.kd * (velocity - qdot)
+        friction = None
+        if self._has_viscous or self._has_coulomb:
+            friction = -p.viscous * qdot
+            if self._has_coulomb:
+                friction -= np.sign(qdot) * np.minimum(p.coulomb, self._stop * np.abs(qdot))
+            total = total + friction
+        total = self._coupling @ total
+        if friction is None:
+            motor = total + self._feedforward
+        else:
+            # What the joint's friction takes is reported as friction; the rest is the motor's.
+            motor = total - friction + self._feedforward
+        np.clip(motor, -self._limit, self._limit, out=motor)
         return motor, friction

@@ -322,6 +322,7 @@ class Simulation:
         self._feedforward = GravityFeedForward(robot, self.fixed_base) if params.feedforward == "gravity" else None
         self._ff_every = max(1, int(round(FEEDFORWARD_PERIOD / self.dt)))
         self._ff_countdown = 0
+        self._inertia_data = robot.model.createData()
         self._explicit_torques: np.ndarray | None = None   # the explicit servo's last torques [N m]
         if self.actuator is not None and np.any(self.actuator.noise_std > 0):
             self._noise_rng = np.random.default_rng(self.actuator.seed)
@@ -444,7 +445,9 @@ class Simulation:
         """
         idx = np.arange(self.robot.n_joints) if joints is None else np.asarray(joints, dtype=int)
         if self._servo is not None:
-            # pybullet's motors are off for good; the explicit servo skips torque joints.
+            # pybullet's motors are off for good; the explicit servo skips torque joints
+            # (and leaves them out of its coupling, refreshed at the next step).
+            self._ff_countdown = 0
             if enabled:
                 self.torque_joints = np.union1d(self.torque_joints, idx).astype(int)
                 self._user_torques[idx] = 0.0
@@ -566,12 +569,19 @@ class Simulation:
         assert servo is not None  # step() calls this only with the explicit servo
         torque_joints = self.torque_joints
         apply_friction_to_torque_joints = self.actuator is not None
+        from teleop.sim.servo import inverse_inertia
         for _ in range(n):
-            if self._feedforward is not None:
-                if self._ff_countdown <= 0:
-                    servo.feedforward = self._feedforward(self._true_state().q, self._feet_in_contact())
-                    self._ff_countdown = self._ff_every
-                self._ff_countdown -= 1
+            if self._ff_countdown <= 0:
+                # Gravity feed-forward and the servo's coupled inverse inertia follow the
+                # posture at the control rate (teleop.sim.servo.JointServo.set_inverse_inertia).
+                q_now, feet = self._true_state().q, self._feet_in_contact()
+                if self._feedforward is not None:
+                    servo.feedforward = self._feedforward(q_now, feet)
+                soles = tuple(f"{side}_sole" for side, on in zip(("left", "right"), feet) if on)
+                servo.set_inverse_inertia(inverse_inertia(self.robot, q_now, self.fixed_base, soles,
+                                                          self._inertia_data), torque_joints)
+                self._ff_countdown = self._ff_every
+            self._ff_countdown -= 1
             q, qdot = self._true_joint_states()
             tau, friction = servo.torques(q, qdot)
             if friction is not None:
