@@ -23,6 +23,13 @@ most a tenth of the one-step stopping damping I/dt, and less when the servo's da
 already nears it (see ``DAMPING_BUDGET``), which is what a sgn() does physically without
 the chatter of an explicit sgn().
 
+The simulator uses the matrix form of the same stable PD (:meth:`JointServo.set_inverse_inertia`):
+the damping B = K_p dt + K_d + k_v + c of every servoed joint taken at the end of the step
+on the coupled system, tau = (1 + dt B M^-1)^-1 [...], with the constrained inverse inertia
+M^-1 of the current posture, refreshed with the feed-forward. The diagonal form above keeps
+each joint stable alone, not the chain: the stance legs and torso went unstable once the
+knees straightened (rho(dt M^-1 B) from 1.44 at home to 2.29, past the limit of 2).
+
 ``tau_ff`` is the model-based gravity feed-forward (``feedforward = "gravity"``): the
 generalised gravity of the nominal pinocchio model, with the floating base's share carried
 by the feet in contact (minimum-norm contact wrenches), refreshed at the control rate. The
