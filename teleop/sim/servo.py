@@ -191,6 +191,7 @@ class JointServo:
         else:
             self._target_used = self.target
             velocity = self.target_velocity
+        self._velocity_used = velocity
         self._constant = self._b * velocity + self._feedforward
 
     def set_inverse_inertia(self, inverse: np.ndarray | None, unservoed: np.ndarray | None = None) -> None:
@@ -275,23 +276,22 @@ class JointServo:
             return motor, None
         friction = -self._viscous * qdot
         if self._has_coulomb:
-            friction -= np.sign(qdot) * np.minimum(self.params.coulomb, self._stop * np.abs(qdot))
+            friction -= self._coulomb(qdot)
         return motor, friction
+
+    def _coulomb(self, qdot: np.ndarray) -> np.ndarray:
+        """(n,) Coulomb friction magnitude with qdot's sign [N m]: a damper c near rest."""
+        return np.sign(qdot) * np.minimum(self.params.coulomb, self._stop * np.abs(qdot))
 
     def _coupled_torques(self, q: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """:meth:`torques` in the coupled form (see :meth:`set_inverse_inertia`)."""
         p = self.params
-        if self._latency_fraction > 0.0:
-            velocity = (1.0 - self._latency_fraction) * self.target_velocity \
-                + self._latency_fraction * self._previous_velocity
-        else:
-            velocity = self.target_velocity
-        total = p.kp * (self._target_used - q - self.dt * qdot) + p.kd * (velocity - qdot)
+        total = p.kp * (self._target_used - q - self.dt * qdot) + p.kd * (self._velocity_used - qdot)
         friction = None
         if self._has_viscous or self._has_coulomb:
             friction = -p.viscous * qdot
             if self._has_coulomb:
-                friction -= np.sign(qdot) * np.minimum(p.coulomb, self._stop * np.abs(qdot))
+                friction -= self._coulomb(qdot)
             total = total + friction
         total = self._coupling @ total
         if friction is None:
