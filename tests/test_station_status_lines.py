@@ -71,3 +71,28 @@ def test_the_operator_is_warned_when_most_video_frames_arrive_incomplete():
     warning = incomplete_video_warning(completed=2, incomplete=18, timeout_s=0.5)
     assert warning.startswith("18 of 20 video frames in the last interval arrived incomplete")
     assert "still missing 0.5 s after the frame's first" in warning and "--jitter-buffer" in warning
+
+
+def test_the_first_video_rate_is_counted_from_the_first_frame(capsys):
+    """The video starts a round trip after the operator's stream: the first status line
+    counted its frames over the whole interval and said 11-12 fps of a 20 fps stream."""
+    import time
+    from types import SimpleNamespace
+
+    from teleop.stations.operator_events import OperatorEvents
+
+    now = 100.0                                     # the station's clock [s]
+    clock = SimpleNamespace(now=lambda: now)
+    station = SimpleNamespace(sent=200, feedback=None, feedback_at=None, endpoint=SimpleNamespace(clock=clock))
+    stats = SimpleNamespace(frames_completed=11, frames_dropped_timeout=0, frames_dropped_evicted=0)
+    video = SimpleNamespace(displayed=11, first_displayed_at=now - 0.5, displayed_at=now,
+                            buffer=SimpleNamespace(report=lambda: {}),
+                            receiver=SimpleNamespace(stats=stats, frame_timeout_s=0.2))
+    events = OperatorEvents(station, video, "synthetic", None, "127.0.0.1:9003")
+    events._last_status = (time.monotonic() - 2.0, 0, 0)     # the first line, 2 s after the start
+    events.print_status(SimpleNamespace(short=lambda: "loop ok"))
+    assert "video 20.0 fps" in capsys.readouterr().err   # 10 intervals in 0.5 s (not 11 frames in 2 s)
+    video.displayed, video.displayed_at = 51, now + 2.0         # the next line: over its whole interval
+    events._last_status = (time.monotonic() - 2.0, 200, 11)
+    events.print_status(SimpleNamespace(short=lambda: "loop ok"))
+    assert "video 20.0 fps" in capsys.readouterr().err

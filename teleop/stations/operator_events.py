@@ -95,10 +95,18 @@ class OperatorEvents:
         then, sent_then, shown_then = self._last_status
         self._last_status = (now, station.sent, video.displayed)
         clock_now = station.endpoint.clock.now()    # the station's clock, which stamps arrivals
+        video_fps = None
+        if shown_then == 0 and video.displayed >= 2 and video.first_displayed_at is not None:
+            # Counted from the first frame: the video starts a round trip after the operator,
+            # and the first line said 11-12 fps of a 20 fps stream.
+            since_first = clock_now - video.first_displayed_at
+            if 0 < since_first < now - then:
+                video_fps = (video.displayed - 1) / since_first
         print(status_line(now - then, station.sent - sent_then, video.displayed - shown_then, station.feedback,
                           video.buffer.report(), loop_timing.short(),
                           None if station.feedback_at is None else clock_now - station.feedback_at,
-                          None if video.displayed_at is None else clock_now - video.displayed_at),
+                          None if video.displayed_at is None else clock_now - video.displayed_at,
+                          video_fps=video_fps),
               file=sys.stderr)
         stats = video.receiver.stats
         frames = (stats.frames_completed, stats.frames_dropped_timeout + stats.frames_dropped_evicted)

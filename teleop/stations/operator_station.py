@@ -91,6 +91,7 @@ class VideoPath:
         self.on_display = on_display
         self.displayed = 0
         self.displayed_at: float | None = None     # station clock [s] of the last frame shown
+        self.first_displayed_at: float | None = None   # ... and of the first
 
     def handle(self, datagram: bytes, arrival_s: float) -> None:
         frame = self.receiver.handle_datagram(datagram, arrival_s)
@@ -108,6 +109,8 @@ class VideoPath:
         for frame in self.buffer.pop_due(now):
             self.displayed += 1
             self.displayed_at = now
+            if self.first_displayed_at is None:
+                self.first_displayed_at = now
             if self.on_display is not None:
                 self.on_display(frame, now)
 

@@ -40,7 +40,7 @@ SILENT_AFTER_S = 1.0
 
 def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | None, video_report: dict,
                 loop_text: str, feedback_silent_s: float | None = None,
-                image_shown_s_ago: float | None = None) -> str:
+                image_shown_s_ago: float | None = None, video_fps: float | None = None) -> str:
     """One status line.
 
     Args:
@@ -52,6 +52,8 @@ def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | N
         loop_text: the loop timing, :meth:`teleop.stations.loop_timing.LoopTiming.short`.
         feedback_silent_s: time since that FEEDBACK arrived [s] (None: not known).
         image_shown_s_ago: time since the last image was shown [s] (None: none yet).
+        video_fps: the video rate [frames/s] where not shown / interval_s (the interval of
+            the first frames, counted from the first).
     """
     if feedback is None:
         robot = "robot: no feedback yet"
@@ -66,7 +68,8 @@ def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | N
                      else "tau_f n/a")
             robot = f"robot {watchdog:8s} {compensation:11s} {tau_f}"
     age = image_age_s(video_report, feedback)
-    video = f"video {shown / interval_s:4.1f} fps" + (f", {age:.3f} s old" if age is not None else "")
+    fps = shown / interval_s if video_fps is None else video_fps
+    video = f"video {fps:4.1f} fps" + (f", {age:.3f} s old" if age is not None else "")
     if image_shown_s_ago is not None and image_shown_s_ago > SILENT_AFTER_S:
         # The image on screen has aged since: its transit delay alone understated that.
         video += f", last image shown {image_shown_s_ago:.1f} s ago"
