@@ -75,6 +75,14 @@ def test_codec_round_trip():
         ls.decode_command(ls.COMMAND_HEAD.pack(1, 9, 0, 0, 0))
 
 
+def test_a_state_with_an_undefined_flag_is_refused():
+    """A flag this client does not know may change what the state means: refused, not ignored."""
+    frame = ls.encode_state(3, 0.003, np.zeros(3), np.zeros(2), np.zeros(1), ls.FLAG_SATURATED | 0x0100)
+    with pytest.raises(ls.LockstepError, match=r"BAD_PAYLOAD.*0x0102.*0x0003"):
+        ls.decode_state(frame[12:], ls.HEADER.unpack(frame[:12])[3])
+    assert ls.decode_state(frame[12:], ls.FLAG_SATURATED).saturated
+
+
 def test_ten_thousand_steps_with_a_controller_in_another_process(server):
     """10,000 strictly alternating steps: every state seq 0..10000 seen once, every
     command seq 0..9999 applied once, 10 s of simulated time."""

@@ -54,6 +54,8 @@ MESSAGE_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", STATE: "STATE", COMMAND: "C
 # Header flags.
 FLAG_FINAL = 0x0001       # STATE: the last state of the session; do not answer it
 FLAG_SATURATED = 0x0002   # STATE: some commanded torque was clipped to its effort limit
+#: Every flag a STATE may carry; any other bit is meant for another protocol.
+STATE_FLAGS = FLAG_FINAL | FLAG_SATURATED
 
 #: STATE payload head: seq (Q), simulation time [s] (d), nq (I), nv (I), n_joints (I);
 #: then q (nq f64), v (nv f64), applied joint torques (n_joints f64).
@@ -191,6 +193,11 @@ def encode_state(seq: int, t: float, q: np.ndarray, v: np.ndarray, tau: np.ndarr
 
 
 def decode_state(payload: bytes, flags: int) -> State:
+    if flags & ~STATE_FLAGS:
+        # Reading it as a plain state would drop what the bit says (a later FINAL-like
+        # meaning would have the client answer a state it must not).
+        raise LockstepError(E_PAYLOAD, f"STATE has header flags 0x{flags:04x}, of which only "
+                                       f"0x{STATE_FLAGS:04x} are defined: a server speaking another protocol?")
     if len(payload) < STATE_HEAD.size:
         raise LockstepError(E_PAYLOAD, f"STATE payload of {len(payload)} bytes is shorter than its head")
     seq, t, nq, nv, n = STATE_HEAD.unpack_from(payload)
