@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import free_port
 
 from retarget.references import FLAT_SIZE, RobotReferences
 from teleop.net.cli import _describe, models_from_args, register
@@ -194,11 +195,6 @@ def test_bad_loss_bursts_are_refused_with_the_option_named(options, message):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert message in result.stderr
-
-
-def free_port():
-    with udp_socket() as sock:
-        return sock.getsockname()[1]
 
 
 def test_cli_process_forwards_and_shuts_down_cleanly_on_sigterm():
