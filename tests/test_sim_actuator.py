@@ -140,6 +140,27 @@ def test_stable_pd_reduces_to_plain_pd_on_heavy_joints():
     assert motor[0] == pytest.approx(100.0 * (0.1 - 0.001 * 0.2) + 2.0 * (0.5 - 0.2), rel=1e-6)
 
 
+def test_coupled_stable_pd_is_the_pd_at_the_end_of_the_step():
+    """With the coupled inverse inertia, the torque is B4's PD evaluated at the velocity and
+    angle the step ends with: tau = K_p (q_bar - q - dt v1) + K_d (qdot_bar - v1), v1 = v0 +
+    dt M^-1 tau. Without friction, no other damping may enter S (a phantom Coulomb damper
+    did: 1.3 N m off)."""
+    rng = np.random.default_rng(0)
+    n, dt = 4, 0.001
+    a = rng.normal(size=(n, n))
+    inverse = np.linalg.inv(0.01 * a @ a.T + 0.005 * np.eye(n))
+    servo = JointServo(ActuatorParams.uniform([f"j{i}" for i in range(n)], np.full(n, 1e6), kp=200.0, kd=20.0),
+                       1.0 / np.diag(inverse), dt)
+    servo.set_inverse_inertia(inverse)
+    target, target_velocity = rng.normal(size=n) * 0.1, rng.normal(size=n)
+    servo.command(target, target_velocity)
+    q0, v0 = rng.normal(size=n) * 0.01, rng.normal(size=n)
+    tau, friction = servo.torques(q0, v0)
+    v1 = v0 + dt * inverse @ tau
+    assert friction is None
+    np.testing.assert_allclose(tau, 200.0 * (target - q0 - dt * v1) + 20.0 * (target_velocity - v1), atol=1e-9)
+
+
 def test_off_by_default_changes_nothing(robot, monkeypatch):
     from teleop.sim.simulator import Simulation
 

@@ -163,7 +163,11 @@ class JointServo:
         # Coupled form (set_inverse_inertia): the per-joint scaling above keeps each joint
         # stable on its own, not the coupled chain (see set_inverse_inertia).
         self._coupling: np.ndarray | None = None
-        self._implicit_damping = p.kp * dt + p.kd + p.viscous + self._stop
+        # Coulomb's near-rest damper only where there is Coulomb friction: a phantom c in S
+        # (every joint had one) would add -c (v_next - v), an inertia the joints do not have.
+        # Where k_c is saturated (a moving joint) the friction is constant and c in S is a
+        # small surplus of damping, kept: S is refreshed every 10 ms, not per step.
+        self._implicit_damping = p.kp * dt + p.kd + p.viscous + np.where(p.coulomb > 0, self._stop, 0.0)
         self._has_coulomb = bool(np.any(p.coulomb > 0))
         self._limit = p.torque_limit.copy()
         n = len(self.inertia)
@@ -212,6 +216,7 @@ class JointServo:
             tau = S [K_p (q_bar - q - dt qdot) + K_d (qdot_bar - qdot) + tau_fric] (+ tau_ff),
             S = (1 + dt diag(K_p dt + K_d + k_v + c) M^-1)^-1
 
+        (c, the near-rest Coulomb damper, only on joints with Coulomb friction),
         which is stable for every posture (the velocity map is (1 + dt M^-1 B)^-1)."""
         if inverse is None:
             self._coupling = None
