@@ -81,12 +81,15 @@ class Take:
         label: task label.
         performer: performer code where the file name tells it (HDM05: bd, bk, dg), else "".
         trajectory: retargeted references (stance frame).
+        retargeted: whether the references were retargeted here, to the robot target given
+            (False: a references file, made for whichever robot it was made for).
     """
 
     path: Path
     label: str
     performer: str
     trajectory: ReferenceTrajectory
+    retargeted: bool = True
 
 
 def _npz_kind(path: Path) -> str | None:
@@ -441,7 +444,8 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
         # A take is robot references: what `dataset export` writes of a recording's episodes.
         raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
                          f"(teleop dataset export {path} -o DIR) and give DIR")
-    if path.suffix == ".npz" and _is_reference_npz(path):
+    retargeted = not (path.suffix == ".npz" and _is_reference_npz(path))
+    if not retargeted:
         traj = ReferenceTrajectory.load_npz(path)
     else:
         motion = read_motion_file(path, rate_hz)
@@ -467,7 +471,7 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
         raise ValueError(problem)
     traj.label = label
     traj.source = str(path)
-    return Take(path, label, performer_of(path), traj)
+    return Take(path, label, performer_of(path), traj, retargeted)
 
 
 def select_take_files(files: Iterable[tuple[Path, str]], *, performers: Sequence[str] | None = None,

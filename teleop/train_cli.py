@@ -242,7 +242,9 @@ def _train(args: argparse.Namespace) -> int:
     _check_lengths(takes, args.basis)
     counts = Counter(t.label for t in takes)
     library = _learn(takes, args.basis, args.covariance)
-    library.metadata.update(library_metadata(target))    # the robot station checks it is its robot's
+    made_elsewhere = sum(not take.retargeted for take in takes)
+    if not made_elsewhere:
+        library.metadata.update(library_metadata(target))    # the robot station checks it is its robot's
     args.out.parent.mkdir(parents=True, exist_ok=True)
     library.save(args.out)
     print(f"learned {len(library)} task{'s' if len(library) != 1 else ''} from {len(takes)} "
@@ -250,6 +252,13 @@ def _train(args: argparse.Namespace) -> int:
     for label in library.labels:
         promp = library[label]
         print(f"  {label:32s} {counts[label]:3d} takes, mean motion {promp.duration:.2f} s")
+    if made_elsewhere:
+        # A references file does not say the robot it was retargeted to: noting --robot's
+        # would have the robot station refuse (or accept) the library on a guess.
+        print(f"  robot: not noted ({made_elsewhere} of the {len(takes)} takes are references files, made for a "
+              "robot they do not name); teleop robot cannot check the library was learned for it")
+    else:
+        print(f"  robot: {library.metadata['robot']} ({library.metadata['robot_dimensions']})")
     single = [label for label in library.labels if counts[label] == 1]
     if single:
         # Its ProMP has no spread: the robot would replay that one take whatever the operator does.

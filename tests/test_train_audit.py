@@ -447,3 +447,24 @@ def test_a_references_take_given_as_a_file_keeps_its_own_label(references, tmp_p
     bare = _save(references[1], tmp_path / "wave" / "r.npz", label="")
     rc, out, err = run_cli(capsys, "train", bare, "-o", tmp_path / "lib2.npz", "--force")
     assert rc == 0 and "  wave " in out, err
+
+
+def test_the_library_notes_the_robot_only_of_takes_it_retargeted(demos, tmp_path, capsys):
+    """References files were retargeted before, to a robot they do not name: a library
+    stamped with --robot's sizes for them was refused by the robot it was made for (and one
+    made for another robot accepted). Motion files are retargeted by train, to --robot."""
+    from promp.library import TaskLibrary
+
+    rc, out, err = run_cli(capsys, "train", demos, "-o", tmp_path / "refs.npz")
+    assert rc == 0, err
+    assert "robot" not in TaskLibrary.load(tmp_path / "refs.npz").metadata
+    assert "robot: not noted (3 of the 3 takes are references files" in out
+    motions = tmp_path / "motions" / _SOURCE_TASK
+    motions.mkdir(parents=True)
+    for k in range(2):
+        shutil.copy(SYNTHETIC / _SOURCE_TASK / f"{_SOURCE_TASK}_{k}.npz", motions)
+    rc, out, err = run_cli(capsys, "train", motions.parent, "-o", tmp_path / "motions.npz")
+    assert rc == 0, err
+    metadata = TaskLibrary.load(tmp_path / "motions.npz").metadata
+    assert metadata["robot"] == "iCub home posture" and metadata["robot_dimensions"].startswith("arm 0.")
+    assert f"robot: iCub home posture ({metadata['robot_dimensions']})" in out
