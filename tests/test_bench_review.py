@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from teleop.benchmarks import jog_bench, promp_bench
 from teleop.cli import main
 
@@ -104,7 +106,7 @@ def test_bench_jog_command_is_the_first_detection_of_the_moved_tag(monkeypatch):
     assert np.isclose(result["command_to_motion_ms"], np.mean(expected))
 
 
-def test_every_bench_says_how_loaded_the_machine_was(monkeypatch):
+def test_the_load_line_says_how_loaded_the_machine_was(monkeypatch):
     """Timings of a loaded run read as a regression: only fidelity said the load average."""
     import os
 
@@ -114,6 +116,23 @@ def test_every_bench_says_how_loaded_the_machine_was(monkeypatch):
     assert load_line(0.4) == "machine load: 1-min average 0.4 on 2 cores"
     assert load_line(3.2).endswith("(busy: timings above are slower than on an idle machine)")
     assert load_line(None).startswith("machine load: not known here")
+
+
+@pytest.mark.parametrize("name", ["fec", "promp", "sim"])
+def test_every_bench_ends_with_the_load_and_puts_it_in_its_json(name, monkeypatch, capsys):
+    """`teleop bench NAME` prints the load line under its table, and --json carries
+    load_average_1min (the benchmark itself stubbed: this is the command's part)."""
+    import importlib
+
+    module = importlib.import_module(f"teleop.benchmarks.{name}_bench")
+    monkeypatch.setattr(module, "run", lambda **options: {"figure": 1.0})
+    monkeypatch.setattr(module, "format_table", lambda result: "TABLE")
+    monkeypatch.setattr("teleop.benchmarks.cli.load_average", lambda: 0.7)
+    assert main(["bench", name]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == "TABLE" and lines[-1].startswith("machine load: 1-min average 0.7 on ")
+    assert main(["bench", name, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"figure": 1.0, "load_average_1min": 0.7}
 
 
 def test_the_sim_bench_judges_its_targets_and_calls_tinyrenderer_context():
