@@ -148,3 +148,23 @@ def test_the_sim_bench_judges_its_targets_and_calls_tinyrenderer_context():
     table = format_table(result)
     assert ">= 2: NOT met" in table and "<= 50 (>= 20 fps): met" in table
     assert "not a like-for-like peer" in table and "(for comparison)" not in table
+
+
+def test_the_record_bench_details_the_worst_kill_beside_its_loss(monkeypatch):
+    """The details (recorded before the kill, messages recovered, tail dropped) were the last
+    kill's, printed under the worst kill's loss: two kills' figures read as one."""
+    from teleop.benchmarks import record_bench
+
+    cpu = {"cpu_fraction_of_one_core": 0.04, "messages_per_s": 900.0}
+    monkeypatch.setattr(record_bench, "measure_cpu", lambda *args, **kwargs: dict(cpu))
+    kills = iter([(0.15, 4.17, 11), (0.31, 4.00, 22), (0.23, 4.33, 33)])
+
+    def kill(*args):
+        lost, before, recovered = next(kills)
+        return {"lost_on_kill_s": lost, "recorded_before_kill_s": before, "recovered_messages": recovered,
+                "discarded_bytes": recovered * 10}
+
+    monkeypatch.setattr(record_bench, "measure_kill_loss", kill)
+    result = record_bench.run(quick=False)
+    assert result["lost_on_kill_each_s"] == [0.15, 0.31, 0.23] and result["lost_on_kill_s"] == 0.31
+    assert (result["recorded_before_kill_s"], result["recovered_messages"], result["discarded_bytes"]) == (4.0, 22, 220)
