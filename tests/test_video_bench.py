@@ -28,3 +28,19 @@ def test_the_targets_verdict_takes_every_target():
     for key, worse in (("added_latency_p50_ms", 1.01), ("added_latency_p99_ms", 1.01), ("fps", 0.5)):
         assert not video_bench.targets_met({**good, key: good[key] * worse}), key
     assert video_bench.format_table({"targets_met_640x480": False}).endswith(": NOT met")
+
+
+def test_the_table_says_where_the_p99_of_the_frames_shown_lies():
+    """The note said "of 150, about the second worst" whatever the run (--quick shows 35)."""
+    import re
+
+    import numpy as np
+
+    for frames in (2, 35, 100, 101, 150, 2300):
+        place = video_bench.p99_place(frames)
+        ranks = [int(k) for k in re.findall(r"the (\d+)\w\w worst", place)] + [1] * place.count("the worst")
+        # Latencies 1..frames: the value x is the (frames + 1 - x)-th worst.
+        rank = frames + 1 - np.percentile(np.arange(1.0, frames + 1), 99)   # as the benchmark computes it
+        assert min(ranks) <= rank <= max(ranks) and max(ranks) - min(ranks) <= 1, (frames, place, rank)
+    row = {"fps": 20.0, "added_latency_p50_ms": 9.0, "added_latency_p99_ms": 20.0, "frames_displayed": 35}
+    assert "last column: of 35, between the worst and the 2nd worst)" in video_bench.format_table({"640x480": row})

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -240,6 +241,22 @@ def targets_met(row: dict[str, Any]) -> bool:
                 and row["fps"] >= FPS_TOLERANCE * TARGET_FPS)
 
 
+def _ordinal(k: int) -> str:
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def p99_place(frames: int) -> str:
+    """Where the p99 of ``frames`` values lies among the worst, with numpy's linear
+    interpolation between order statistics: "of 150, between the 2nd and 3rd worst"."""
+    if frames < 2:
+        return f"of {frames}, the only one"
+    index = 0.99 * (frames - 1)
+    upper, lower = frames - math.ceil(index), frames - math.floor(index)   # 1 = the worst
+    place = ["the worst" if k == 1 else f"the {_ordinal(k)} worst" for k in (upper, lower)]
+    return f"of {frames}, {place[0]}" if upper == lower else f"of {frames}, between {place[0]} and {place[1]}"
+
+
 def format_table(result: dict[str, Any]) -> str:
     """Human-readable table of a :func:`run` result."""
     header = (
@@ -259,9 +276,11 @@ def format_table(result: dict[str, Any]) -> str:
             f"{row.get('jpeg_kib_mean', float('nan')):5.1f} {row.get('datagrams_per_frame_mean', float('nan')):5.1f} "
             f"{row.get('frames_displayed', '?')!s:>5}/{row.get('frames_streamed', '?')!s:<4}"
         )
+    shown = [row["frames_displayed"] for row in result.values()
+             if isinstance(row, dict) and isinstance(row.get("frames_displayed"), int)]
     lines.append("(stage columns are medians in ms: enc = encode, send = all sendto, net = first send -> last "
-                 "chunk in, dec = decode, hand = playout hand-off; p99 is over the frames shown, last column: "
-                 "of 150, about the second worst)")
+                 "chunk in, dec = decode, hand = playout hand-off; p99 is over the frames shown, last column"
+                 + (f": {p99_place(min(shown))})" if shown else ")"))
     render_fps = result.get("render_fps_320x240")
     if render_fps is not None:
         render = result.get("render", {})
