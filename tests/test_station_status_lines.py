@@ -92,6 +92,12 @@ def test_the_first_video_rate_is_counted_from_the_first_frame(capsys):
     events._last_status = (time.monotonic() - 2.0, 0, 0)     # the first line, 2 s after the start
     events.print_status(SimpleNamespace(short=lambda: "loop ok"))
     assert "video 20.0 fps" in capsys.readouterr().err   # 10 intervals in 0.5 s (not 11 frames in 2 s)
+    # Two frames shown back to back just before the line: no rate over 10 ms (100 fps).
+    video.displayed, video.first_displayed_at = 2, now - 0.01
+    events._last_status = (time.monotonic() - 2.0, 0, 0)
+    events.print_status(SimpleNamespace(short=lambda: "loop ok"))
+    assert "video  1.0 fps" in capsys.readouterr().err   # the interval's: 2 frames in 2 s
+    video.displayed, video.first_displayed_at = 11, now - 0.5
     video.displayed, video.displayed_at = 51, now + 2.0         # the next line: over its whole interval
     events._last_status = (time.monotonic() - 2.0, 200, 11)
     events.print_status(SimpleNamespace(short=lambda: "loop ok"))

@@ -19,6 +19,9 @@ from teleop.stations.watches import STATUS_INTERVAL_S, SaidOnce
 
 #: Seconds of the robot's FEEDBACK without a single video datagram before the operator says so.
 NO_VIDEO_AFTER_S = 3.0
+#: Frame intervals the first status line's video rate is counted over from the first frame
+#: (fewer: the interval's rate, as on later lines).
+FIRST_RATE_MIN_INTERVALS = 5
 #: Video datagrams refused as unauthenticated before saying the secrets differ.
 AUTH_FAILURES_SAID = 20
 
@@ -96,9 +99,10 @@ class OperatorEvents:
         self._last_status = (now, station.sent, video.displayed)
         clock_now = station.endpoint.clock.now()    # the station's clock, which stamps arrivals
         video_fps = None
-        if shown_then == 0 and video.displayed >= 2 and video.first_displayed_at is not None:
+        if shown_then == 0 and video.displayed > FIRST_RATE_MIN_INTERVALS and video.first_displayed_at is not None:
             # Counted from the first frame: the video starts a round trip after the operator,
-            # and the first line said 11-12 fps of a 20 fps stream.
+            # and the first line said 11-12 fps of a 20 fps stream. Over a few intervals at
+            # least: two frames shown back to back just before the line would read 100s of fps.
             since_first = clock_now - video.first_displayed_at
             if 0 < since_first < now - then:
                 video_fps = (video.displayed - 1) / since_first
