@@ -166,6 +166,31 @@ def test_client_detects_a_skipped_state():
     assert msg_type == ls.ERROR and ls.decode_error(payload).code == ls.E_SEQUENCE
 
 
+def test_client_tells_the_server_why_it_refuses_a_state():
+    """A STATE with a flag the protocol does not define: the client raises and tells the
+    server BAD_PAYLOAD (the server logged a disconnect)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received = {}
+
+    def fake_simulator():
+        conn, _ = listener.accept()
+        ls.read_frame(conn)                                      # HELLO
+        conn.sendall(ls.encode_json(ls.WELCOME, {"controlled_joints": [0]}))
+        conn.sendall(ls.encode_state(0, 0.0, np.zeros(8), np.zeros(7), np.zeros(1), 0x0100))
+        received["reply"] = ls.read_frame(conn)
+        conn.close()
+
+    thread = threading.Thread(target=fake_simulator, daemon=True)
+    thread.start()
+    with LockstepClient(port=listener.getsockname()[1], timeout=5) as client:
+        with pytest.raises(ls.LockstepError, match="BAD_PAYLOAD: STATE has header flags 0x0100"):
+            client.run(lambda s: (ls.MODE_TORQUE, np.zeros(1)))
+    thread.join(timeout=5)
+    listener.close()
+    msg_type, _, payload = received["reply"]
+    assert msg_type == ls.ERROR and ls.decode_error(payload).code == ls.E_PAYLOAD
+
+
 def test_malformed_frame_gets_a_clear_error_and_the_server_survives(fixed_sim, robot):
     joints = robot.group_indices("left_arm")
     with ls.LockstepServer(fixed_sim, joints, command_timeout=5.0) as srv:

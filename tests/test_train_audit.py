@@ -459,6 +459,8 @@ def test_the_library_notes_the_robot_only_of_takes_it_retargeted(demos, tmp_path
     assert rc == 0, err
     assert "robot" not in TaskLibrary.load(tmp_path / "refs.npz").metadata
     assert "robot: not noted (3 of the 3 takes are references files" in out
+    rc, out, err = run_cli(capsys, "info", tmp_path / "refs.npz")
+    assert rc == 0 and "the robot it was learned for is not noted (learned from references files" in out, err
     motions = tmp_path / "motions" / _SOURCE_TASK
     motions.mkdir(parents=True)
     for k in range(2):

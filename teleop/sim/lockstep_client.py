@@ -118,7 +118,15 @@ class LockstepClient:
             raise decode_error(payload)
         if msg_type != STATE:
             raise LockstepError(E_UNEXPECTED, f"expected STATE, got {MESSAGE_NAMES[msg_type]}")
-        state = decode_state(payload, flags)
+        try:
+            state = decode_state(payload, flags)
+        except LockstepError as exc:
+            # Told to the server too, as a sequence error is: else it logs a disconnect.
+            try:
+                self.sock.sendall(encode_error(exc.code, exc.detail))
+            except OSError:
+                pass
+            raise
         r = self.report
         if state.seq != self._expected_seq:
             if state.seq > self._expected_seq:
