@@ -139,8 +139,10 @@ def test_skipped_or_duplicated_command_is_detected_and_reported(server, fault, a
     assert "expected command seq" in summary["error"]   # the controller was told why
 
 
-def test_client_detects_a_skipped_state():
-    """A (fake) simulator that skips state 1: the client raises SequenceError and tells it."""
+def _last_reply_of_a_client_served(states: list[bytes], expected, match: str) -> tuple:
+    """A (fake) simulator welcomes a LockstepClient and sends ``states``, reading a COMMAND
+    after each but the last; the client must raise ``expected`` matching ``match``. Returns
+    the client, and the frame (type, flags, payload) it sent after the last state."""
     listener = socket.create_server(("127.0.0.1", 0))
     received = {}
 
@@ -148,46 +150,36 @@ def test_client_detects_a_skipped_state():
         conn, _ = listener.accept()
         ls.read_frame(conn)                                      # HELLO
         conn.sendall(ls.encode_json(ls.WELCOME, {"controlled_joints": [0]}))
-        conn.sendall(ls.encode_state(0, 0.0, np.zeros(8), np.zeros(7), np.zeros(1)))
-        ls.read_frame(conn)                                      # COMMAND 0
-        conn.sendall(ls.encode_state(2, 0.002, np.zeros(8), np.zeros(7), np.zeros(1)))
-        received["reply"] = ls.read_frame(conn)
+        for state in states:
+            conn.sendall(state)
+            received["reply"] = ls.read_frame(conn)              # a COMMAND, then the last: the ERROR
         conn.close()
 
     thread = threading.Thread(target=fake_simulator, daemon=True)
     thread.start()
     with LockstepClient(port=listener.getsockname()[1], timeout=5) as client:
-        with pytest.raises(ls.SequenceError, match="expected state seq 1, got 2"):
+        with pytest.raises(expected, match=match):
             client.run(lambda s: (ls.MODE_TORQUE, np.zeros(1)))
-        assert client.report.seq_gaps == 1
     thread.join(timeout=5)
     listener.close()
-    msg_type, _, payload = received["reply"]
+    return client, received["reply"]
+
+
+def test_client_detects_a_skipped_state():
+    """A (fake) simulator that skips state 1: the client raises SequenceError and tells it."""
+    states = [ls.encode_state(seq, seq * 0.001, np.zeros(8), np.zeros(7), np.zeros(1)) for seq in (0, 2)]
+    client, (msg_type, _, payload) = _last_reply_of_a_client_served(states, ls.SequenceError,
+                                                                    "expected state seq 1, got 2")
+    assert client.report.seq_gaps == 1
     assert msg_type == ls.ERROR and ls.decode_error(payload).code == ls.E_SEQUENCE
 
 
 def test_client_tells_the_server_why_it_refuses_a_state():
     """A STATE with a flag the protocol does not define: the client raises and tells the
     server BAD_PAYLOAD (the server logged a disconnect)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    received = {}
-
-    def fake_simulator():
-        conn, _ = listener.accept()
-        ls.read_frame(conn)                                      # HELLO
-        conn.sendall(ls.encode_json(ls.WELCOME, {"controlled_joints": [0]}))
-        conn.sendall(ls.encode_state(0, 0.0, np.zeros(8), np.zeros(7), np.zeros(1), 0x0100))
-        received["reply"] = ls.read_frame(conn)
-        conn.close()
-
-    thread = threading.Thread(target=fake_simulator, daemon=True)
-    thread.start()
-    with LockstepClient(port=listener.getsockname()[1], timeout=5) as client:
-        with pytest.raises(ls.LockstepError, match="BAD_PAYLOAD: STATE has header flags 0x0100"):
-            client.run(lambda s: (ls.MODE_TORQUE, np.zeros(1)))
-    thread.join(timeout=5)
-    listener.close()
-    msg_type, _, payload = received["reply"]
+    states = [ls.encode_state(0, 0.0, np.zeros(8), np.zeros(7), np.zeros(1), 0x0100)]
+    _, (msg_type, _, payload) = _last_reply_of_a_client_served(states, ls.LockstepError,
+                                                               "BAD_PAYLOAD: STATE has header flags 0x0100")
     assert msg_type == ls.ERROR and ls.decode_error(payload).code == ls.E_PAYLOAD
 
 
