@@ -470,3 +470,34 @@ def test_the_library_notes_the_robot_only_of_takes_it_retargeted(demos, tmp_path
     metadata = TaskLibrary.load(tmp_path / "motions.npz").metadata
     assert metadata["robot"] == "iCub home posture" and metadata["robot_dimensions"].startswith("arm 0.")
     assert f"robot: iCub home posture ({metadata['robot_dimensions']})" in out
+
+
+def test_the_robot_refuses_a_library_of_its_sizes_whose_shoulders_were_elsewhere(tmp_path, capsys, secret):
+    """Arm, leg, CoM and waist sizes were all the robot station compared: a robot with the
+    same sizes and shoulders 5 cm wider (hands elsewhere in its references) was accepted."""
+    import json
+
+    from promp.library import TaskLibrary
+
+    motions = tmp_path / "motions" / _SOURCE_TASK
+    motions.mkdir(parents=True)
+    for k in range(2):
+        shutil.copy(SYNTHETIC / _SOURCE_TASK / f"{_SOURCE_TASK}_{k}.npz", motions)
+    assert run_cli(capsys, "train", motions.parent, "-o", tmp_path / "lib.npz")[0] == 0
+    library = TaskLibrary.load(tmp_path / "lib.npz")
+    geometry = json.loads(library.metadata["robot_geometry"])
+    geometry["left_shoulder"][1] += 0.05
+    geometry["right_shoulder"][1] -= 0.05
+    library.metadata["robot_geometry"] = json.dumps(geometry)
+    library.save(tmp_path / "wider.npz")
+    rc, _, err = run_cli(capsys, "robot", "--library", tmp_path / "wider.npz", "--duration", "0.1",
+                         "--secret-file", secret)
+    assert rc == 1 and error_line(err).endswith(
+        "its left shoulder, right shoulder differ: learn it again for this robot (teleop train without --robot)"), err
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_robot_mismatch, robot_target
+
+    target = robot_target(RobotModel())
+    geometry["left_shoulder"][1] -= 0.0495            # within a millimetre: the same robot
+    geometry["right_shoulder"][1] += 0.0495
+    assert library_robot_mismatch(dict(library.metadata, robot_geometry=json.dumps(geometry)), target) is None

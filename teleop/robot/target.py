@@ -7,6 +7,8 @@ measures what it needs on the pinocchio model at the home posture.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import numpy as np
@@ -78,18 +80,64 @@ def target_dimensions(target: RobotTarget) -> str:
             f"CoM height {target.com_height:.3f} m, waist height {target.waist_height:.3f} m")
 
 
+#: Two robot targets whose every value agrees to this [m, rad] retarget alike (1 mm, 1 mrad:
+#: what a description's rounding, or another machine's last bits, can move).
+GEOMETRY_TOLERANCE = 1e-3
+
+
+def target_geometry(target: RobotTarget) -> dict[str, list[float]]:
+    """Every number of ``target`` that retargeting reads (m, rad; to 0.1 mm / 0.1 mrad), by
+    field: the hands, shoulders, soles and CoM where the references put them, the limb
+    lengths and the home posture."""
+    out = {}
+    for item in dataclasses.fields(target):
+        value = getattr(target, item.name)
+        if item.name != "name":
+            out[item.name] = [round(float(x), 4) for x in np.ravel(value)]
+    return out
+
+
 def library_metadata(target: RobotTarget) -> dict[str, str]:
     """What a task library notes of the robot its demonstrations were retargeted to
     (:attr:`promp.library.TaskLibrary.metadata`): a library learned for one robot predicts
     that robot's references, which put another robot's hands elsewhere."""
-    return {"robot": target.name, "robot_dimensions": target_dimensions(target)}
+    return {"robot": target.name, "robot_dimensions": target_dimensions(target),
+            "robot_geometry": json.dumps(target_geometry(target), sort_keys=True, separators=(",", ":"))}
+
+
+def _geometry_differences(noted: str, target: RobotTarget) -> list[str] | None:
+    """The fields of ``target`` that differ from a noted geometry by more than
+    :data:`GEOMETRY_TOLERANCE` (None: the note is not one :func:`library_metadata` wrote)."""
+    try:
+        learned = json.loads(noted)
+    except ValueError:
+        return None
+    if not isinstance(learned, dict):
+        return None
+    differ = []
+    for name, values in target_geometry(target).items():
+        theirs = learned.get(name)
+        if (not isinstance(theirs, list) or len(theirs) != len(values)
+                or not all(isinstance(x, (int, float)) and abs(x - y) <= GEOMETRY_TOLERANCE
+                           for x, y in zip(theirs, values))):
+            differ.append(name)
+    return differ
 
 
 def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str | None:
     """Why a library with ``metadata`` was not learned for ``target`` (None if it was, or if
-    the library does not say: libraries learned before it was noted)."""
+    the library does not say: libraries learned before it was noted, or from references
+    files). The whole geometry where it was noted; else the four sizes."""
     learned_for = metadata.get("robot_dimensions")
-    if learned_for is None or learned_for == target_dimensions(target):
+    geometry = metadata.get("robot_geometry")
+    differ = None if geometry is None else _geometry_differences(geometry, target)
+    if differ is None:
+        if learned_for is None or learned_for == target_dimensions(target):
+            return None
+        differ = []
+    elif not differ:
         return None
-    return (f"learned for {metadata.get('robot') or 'another robot'} ({learned_for}), not for "
-            f"{target.name} ({target_dimensions(target)})")
+    names = ", ".join(name.replace("_", " ") for name in differ)
+    where = f": its {names} differ{'s' if len(differ) == 1 else ''}" if differ else ""
+    return (f"learned for {metadata.get('robot') or 'another robot'} ({learned_for or 'sizes not noted'}), not for "
+            f"{target.name} ({target_dimensions(target)}){where}")
