@@ -255,8 +255,9 @@ def _train(args: argparse.Namespace) -> int:
     if made_elsewhere:
         # A references file does not say the robot it was retargeted to: noting --robot's
         # would have the robot station refuse (or accept) the library on a guess.
-        print(f"  robot: not noted ({made_elsewhere} of the {len(takes)} takes are references files, made for a "
-              "robot they do not name); teleop robot cannot check the library was learned for it")
+        are = "is a references file" if made_elsewhere == 1 else "are references files"
+        print(f"  robot: not noted ({made_elsewhere} of the {len(takes)} takes {are}, made for a robot they do "
+              "not name); teleop robot cannot check the library was learned for it")
     else:
         print(f"  robot: {library.metadata['robot']} ({library.metadata['robot_dimensions']})")
     single = [label for label in library.labels if counts[label] == 1]

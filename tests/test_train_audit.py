@@ -493,7 +493,8 @@ def test_the_robot_refuses_a_library_of_its_sizes_whose_shoulders_were_elsewhere
     rc, _, err = run_cli(capsys, "robot", "--library", tmp_path / "wider.npz", "--duration", "0.1",
                          "--secret-file", secret)
     assert rc == 1 and error_line(err).endswith(
-        "its left shoulder, right shoulder differ: learn it again for this robot (teleop train without --robot)"), err
+        "its left shoulder and right shoulder differ: learn it again for this robot "
+        "(teleop train without --robot)"), err
     from teleop.robot.model import RobotModel
     from teleop.robot.target import library_robot_mismatch, robot_target
 
@@ -501,3 +502,47 @@ def test_the_robot_refuses_a_library_of_its_sizes_whose_shoulders_were_elsewhere
     geometry["left_shoulder"][1] -= 0.0495            # within a millimetre: the same robot
     geometry["right_shoulder"][1] += 0.0495
     assert library_robot_mismatch(dict(library.metadata, robot_geometry=json.dumps(geometry)), target) is None
+
+
+@pytest.mark.parametrize("geometry, differs", [
+    ('{"neck": [false, false], "torso": [false, false, false]}', "its neck's home posture and torso's home "
+                                                                  "posture differ"),   # bools are not 0.0
+    ('{"arm_length": [1' + "0" * 400 + "]}", "its arm length differs"),                # no float holds it
+    ('{"com_xy": [NaN, 0.0]}', "its CoM position differs"),
+    ('{"left_sole_corners": "here"}', "its left sole differs"),
+])
+def test_a_geometry_note_is_compared_as_numbers(geometry, differs):
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, library_robot_mismatch, robot_target
+
+    target = robot_target(RobotModel())
+    mismatch = library_robot_mismatch(dict(library_metadata(target), robot_geometry=geometry), target)
+    assert mismatch is not None and mismatch.endswith(differs), mismatch
+
+
+@pytest.mark.parametrize("geometry", ["[" * 100_000 + "]" * 100_000, "{}", '{"a_later_field": [1]}', "not json"])
+def test_a_geometry_note_train_did_not_write_falls_back_to_the_sizes(geometry):
+    """A note nested too deep for the JSON reader (a RecursionError), or one sharing no field
+    with the robot, is not compared: the sizes are (here the robot's own: accepted)."""
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, library_robot_mismatch, robot_target
+
+    target = robot_target(RobotModel())
+    assert library_robot_mismatch(dict(library_metadata(target), robot_geometry=geometry), target) is None
+
+
+def test_a_geometry_note_is_compared_within_a_millimetre_both_ways():
+    import json
+
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, library_robot_mismatch, robot_target
+
+    target = robot_target(RobotModel())
+    metadata = library_metadata(target)
+    geometry = json.loads(metadata["robot_geometry"])
+    for shift, accepted in ((0.001, True), (-0.001, True), (0.0012, False)):
+        moved = dict(geometry, arm_length=[round(geometry["arm_length"][0] + shift, 4)])
+        mismatch = library_robot_mismatch(dict(metadata, robot_geometry=json.dumps(moved)), target)
+        assert (mismatch is None) == accepted, (shift, mismatch)
+    partial = {name: values for name, values in geometry.items() if name != "torso"}   # a field added since
+    assert library_robot_mismatch(dict(metadata, robot_geometry=json.dumps(partial)), target) is None

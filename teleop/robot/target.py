@@ -105,23 +105,52 @@ def library_metadata(target: RobotTarget) -> dict[str, str]:
             "robot_geometry": json.dumps(target_geometry(target), sort_keys=True, separators=(",", ":"))}
 
 
+#: How :func:`target_geometry`'s fields are named in messages (else by their names).
+FIELD_NAMES = {"left_sole_corners": "left sole", "right_sole_corners": "right sole", "com_xy": "CoM position",
+               "com_height": "CoM height", "left_arm": "left arm's home posture",
+               "right_arm": "right arm's home posture", "neck": "neck's home posture",
+               "torso": "torso's home posture"}
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else (a bool, a string, an integer too
+    large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def _geometry_differences(noted: str, target: RobotTarget) -> list[str] | None:
     """The fields of ``target`` that differ from a noted geometry by more than
-    :data:`GEOMETRY_TOLERANCE` (None: the note is not one :func:`library_metadata` wrote)."""
+    :data:`GEOMETRY_TOLERANCE` (None: the note is not one :func:`library_metadata` wrote,
+    or shares no field with ``target``). A field the note lacks (one added to the target
+    since) is not compared."""
     try:
         learned = json.loads(noted)
-    except ValueError:
+    except (ValueError, RecursionError):   # RecursionError: arrays nested thousands deep
         return None
     if not isinstance(learned, dict):
         return None
+    ours = target_geometry(target)
+    compared = [name for name in ours if name in learned]
+    if not compared:
+        return None
     differ = []
-    for name, values in target_geometry(target).items():
-        theirs = learned.get(name)
-        if (not isinstance(theirs, list) or len(theirs) != len(values)
-                or not all(isinstance(x, (int, float)) and abs(x - y) <= GEOMETRY_TOLERANCE
-                           for x, y in zip(theirs, values))):
+    for name in compared:
+        theirs = [_number(x) for x in learned[name]] if isinstance(learned[name], list) else []
+        # + 1e-9: both sides are rounded to 0.1 mm, and 1 mm apart is "within 1 mm".
+        if len(theirs) != len(ours[name]) or not all(
+                x is not None and abs(x - y) <= GEOMETRY_TOLERANCE + 1e-9 for x, y in zip(theirs, ours[name])):
             differ.append(name)
     return differ
+
+
+def _listed(names: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str | None:
@@ -137,7 +166,7 @@ def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str
         differ = []
     elif not differ:
         return None
-    names = ", ".join(name.replace("_", " ") for name in differ)
-    where = f": its {names} differ{'s' if len(differ) == 1 else ''}" if differ else ""
+    names = [FIELD_NAMES.get(name, name.replace("_", " ")) for name in differ]
+    where = f": its {_listed(names)} differ{'s' if len(differ) == 1 else ''}" if differ else ""
     return (f"learned for {metadata.get('robot') or 'another robot'} ({learned_for or 'sizes not noted'}), not for "
             f"{target.name} ({target_dimensions(target)}){where}")
