@@ -99,7 +99,7 @@ def _print_info(path: Path, info: dict, as_json: bool) -> int:
         print(f"{path}: task library of {len(info['tasks'])} tasks, {info['signals']} signals")
         robot, sizes = info["metadata"].get("robot"), info["metadata"].get("robot_dimensions")
         print(f"  learned for {robot or 'a robot not named'}{f' ({sizes})' if sizes else ''}" if robot or sizes
-              else "  the robot it was learned for is not noted (learned from references files, which do not "
+              else "  the robot it was learned for is not noted (learned from references files that do not "
                    "name it, or before libraries noted it)")
         for label, task in info["tasks"].items():
             print(f"  {label:20s} {task['takes']:3d} takes, mean {task['mean_duration_s']:.2f} s "
@@ -115,6 +115,9 @@ def _print_info(path: Path, info: dict, as_json: bool) -> int:
         print(f"{path}: robot references{' of ' + repr(info['label']) if info['label'] else ''}, "
               f"{info['samples']} samples over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz)"
               + (f", from {info['source']}" if info["source"] else ""))
+        robot = info["robot"]
+        print(f"  made for {robot.get('robot') or 'a robot not named'} ({robot.get('robot_dimensions')})" if robot
+              else "  the robot they were made for is not noted")
     return 0
 
 
@@ -140,12 +143,13 @@ def _library_info(path: Path) -> dict:
 
 def _references_info(path: Path) -> dict:
     from retarget.references import ReferenceTrajectory
+    from teleop.takes import robot_note
 
     take = ReferenceTrajectory.load_npz(path)
     duration = float(take.times[-1] - take.times[0]) if len(take.times) else 0.0
     rate = (len(take.times) - 1) / duration if duration > 0 else 0.0
     return {"kind": "references", "file": str(path), "label": take.label, "samples": int(len(take.times)),
-            "duration_s": duration, "rate_hz": rate, "source": take.source}
+            "duration_s": duration, "rate_hz": rate, "source": take.source, "robot": robot_note(path) or {}}
 
 
 def _motion_info(path: Path) -> dict:

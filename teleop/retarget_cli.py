@@ -171,7 +171,12 @@ def _run(args: argparse.Namespace) -> int:
     title = (f"{args.file.name}: {len(traj)} frames, {traj.duration:.2f} s ({motion.rate_hz:.4g} Hz)"
              + (f"; executed on the simulated robot: hands {result['hand_rms_cm']:.1f} cm RMS from the references"
                 f"{', the robot fell' if result['fell'] else ''}" if args.execute else ""))
-    write_outputs_together({out / "references.npz": traj.save_npz,
+    from teleop.record.export import save_with_arrays
+    from teleop.robot.target import library_metadata, robot_note_arrays
+
+    # The robot they were made for, which `teleop train` notes in a library of them.
+    note = robot_note_arrays(library_metadata(target))
+    write_outputs_together({out / "references.npz": lambda tmp: save_with_arrays(traj, tmp, note),
                             out / "retargeting.png": lambda tmp: plot_retargeting(
                                 motion, traj, tmp, title=title, support_polygon=polygon, com=com)})
     if args.json:

@@ -83,6 +83,9 @@ class Take:
         trajectory: retargeted references (stance frame).
         retargeted: whether the references were retargeted here, to the robot target given
             (False: a references file, made for whichever robot it was made for).
+        robot_note: a references file's note of the robot it was made for
+            (:func:`teleop.robot.target.library_metadata`: written by ``teleop retarget`` and
+            ``teleop dataset export``), or None (retargeted here, or a file without one).
     """
 
     path: Path
@@ -90,6 +93,7 @@ class Take:
     performer: str
     trajectory: ReferenceTrajectory
     retargeted: bool = True
+    robot_note: dict[str, str] | None = None
 
 
 def _npz_kind(path: Path) -> str | None:
@@ -107,6 +111,19 @@ def _npz_kind(path: Path) -> str | None:
             return str(CheckedNpz(data)["format"])
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error):
         return None
+
+
+def robot_note(path: Path) -> dict[str, str] | None:
+    """The note of the robot a references file was made for (its string members named
+    :data:`teleop.robot.target.ROBOT_NOTE_KEYS`), or None without one."""
+    from retarget.npz_checks import CheckedNpz
+    from teleop.robot.target import ROBOT_NOTE_KEYS
+
+    with np.load(path, allow_pickle=False) as data:
+        members = CheckedNpz(data)
+        note = {key: str(members[key]) for key in ROBOT_NOTE_KEYS
+                if key in members and members[key].dtype.kind == "U" and members[key].ndim == 0}
+    return note or None
 
 
 def _is_reference_npz(path: Path) -> bool:
@@ -445,8 +462,10 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
         raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
                          f"(teleop dataset export {path} -o DIR) and give DIR")
     retargeted = not (path.suffix == ".npz" and _is_reference_npz(path))
+    note = None
     if not retargeted:
         traj = ReferenceTrajectory.load_npz(path)
+        note = robot_note(path)
     else:
         motion = read_motion_file(path, rate_hz)
         # A finite but absurd input (a coordinate of 1e300) overflows here: said below, by
@@ -471,7 +490,7 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
         raise ValueError(problem)
     traj.label = label
     traj.source = str(path)
-    return Take(path, label, performer_of(path), traj, retargeted)
+    return Take(path, label, performer_of(path), traj, retargeted, note)
 
 
 def select_take_files(files: Iterable[tuple[Path, str]], *, performers: Sequence[str] | None = None,

@@ -218,6 +218,32 @@ def _check_lengths(takes: list[Take], basis: int) -> None:
                       file=sys.stderr)
 
 
+def _robot_note_of(takes: list, retargeted_here: dict[str, str]) -> tuple[dict[str, str] | None, int]:
+    """(the note of the robot every take was made for, how many takes do not say): a take
+    retargeted here was made for ``retargeted_here`` (--robot's note); a references file
+    says in its own note, when ``teleop retarget`` or ``teleop dataset export`` wrote it.
+    The note is None when any take does not say.
+
+    Raises:
+        PreconditionError: two takes were made for different robots (the ProMPs would
+            learn a mean of two robots' references).
+    """
+    from teleop.robot.target import robot_notes_mismatch
+
+    noted = [(take, retargeted_here if take.retargeted else take.robot_note) for take in takes]
+    noted = [(take, note) for take, note in noted if note is not None]
+    for take, note in noted[1:]:
+        mismatch = robot_notes_mismatch(noted[0][1], note)
+        if mismatch:
+            first = noted[0][0]
+            raise PreconditionError(
+                f"{first.path} and {take.path} were made for different robots, {mismatch}: a task library learns "
+                "one robot's references (give the human motion files to retarget them all to --robot, or learn "
+                "each robot's takes apart)")
+    unnoted = len(takes) - len(noted)
+    return (noted[0][1] if noted and not unnoted else None), unnoted
+
+
 def _train(args: argparse.Namespace) -> int:
     from teleop.robot.target import library_metadata
 
@@ -242,9 +268,9 @@ def _train(args: argparse.Namespace) -> int:
     _check_lengths(takes, args.basis)
     counts = Counter(t.label for t in takes)
     library = _learn(takes, args.basis, args.covariance)
-    made_elsewhere = sum(not take.retargeted for take in takes)
-    if not made_elsewhere:
-        library.metadata.update(library_metadata(target))    # the robot station checks it is its robot's
+    note, unnoted = _robot_note_of(takes, library_metadata(target))
+    if note is not None:
+        library.metadata.update(note)    # the robot station checks it is its robot's
     args.out.parent.mkdir(parents=True, exist_ok=True)
     library.save(args.out)
     print(f"learned {len(library)} task{'s' if len(library) != 1 else ''} from {len(takes)} "
@@ -252,14 +278,13 @@ def _train(args: argparse.Namespace) -> int:
     for label in library.labels:
         promp = library[label]
         print(f"  {label:32s} {counts[label]:3d} takes, mean motion {promp.duration:.2f} s")
-    if made_elsewhere:
-        # A references file does not say the robot it was retargeted to: noting --robot's
-        # would have the robot station refuse (or accept) the library on a guess.
-        are = "is a references file" if made_elsewhere == 1 else "are references files"
-        print(f"  robot: not noted ({made_elsewhere} of the {len(takes)} takes {are}, made for a robot they do "
-              "not name); teleop robot cannot check the library was learned for it")
+    if note is None:
+        # Noting --robot's for them would have the robot station refuse (or accept) the library on a guess.
+        are = "is a references file" if unnoted == 1 else "are references files"
+        print(f"  robot: not noted ({unnoted} of the {len(takes)} takes {are} that do not name the robot they "
+              "were made for); teleop robot cannot check the library was learned for it")
     else:
-        print(f"  robot: {library.metadata['robot']} ({library.metadata['robot_dimensions']})")
+        print(f"  robot: {note.get('robot')} ({note.get('robot_dimensions')})")
     single = [label for label in library.labels if counts[label] == 1]
     if single:
         # Its ProMP has no spread: the robot would replay that one take whatever the operator does.

@@ -265,7 +265,9 @@ def test_a_recovered_copy_keeps_the_recorders_chunk_size(tmp_path):
 
     motion = generate("squat", seed=1, rate_hz=100.0)
     session = tmp_path / "session.mcap"
-    with Recorder(session, threaded=False) as rec:
+    # Chunks closed by size alone: a wall-clock flush (every 0.5 s) on a loaded machine cut the
+    # recording into more, smaller chunks (22) than the copy's size-closed ones (20).
+    with Recorder(session, threaded=False, flush_interval_s=1e6) as rec:
         for k in range(len(motion)):
             for repeat in range(8):
                 rec.log_operator_input(motion, k, log_time_ns=int(motion.times[k] * 1e9) + 1 + repeat)

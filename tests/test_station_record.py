@@ -127,6 +127,12 @@ def test_both_stations_record_every_stream_and_survive_sigkill(tmp_path):
     assert np.all(np.isfinite(commands)) and not np.array_equal(commands, measured)   # commanded, not measured
     _, stats = next(rb.decoded("/network/stats"))
     assert stats["link"] == "robot" and "tau_f_mean_s" in stats
+    # Both note the robot their references are for (`dataset export` passes it on to `train`).
+    from teleop.record.export import robot_note_arrays_of
+
+    for recording in (op, rb):
+        note = robot_note_arrays_of(recording)
+        assert str(note["robot"]) == "iCub home posture" and str(note["robot_geometry"]).startswith("{")
 
 
 class _FakeStation:

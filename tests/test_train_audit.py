@@ -546,3 +546,77 @@ def test_a_geometry_note_is_compared_within_a_millimetre_both_ways():
         assert (mismatch is None) == accepted, (shift, mismatch)
     partial = {name: values for name, values in geometry.items() if name != "torso"}   # a field added since
     assert library_robot_mismatch(dict(metadata, robot_geometry=json.dumps(partial)), target) is None
+
+
+def _recorded_takes(path: Path, references, metadata=None) -> Path:
+    """A recording of ``references`` (ReferenceTrajectory list) at their own times, one
+    episode of task _TASK each, with the recording metadata given."""
+    from retarget.references import RobotReferences
+    from teleop.record import Recorder
+
+    clock = {"t": 0}
+    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False, metadata=metadata) as rec:
+        start_ns = 0
+        for traj in references:
+            rec.start_episode(_TASK)
+            for t, flat in zip(traj.times, traj.values):
+                clock["t"] = start_ns + int(round(t * 1e9))
+                rec.log_references(RobotReferences.from_flat(float(t), flat))
+            rec.stop_episode()
+            start_ns = clock["t"] + 10_000_000
+    return path
+
+
+def test_the_robot_note_travels_from_a_recording_through_export_into_the_library(references, tmp_path, capsys,
+                                                                                  secret):
+    """Stations note their robot in the recording; `dataset export` puts it in each file;
+    `train` notes it in the library, which `teleop robot` then checks (a library learned
+    from exported episodes noted no robot, and was accepted by any)."""
+    import json
+
+    from promp.library import TaskLibrary
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    note = library_metadata(robot_target(RobotModel()))
+    recording = _recorded_takes(tmp_path / "session.mcap", references, metadata={"command": "test", **note})
+    rc, _, err = run_cli(capsys, "dataset", "export", recording, "-o", tmp_path / "takes")
+    assert rc == 0, err
+    rc, out, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 0 and f"robot: iCub home posture ({note['robot_dimensions']})" in out, out + err
+    library = TaskLibrary.load(tmp_path / "lib.npz")
+    assert {key: library.metadata[key] for key in note} == note
+    # Made for a robot with shoulders 5 cm wider: refused by this one, by name.
+    geometry = json.loads(note["robot_geometry"])
+    geometry["left_shoulder"][1] += 0.05
+    wider = dict(note, robot="Wider home posture", robot_geometry=json.dumps(geometry))
+    from retarget.references import ReferenceTrajectory
+
+    # Other motions (identical takes are learned once, whoever they were made for).
+    others = [ReferenceTrajectory(traj.times, traj.values * 1.001, label=traj.label) for traj in references]
+    recording = _recorded_takes(tmp_path / "wider.mcap", others, metadata=wider)
+    assert run_cli(capsys, "dataset", "export", recording, "-o", tmp_path / "wider")[0] == 0
+    assert run_cli(capsys, "train", tmp_path / "wider", "-o", tmp_path / "wider.npz")[0] == 0
+    rc, _, err = run_cli(capsys, "robot", "--library", tmp_path / "wider.npz", "--duration", "0.1",
+                         "--secret-file", secret)
+    assert rc == 1 and "was learned for Wider home posture" in err and "its left shoulder differs" in err, err
+    # Both robots' takes in one library: refused, naming two of them.
+    rc, _, err = run_cli(capsys, "train", tmp_path / "takes", tmp_path / "wider", "-o", tmp_path / "mixed.npz")
+    assert rc == 1 and "were made for different robots, iCub home posture (arm" in err, err
+    assert "their left shoulder differs" in err and not (tmp_path / "mixed.npz").exists()
+
+
+def test_retargeted_references_name_their_robot_and_a_library_of_them_notes_it(tmp_path, capsys):
+    from promp.library import TaskLibrary
+
+    for k in range(2):
+        rc, _, err = run_cli(capsys, "retarget", SYNTHETIC / _SOURCE_TASK / f"{_SOURCE_TASK}_{k}.npz",
+                             "--out", tmp_path / f"r{k}")
+        assert rc == 0, err
+        (tmp_path / "takes" / _TASK).mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"r{k}" / "references.npz").rename(tmp_path / "takes" / _TASK / f"r{k}.npz")
+    rc, out, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 0 and "robot: iCub home posture (arm 0." in out, out + err
+    assert TaskLibrary.load(tmp_path / "lib.npz").metadata["robot_geometry"].startswith("{")
+    rc, out, err = run_cli(capsys, "info", tmp_path / "takes" / _TASK / "r0.npz")
+    assert rc == 0 and "\n  made for iCub home posture (arm 0." in out, out + err

@@ -166,6 +166,20 @@ def robot_arrays(recording: Recording, start_ns: int, end_ns: int) -> dict[str, 
     return arrays
 
 
+def robot_note_arrays_of(recording: Recording) -> dict[str, np.ndarray]:
+    """The note of the robot a station recording's references were made for (the station's
+    robot: keys :data:`teleop.robot.target.ROBOT_NOTE_KEYS` of its ``teleop.recording``
+    metadata record), as members of the exported files; {} for a recording without one."""
+    from teleop.robot.target import ROBOT_NOTE_KEYS
+
+    from .recorder import RECORDING_METADATA
+
+    for name, values in recording.metadata:
+        if name == RECORDING_METADATA:
+            return {key: np.array(str(values[key])) for key in ROBOT_NOTE_KEYS if key in values}
+    return {}
+
+
 def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[str, np.ndarray]) -> None:
     """``trajectory.save_npz(path)`` with ``arrays`` added to the same file (``path``: the
     export's temporary file, see :class:`teleop.output_set.OutputSet`)."""
@@ -547,7 +561,7 @@ def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel:
         result.skipped.append(f"{name}: {problem}: not exported (teleop train refuses such a take)")
         return None
     reading.next_read()
-    arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1),
+    arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1), **robot_note_arrays_of(recording),
               RECORDING_KEY: np.array(str(file.resolve())), CHANNEL_KEY: np.array(topic)}
     out = output_dir / task_folder_name(episode.task) / plan.file_name(episode)
     outputs.write(out, lambda tmp: save_with_arrays(trajectory, tmp, arrays))

@@ -105,6 +105,16 @@ def library_metadata(target: RobotTarget) -> dict[str, str]:
             "robot_geometry": json.dumps(target_geometry(target), sort_keys=True, separators=(",", ":"))}
 
 
+#: The keys of a robot note (:func:`library_metadata`): in a task library's metadata, a
+#: station recording's metadata record and the references files exported or retargeted.
+ROBOT_NOTE_KEYS = ("robot", "robot_dimensions", "robot_geometry")
+
+
+def robot_note_arrays(note: dict[str, str]) -> dict[str, np.ndarray]:
+    """The note's keys as string members of a references .npz file."""
+    return {key: np.array(note[key]) for key in ROBOT_NOTE_KEYS if key in note}
+
+
 #: How :func:`target_geometry`'s fields are named in messages (else by their names).
 FIELD_NAMES = {"left_sole_corners": "left sole", "right_sole_corners": "right sole", "com_xy": "CoM position",
                "com_height": "CoM height", "left_arm": "left arm's home posture",
@@ -123,29 +133,65 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def _geometry_differences(noted: str, target: RobotTarget) -> list[str] | None:
-    """The fields of ``target`` that differ from a noted geometry by more than
-    :data:`GEOMETRY_TOLERANCE` (None: the note is not one :func:`library_metadata` wrote,
-    or shares no field with ``target``). A field the note lacks (one added to the target
-    since) is not compared."""
+def _parsed_geometry(noted: str | None) -> dict[str, Any] | None:
+    """A noted geometry's fields, or None when it is not one :func:`library_metadata` wrote."""
+    if noted is None:
+        return None
     try:
-        learned = json.loads(noted)
+        geometry = json.loads(noted)
     except (ValueError, RecursionError):   # RecursionError: arrays nested thousands deep
         return None
-    if not isinstance(learned, dict):
-        return None
-    ours = target_geometry(target)
-    compared = [name for name in ours if name in learned]
+    return geometry if isinstance(geometry, dict) else None
+
+
+def _geometry_differences(theirs: dict[str, Any], ours: dict[str, Any]) -> list[str] | None:
+    """The fields of two geometries that differ by more than :data:`GEOMETRY_TOLERANCE`
+    (None: they share no field). A field one lacks (one added to the target since) is not
+    compared."""
+    compared = [name for name in ours if name in theirs]
     if not compared:
         return None
     differ = []
     for name in compared:
-        theirs = [_number(x) for x in learned[name]] if isinstance(learned[name], list) else []
+        a, b = ([_number(x) for x in values] if isinstance(values, list) else []
+                for values in (theirs[name], ours[name]))
         # + 1e-9: both sides are rounded to 0.1 mm, and 1 mm apart is "within 1 mm".
-        if len(theirs) != len(ours[name]) or not all(
-                x is not None and abs(x - y) <= GEOMETRY_TOLERANCE + 1e-9 for x, y in zip(theirs, ours[name])):
+        if len(a) != len(b) or not all(x is not None and y is not None and abs(x - y) <= GEOMETRY_TOLERANCE + 1e-9
+                                       for x, y in zip(a, b)):
             differ.append(name)
     return differ
+
+
+def _note_differences(theirs: dict[str, str], ours: dict[str, str]) -> list[str] | None:
+    """How two robot notes (:func:`library_metadata`) differ: None for one robot as far as
+    they tell (or when they tell nothing), else the geometry's differing fields, or [] when
+    only the four sizes could be compared and differ."""
+    geometries = _parsed_geometry(theirs.get("robot_geometry")), _parsed_geometry(ours.get("robot_geometry"))
+    if geometries[0] is not None and geometries[1] is not None:
+        differ = _geometry_differences(geometries[0], geometries[1])
+        if differ is not None:
+            return differ or None
+    sizes = theirs.get("robot_dimensions"), ours.get("robot_dimensions")
+    return None if None in sizes or sizes[0] == sizes[1] else []
+
+
+def _differ_clause(differ: list[str], whose: str) -> str:
+    """": its left sole differs" ("" for no field named)."""
+    names = [FIELD_NAMES.get(name, name.replace("_", " ")) for name in differ]
+    return f": {whose} {_listed(names)} differ{'s' if len(differ) == 1 else ''}" if differ else ""
+
+
+def _described(note: dict[str, str]) -> str:
+    return f"{note.get('robot') or 'a robot not named'} ({note.get('robot_dimensions') or 'sizes not noted'})"
+
+
+def robot_notes_mismatch(first: dict[str, str], second: dict[str, str]) -> str | None:
+    """Why two robot notes are not one robot's ("A (sizes) and B (sizes): their ... differ"),
+    or None."""
+    differ = _note_differences(first, second)
+    if differ is None:
+        return None
+    return f"{_described(first)} and {_described(second)}{_differ_clause(differ, 'their')}"
 
 
 def _listed(names: list[str]) -> str:
@@ -156,17 +202,10 @@ def _listed(names: list[str]) -> str:
 def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str | None:
     """Why a library with ``metadata`` was not learned for ``target`` (None if it was, or if
     the library does not say: libraries learned before it was noted, or from references
-    files). The whole geometry where it was noted; else the four sizes."""
-    learned_for = metadata.get("robot_dimensions")
-    geometry = metadata.get("robot_geometry")
-    differ = None if geometry is None else _geometry_differences(geometry, target)
+    files that do not name their robot). The whole geometry where it was noted; else the
+    four sizes."""
+    differ = _note_differences(metadata, library_metadata(target))
     if differ is None:
-        if learned_for is None or learned_for == target_dimensions(target):
-            return None
-        differ = []
-    elif not differ:
         return None
-    names = [FIELD_NAMES.get(name, name.replace("_", " ")) for name in differ]
-    where = f": its {_listed(names)} differ{'s' if len(differ) == 1 else ''}" if differ else ""
-    return (f"learned for {metadata.get('robot') or 'another robot'} ({learned_for or 'sizes not noted'}), not for "
-            f"{target.name} ({target_dimensions(target)}){where}")
+    return (f"learned for {_described(metadata)}, not for {target.name} ({target_dimensions(target)})"
+            f"{_differ_clause(differ, 'its')}")

@@ -363,8 +363,12 @@ def _run_robot(args: argparse.Namespace) -> int:
         if args.record:
             from teleop.stations.recording import RobotRecording
 
+            from teleop.robot.target import library_metadata, robot_target
+
+            # The robot note: `dataset export` passes it to the references files, `train` to a library.
             recording = RobotRecording(args.record, endpoint.clock, robot.joint_names,
-                                       metadata={"command": "teleop robot"}, task=args.task)
+                                       metadata={"command": "teleop robot", **library_metadata(robot_target(robot))},
+                                       task=args.task)
             resources.callback(recording.close)     # if the session fails: closed below otherwise
         station = RobotStation(endpoint, robot, sim, library, config,
                                video_out=recording.video_out(sender) if recording else
@@ -552,18 +556,22 @@ def _run_operator(args: argparse.Namespace) -> int:
         source = raw_source = _make_source(args)
         if hasattr(source, "close"):
             resources.callback(source.close)
+        target = robot_target(RobotModel())
         if args.record:
             # Opened once the ports and the input are there: a station that cannot start (a
             # typo in --input, a port in use) leaves no empty recording behind to refuse the
             # next run without --force.
+            from teleop.robot.target import library_metadata
             from teleop.stations.recording import OperatorRecording
 
-            recording = OperatorRecording(args.record, endpoint.clock, metadata={"command": "teleop operator",
-                                                                                 "input": args.source}, task=args.task)
+            # The robot note of the target it retargets to: `dataset export` passes it on.
+            recording = OperatorRecording(args.record, endpoint.clock, task=args.task,
+                                          metadata={"command": "teleop operator", "input": args.source,
+                                                    **library_metadata(target)})
             resources.callback(recording.close)     # if the session fails: closed below otherwise
         # Pause / emergency stop buttons gate what is sent; calibrate and record act on the station.
         source = GatedSource(recording.wrap_source(source) if recording else source)
-        station = OperatorStation(endpoint, robot_address, source, robot_target(RobotModel()), video,
+        station = OperatorStation(endpoint, robot_address, source, target, video,
                                   OperatorStationConfig(jitter_buffer_s=args.jitter_buffer))
         # The handler acts on the station, which is built on the source: given to the source
         # once both exist (events come only when the station polls it).
