@@ -83,7 +83,9 @@ def _damaged_recording(path, compression):
     """100 references (values 1.0 + i) in one chunk, then one bit of the chunk's data flipped;
     uncompressed, it turns the value 42.0 of one sample into 52.0 (still valid JSON)."""
     clock = {"t": 0}
-    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False, compression=compression) as rec:
+    # flush_interval_s: one chunk, however slow the machine (a wall-clock flush would cut it).
+    with Recorder(path, clock_ns=lambda: clock["t"], threaded=False, compression=compression,
+                  flush_interval_s=1e6) as rec:
         rec.start_episode("wave")
         for i in range(100):
             clock["t"] = i * 10_000_000
