@@ -59,3 +59,36 @@ def test_a_cache_write_that_fails_names_the_cache_and_leaves_no_temporary(tmp_pa
         write_cached(ET.ElementTree(ET.fromstring("<robot/>")), out)
     assert f"cache folder {tmp_path}" in str(exc.value) and exc.value.filename == str(out)
     assert list(tmp_path.iterdir()) == []
+
+
+def _robot_package(root, mesh_bytes: bytes = b"solid m\nendsolid m\n"):
+    """A minimal robot package under ``root``: robots/r/model.urdf whose link's mesh is a
+    ``package://`` URI into meshes/ (the iCub's layout in icub-models)."""
+    (root / "pkg" / "meshes").mkdir(parents=True)
+    (root / "pkg" / "meshes" / "m.stl").write_bytes(mesh_bytes)
+    urdf = root / "pkg" / "robots" / "r" / "model.urdf"
+    urdf.parent.mkdir(parents=True)
+    urdf.write_text('<robot name="r"><link name="base"><inertial><mass value="1"/>'
+                    '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial>'
+                    '<visual><geometry><mesh filename="package://pkg/meshes/m.stl"/></geometry></visual>'
+                    '</link></robot>')
+    return urdf
+
+
+def test_the_same_urdf_installed_elsewhere_is_prepared_with_its_own_meshes(tmp_path, monkeypatch):
+    """The cache was keyed by the URDF's content only: after a virtual environment was
+    removed and made again at another path (a new clone, `make clean-venv`), every
+    simulation loaded the cached copy whose meshes pointed into the removed one, and
+    pybullet said only "Cannot load URDF file" (a fresh clone's `make demo` failed so)."""
+    import shutil
+
+    from teleop.sim.urdf_prep import prepare_urdf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = prepare_urdf(_robot_package(tmp_path / "venv1"), set())
+    assert str(tmp_path / "venv1") in first.read_text()
+    shutil.rmtree(tmp_path / "venv1")
+    second = prepare_urdf(_robot_package(tmp_path / "venv2"), set())
+    meshes = [m.get("filename") for m in ET.parse(second).getroot().iter("mesh")]
+    assert meshes == [str(tmp_path / "venv2" / "pkg" / "meshes" / "m.stl")]
+    assert all(os.path.exists(m) for m in meshes)

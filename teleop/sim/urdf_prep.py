@@ -10,7 +10,8 @@ robot would weigh ~200 kg instead of 33 kg. We therefore
   within 0.1% of pinocchio's;
 * rewrite ``package://`` mesh URIs to absolute paths, which pybullet cannot resolve itself.
 
-The result is cached on disk, keyed by the source file's content and the options.
+The result is cached on disk, keyed by the source file's content, its location (the mesh
+paths written into the copy are found from it) and the options.
 """
 
 from __future__ import annotations
@@ -76,7 +77,12 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
         Path of the prepared URDF.
     """
     source = Path(urdf_path).read_bytes()
-    key = hashlib.sha256(source + repr((sorted(keep_links), visual, FRAME_LINK_MASS, 2)).encode()).hexdigest()[:16]
+    # The location is part of the key: the copy holds absolute mesh paths found from it, and
+    # the same file installed elsewhere (a virtual environment made again at another path)
+    # must not reuse a copy whose meshes were removed with the old one.
+    location = str(Path(urdf_path).resolve())
+    key = hashlib.sha256(source + repr((location, sorted(keep_links), visual, FRAME_LINK_MASS, 2)).encode()
+                         ).hexdigest()[:16]
     out = cache_dir() / f"{Path(urdf_path).parent.name}_{key}.urdf"
     if out.exists():
         return out
