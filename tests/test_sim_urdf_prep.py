@@ -92,3 +92,41 @@ def test_the_same_urdf_installed_elsewhere_is_prepared_with_its_own_meshes(tmp_p
     meshes = [m.get("filename") for m in ET.parse(second).getroot().iter("mesh")]
     assert meshes == [str(tmp_path / "venv2" / "pkg" / "meshes" / "m.stl")]
     assert all(os.path.exists(m) for m in meshes)
+
+
+def test_a_robot_model_whose_meshes_are_gone_names_a_missing_mesh(tmp_path, monkeypatch):
+    """pybullet says only "Cannot load URDF file" when a mesh is missing: the simulation
+    names the model and a missing mesh (a FileNotFoundError, which every command reports
+    as one line, exit 1) and leaves no pybullet client connected."""
+    import pybullet as pb
+
+    import teleop.sim.simulator as simulator
+    from teleop.robot.model import RobotModel
+
+    real_prepare = simulator.prepare_urdf
+    gone = tmp_path / "removed-venv" / "meshes" / "root_link.stl"
+
+    def prepared_with_a_removed_mesh(*args, **kwargs):
+        tree = ET.parse(real_prepare(*args, **kwargs))
+        next(tree.getroot().iter("mesh")).set("filename", str(gone))
+        out = tmp_path / "model.urdf"
+        tree.write(out)
+        return out
+
+    monkeypatch.setattr(simulator, "prepare_urdf", prepared_with_a_removed_mesh)
+    clients_before = [c for c in range(16) if pb.isConnected(c)]
+    with pytest.raises(FileNotFoundError, match="1 mesh file.*not on disk") as exc:
+        simulator.Simulation(RobotModel("icub"))
+    assert str(gone) in str(exc.value) and str(tmp_path / "model.urdf") in str(exc.value)
+    assert [c for c in range(16) if pb.isConnected(c)] == clients_before
+
+
+def test_a_model_pybullet_refuses_for_another_reason_is_named_with_pybullets_words(tmp_path, monkeypatch):
+    from teleop.sim.urdf_prep import load_failure, prepare_urdf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    urdf = prepare_urdf(_robot_package(tmp_path), set())     # its meshes are there
+    error = load_failure(urdf, RuntimeError("Cannot load URDF file."))
+    assert isinstance(error, RuntimeError) and str(urdf) in str(error) and "Cannot load URDF file." in str(error)
+    (tmp_path / "broken.urdf").write_text("<robot")
+    assert "not a readable URDF" in str(load_failure(tmp_path / "broken.urdf", RuntimeError("x")))

@@ -40,7 +40,7 @@ import pinocchio as pin
 from teleop.robot.model import NQ_BASE, RobotModel
 from teleop.sim.pybullet_module import pb
 from teleop.sim.scene import SceneObject, add_to_simulation
-from teleop.sim.urdf_prep import prepare_urdf
+from teleop.sim.urdf_prep import load_failure, prepare_urdf
 
 #: Allowance added to each joint's lever arm for the extent of the links themselves [m].
 LINK_EXTENT_M = 0.08
@@ -88,7 +88,11 @@ class CollisionWorld:
         urdf = prepare_urdf(d.urdf_path, keep, visual=False)
         self.client = pb.connect(pb.DIRECT)
         kw = self._kw = {"physicsClientId": self.client}
-        self.body = pb.loadURDF(str(urdf), useFixedBase=True, **kw)
+        try:
+            self.body = pb.loadURDF(str(urdf), useFixedBase=True, **kw)
+        except pb.error as exc:
+            pb.disconnect(self.client)
+            raise load_failure(urdf, exc) from exc
         info = pb.getDynamicsInfo(self.body, -1, **kw)
         self._inertial = (info[3], info[4])
         joint_of, link_of = {}, {}

@@ -47,7 +47,7 @@ from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_
                                  params_from_dict, read_parameter_file)
 from teleop.sim.pybullet_module import pb
 from teleop.sim.target_spline import TickInterpolator
-from teleop.sim.urdf_prep import cache_dir, prepare_urdf, write_cached
+from teleop.sim.urdf_prep import cache_dir, load_failure, prepare_urdf, write_cached
 
 if TYPE_CHECKING:
     from teleop.sim.servo import JointServo
@@ -199,6 +199,9 @@ class Simulation:
         try:
             self.body = pb.loadURDF(str(urdf), q_home[:3], q_home[3:7], useFixedBase=fixed_base,
                                     flags=pb.URDF_USE_INERTIA_FROM_FILE, **self._pb_kwargs)
+        except pb.error as exc:
+            pb.disconnect(self.client)        # no half-made simulation left connected
+            raise load_failure(urdf, exc) from exc
         finally:
             if link_scales:
                 urdf.unlink(missing_ok=True)  # one per parameter set (calibration): not cached

@@ -130,6 +130,22 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
     return out
 
 
+def load_failure(urdf: Path, error: Exception) -> Exception:
+    """What to raise when pybullet could not load ``urdf`` (its ``pybullet.error`` says only
+    "Cannot load URDF file"): a FileNotFoundError naming the first mesh the file refers to
+    that is not on disk (meshes removed with the package that held them), else a
+    RuntimeError naming the file and pybullet's words."""
+    try:
+        meshes = [m.get("filename") or "" for m in ET.parse(urdf).getroot().iter("mesh")]
+    except (OSError, ET.ParseError) as exc:
+        return RuntimeError(f"pybullet cannot load the robot model {urdf}: it is not a readable URDF ({exc})")
+    missing = [m for m in meshes if not os.path.exists(m)]
+    if missing:
+        return FileNotFoundError(f"the robot model {urdf} refers to {len(missing)} mesh file(s) that are not on "
+                                 f"disk, e.g. {missing[0]}: reinstall the package that holds them")
+    return RuntimeError(f"pybullet cannot load the robot model {urdf}: {error}")
+
+
 def write_cached(tree: ET.ElementTree, out: Path) -> None:
     """Write ``tree`` to ``out`` in the cache: a temporary file of this process's and
     thread's own, then an atomic rename, so that concurrent processes (``teleop tune
