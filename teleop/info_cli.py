@@ -115,9 +115,10 @@ def _print_info(path: Path, info: dict, as_json: bool) -> int:
         print(f"{path}: robot references{' of ' + repr(info['label']) if info['label'] else ''}, "
               f"{info['samples']} samples over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz)"
               + (f", from {info['source']}" if info["source"] else ""))
+        from teleop.robot.target import described_robot
+
         robot = info["robot"]
-        print(f"  made for {robot.get('robot') or 'a robot not named'} ({robot.get('robot_dimensions')})" if robot
-              else "  the robot they were made for is not noted")
+        print(f"  made for {described_robot(robot)}" if robot else "  the robot they were made for is not noted")
     return 0
 
 

@@ -115,14 +115,28 @@ def _npz_kind(path: Path) -> str | None:
 
 def robot_note(path: Path) -> dict[str, str] | None:
     """The note of the robot a references file was made for (its string members named
-    :data:`teleop.robot.target.ROBOT_NOTE_KEYS`), or None without one."""
+    :data:`teleop.robot.target.ROBOT_NOTE_KEYS`), or None without one.
+
+    Raises:
+        InvalidReferences: naming ``path``, when a note member cannot be read (damaged
+            data raises zlib.error, an object array ValueError, neither naming the file).
+    """
     from retarget.npz_checks import CheckedNpz
+    from retarget.references import InvalidReferences
     from teleop.robot.target import ROBOT_NOTE_KEYS
 
-    with np.load(path, allow_pickle=False) as data:
-        members = CheckedNpz(data)
-        note = {key: str(members[key]) for key in ROBOT_NOTE_KEYS
-                if key in members and members[key].dtype.kind == "U" and members[key].ndim == 0}
+    note = {}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            members = CheckedNpz(data)
+            for key in ROBOT_NOTE_KEYS:
+                if key not in members:
+                    continue
+                value = members[key]    # read once: each access decompresses the member again
+                if value.dtype.kind == "U" and value.ndim == 0:
+                    note[key] = str(value)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+        raise InvalidReferences(f"{path}: damaged .npz file ({exc})") from None
     return note or None
 
 

@@ -222,30 +222,38 @@ def _robot_note_of(takes: list, retargeted_here: dict[str, str]) -> tuple[dict[s
     """(the note of the robot every take was made for, how many takes do not say): a take
     retargeted here was made for ``retargeted_here`` (--robot's note); a references file
     says in its own note, when ``teleop retarget`` or ``teleop dataset export`` wrote it.
-    The note is None when any take does not say.
+    A note that gives neither geometry nor sizes does not say. The note is None when any
+    take does not say.
+
+    Every two different notes are compared, not each with the first: "within 1 mm" is not
+    transitive, so robots A ~ B ~ C with A and C 2 mm apart are refused in any order.
 
     Raises:
         PreconditionError: two takes were made for different robots (the ProMPs would
             learn a mean of two robots' references).
     """
-    from teleop.robot.target import robot_notes_mismatch
+    from teleop.robot.target import note_tells_robot, robot_notes_mismatch
 
     noted = [(take, retargeted_here if take.retargeted else take.robot_note) for take in takes]
-    noted = [(take, note) for take, note in noted if note is not None]
-    for take, note in noted[1:]:
-        mismatch = robot_notes_mismatch(noted[0][1], note)
-        if mismatch:
-            first = noted[0][0]
-            raise PreconditionError(
-                f"{first.path} and {take.path} were made for different robots, {mismatch}: a task library learns "
-                "one robot's references (give the human motion files to retarget them all to --robot, or learn "
-                "each robot's takes apart)")
+    noted = [(take, note) for take, note in noted if note is not None and note_tells_robot(note)]
+    distinct: dict[tuple, tuple] = {}    # one (take, note) per different note, in take order
+    for take, note in noted:
+        distinct.setdefault(tuple(sorted(note.items())), (take, note))
+    pairs = list(distinct.values())
+    for i, (first, first_note) in enumerate(pairs):
+        for take, note in pairs[i + 1:]:
+            mismatch = robot_notes_mismatch(first_note, note)
+            if mismatch:
+                raise PreconditionError(
+                    f"{first.path} and {take.path} were made for different robots, {mismatch}: a task library "
+                    "learns one robot's references (give the human motion files to retarget them all to --robot, "
+                    "or learn each robot's takes apart)")
     unnoted = len(takes) - len(noted)
     return (noted[0][1] if noted and not unnoted else None), unnoted
 
 
 def _train(args: argparse.Namespace) -> int:
-    from teleop.robot.target import library_metadata
+    from teleop.robot.target import described_robot, library_metadata
 
     if args.out.is_dir():   # found now, not after the learning
         raise PreconditionError(f"-o {args.out} is a folder: give the library file to write, "
@@ -265,10 +273,11 @@ def _train(args: argparse.Namespace) -> int:
     _check_rate(args, files)
     target = robot_target_of(args)
     takes = _each_content_once(read_take_files(args, files, target))
+    # Takes made for different robots are refused before the learning, not after it.
+    note, unnoted = _robot_note_of(takes, library_metadata(target))
     _check_lengths(takes, args.basis)
     counts = Counter(t.label for t in takes)
     library = _learn(takes, args.basis, args.covariance)
-    note, unnoted = _robot_note_of(takes, library_metadata(target))
     if note is not None:
         library.metadata.update(note)    # the robot station checks it is its robot's
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -284,7 +293,7 @@ def _train(args: argparse.Namespace) -> int:
         print(f"  robot: not noted ({unnoted} of the {len(takes)} takes {are} that do not name the robot they "
               "were made for); teleop robot cannot check the library was learned for it")
     else:
-        print(f"  robot: {note.get('robot')} ({note.get('robot_dimensions')})")
+        print(f"  robot: {described_robot(note)}")
     single = [label for label in library.labels if counts[label] == 1]
     if single:
         # Its ProMP has no spread: the robot would replay that one take whatever the operator does.

@@ -130,3 +130,61 @@ def test_a_model_pybullet_refuses_for_another_reason_is_named_with_pybullets_wor
     assert isinstance(error, RuntimeError) and str(urdf) in str(error) and "Cannot load URDF file." in str(error)
     (tmp_path / "broken.urdf").write_text("<robot")
     assert "not a readable URDF" in str(load_failure(tmp_path / "broken.urdf", RuntimeError("x")))
+
+
+def test_a_urdf_reached_through_a_symbolic_link_refers_to_its_real_meshes(tmp_path, monkeypatch):
+    """The key was the resolved path but the meshes were found beside the link: after the
+    link was removed (and the package reached through another), the cached copy pointed
+    through the removed link."""
+    from teleop.sim.urdf_prep import prepare_urdf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    urdf = _robot_package(tmp_path / "real")
+    (tmp_path / "site1").symlink_to(tmp_path / "real")
+    prepare_urdf(tmp_path / "site1" / urdf.relative_to(tmp_path / "real"), set())
+    (tmp_path / "site1").unlink()
+    (tmp_path / "site2").symlink_to(tmp_path / "real")
+    copy = prepare_urdf(tmp_path / "site2" / urdf.relative_to(tmp_path / "real"), set())
+    meshes = [m.get("filename") for m in ET.parse(copy).getroot().iter("mesh")]
+    assert meshes == [str(tmp_path / "real" / "pkg" / "meshes" / "m.stl")]
+
+
+def test_a_cached_copy_whose_meshes_are_gone_is_not_reused(tmp_path, monkeypatch):
+    """A package removed and reinstalled at the same path without a mesh: the cached copy was
+    returned as it was, and pybullet failed on it later; now it is made again, and the
+    missing mesh is named."""
+    from teleop.sim.urdf_prep import prepare_urdf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    urdf = _robot_package(tmp_path)
+    prepare_urdf(urdf, set())
+    (tmp_path / "pkg" / "meshes" / "m.stl").unlink()
+    with pytest.raises(FileNotFoundError, match="cannot resolve mesh package://pkg/meshes/m.stl"):
+        prepare_urdf(urdf, set())
+    # A damaged copy (a cut-short write) is made again too.
+    (tmp_path / "pkg" / "meshes" / "m.stl").write_bytes(b"solid m\nendsolid m\n")
+    copy = prepare_urdf(urdf, set())
+    copy.write_text("<robot")
+    assert prepare_urdf(urdf, set()) == copy and ET.parse(copy).getroot().tag == "robot"
+
+
+@pytest.mark.parametrize("where", ["preparing the model", "setting the robot up"])
+def test_a_simulation_that_fails_to_start_leaves_no_pybullet_client(monkeypatch, where):
+    """Before, a failure preparing the model file (after pybullet was connected) or anywhere
+    after loading it left a connected client behind in the process."""
+    import pybullet as pb
+
+    import teleop.sim.simulator as simulator
+    from teleop.robot.model import RobotModel
+
+    def fail(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    if where == "preparing the model":
+        monkeypatch.setattr(simulator, "prepare_urdf", fail)
+    else:
+        monkeypatch.setattr(simulator.Simulation, "_index_links_and_joints", fail)
+    clients_before = [c for c in range(16) if pb.isConnected(c)]
+    with pytest.raises(OSError, match="No space left"):
+        simulator.Simulation(RobotModel("icub"))
+    assert [c for c in range(16) if pb.isConnected(c)] == clients_before

@@ -620,3 +620,124 @@ def test_retargeted_references_name_their_robot_and_a_library_of_them_notes_it(t
     assert TaskLibrary.load(tmp_path / "lib.npz").metadata["robot_geometry"].startswith("{")
     rc, out, err = run_cli(capsys, "info", tmp_path / "takes" / _TASK / "r0.npz")
     assert rc == 0 and "\n  made for iCub home posture (arm 0." in out, out + err
+
+
+def _noted_take(traj, path: Path, note: dict[str, str]) -> Path:
+    """``traj`` saved as a references take whose robot note is ``note`` (as `teleop
+    retarget` and `teleop dataset export` write it)."""
+    from teleop.robot.target import robot_note_arrays
+
+    _save(traj, path)
+    with np.load(path, allow_pickle=False) as data:
+        members = {key: data[key] for key in data.files}
+    np.savez_compressed(path, **members, **robot_note_arrays(note))
+    return path
+
+
+def _shifted_note(note: dict[str, str], metres: float, name: str) -> dict[str, str]:
+    """``note`` for a robot whose left shoulder is ``metres`` further left."""
+    import json
+
+    geometry = json.loads(note["robot_geometry"])
+    geometry["left_shoulder"][1] += metres
+    return dict(note, robot=name, robot_geometry=json.dumps(geometry))
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (1, 0, 2), (1, 2, 0), (2, 1, 0)])
+def test_takes_of_robots_within_a_millimetre_of_a_third_are_refused_in_any_order(references, tmp_path, capsys,
+                                                                                 order):
+    """Robots A, B = A + 0.8 mm, C = A + 1.6 mm: B is within 1 mm of both, A and C are not.
+    Before, each note was compared with the first take's only: with B first, all three were
+    learned together and the library noted B."""
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    base = library_metadata(robot_target(RobotModel()))
+    notes = [_shifted_note(base, 0.0008 * k, f"robot {'ABC'[k]}") for k in range(3)]
+    for rank, k in enumerate(order):
+        _noted_take(references[k], tmp_path / "takes" / _TASK / f"t{rank}.npz", notes[k])
+    rc, _, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 1 and "were made for different robots" in err, err
+    assert "robot A" in err and "robot C" in err and "their left shoulder differs" in err, err
+    assert not (tmp_path / "lib.npz").exists()
+
+
+def test_a_note_that_names_the_robot_only_neither_hides_a_mismatch_nor_is_stored(references, tmp_path, capsys):
+    """Before, a first take noting only a name was compared with the others (nothing to
+    compare: no mismatch), so two robots 5 cm apart were learned together, and the library
+    noted the name alone ("robot: iCub (None)")."""
+    from promp.library import TaskLibrary
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    note = library_metadata(robot_target(RobotModel()))
+    folder = tmp_path / "takes" / _TASK
+    _noted_take(references[0], folder / "t0.npz", {"robot": "iCub"})
+    _noted_take(references[1], folder / "t1.npz", note)
+    _noted_take(references[2], folder / "t2.npz", _shifted_note(note, 0.05, "Wider"))
+    rc, _, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 1 and f"{folder / 't1.npz'} and {folder / 't2.npz'} were made for different robots" in err, err
+    # Without the wider one: learned, and noted as no robot (one take does not say which).
+    (folder / "t2.npz").unlink()
+    rc, out, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 0 and "robot: not noted (1 of the 2 takes is a references file" in out, out + err
+    assert "robot" not in TaskLibrary.load(tmp_path / "lib.npz").metadata
+    rc, out, err = run_cli(capsys, "info", folder / "t0.npz")
+    assert rc == 0 and "made for iCub (sizes not noted)" in out, out + err
+
+
+def test_takes_made_for_different_robots_are_refused_before_any_is_learned(references, tmp_path, capsys,
+                                                                           monkeypatch):
+    """Before, every ProMP was fitted first, and only then were the takes found unfit to learn
+    together."""
+    import teleop.train_cli as train_cli
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    def learn(*_):
+        raise AssertionError("learned before the robots were compared")
+
+    monkeypatch.setattr(train_cli, "_learn", learn)
+    note = library_metadata(robot_target(RobotModel()))
+    _noted_take(references[0], tmp_path / "takes" / _TASK / "t0.npz", note)
+    _noted_take(references[1], tmp_path / "takes" / _TASK / "t1.npz", _shifted_note(note, 0.05, "Wider"))
+    rc, _, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 1 and "were made for different robots" in err, err
+
+
+def _damage_member(path: Path, member: str) -> None:
+    """Flip bytes in the middle of ``member``'s compressed data in the .npz at ``path``."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(member)
+    raw = bytearray(path.read_bytes())
+    name_length, extra_length = struct.unpack("<HH", raw[info.header_offset + 26:info.header_offset + 30])
+    middle = info.header_offset + 30 + name_length + extra_length + info.compress_size // 2
+    raw[middle:middle + 8] = bytes(255 - b for b in raw[middle:middle + 8])
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("command", ["train", "info"])
+def test_a_damaged_robot_note_is_an_error_naming_the_file(references, tmp_path, capsys, command):
+    """Before: a traceback of zlib.error (or zipfile's bad CRC), naming no file."""
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    take = _noted_take(references[0], tmp_path / "takes" / _TASK / "t0.npz",
+                       library_metadata(robot_target(RobotModel())))
+    _noted_take(references[1], tmp_path / "takes" / _TASK / "t1.npz", library_metadata(robot_target(RobotModel())))
+    _damage_member(take, "robot_geometry.npy")
+    target = [tmp_path / "takes", "-o", tmp_path / "lib.npz"] if command == "train" else [take]
+    rc, _, err = run_cli(capsys, command, *target)
+    assert rc == 1 and f"{take}: damaged .npz file" in err and "Traceback" not in err, err
+
+
+def test_a_robot_note_member_holding_objects_is_an_error_naming_the_file(references, tmp_path, capsys):
+    take = _save(references[0], tmp_path / "t0.npz")
+    with np.load(take, allow_pickle=False) as data:
+        members = {key: data[key] for key in data.files}
+    np.savez_compressed(take, **members, robot=np.array(["iCub", None], dtype=object))
+    rc, _, err = run_cli(capsys, "info", take)
+    assert rc == 1 and f"{take}: damaged .npz file" in err and "Object arrays" in err, err

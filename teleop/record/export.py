@@ -32,8 +32,12 @@ without ``force``, a file of an episode exported under an earlier label into ano
 folder (after ``teleop dataset label --episode N``: the demonstration would train both
 tasks), which ``force`` removes once the episode's new file is written.
 
-A robot station's recording adds what the robot did in the episode, one row per control
-tick of its ``/robot/state``, to the same file (arrays that
+A recording whose metadata notes the robot it was made for (both stations note theirs)
+passes that note to each file, as the string members ``robot``, ``robot_dimensions`` and
+``robot_geometry`` (:data:`teleop.robot.target.ROBOT_NOTE_KEYS`): ``teleop train`` notes
+it in the library, or refuses takes made for different robots, and ``teleop info`` shows
+it. A robot station's recording also adds what the robot did in the episode, one row per
+control tick of its ``/robot/state`` (arrays that
 :meth:`~retarget.references.ReferenceTrajectory.load_npz` and ``teleop train`` ignore):
 
 ==================  ==========  ===========================================================
@@ -48,7 +52,8 @@ key                 shape       content
 ==================  ==========  ===========================================================
 
 Each is written when the recording holds it: recordings made before the joint commands and
-states were recorded, and operator recordings, give the trajectory alone.
+states were recorded, and operator recordings, give no robot arrays (and recordings made
+before stations noted their robot, no note).
 """
 
 from __future__ import annotations

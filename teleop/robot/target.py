@@ -175,13 +175,20 @@ def _note_differences(theirs: dict[str, str], ours: dict[str, str]) -> list[str]
     return None if None in sizes or sizes[0] == sizes[1] else []
 
 
+def note_tells_robot(note: dict[str, str]) -> bool:
+    """Whether a robot note says enough to be compared: a readable geometry or the four
+    sizes (a name alone does not: two robots may share one)."""
+    return _parsed_geometry(note.get("robot_geometry")) is not None or bool(note.get("robot_dimensions"))
+
+
 def _differ_clause(differ: list[str], whose: str) -> str:
     """": its left sole differs" ("" for no field named)."""
     names = [FIELD_NAMES.get(name, name.replace("_", " ")) for name in differ]
     return f": {whose} {_listed(names)} differ{'s' if len(differ) == 1 else ''}" if differ else ""
 
 
-def _described(note: dict[str, str]) -> str:
+def described_robot(note: dict[str, str]) -> str:
+    """"iCub home posture (arm 0.52 m, ...)": a robot note's name and sizes, or what is not noted."""
     return f"{note.get('robot') or 'a robot not named'} ({note.get('robot_dimensions') or 'sizes not noted'})"
 
 
@@ -191,7 +198,7 @@ def robot_notes_mismatch(first: dict[str, str], second: dict[str, str]) -> str |
     differ = _note_differences(first, second)
     if differ is None:
         return None
-    return f"{_described(first)} and {_described(second)}{_differ_clause(differ, 'their')}"
+    return f"{described_robot(first)} and {described_robot(second)}{_differ_clause(differ, 'their')}"
 
 
 def _listed(names: list[str]) -> str:
@@ -207,5 +214,5 @@ def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str
     differ = _note_differences(metadata, library_metadata(target))
     if differ is None:
         return None
-    return (f"learned for {_described(metadata)}, not for {target.name} ({target_dimensions(target)})"
+    return (f"learned for {described_robot(metadata)}, not for {target.name} ({target_dimensions(target)})"
             f"{_differ_clause(differ, 'its')}")

@@ -166,14 +166,37 @@ class Simulation:
         self.servo_kind = "explicit" if self.actuator is not None else self._resolve_servo(servo)
         self.realtime = realtime
         self._pacer = RealTimePacer() if realtime else None
-        if gui:
-            check_display()   # else pybullet exits the whole process ("cannot connect to X server")
-        self.client = pb.connect(pb.GUI if gui else pb.DIRECT)
-        if self.client < 0:
+        # The model file is prepared before pybullet is connected: a failure there (a mesh
+        # not found, a disk full) leaves no client behind.
+        keep = set(robot.description.frames.values()) | {f.parent for f in robot.description.extra_frames.values()}
+        keep |= {f"{side}_foot" for side in ("l", "r")}
+        urdf = prepare_urdf(robot.description.urdf_path, keep, visual=visual)
+        link_scales = self.actuator.link_scales if self.actuator is not None else {}
+        if link_scales or not collisions:
+            urdf = _rewritten_urdf(urdf, link_scales, collisions)
+        try:
             if gui:
-                raise DisplayUnavailable("pybullet could not open its GUI window (a GUI simulation already runs "
-                                         "in this process, or the display refused it)")
-            raise RuntimeError("pybullet could not start a simulation")
+                check_display()   # else pybullet exits the whole process ("cannot connect to X server")
+            self.client = pb.connect(pb.GUI if gui else pb.DIRECT)
+            if self.client < 0:
+                if gui:
+                    raise DisplayUnavailable("pybullet could not open its GUI window (a GUI simulation already runs "
+                                             "in this process, or the display refused it)")
+                raise RuntimeError("pybullet could not start a simulation")
+            try:
+                self._set_up(urdf, fixed_base, solver_iterations)
+            except BaseException:
+                self.close()      # no half-made simulation left connected
+                raise
+        finally:
+            if link_scales:
+                urdf.unlink(missing_ok=True)  # one per parameter set (calibration): not cached
+
+    def _set_up(self, urdf: Path, fixed_base: bool, solver_iterations: int | None) -> None:
+        """Everything after connecting: the world, the robot from ``urdf``, its contacts and
+        servo, at the home posture."""
+        robot = self.robot
+        dt = self.dt
         self._pb_kwargs = {"physicsClientId": self.client}
         pb.setTimeStep(dt, **self._pb_kwargs)
         pb.setGravity(0, 0, -GRAVITY, **self._pb_kwargs)
@@ -189,22 +212,12 @@ class Simulation:
         friction = float(robot.description.sim.get("ground_friction", 1.0))
         pb.changeDynamics(self.plane, -1, lateralFriction=friction, **self._pb_kwargs)
 
-        keep = set(robot.description.frames.values()) | {f.parent for f in robot.description.extra_frames.values()}
-        keep |= {f"{side}_foot" for side in ("l", "r")}
-        urdf = prepare_urdf(robot.description.urdf_path, keep, visual=visual)
-        link_scales = self.actuator.link_scales if self.actuator is not None else {}
-        if link_scales or not collisions:
-            urdf = _rewritten_urdf(urdf, link_scales, collisions)
         q_home = robot.home_configuration()
         try:
             self.body = pb.loadURDF(str(urdf), q_home[:3], q_home[3:7], useFixedBase=fixed_base,
                                     flags=pb.URDF_USE_INERTIA_FROM_FILE, **self._pb_kwargs)
         except pb.error as exc:
-            pb.disconnect(self.client)        # no half-made simulation left connected
             raise load_failure(urdf, exc) from exc
-        finally:
-            if link_scales:
-                urdf.unlink(missing_ok=True)  # one per parameter set (calibration): not cached
         self._index_links_and_joints()
         info = pb.getDynamicsInfo(self.body, -1, **self._pb_kwargs)
         # pybullet's base frame is the root link's inertial frame; keep the offset to

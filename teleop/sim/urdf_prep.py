@@ -76,15 +76,17 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
     Returns:
         Path of the prepared URDF.
     """
-    source = Path(urdf_path).read_bytes()
+    # Resolved once, for the key and for finding the meshes alike: through a symbolic link
+    # the meshes were found beside the link, and the copy went stale when it was removed.
+    urdf_path = Path(urdf_path).resolve()
+    source = urdf_path.read_bytes()
     # The location is part of the key: the copy holds absolute mesh paths found from it, and
     # the same file installed elsewhere (a virtual environment made again at another path)
     # must not reuse a copy whose meshes were removed with the old one.
-    location = str(Path(urdf_path).resolve())
-    key = hashlib.sha256(source + repr((location, sorted(keep_links), visual, FRAME_LINK_MASS, 2)).encode()
+    key = hashlib.sha256(source + repr((str(urdf_path), sorted(keep_links), visual, FRAME_LINK_MASS, 2)).encode()
                          ).hexdigest()[:16]
-    out = cache_dir() / f"{Path(urdf_path).parent.name}_{key}.urdf"
-    if out.exists():
+    out = cache_dir() / f"{urdf_path.parent.name}_{key}.urdf"
+    if _usable(out):
         return out
 
     root = ET.fromstring(source)
@@ -121,7 +123,7 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
         filename = mesh.get("filename")
         if filename is None:
             raise ValueError(f"{urdf_path}: a <mesh> has no filename")
-        mesh.set("filename", _resolve_package_uri(filename, Path(urdf_path)))
+        mesh.set("filename", _resolve_package_uri(filename, urdf_path))
     # Gazebo plugins and sensors mean nothing to pybullet.
     for tag in ("gazebo", "sensor"):
         for element in root.findall(tag):
@@ -130,16 +132,31 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
     return out
 
 
+def missing_meshes(urdf: Path) -> list[str]:
+    """The mesh files ``urdf`` refers to that are not on disk (raises OSError or
+    ET.ParseError for a file that is not a readable URDF)."""
+    meshes = [m.get("filename") or "" for m in ET.parse(urdf).getroot().iter("mesh")]
+    return [m for m in meshes if not os.path.exists(m)]
+
+
+def _usable(copy: Path) -> bool:
+    """Whether a cached copy can be loaded as it is: a readable URDF whose meshes are all on
+    disk (else it is made again: its package removed and reinstalled at the same path)."""
+    try:
+        return not missing_meshes(copy)
+    except (OSError, ET.ParseError):
+        return False
+
+
 def load_failure(urdf: Path, error: Exception) -> Exception:
     """What to raise when pybullet could not load ``urdf`` (its ``pybullet.error`` says only
     "Cannot load URDF file"): a FileNotFoundError naming the first mesh the file refers to
     that is not on disk (meshes removed with the package that held them), else a
     RuntimeError naming the file and pybullet's words."""
     try:
-        meshes = [m.get("filename") or "" for m in ET.parse(urdf).getroot().iter("mesh")]
+        missing = missing_meshes(urdf)
     except (OSError, ET.ParseError) as exc:
         return RuntimeError(f"pybullet cannot load the robot model {urdf}: it is not a readable URDF ({exc})")
-    missing = [m for m in meshes if not os.path.exists(m)]
     if missing:
         return FileNotFoundError(f"the robot model {urdf} refers to {len(missing)} mesh file(s) that are not on "
                                  f"disk, e.g. {missing[0]}: reinstall the package that holds them")
