@@ -188,3 +188,25 @@ def test_a_simulation_that_fails_to_start_leaves_no_pybullet_client(monkeypatch,
     with pytest.raises(OSError, match="No space left"):
         simulator.Simulation(RobotModel("icub"))
     assert [c for c in range(16) if pb.isConnected(c)] == clients_before
+
+
+def test_copies_unused_for_a_month_are_removed_when_a_new_one_is_made(tmp_path, monkeypatch):
+    """Copies for removed environments (and keyed the old way) stayed in ~/.cache for ever;
+    a copy in use is kept however old it was made."""
+    import time
+
+    from teleop.sim.urdf_prep import UNUSED_DAYS, cache_dir, prepare_urdf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    used = prepare_urdf(_robot_package(tmp_path / "a"), set())
+    stale, fresh, killed = (cache_dir() / name for name in ("old_0123.urdf", "new_4567.urdf", "x.urdf.1.2.tmp"))
+    for path in (stale, fresh, killed):
+        path.write_text("<robot/>")
+    month_ago = time.time() - (UNUSED_DAYS + 1) * 86400
+    for path in (stale, killed, used):
+        os.utime(path, (month_ago, month_ago))
+    assert prepare_urdf(tmp_path / "a" / "pkg" / "robots" / "r" / "model.urdf", set()) == used   # used: kept
+    prepare_urdf(_robot_package(tmp_path / "b"), set())      # a new copy: the unused ones go
+    assert sorted(p.name for p in cache_dir().iterdir() if p.name in {stale.name, fresh.name, killed.name}) == \
+        [fresh.name]
+    assert used.exists()

@@ -11,7 +11,9 @@ robot would weigh ~200 kg instead of 33 kg. We therefore
 * rewrite ``package://`` mesh URIs to absolute paths, which pybullet cannot resolve itself.
 
 The result is cached on disk, keyed by the source file's content, its location (the mesh
-paths written into the copy are found from it) and the options.
+paths written into the copy are found from it) and the options. A copy not used for
+:data:`UNUSED_DAYS` days (one for an environment since removed, or keyed the old way) is
+removed when a new copy is made.
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 #: Mass [kg] and principal inertia [kg m^2] given to kept inertia-less frame links.
 FRAME_LINK_MASS = 1e-4
 FRAME_LINK_INERTIA = 1e-9
+
+#: Days after which a cached copy nobody used is removed.
+UNUSED_DAYS = 30
 
 
 def cache_dir() -> Path:
@@ -87,7 +93,9 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
                          ).hexdigest()[:16]
     out = cache_dir() / f"{urdf_path.parent.name}_{key}.urdf"
     if _usable(out):
+        mark_used(out)
         return out
+    prune_unused(out.parent)
 
     root = ET.fromstring(source)
     tree = ET.ElementTree(root)
@@ -137,6 +145,31 @@ def missing_meshes(urdf: Path) -> list[str]:
     ET.ParseError for a file that is not a readable URDF)."""
     meshes = [m.get("filename") or "" for m in ET.parse(urdf).getroot().iter("mesh")]
     return [m for m in meshes if not os.path.exists(m)]
+
+
+def mark_used(copy: Path) -> None:
+    """Set a cached copy's modification time to now (its last use, which
+    :func:`prune_unused` reads); a read-only cache is left as it is."""
+    try:
+        os.utime(copy)
+    except OSError:
+        pass
+
+
+def prune_unused(folder: Path, days: float = UNUSED_DAYS) -> list[Path]:
+    """Remove the cached copies (and temporaries of killed writers) in ``folder`` that were
+    last used more than ``days`` ago; returns those removed. One another process removes
+    first, or cannot remove, is left to it."""
+    removed = []
+    oldest = time.time() - days * 86400.0
+    for path in [*folder.glob("*.urdf"), *folder.glob("*.tmp")]:
+        try:
+            if path.stat().st_mtime < oldest:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            pass
+    return removed
 
 
 def _usable(copy: Path) -> bool:
