@@ -100,7 +100,7 @@ def _print_info(path: Path, info: dict, as_json: bool) -> int:
         robot, sizes = info["metadata"].get("robot"), info["metadata"].get("robot_dimensions")
         print(f"  learned for {robot or 'a robot not named'}{f' ({sizes})' if sizes else ''}" if robot or sizes
               else "  the robot it was learned for is not noted (learned from references files that do not "
-                   "name it, or before libraries noted it)")
+                   "note it, or before libraries noted it)")
         for label, task in info["tasks"].items():
             print(f"  {label:20s} {task['takes']:3d} takes, mean {task['mean_duration_s']:.2f} s "
                   f"({task['min_duration_s']:.2f}-{task['max_duration_s']:.2f} s), {task['basis']} basis functions, "

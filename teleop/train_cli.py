@@ -232,7 +232,7 @@ def _robot_note_of(takes: list, retargeted_here: dict[str, str]) -> tuple[dict[s
         PreconditionError: two takes were made for different robots (the ProMPs would
             learn a mean of two robots' references).
     """
-    from teleop.robot.target import note_tells_robot, robot_notes_mismatch
+    from teleop.robot.target import note_tells_robot, robot_notes_comparable, robot_notes_mismatch
 
     noted = [(take, retargeted_here if take.retargeted else take.robot_note) for take in takes]
     noted = [(take, note) for take, note in noted if note is not None and note_tells_robot(note)]
@@ -242,6 +242,12 @@ def _robot_note_of(takes: list, retargeted_here: dict[str, str]) -> tuple[dict[s
     pairs = list(distinct.values())
     for i, (first, first_note) in enumerate(pairs):
         for take, note in pairs[i + 1:]:
+            if not robot_notes_comparable(first_note, note):
+                raise PreconditionError(
+                    f"{first.path} and {take.path} note their robots by different things (one by its geometry, "
+                    "the other by its sizes only), so they cannot be told to be one robot: a task library learns "
+                    "one robot's references (give the human motion files to retarget them all to --robot, or learn "
+                    "each robot's takes apart)")
             mismatch = robot_notes_mismatch(first_note, note)
             if mismatch:
                 raise PreconditionError(
@@ -250,6 +256,14 @@ def _robot_note_of(takes: list, retargeted_here: dict[str, str]) -> tuple[dict[s
                     "or learn each robot's takes apart)")
     unnoted = len(takes) - len(noted)
     return (noted[0][1] if noted and not unnoted else None), unnoted
+
+
+def check_one_robot(takes: list, target) -> None:
+    """Refuse takes made for different robots (:func:`_robot_note_of`), as ``train`` does:
+    ``eval`` and ``trial`` learn from them too, and score against them."""
+    from teleop.robot.target import library_metadata
+
+    _robot_note_of(takes, library_metadata(target))
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -289,9 +303,9 @@ def _train(args: argparse.Namespace) -> int:
         print(f"  {label:32s} {counts[label]:3d} takes, mean motion {promp.duration:.2f} s")
     if note is None:
         # Noting --robot's for them would have the robot station refuse (or accept) the library on a guess.
-        are = "is a references file" if unnoted == 1 else "are references files"
-        print(f"  robot: not noted ({unnoted} of the {len(takes)} takes {are} that do not name the robot they "
-              "were made for); teleop robot cannot check the library was learned for it")
+        are = "is a references file that does" if unnoted == 1 else "are references files that do"
+        print(f"  robot: not noted ({unnoted} of the {len(takes)} takes {are} not note the geometry or sizes of "
+              "the robot they were made for); teleop robot cannot check the library was learned for it")
     else:
         print(f"  robot: {described_robot(note)}")
     single = [label for label in library.labels if counts[label] == 1]
@@ -401,6 +415,7 @@ def _eval(args: argparse.Namespace) -> int:
     check_test_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
+    check_one_robot(train + test, target)
     result = evaluate(train, test, args.leave_one_out, progress=True)   # on stderr, --json or not
     write_outputs_together({
         args.out / "summary.json": lambda tmp: tmp.write_text(json.dumps(result, indent=1)),

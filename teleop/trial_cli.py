@@ -60,6 +60,7 @@ def read_trial_takes(args: argparse.Namespace) -> tuple[list[str], list[float], 
     the training and test takes, every folder and the leave-one-out checked before any take
     is read. Shared by the virtual and the ``--realtime`` trial."""
     from teleop.takes import check_take_kinds
+    from teleop.train_cli import check_one_robot
 
     labels = args.rtt
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
@@ -71,6 +72,7 @@ def read_trial_takes(args: argparse.Namespace) -> tuple[list[str], list[float], 
     warn_unlearned_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)
+    check_one_robot(train + test, target)     # learnt from and scored against: one robot's references
     rtts = [float(x) for x in labels]
     warn_round_trips_past_the_takes(rtts, [t.trajectory for t in test])
     return labels, rtts, train, test

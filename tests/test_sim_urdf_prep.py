@@ -210,3 +210,53 @@ def test_copies_unused_for_a_month_are_removed_when_a_new_one_is_made(tmp_path, 
     assert sorted(p.name for p in cache_dir().iterdir() if p.name in {stale.name, fresh.name, killed.name}) == \
         [fresh.name]
     assert used.exists()
+
+
+def test_a_urdf_linked_into_a_package_from_outside_finds_the_packages_meshes(tmp_path, monkeypatch):
+    """A package whose model.urdf is a symbolic link to a file generated elsewhere: its
+    package:// meshes are found above the link (as the viewer finds them), and written as
+    real paths."""
+    from teleop.sim.urdf_prep import prepare_urdf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    urdf = _robot_package(tmp_path / "install")
+    (tmp_path / "build").mkdir()
+    urdf.rename(tmp_path / "build" / "model.urdf")
+    urdf.symlink_to(tmp_path / "build" / "model.urdf")
+    copy = prepare_urdf(urdf, set())
+    meshes = [m.get("filename") for m in ET.parse(copy).getroot().iter("mesh")]
+    assert meshes == [str(tmp_path / "install" / "pkg" / "meshes" / "m.stl")]
+
+
+def test_a_cut_short_collision_free_copy_is_made_again(monkeypatch, tmp_path):
+    """Calibration's collision-free copy was reused however it was: a cut-short one failed
+    every such simulation until the cache was deleted by hand."""
+    import teleop.sim.simulator as simulator
+    from teleop.robot.model import RobotModel
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with simulator.Simulation(RobotModel("icub"), visual=False, fixed_base=True, collisions=False):
+        pass
+    (copy,) = (tmp_path / "cache" / "prescient-teleop" / "urdf").glob("nocollision_*.urdf")
+    copy.write_text("<robot")
+    with simulator.Simulation(RobotModel("icub"), visual=False, fixed_base=True, collisions=False) as sim:
+        assert sim.robot.n_joints > 0
+    assert ET.parse(copy).getroot().tag == "robot"
+
+
+def test_jogs_collision_world_that_fails_to_start_leaves_no_pybullet_client(monkeypatch):
+    """Before, only pybullet's refusal of the model disconnected; a failure after (adding the
+    scene's obstacles) left the client connected."""
+    import pybullet as pb
+
+    import teleop.jog.collision as collision
+    from teleop.robot.model import RobotModel
+
+    def fail(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(collision, "add_to_simulation", fail)
+    clients_before = [c for c in range(16) if pb.isConnected(c)]
+    with pytest.raises(OSError, match="No space left"):
+        collision.CollisionWorld(RobotModel("icub"), obstacles=[object()])  # type: ignore[list-item]
+    assert [c for c in range(16) if pb.isConnected(c)] == clients_before

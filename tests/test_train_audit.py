@@ -680,7 +680,8 @@ def test_a_note_that_names_the_robot_only_neither_hides_a_mismatch_nor_is_stored
     # Without the wider one: learned, and noted as no robot (one take does not say which).
     (folder / "t2.npz").unlink()
     rc, out, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
-    assert rc == 0 and "robot: not noted (1 of the 2 takes is a references file" in out, out + err
+    assert rc == 0, out + err
+    assert "robot: not noted (1 of the 2 takes is a references file that does not note the" in out, out
     assert "robot" not in TaskLibrary.load(tmp_path / "lib.npz").metadata
     rc, out, err = run_cli(capsys, "info", folder / "t0.npz")
     assert rc == 0 and "made for iCub (sizes not noted)" in out, out + err
@@ -741,3 +742,57 @@ def test_a_robot_note_member_holding_objects_is_an_error_naming_the_file(referen
     np.savez_compressed(take, **members, robot=np.array(["iCub", None], dtype=object))
     rc, _, err = run_cli(capsys, "info", take)
     assert rc == 1 and f"{take}: damaged .npz file" in err and "Object arrays" in err, err
+
+
+def test_a_note_whose_geometry_tells_nothing_counts_as_none(references, tmp_path, capsys):
+    """Any JSON object passed as a geometry: a note of '{}' was compared with nothing, hid two
+    robots 5 cm apart, and was stored in the library, which then passed every robot's check."""
+    from promp.library import TaskLibrary
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    note = library_metadata(robot_target(RobotModel()))
+    folder = tmp_path / "takes" / _TASK
+    _noted_take(references[0], folder / "t0.npz", {"robot": "iCub", "robot_geometry": '{"colour": [1]}'})
+    _noted_take(references[1], folder / "t1.npz", note)
+    _noted_take(references[2], folder / "t2.npz", _shifted_note(note, 0.05, "Wider"))
+    rc, _, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 1 and f"{folder / 't1.npz'} and {folder / 't2.npz'} were made for different robots" in err, err
+    (folder / "t2.npz").unlink()
+    rc, out, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 0 and "robot: not noted (1 of the 2 takes" in out, out + err
+    assert "robot_geometry" not in TaskLibrary.load(tmp_path / "lib.npz").metadata
+
+
+def test_notes_that_tell_different_things_are_refused_as_not_comparable(references, tmp_path, capsys):
+    """One take noting its robot's geometry only, another its sizes only (of a robot with
+    arms 9 times longer): nothing to compare, which read as one robot."""
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    note = library_metadata(robot_target(RobotModel()))
+    folder = tmp_path / "takes" / _TASK
+    _noted_take(references[0], folder / "t0.npz", {"robot": "iCub", "robot_geometry": note["robot_geometry"]})
+    _noted_take(references[1], folder / "t1.npz",
+                {"robot": "Long", "robot_dimensions": note["robot_dimensions"].replace("arm 0.", "arm 9.")})
+    rc, _, err = run_cli(capsys, "train", tmp_path / "takes", "-o", tmp_path / "lib.npz")
+    assert rc == 1 and "note their robots by different things" in err and "cannot be told" in err, err
+    assert not (tmp_path / "lib.npz").exists()
+
+
+@pytest.mark.parametrize("command", ["eval", "trial"])
+def test_eval_and_trial_refuse_takes_made_for_different_robots(references, tmp_path, capsys, command):
+    """They learn from the takes as train does (and score against them): a robot with
+    shoulders 5 cm wider among them was learned and scored as one robot."""
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import library_metadata, robot_target
+
+    note = library_metadata(robot_target(RobotModel()))
+    for k in range(2):
+        _noted_take(references[k], tmp_path / "train" / _TASK / f"t{k}.npz", note)
+    _noted_take(references[2], tmp_path / "test" / _TASK / "t2.npz", _shifted_note(note, 0.05, "Wider"))
+    extra = ["--rtt", "1"] if command == "trial" else []
+    words = ["eval", "promp"] if command == "eval" else [command]
+    rc, _, err = run_cli(capsys, *words, "--train", tmp_path / "train", "--test", tmp_path / "test", *extra,
+                         "--out", tmp_path / "out")
+    assert rc == 1 and "were made for different robots" in err and "their left shoulder differs" in err, err

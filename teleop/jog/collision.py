@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
 
@@ -87,11 +88,23 @@ class CollisionWorld:
         keep = set(d.frames.values()) | {f.parent for f in d.extra_frames.values()} | {"l_foot", "r_foot"}
         urdf = prepare_urdf(d.urdf_path, keep, visual=False)
         self.client = pb.connect(pb.DIRECT)
+        if self.client < 0:
+            raise RuntimeError("pybullet could not start the collision world")
+        try:
+            self._set_up(urdf, obstacles, arm)
+        except BaseException:
+            self.close()      # no half-made pybullet world left connected
+            raise
+
+    def _set_up(self, urdf: Path, obstacles: Sequence[SceneObject], arm: str) -> None:
+        """Everything after connecting: the robot from ``urdf``, the obstacles, the arm's links
+        and the pairs to check."""
+        robot = self.robot
+        d = robot.description
         kw = self._kw = {"physicsClientId": self.client}
         try:
             self.body = pb.loadURDF(str(urdf), useFixedBase=True, **kw)
         except pb.error as exc:
-            pb.disconnect(self.client)
             raise load_failure(urdf, exc) from exc
         info = pb.getDynamicsInfo(self.body, -1, **kw)
         self._inertial = (info[3], info[4])

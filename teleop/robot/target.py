@@ -166,7 +166,7 @@ def _note_differences(theirs: dict[str, str], ours: dict[str, str]) -> list[str]
     """How two robot notes (:func:`library_metadata`) differ: None for one robot as far as
     they tell (or when they tell nothing), else the geometry's differing fields, or [] when
     only the four sizes could be compared and differ."""
-    geometries = _parsed_geometry(theirs.get("robot_geometry")), _parsed_geometry(ours.get("robot_geometry"))
+    geometries = _known_geometry(theirs), _known_geometry(ours)
     if geometries[0] is not None and geometries[1] is not None:
         differ = _geometry_differences(geometries[0], geometries[1])
         if differ is not None:
@@ -175,10 +175,33 @@ def _note_differences(theirs: dict[str, str], ours: dict[str, str]) -> list[str]
     return None if None in sizes or sizes[0] == sizes[1] else []
 
 
+#: The fields a noted geometry may hold (:func:`target_geometry`'s): a JSON object with none
+#: of them (``{}``, another program's) tells nothing of the robot.
+GEOMETRY_FIELDS = frozenset(item.name for item in dataclasses.fields(RobotTarget) if item.name != "name")
+
+
+def _known_geometry(note: dict[str, str]) -> dict[str, Any] | None:
+    """The fields of a note's geometry that :data:`GEOMETRY_FIELDS` names, or None for none."""
+    geometry = _parsed_geometry(note.get("robot_geometry"))
+    known = {name: value for name, value in (geometry or {}).items() if name in GEOMETRY_FIELDS}
+    return known or None
+
+
 def note_tells_robot(note: dict[str, str]) -> bool:
-    """Whether a robot note says enough to be compared: a readable geometry or the four
-    sizes (a name alone does not: two robots may share one)."""
-    return _parsed_geometry(note.get("robot_geometry")) is not None or bool(note.get("robot_dimensions"))
+    """Whether a robot note says enough to be compared: a geometry with a field of
+    :data:`GEOMETRY_FIELDS`, or the four sizes (a name alone does not: two robots may share
+    one)."""
+    return _known_geometry(note) is not None or bool(note.get("robot_dimensions"))
+
+
+def robot_notes_comparable(first: dict[str, str], second: dict[str, str]) -> bool:
+    """Whether two notes say something of the same kind: geometries sharing a field, or
+    sizes on both sides (one noting its geometry only and the other its sizes only tell
+    nothing of each other, which :func:`robot_notes_mismatch` reads as no mismatch)."""
+    geometries = _known_geometry(first), _known_geometry(second)
+    if geometries[0] is not None and geometries[1] is not None and geometries[0].keys() & geometries[1].keys():
+        return True
+    return bool(first.get("robot_dimensions")) and bool(second.get("robot_dimensions"))
 
 
 def _differ_clause(differ: list[str], whose: str) -> str:
@@ -209,8 +232,8 @@ def _listed(names: list[str]) -> str:
 def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str | None:
     """Why a library with ``metadata`` was not learned for ``target`` (None if it was, or if
     the library does not say: libraries learned before it was noted, or from references
-    files that do not name their robot). The whole geometry where it was noted; else the
-    four sizes."""
+    files that do not note their robot's geometry or sizes). The whole geometry where it was
+    noted; else the four sizes."""
     differ = _note_differences(metadata, library_metadata(target))
     if differ is None:
         return None

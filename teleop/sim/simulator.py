@@ -47,7 +47,7 @@ from teleop.sim.actuator import (ActuatorFileError, ActuatorParams, description_
                                  params_from_dict, read_parameter_file)
 from teleop.sim.pybullet_module import pb
 from teleop.sim.target_spline import TickInterpolator
-from teleop.sim.urdf_prep import cache_dir, load_failure, mark_used, prepare_urdf, write_cached
+from teleop.sim.urdf_prep import cache_dir, load_failure, mark_used, prepare_urdf, usable_copy, write_cached
 
 if TYPE_CHECKING:
     from teleop.sim.servo import JointServo
@@ -739,7 +739,7 @@ def _rewritten_urdf(urdf: Path, link_scales: dict[str, tuple[float, float]], col
     key = hashlib.sha256(source + repr((sorted(link_scales.items()), collisions)).encode()).hexdigest()[:16]
     # Scaled files are written per process and deleted once loaded; collision-free ones are cached.
     out = cache_dir() / (f"scaled_{key}_{os.getpid()}.urdf" if link_scales else f"nocollision_{key}.urdf")
-    if out.exists() and not link_scales:
+    if not link_scales and usable_copy(out):   # a cut-short copy is made again
         mark_used(out)    # kept by prepare_urdf's pruning while in use
         return out
     root = ET.fromstring(source)

@@ -41,17 +41,23 @@ def cache_dir() -> Path:
 
 
 def _resolve_package_uri(uri: str, urdf_path: Path) -> str:
-    """Map ``package://<pkg>/rest`` to an absolute path by finding ``<pkg>`` above the URDF."""
+    """Map a mesh URI (``package://<pkg>/rest``, or a path relative to the URDF) to an
+    absolute path, finding ``<pkg>`` above the URDF as given, then above the file it is a
+    symbolic link to (a link into a package, or out of one). The path found is resolved:
+    a prepared copy must not reach its meshes through a link that may be removed."""
+    given = Path(os.path.abspath(urdf_path))
+    bases = list(dict.fromkeys([given, given.resolve()]))
     if not uri.startswith("package://"):
-        return uri if os.path.isabs(uri) else str((urdf_path.parent / uri).resolve())
+        if os.path.isabs(uri):
+            return uri
+        found = [base.parent / uri for base in bases if (base.parent / uri).exists()]
+        return str((found[0] if found else given.parent / uri).resolve())   # a missing one: load_failure says
     package, _, rest = uri[len("package://"):].partition("/")
-    for parent in urdf_path.parents:
-        candidate = parent / package / rest
-        if candidate.exists():
-            return str(candidate)
-        candidate = parent.parent / package / rest
-        if candidate.exists():
-            return str(candidate)
+    for base in bases:
+        for parent in base.parents:
+            for candidate in (parent / package / rest, parent.parent / package / rest):
+                if candidate.exists():
+                    return str(candidate.resolve())
     raise FileNotFoundError(f"{urdf_path}: cannot resolve mesh {uri}")
 
 
@@ -82,17 +88,17 @@ def prepare_urdf(urdf_path: Path, keep_links: set[str], visual: bool = True) -> 
     Returns:
         Path of the prepared URDF.
     """
-    # Resolved once, for the key and for finding the meshes alike: through a symbolic link
-    # the meshes were found beside the link, and the copy went stale when it was removed.
-    urdf_path = Path(urdf_path).resolve()
+    urdf_path = Path(os.path.abspath(urdf_path))
     source = urdf_path.read_bytes()
-    # The location is part of the key: the copy holds absolute mesh paths found from it, and
-    # the same file installed elsewhere (a virtual environment made again at another path)
-    # must not reuse a copy whose meshes were removed with the old one.
-    key = hashlib.sha256(source + repr((str(urdf_path), sorted(keep_links), visual, FRAME_LINK_MASS, 2)).encode()
+    # The location is part of the key, as given and as resolved (the meshes are found from
+    # both): the copy holds absolute mesh paths found from it, and the same file installed
+    # elsewhere (a virtual environment made again at another path) must not reuse a copy
+    # whose meshes were removed with the old one.
+    location = (str(urdf_path), str(urdf_path.resolve()))
+    key = hashlib.sha256(source + repr((location, sorted(keep_links), visual, FRAME_LINK_MASS, 2)).encode()
                          ).hexdigest()[:16]
     out = cache_dir() / f"{urdf_path.parent.name}_{key}.urdf"
-    if _usable(out):
+    if usable_copy(out):
         mark_used(out)
         return out
     prune_unused(out.parent)
@@ -172,7 +178,7 @@ def prune_unused(folder: Path, days: float = UNUSED_DAYS) -> list[Path]:
     return removed
 
 
-def _usable(copy: Path) -> bool:
+def usable_copy(copy: Path) -> bool:
     """Whether a cached copy can be loaded as it is: a readable URDF whose meshes are all on
     disk (else it is made again: its package removed and reinstalled at the same path)."""
     try:
