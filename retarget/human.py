@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import os
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .npz_checks import CheckedNpz
+from .npz_checks import NPZ_READ_ERRORS, CheckedNpz
 
 #: Canonical segment names, in MVN order.
 SEGMENTS: tuple[str, ...] = (
@@ -235,7 +234,7 @@ class HumanMotion:
                                                   "rate_hz", "label")}
             except MotionFormatError:
                 raise
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+            except NPZ_READ_ERRORS as exc:
                 raise MotionFormatError(f"{path}: damaged .npz file ({exc})") from None
             com = arrays["com"]
             meta = {"label": str(arrays["label"])} if str(arrays["label"]) else {}

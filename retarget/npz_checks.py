@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 from typing import IO, Any, Callable, cast
 
 import numpy as np
@@ -33,6 +34,13 @@ __all__ = ["CheckedNpz", "OversizedMember", "MAX_DEFLATE_RATIO"]
 
 #: Deflate expands at most ~1032:1; a member claiming more than this was not written by numpy.
 MAX_DEFLATE_RATIO = 1100
+
+
+#: What reading a damaged or foreign .npz member raises: numpy's ValueError (a bad header,
+#: an object array), zlib.error and zipfile.BadZipFile (damaged data, a bad CRC), EOFError
+#: (cut short), and NotImplementedError, which zipfile raises for a compression method it
+#: does not support (not a stub).
+NPZ_READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError)
 
 
 class OversizedMember(ValueError):

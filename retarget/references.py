@@ -41,15 +41,13 @@ live here and nowhere else.
 from __future__ import annotations
 
 import os
-import zipfile
-import zlib
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .npz_checks import CheckedNpz
+from .npz_checks import NPZ_READ_ERRORS, CheckedNpz
 
 #: (name, size) of every signal in the flat vector, in order.
 SIGNALS: tuple[tuple[str, int], ...] = (
@@ -254,7 +252,7 @@ class ReferenceTrajectory:
                 source = str(members["source"]) if "source" in members else ""
                 valid = members["valid"] if "valid" in members else None
                 times, values = members["times"], members["values"]
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+            except NPZ_READ_ERRORS as exc:
                 # Members are decompressed here: a damaged one raises an error that names no file.
                 raise InvalidReferences(f"{path}: damaged .npz file ({exc})") from None
             return cls(times, values, label=label or None, source=source or None, valid=valid)

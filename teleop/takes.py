@@ -121,7 +121,7 @@ def robot_note(path: Path) -> dict[str, str] | None:
         InvalidReferences: naming ``path``, when a note member cannot be read (damaged
             data raises zlib.error, an object array ValueError, neither naming the file).
     """
-    from retarget.npz_checks import CheckedNpz
+    from retarget.npz_checks import NPZ_READ_ERRORS, CheckedNpz
     from retarget.references import InvalidReferences
     from teleop.robot.target import ROBOT_NOTE_KEYS
 
@@ -135,7 +135,7 @@ def robot_note(path: Path) -> dict[str, str] | None:
                 value = members[key]    # read once: each access decompresses the member again
                 if value.dtype.kind == "U" and value.ndim == 0:
                     note[key] = str(value)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+    except NPZ_READ_ERRORS as exc:
         raise InvalidReferences(f"{path}: damaged .npz file ({exc})") from None
     return note or None
 
