@@ -61,11 +61,22 @@ def station_sim(robot):
     simulation.close()
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
 def free_port(kind: int = socket.SOCK_DGRAM) -> int:
-    """A loopback port free at the time of asking (UDP unless ``kind`` says otherwise)."""
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free at the time of asking (UDP unless ``kind`` says otherwise).
+
+    Never the same port twice in one test run: the kernel may hand a just-closed port out again,
+    and ``robot, video = free_port(), free_port()`` would then put two stations on one port.
+    """
+    while True:
+        with socket.socket(socket.AF_INET, kind) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
 
 
 def synthetic_dataset(root: Path, tasks: dict[str, int]) -> Path:
