@@ -73,11 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """``parser.parse_args(argv)``, except that an unknown option is refused by the
     subcommand's own parser (its usage, "teleop demo: error: unrecognized arguments"), not by
-    the top-level one (whose usage lists no option of the command the user typed)."""
+    the top-level one (whose usage lists no option of the command the user typed), nor by a
+    command's own when the user typed one of its actions (``dataset inspect A B``)."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        (commands.choices.get(args.command) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        chosen = parser
+        while (commands := next((a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)), None)) \
+                and (sub := commands.choices.get(getattr(args, commands.dest, None) or "")) is not None:
+            chosen = sub
+        chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
 

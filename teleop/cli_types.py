@@ -60,6 +60,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def positive_or_inf(text: str) -> float:
+    """A finite number > 0, or ``inf`` (a limit that can be lifted)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    return positive_float(text)
+
+
 def non_negative_float(text: str) -> float:
     """A finite number >= 0 (delays, timeouts, jitter)."""
     value = _number(text)

@@ -125,6 +125,30 @@ def check_recording_name(path: Path, option: str) -> None:
                          "find recordings by it)")
 
 
+def check_recording_output(path: Path, option: str, force: bool) -> None:
+    """Refuse, before a session starts, a recording output that cannot be or must not be
+    written: a folder, a name without .mcap, a place below a file, an existing file without
+    ``force`` (a recording is often the only copy of a session), a named pipe or device
+    (opening a pipe waited for a reader for ever), and a recording another recorder is still
+    writing (``force`` emptied it under the live session)."""
+    from retarget.file_checks import refuse_special_file
+    from teleop.record.file_lock import being_written
+
+    # A folder is what is on disk, not a malformed value: exit code 1, checked before the
+    # station starts (opening it later would only fail with IsADirectoryError).
+    if path.is_dir():
+        raise PreconditionError(f"{option} {path} is a folder: give a file name")
+    check_recording_name(path, option)
+    check_output_location(path, option)   # below a file: "File exists" once recording
+    if path.exists() and not force:
+        # What is on disk, not a malformed value: exit code 1, as every command's OUT that exists.
+        raise PreconditionError(f"{option} {path} exists: pass --force to overwrite it, or choose another file")
+    refuse_special_file(path, lambda text: PreconditionError(f"{option} {text}: give a file name"))
+    if being_written(path):
+        raise PreconditionError(f"{option} {path} is being written by another recorder (a session under way): "
+                                "choose another file")
+
+
 def robot_target_of(args: argparse.Namespace):
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target

@@ -65,8 +65,8 @@ def _describe_file(path: Path, as_json: bool) -> int:
     from teleop.takes import _npz_kind
 
     refuse_special_file(path)     # is_file() is False for one too: it was called "a folder"
-    if not path.is_file():
-        raise FileNotFoundError(2, "No such file" if not path.exists() else "Is a folder, not a file", str(path))
+    if not path.is_file():     # what to change, said before any reading: no TELEOP_DEBUG hint
+        raise PreconditionError(f"{path}: {'no such file' if not path.exists() else 'a folder, not a file'}")
     if path.suffix.lower() == ".mcap":
         from teleop.record.mcap_index import MAGIC
 
@@ -78,9 +78,10 @@ def _describe_file(path: Path, as_json: bool) -> int:
         # and stream-mvn read): described as such, the rest by `dataset inspect`.
         try:
             info = {**_motion_info(path), "recording": True}
-        except (OSError, ValueError):
-            raise PreconditionError(f"{path} is a recording without an operator's input: `teleop dataset inspect "
-                                    f"{path}` describes it") from None
+        except ValueError as exc:
+            # The reader's own words: no operator input recorded, or a file cut short
+            # (it said "a recording without an operator's input" of a truncated one).
+            raise PreconditionError(str(exc)) from None
         return _print_info(path, info, as_json)
     kind = _npz_kind(path) if path.suffix.lower() == ".npz" else None
     if kind == "promp-task-library":

@@ -442,7 +442,7 @@ def test_checks_made_before_the_work_starts_say_what_to_change_and_no_more(capsy
     out.write_bytes(b"x")
     assert main(["record", "--duration", "0.2", "-o", str(out)]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        f"teleop record: error: {out} exists: pass --force to overwrite it, or choose another -o"]
+        f"teleop record: error: -o {out} exists: pass --force to overwrite it, or choose another file"]
     assert main(["eval", "promp", "--train", "datasets/synthetic", "--test", "datasets/synthetic",
                  "--out", str(out)]) == 1
     assert capsys.readouterr().err.splitlines() == [

@@ -294,14 +294,18 @@ def test_an_output_below_a_file_names_the_option_and_the_file(tmp_path, capsys, 
     assert f"{argv[-1]} {target}: {notes} is a file, not a folder" in err and "File exists" not in err
 
 
-def test_an_unknown_option_is_refused_by_the_commands_own_parser(capsys):
+@pytest.mark.parametrize("argv, command, extra", [(["demo", "--nosuch"], "demo", "--nosuch"),
+                                                   (["dataset", "inspect", "a.mcap", "b.mcap"], "dataset inspect",
+                                                    "b.mcap"),
+                                                   (["lockstep", "serve", "--nosuch"], "lockstep serve", "--nosuch")])
+def test_an_unknown_option_is_refused_by_the_commands_own_parser(capsys, argv, command, extra):
     """`teleop demo --nosuch` showed the top-level usage ("teleop [-h] COMMAND ..."), which
-    lists none of demo's options."""
+    lists none of demo's options; `dataset inspect A B` the usage of `dataset`, not of inspect."""
     with pytest.raises(SystemExit) as exc:
-        main(["demo", "--nosuch"])
+        main(argv)
     err = capsys.readouterr().err
-    assert exc.value.code == 2 and err.startswith("usage: teleop demo ")
-    assert err.strip().endswith("teleop demo: error: unrecognized arguments: --nosuch")
+    assert exc.value.code == 2 and err.startswith(f"usage: teleop {command} ")
+    assert err.strip().endswith(f"teleop {command}: error: unrecognized arguments: {extra}")
 
 
 @pytest.mark.parametrize("argv, option", [(["robot", "--video-to", "127.0.0.1:0"], "--video-to"),

@@ -154,6 +154,25 @@ def test_robot_recording_exports_its_delivered_commands(tmp_path, capsys):
     assert traj.label == "reach" and len(traj) == delivered
 
 
+def test_robot_task_episode_holds_the_commands_received_while_the_station_started(tmp_path, capsys):
+    """`teleop robot --record F --task T`: commands that reached the socket while the
+    simulation loaded are logged at their arrival, before the recording existed; the episode
+    starts when the station began to listen, so that they are in it (24 of 973 were lost)."""
+    clock = VirtualClock()
+    operator, robot = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=3)
+    listening_since = clock.now()
+    for i in range(20):                     # the station is loading: nobody reads the socket
+        clock.advance(PERIOD_S)
+        operator.send(RobotReferences.from_flat(clock.now(), np.full(FLAT_SIZE, i * 0.01)), robot.address)
+    session = tmp_path / "robot.mcap"
+    recording = RobotRecording(session, clock, task="reach", task_since=listening_since)
+    for received in robot.poll():
+        recording.delivered(received.packet.message, received.arrival_time)
+    recording.close()
+    assert main(["dataset", "export", str(session), "--channel", "delivered", "-o", str(tmp_path / "train")]) == 0
+    assert len(ReferenceTrajectory.load_npz(tmp_path / "train" / "reach" / "robot_0.npz")) == 20
+
+
 def test_label_refuses_what_would_lose_or_confuse_data(tmp_path, target, capsys):
     session = tmp_path / "operator.mcap"
     operator_session(session, target, ticks=30)
@@ -176,8 +195,8 @@ def test_label_refuses_what_would_lose_or_confuse_data(tmp_path, target, capsys)
 
     assert main(["dataset", "label", str(other), "--task", "wave"]) == 1  # episodes exist: which one?
     assert "has episodes [0]: relabel one with --episode N" in capsys.readouterr().err
-    assert main(["dataset", "label", str(other), "--episode", "0", "--start", "0", "--task", "wave"]) == 1
-    assert "give one or the other" in capsys.readouterr().err
+    assert main(["dataset", "label", str(other), "--episode", "0", "--start", "0", "--task", "wave"]) == 2
+    assert "give one or the other" in capsys.readouterr().err     # options that cannot go together
     assert [e.task for e in open_recording(other).episodes()] == ["squat"]
     assert not list(tmp_path.glob("*.tmp"))
 
@@ -251,3 +270,64 @@ def test_every_frame_of_a_file_is_sent_and_recorded_whatever_the_ticks_phase(tmp
     np.testing.assert_allclose(np.diff(times), np.diff(motion.times[:due]), atol=1e-9)
     saved = open_recording(path)
     assert saved.channel("/operator/segments").count == saved.channel("references").count == due
+
+
+def test_label_refuses_an_episode_export_would_skip(tmp_path, target, capsys):
+    """An instant, or a window holding one sample, was labelled without a word and then
+    skipped by export ("1 samples on references")."""
+    session = tmp_path / "operator.mcap"
+    operator_session(session, target, ticks=30)       # references every 10 ms, 0 .. 0.29 s
+    assert main(["dataset", "label", str(session), "--task", "squat", "--start", "0.1", "--end", "0.1"]) == 2
+    assert "an episode is a time span" in capsys.readouterr().err
+    assert main(["dataset", "label", str(session), "--task", "squat", "--start", "0.285"]) == 1
+    assert "holds 1 on /references: `export` needs two samples" in capsys.readouterr().err
+    assert open_recording(session).episodes() == []                       # nothing written
+    assert main(["dataset", "label", str(session), "--task", "squat", "--start", "0.275"]) == 0
+
+
+@pytest.mark.parametrize("argv", [["trim", "--end", "0.1", "-o", "{out}"], ["recover", "-o", "{out}"],
+                                  ["label", "--task", "squat", "-o", "{out}"]])
+def test_dataset_copies_get_a_recording_name(tmp_path, target, capsys, argv):
+    """`trim/recover/label -o x.png` wrote recordings that `dataset list` and `export DIR`
+    then never found (record and the stations refuse such names)."""
+    session = tmp_path / "operator.mcap"
+    operator_session(session, target, ticks=30)
+    out = tmp_path / "copy.png"
+    assert main(["dataset", argv[0], str(session), *[a.format(out=out) for a in argv[1:]]]) == 2
+    assert f"-o {out}: give a .mcap file name" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_trim_refuses_a_window_of_episode_markers_only(tmp_path, target, capsys):
+    """A window after the last sample copied the synthesized episode markers alone ("2
+    messages"), a recording of nothing."""
+    session = tmp_path / "session.mcap"
+    recorder = Recorder(session, clock_ns=lambda: 0)
+    recorder.start_episode("squat", log_time_ns=0)
+    for i in range(10):                                   # 0 .. 0.09 s
+        recorder.log_references(RobotReferences.from_flat(i * 0.01, np.zeros(FLAT_SIZE)), log_time_ns=i * 10**7)
+    recorder.stop_episode(log_time_ns=5 * 10**8)          # the episode ended 0.41 s after the last sample
+    recorder.close()
+    out = tmp_path / "tail.mcap"
+    assert main(["dataset", "trim", str(session), "--start", "0.2", "-o", str(out)]) == 1
+    assert "nothing from --start 0.2 s on" in capsys.readouterr().err and not out.exists()
+    assert main(["dataset", "trim", str(session), "--start", "0.05", "-o", str(out)]) == 0
+
+
+def test_export_skips_an_episode_with_a_hole(tmp_path, capsys):
+    """A damaged chunk skipped in the middle of a recording left a 1.84 s hole in the exported
+    take, without a word; train learned a straight line across it."""
+    session = tmp_path / "holed.mcap"
+    recorder = Recorder(session, clock_ns=lambda: 0)
+    recorder.start_episode("squat", log_time_ns=0)
+    for t in [*np.arange(0.0, 0.5, 0.01), *np.arange(2.0, 2.5, 0.01)]:    # nothing from 0.49 s to 2.0 s
+        recorder.log_references(RobotReferences.from_flat(t, np.full(FLAT_SIZE, t)), log_time_ns=round(t * 1e9))
+    recorder.stop_episode(log_time_ns=round(2.49e9))
+    recorder.close()
+    out = tmp_path / "train"
+    assert main(["dataset", "export", str(session), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "holed.mcap#episode0: no sample on references for 1.51 s from 0.49 s into the episode" in err, err
+    assert "--max-gap 1.6 exports it" in err and not (out / "squat").exists()
+    assert main(["dataset", "export", str(session), "-o", str(out), "--max-gap", "inf"]) == 0
+    assert len(ReferenceTrajectory.load_npz(out / "squat" / "holed_0.npz")) == 100

@@ -301,7 +301,7 @@ def test_plot_does_not_overwrite_without_force(robot_file, capsys):
     assert plot(robot_file, "--force") == 0
     assert_png_with_content(existing)
     # Never over the recording itself, --force or not.
-    assert plot(robot_file, "-o", robot_file, "--force") == 1
+    assert plot(robot_file, "-o", robot_file, "--force") == 2     # not a .png: the command line's fault
     assert open_recording(robot_file).complete
 
 
@@ -338,10 +338,10 @@ def test_plot_errors_clearly_and_writes_nothing(tmp_path, capsys, make, words):
 
 
 def test_plot_refuses_outputs_it_cannot_write(robot_file, capsys):
-    for output, words in ((robot_file.parent / "plot.svg", "give a .png file name"),
-                          (robot_file.parent, "is a folder"),
-                          (robot_file.parent / "missing" / "x.png", "no folder")):
-        assert plot(robot_file, "-o", output) == 1
+    for output, words, code in ((robot_file.parent / "plot.svg", "give a .png file name", 2),   # a bad value
+                                (robot_file.parent, "is a folder", 1),
+                                (robot_file.parent / "missing" / "x.png", "no folder", 1)):
+        assert plot(robot_file, "-o", output) == code
         assert words in capsys.readouterr().err
 
 

@@ -43,8 +43,8 @@ def test_info_on_a_recording_or_a_foreign_file_says_what_to_use(tmp_path, capsys
     recording = tmp_path / "session.mcap"
     recording.write_bytes(b"\x89MCAP0\r\n")
     assert main(["info", str(recording)]) == 1
-    assert error_line(capsys.readouterr().err) == (f"{recording} is a recording without an operator's input: "
-                                                   f"`teleop dataset inspect {recording}` describes it")
+    assert error_line(capsys.readouterr().err) == (f"{recording}: not a readable recording (truncated MCAP file "
+                                                   "(header record missing, 8 bytes))")
     image = tmp_path / "renamed.mcap"      # judged by its name alone, it was "a recording"
     image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(32))
     assert main(["info", str(image)]) == 1
@@ -55,7 +55,9 @@ def test_info_on_a_recording_or_a_foreign_file_says_what_to_use(tmp_path, capsys
     assert main(["info", str(notes)]) == 1
     assert "unsupported motion format" in error_line(capsys.readouterr().err)
     assert main(["info", str(tmp_path)]) == 1
-    assert "Is a folder" in error_line(capsys.readouterr().err)
+    assert capsys.readouterr().err == f"teleop info: error: {tmp_path}: a folder, not a file\n"   # no debug hint
+    assert main(["info", str(tmp_path / "missing.npz")]) == 1
+    assert capsys.readouterr().err == f"teleop info: error: {tmp_path / 'missing.npz'}: no such file\n"
 
 
 def test_info_describes_an_operator_recordings_input_as_the_motion_it_is(tmp_path, capsys):
@@ -68,3 +70,15 @@ def test_info_describes_an_operator_recordings_input_as_the_motion_it_is(tmp_pat
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{recording}: human motion (the operator input of a recording), 60 frames")
     assert out[1] == f"the rest of the recording (channels, episodes): teleop dataset inspect {recording}"
+
+
+def test_info_says_an_operator_recording_cut_short_is_cut_short(tmp_path, capsys):
+    """A truncated operator recording was called "a recording without an operator's input"."""
+    from test_input_hints import operator_recording
+
+    whole = operator_recording(tmp_path / "operator.mcap", frames=60).read_bytes()
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(whole[:len(whole) // 3])
+    assert main(["info", str(cut)]) == 1
+    line = error_line(capsys.readouterr().err)
+    assert "cut short" in line and "without" not in line, line

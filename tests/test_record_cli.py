@@ -109,7 +109,8 @@ def test_dataset_recover_writes_a_complete_copy(tmp_path, capsys):
             time.sleep(0.02)
         rec2.log_references(RobotReferences.from_flat(i * 0.01, np.zeros(FLAT_SIZE)), log_time_ns=i * 10_000_000)
     assert dataset_cli.main(["export", str(tmp_path / "live.mcap"), "-o", str(tmp_path / "demos")]) == 0
-    assert "live.mcap is incomplete (no footer: still being written, or cut short)" in capsys.readouterr().err
+    # Its recorder has it open (the lock): said for certain, not "or cut short".
+    assert "live.mcap is still being written (a recorder has it open)" in capsys.readouterr().err
     rec2.close()
     rec.close()
 

@@ -125,3 +125,53 @@ def test_messages_logged_from_several_threads_are_written_in_their_sequence_orde
         sys.setswitchinterval(previous)
     sequences = [message.sequence for message in open_recording(tmp_path / "race.mcap").messages("network_stats")]
     assert len(sequences) == 8000 and sequences == sorted(sequences)
+
+
+def test_a_live_recording_is_locked_against_a_second_recorder(tmp_path, capsys):
+    """`teleop record -o F --force` emptied F under a session still writing it; nothing could
+    tell such a file from one whose recorder crashed."""
+    import errno
+
+    from teleop.record.file_lock import being_written
+
+    live = tmp_path / "live.mcap"
+    first = Recorder(live, threaded=False, flush_interval_s=1e-9)    # every message reaches the file at once
+    first.start_episode("squat")
+    size = live.stat().st_size
+    assert being_written(live)
+    with pytest.raises(OSError) as refused:
+        Recorder(live)
+    assert refused.value.errno == errno.EBUSY and refused.value.filename == str(live)
+    for command in (["record", "--duration", "0.1", "-o"], ["robot", "--duration", "0.1", "--record"]):
+        assert main([*command, str(live), "--force"]) == 1
+        assert error_line(capsys.readouterr().err) == (
+            f"{command[-1]} {live} is being written by another recorder (a session under way): choose another file")
+    assert live.stat().st_size == size                      # the live session's file untouched
+    first.close()
+    assert not being_written(live)
+    assert main(["record", "--duration", "0.1", "-o", str(live), "--force"]) == 0   # its recorder has gone
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs named pipes (POSIX)")
+def test_record_force_refuses_a_named_pipe_at_once(tmp_path, capsys):
+    """`teleop record -o pipe.mcap --force` waited for a reader of the pipe for ever."""
+    import os
+
+    pipe = tmp_path / "pipe.mcap"
+    os.mkfifo(pipe)
+    assert main(["record", "--duration", "0.1", "-o", str(pipe), "--force"]) == 1
+    assert error_line(capsys.readouterr().err) == f"-o {pipe}: not a regular file (a named pipe): give a file name"
+
+
+def test_recover_of_a_live_recording_says_the_session_is_under_way(tmp_path, capsys):
+    """`dataset recover` of a file still being written said "complete copy written" of a
+    session cut at that moment, without a word."""
+    live = tmp_path / "live.mcap"
+    recorder = Recorder(live, threaded=False, flush_interval_s=1e-9)
+    recorder.start_episode("squat")
+    assert main(["dataset", "recover", str(live), "-o", str(tmp_path / "copy.mcap")]) == 0
+    assert "is still being written (a recorder has it open): the copy holds the session so far" in \
+        capsys.readouterr().err
+    recorder.close()
+    assert main(["dataset", "recover", str(live), "-o", str(tmp_path / "again.mcap")]) == 0
+    assert "still being written" not in capsys.readouterr().err

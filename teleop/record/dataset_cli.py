@@ -42,23 +42,27 @@ recording's delivered and compensated commands get the same names), is kept unle
 exported, in its earlier task's folder (``--force`` removes it once the new one is written).
 Two labels that would share a folder (``pick up`` and ``pick_up``) are refused: ``teleop
 train`` would learn them as one task. A recording or episode that cannot be read is skipped
-and said, the others exported, and the exit code is 1.
+and said, the others exported, and the exit code is 1; so is, by rule, an episode with no
+sample for longer than ``--max-gap`` (a damaged chunk skipped, a link gone quiet).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from teleop.cli import describe, end_output_quietly, stdout_reader_gone
-from teleop.cli_types import PreconditionError, UsageError, int_at_least, recording_seconds, task_label
-from teleop.data_args import check_out_folder, check_output_location
+from teleop.cli_types import (PreconditionError, UsageError, int_at_least, positive_or_inf, recording_seconds,
+                              task_label)
+from teleop.data_args import check_out_folder, check_output_location, check_recording_name
 
-from .channels import ROBOT_STATE
-from .export import NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in
+from .channels import EPISODES, ROBOT_STATE
+from .file_lock import being_written
+from .export import DEFAULT_MAX_GAP_S, NO_EPISODES, NO_TASK_LABEL, export_episodes, recordings_in, reference_channels
 from .labels import add_episode, printable_label, relabel_episode
 from .mcap_index import RecordingFormatError
 from .messages import RobotStateSample
@@ -214,8 +218,10 @@ def _window_ns(recording: Recording, args: argparse.Namespace) -> tuple[int | No
 def _check_window_has_messages(recording: Recording, args: argparse.Namespace, start_ns: int | None,
                                end_ns: int | None, what: str) -> None:
     """Refuse a window without messages (an empty copy or figure helps nobody); ``what`` is
-    "to copy", "to plot"..."""
-    if next(iter(recording.messages(None, start_ns, end_ns)), None) is not None:
+    "to copy", "to plot"... Episode markers do not count: a copy makes its own at the window's
+    edges, and a copy of those alone held no data."""
+    data = [topic for topic in recording.channels if topic != EPISODES]
+    if data and next(iter(recording.messages(data, start_ns, end_ns)), None) is not None:
         return
     window = (f"between --start {args.start:g} s and --end {args.end:g} s" if args.end is not None and
               args.start is not None else f"from --start {args.start:g} s on" if args.start is not None else
@@ -226,6 +232,7 @@ def _check_window_has_messages(recording: Recording, args: argparse.Namespace, s
 
 def cmd_trim(args: argparse.Namespace) -> int:
     """Copy the part between --start and --end (seconds from the first message)."""
+    check_recording_name(args.output, "-o")
     recording = open_recording(args.file)
     _check_output(args.output, args.force)
     start_ns, end_ns = _window_ns(recording, args)
@@ -260,6 +267,9 @@ def _episodes_cut(recording: Recording, start_ns: int | None, end_ns: int | None
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """One PNG summarising a recording (see :mod:`teleop.record.plot`)."""
+    if args.output is not None and args.output.suffix.lower() != ".png" and not args.output.is_dir():
+        # A folder: _check_output says so.
+        raise UsageError(f"-o {args.output}: the plot is a PNG image: give a .png file name")
     if Path(args.file).is_dir():
         raise ValueError(f"{args.file} is a folder: give one recording (`teleop dataset list {args.file}` "
                          "lists those in it)")
@@ -287,8 +297,6 @@ def _check_plot_output(output: Path, recording: Recording, force: bool, default:
     """Where ``plot`` writes: a .png file in an existing folder, not over the recording (even
     with --force), nor over another file without --force. ``default``: no -o was given
     (``output`` is the file next to the recording), which the messages say."""
-    if output.suffix.lower() != ".png" and not output.is_dir():   # a folder: _check_output says so
-        raise ValueError(f"-o {output}: the plot is a PNG image: give a .png file name")
     if output.exists() and output.resolve() == recording.path.resolve():
         raise ValueError(f"-o {output} is the recording itself: choose another -o")
     if default and output.exists() and not force:
@@ -330,14 +338,22 @@ def _check_complete(file: str, recording: Recording) -> None:
 
 def cmd_label(args: argparse.Namespace) -> int:
     """Label episode N, or add a labelled episode (all of FILE, or --start..--end)."""
+    window = args.start is not None or args.end is not None
+    if args.episode is not None and window:
+        raise UsageError("--episode N relabels an existing episode and --start/--end add a new one: "
+                         "give one or the other")
+    if args.start is not None and args.end is not None and args.end < args.start:
+        raise UsageError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
+    if args.start is not None and args.end is not None and args.end == args.start:
+        # An instant holds one sample at most: `export` would skip it as too short.
+        raise UsageError(f"--end {args.end:g} s: an episode is a time span: give an --end after --start "
+                         f"({args.start:g} s)")
+    if args.output is not None:
+        check_recording_name(args.output, "-o")
     recording = open_recording(args.file)
     output = _label_output(args, recording)
-    window = args.start is not None or args.end is not None
     existing = [ep.number for ep in recording.episodes()]
     if args.episode is not None:
-        if window:
-            raise ValueError("--episode N relabels an existing episode and --start/--end add a new one: "
-                             "give one or the other")
         if not existing:
             raise ValueError(f"{args.file}: no episode {args.episode} (episodes: none): leave out --episode to "
                              "label the whole recording as a new episode (or a part with --start S --end E)")
@@ -348,12 +364,11 @@ def cmd_label(args: argparse.Namespace) -> int:
         if existing and not window:  # "all of it" is ambiguous next to episodes someone marked
             raise ValueError(f"{args.file} has episodes {existing}: relabel one with --episode N, or add a new "
                              "episode with --start S --end E (--start 0: the whole recording)")
-        if args.start is not None and args.end is not None and args.end < args.start:
-            raise UsageError(f"--end ({args.end} s) must not come before --start ({args.start} s)")
         episodes, new = add_episode(recording, args.task, args.start, args.end)
         origin = recording.start_ns
         span = f"{(new.start_ns - origin) * 1e-9:.3f} s .. {(new.stop_ns - origin) * 1e-9:.3f} s"
         _check_new_episode(recording, new, span)
+        _check_episode_samples(recording, new, span)
         operation = f"add episode {new.number} {args.task!r}: {span} from the first message"
         done = f"episode {new.number} ({span} from the first message) labelled {args.task!r}"
     out = write_copy(recording, output, episodes=episodes, operation=operation)
@@ -377,11 +392,23 @@ def _check_new_episode(recording: Recording, new, span: str) -> None:
                   "exported, the samples they share are in both takes", file=sys.stderr)
 
 
+def _check_episode_samples(recording: Recording, new, span: str) -> None:
+    """Refuse a new episode with fewer than two samples on every references channel:
+    ``export`` skips it (a take of one sample shows no motion)."""
+    channels = reference_channels(recording)
+    counts = {topic: sum(1 for _ in itertools.islice(recording.messages(topic, new.start_ns, new.stop_ns + 1), 2))
+              for topic in channels}
+    if counts and max(counts.values()) < 2:
+        held = ", ".join(f"{n} on {topic}" for topic, n in counts.items())
+        raise ValueError(f"{recording.path}: the new episode ({span}) holds {held}: `export` needs two samples at "
+                         "least; give a longer --start..--end; nothing written")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """Labelled episodes -> OUTDIR/<task>/<recording>_<episode>.npz."""
     check_out_folder(args.output, "-o")  # before the work, not when the first file is written
     result = export_episodes(args.paths, args.output, args.channel, use_message_time=args.message_time,
-                             force=args.force, progress=True)
+                             force=args.force, progress=True, max_gap_s=args.max_gap)
     for path in result.written:
         print(path)
     for path in result.removed:
@@ -389,8 +416,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     for reason in result.skipped:
         print(f"skipped {reason}", file=sys.stderr)
     for path in result.incomplete:
-        print(f"warning: {path} is incomplete (no footer: still being written, or cut short): its last episode "
-              "may end early; `teleop dataset recover` makes a complete copy once it is over", file=sys.stderr)
+        if being_written(path):
+            print(f"warning: {path} is still being written (a recorder has it open): its last episode ends where "
+                  "the file ends now; export it again once the session is over", file=sys.stderr)
+        else:
+            print(f"warning: {path} is incomplete (no footer: cut short by a crash): its last episode may end "
+                  f"early; `teleop dataset recover {path} -o OUT` makes a complete copy", file=sys.stderr)
     if not result.written:  # nothing exported is worth a failing exit code in scripts, and a reason
         print(f"teleop dataset export: error: {_why_nothing_exported(result.skipped)}", file=sys.stderr)
         return 1
@@ -420,6 +451,7 @@ def _why_nothing_exported(skipped: list[str]) -> str:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Report what a (crashed) recording holds and write a complete copy."""
+    check_recording_name(args.output, "-o")
     _check_output(args.output, args.force)
     found = open_recording(args.file)
     # Checked before writing: the messages of damaged chunks are not there to recover.
@@ -428,6 +460,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
         why = damage or f"no message survived before {found.problem or 'the end of the file'}"
         raise ValueError(f"{args.file}: nothing readable to recover ({why}); no copy written")
     print(recover(args.file, args.output, recording=found).summary())
+    if being_written(args.file):    # not crashed: a session under way, which the copy cuts short
+        print(f"teleop dataset recover: warning: {args.file} is still being written (a recorder has it open): the "
+              "copy holds the session so far; recover it again once the session is over, or it will have its "
+              "footer and need no recovery", file=sys.stderr)
     return 0
 
 
@@ -533,6 +569,10 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
                    help="time samples by their own t (producer clock) instead of the log time (delivered: every "
                         "command at its send time; without it, at its arrival, packets overtaken by a newer one "
                         "left out)")
+    p.add_argument("--max-gap", type=positive_or_inf, default=DEFAULT_MAX_GAP_S, metavar="S",
+                   help="skip (and say) an episode with no sample for longer than S seconds somewhere: a damaged "
+                        "chunk, or a link that went quiet (default %(default)g s, the robot's stale timeout; "
+                        "inf: export it anyway)")
     p.add_argument("--force", action="store_true",
                    help="replace files in OUTDIR exported from other recordings of the same name, or from "
                         "another --channel of the same recording, and remove the file an episode relabelled since "

@@ -20,7 +20,9 @@ recording's resolved path, and ``channel``, the exported channel's topic
 :func:`_overwrite_problems`: the channels of one recording share the file names, and a
 folder holds one of them). Recordings without episodes (label them with
 ``teleop dataset label FILE --task NAME``), unlabelled episodes, episodes with fewer than
-two samples, or with NaN or infinite references (``teleop train`` refuses them), and
+two samples, with NaN or infinite references (``teleop train`` refuses them), or with a gap
+between samples longer than ``max_gap_s`` (a damaged chunk skipped, a link that went quiet:
+``teleop train`` would learn a straight line across the hole), and
 recordings without the channel are skipped and reported; so are unreadable recordings and
 episodes, and files that cannot be written, which :attr:`ExportResult.errors` also lists:
 one damaged file among many does not stop the others' export.
@@ -202,6 +204,10 @@ def save_with_arrays(trajectory: ReferenceTrajectory, path: Path, arrays: dict[s
 #: before a bar would tell anything (a 166 MB recording's export took 12 s), and a log or a
 #: script's stderr is spared the bar.
 PROGRESS_AFTER_S = 60
+
+#: Longest gap between an episode's samples that is exported [s]: the robot station's default
+#: --stale-timeout, after which it no longer follows the commands either.
+DEFAULT_MAX_GAP_S = 0.5
 
 #: Key of the exported files that names the recording, resolved (its ``source`` keeps the
 #: path as given, which means nothing from another working folder).
@@ -435,7 +441,8 @@ def _failure(exc: BaseException) -> str:
 
 def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                     channel: str = "references", *, use_message_time: bool = False,
-                    force: bool = False, progress: bool = False) -> ExportResult:
+                    force: bool = False, progress: bool = False,
+                    max_gap_s: float = DEFAULT_MAX_GAP_S) -> ExportResult:
     """Write one ReferenceTrajectory .npz per labelled episode of the given recordings.
 
     Args:
@@ -448,6 +455,8 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
             episodes exported under an earlier label (see :func:`_stale_copies`).
         progress: show a progress bar on stderr (the log time read), when there is more than
             :data:`PROGRESS_AFTER_S` to read.
+        max_gap_s: an episode whose samples are further apart than this somewhere [s] is
+            skipped and said (``math.inf``: exported whatever its gaps).
 
     A robot recording's files also hold its joint commands and watchdog and compensation
     states (see the module docstring). A recording or episode that cannot be read, and a
@@ -495,14 +504,15 @@ def export_episodes(sources: str | os.PathLike | Iterable[str | os.PathLike], ou
         # done, so an interrupted export of several recordings leaves the earlier export whole.
         with OutputSet() as outputs:
             for plan in planned:
-                _export_recording(plan, output_dir, channel, topic, use_message_time, stale, reading, result, outputs)
+                _export_recording(plan, output_dir, channel, topic, use_message_time, max_gap_s, stale, reading,
+                                  result, outputs)
         reading.complete()
     return result
 
 
 def _export_recording(plan: _Planned, output_dir: Path, channel: str, topic: str, use_message_time: bool,
-                      stale: dict[tuple[str, int], list[Path]], reading: _ReadProgress, result: ExportResult,
-                      outputs: OutputSet) -> None:
+                      max_gap_s: float, stale: dict[tuple[str, int], list[Path]], reading: _ReadProgress,
+                      result: ExportResult, outputs: OutputSet) -> None:
     """Write the labelled episodes of one recording (see :func:`export_episodes`) into
     ``outputs``, and what became of them into ``result``; an episode that cannot be read
     or written is skipped as an error."""
@@ -525,8 +535,8 @@ def _export_recording(plan: _Planned, output_dir: Path, channel: str, topic: str
         reading.begin(episode.start_ns, episode.stop_ns, _reads(plan))
         recording.on_message = reading
         try:
-            out = _export_episode(plan, episode, output_dir, channel, topic, use_message_time, reading, result,
-                                  outputs)
+            out = _export_episode(plan, episode, output_dir, channel, topic, use_message_time, max_gap_s, reading,
+                                  result, outputs)
         except (RecordingFormatError, OSError, ValueError) as exc:   # damaged data, a file not written
             result.failed(f"{name}: {_failure(exc)}")
             continue
@@ -542,7 +552,7 @@ def _export_recording(plan: _Planned, output_dir: Path, channel: str, topic: str
 
 
 def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel: str, topic: str,
-                    use_message_time: bool, reading: _ReadProgress, result: ExportResult,
+                    use_message_time: bool, max_gap_s: float, reading: _ReadProgress, result: ExportResult,
                     outputs: OutputSet) -> Path | None:
     """Write one episode's file into ``outputs``; None (and the reason in ``result``) when it
     is skipped."""
@@ -564,6 +574,14 @@ def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel:
     problem = _non_finite(trajectory)
     if problem is not None:
         result.skipped.append(f"{name}: {problem}: not exported (teleop train refuses such a take)")
+        return None
+    gaps = np.diff(trajectory.times)
+    if gaps.max() > max_gap_s:
+        at = int(np.argmax(gaps))
+        result.skipped.append(f"{name}: no sample on {channel} for {gaps[at]:.2f} s from {trajectory.times[at]:.2f} s "
+                              f"into the episode (a damaged chunk skipped, or a link that went quiet): not exported, "
+                              f"as teleop train would learn a straight line across it (trim it out with `teleop "
+                              f"dataset label`, or --max-gap {math.ceil(gaps[at] * 10) / 10:g} exports it)")
         return None
     reading.next_read()
     arrays = {**robot_arrays(recording, episode.start_ns, episode.stop_ns + 1), **robot_note_arrays_of(recording),

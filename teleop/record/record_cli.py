@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import PreconditionError, UsageError, positive_float, task_label
+from teleop.cli_types import UsageError, positive_float, task_label
 from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 from .messages import EpisodeMarker
@@ -93,16 +93,9 @@ def run(args: argparse.Namespace) -> int:
     if args.source not in SOURCES:
         raise UsageError(f"unknown source {args.source!r} (known: {', '.join(SOURCES)})")
     output = args.output or _default_output()
-    # Checked before the source starts: a recording is often the only copy of a session.
-    if output.is_dir():
-        raise PreconditionError(f"-o {output} is a folder: give a file name")
-    from teleop.data_args import check_output_location, check_recording_name
+    from teleop.data_args import check_recording_output
 
-    check_recording_name(output, "-o")
-    check_output_location(output, "-o")     # below a file: "File exists" from the recorder
-    if output.exists() and not args.force:
-        # What is on disk, not a malformed value: exit code 1, as every command's OUT that exists.
-        raise PreconditionError(f"{output} exists: pass --force to overwrite it, or choose another -o")
+    check_recording_output(output, "-o", args.force)     # before the source starts
     items = SOURCES[args.source](args)
     recorder = Recorder(output, flush_interval_s=args.flush_interval,
                         metadata={"source": args.source, "command": "teleop record"})

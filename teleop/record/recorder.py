@@ -64,6 +64,7 @@ import logging
 import numbers
 import os
 import queue
+import stat
 import threading
 import time
 from collections import defaultdict
@@ -77,6 +78,7 @@ from mcap.writer import CompressionType, Writer
 from retarget.human import HumanMotion
 from retarget.references import RobotReferences
 
+from .file_lock import lock_for_writing
 from .channels import (
     COMMANDS_COMPENSATED,
     COMMANDS_DELIVERED,
@@ -209,7 +211,7 @@ class Recorder:
         self._error: BaseException | None = None
 
         # Writer-side state: touched only by the writer thread (or under _lock when synchronous).
-        self._file = open(self.path, "wb")
+        self._file = self._open_locked(self.path)
         # Which file this is: the path removed or replaced during the session is found at the
         # next flush (before, the session ended with exit code 0 and no recording anywhere).
         opened = os.fstat(self._file.fileno())
@@ -343,6 +345,22 @@ class Recorder:
         """Mark the end of the open episode; returns its number (None if none was open)."""
         with self._episode_lock:
             return self._stop_episode_locked(log_time_ns)
+
+    @staticmethod
+    def _open_locked(path: Path):
+        """``path`` opened for writing, emptied, under the lock that tells readers a recorder
+        writes it (:mod:`teleop.record.file_lock`). The lock is taken before the file is
+        emptied: ``open(path, "wb")`` emptied a live session's file before anything could
+        refuse it."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            lock_for_writing(fd, path)
+            if stat.S_ISREG(os.fstat(fd).st_mode):    # not a device (/dev/full in tests)
+                os.ftruncate(fd, 0)
+            return os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            raise
 
     @property
     def episode_open(self) -> bool:

@@ -209,21 +209,15 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
 def _check_station_files(args: argparse.Namespace) -> None:
     """Refuse a folder given as --record or --secret-file, and a recording (often the only
     copy of a session) that would be overwritten without --force, before anything starts."""
-    from teleop.data_args import check_out_folder, check_output_location, check_recording_name
+    from teleop.data_args import check_out_folder, check_recording_output
 
-    # A folder is what is on disk, not a malformed value: exit code 1, checked before the
-    # station starts (opening it later would only fail with IsADirectoryError).
-    for option, path in (("--record", args.record), ("--secret-file", args.secret_file)):
-        if path is not None and path.is_dir():
-            raise PreconditionError(f"{option} {path} is a folder: give a file name")
+    if args.secret_file is not None and args.secret_file.is_dir():
+        raise PreconditionError(f"--secret-file {args.secret_file} is a folder: give a file name")
     if args.record is not None:
-        check_recording_name(args.record, "--record")
-        check_output_location(args.record, "--record")   # below a file: "File exists" once recording
+        check_recording_output(args.record, "--record", args.force)
         # A read-only folder said "Read-only file system" once the station had started, with
         # the TELEOP_DEBUG hint and no word of --record.
         check_out_folder(args.record.parent, "--record")
-    if args.record is not None and args.record.exists() and not args.force:
-        raise PreconditionError(f"--record {args.record} exists: pass --force to overwrite it, or choose another file")
     if args.task and args.record is None:
         raise UsageError("--task NAME labels the recording: give --record FILE too")
     if args.force and args.record is None:
@@ -348,6 +342,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     secret = _secret(args.secret_file, args.command)
     codec = PacketCodec(secret)
     endpoint = _bound("--listen", args.listen, lambda: UdpEndpoint(codec, args.listen, allow_remote=args.allow_remote))
+    listening_since = endpoint.clock.now()
     # Every resource is closed however the station ends, a failed start included.
     with contextlib.ExitStack() as resources:
         resources.callback(endpoint.close)
@@ -368,7 +363,7 @@ def _run_robot(args: argparse.Namespace) -> int:
             # The robot note: `dataset export` passes it to the references files, `train` to a library.
             recording = RobotRecording(args.record, endpoint.clock, robot.joint_names,
                                        metadata={"command": "teleop robot", **library_metadata(robot_target(robot))},
-                                       task=args.task)
+                                       task=args.task, task_since=listening_since)
             resources.callback(recording.close)     # if the session fails: closed below otherwise
         station = RobotStation(endpoint, robot, sim, library, config,
                                video_out=recording.video_out(sender) if recording else

@@ -54,7 +54,7 @@ def camera_name(stream_id: int) -> str:
 
 class _StationRecording:
     def __init__(self, path, clock, station: str, stats_hz: float, metadata: dict | None,
-                 task: str | None = None) -> None:
+                 task: str | None = None, task_since: float | None = None) -> None:
         self.clock = clock
         self.task = task or None
         self.recorder = Recorder(path, clock=clock, metadata={"station": station, "clock_kind": "monotonic",
@@ -65,7 +65,9 @@ class _StationRecording:
         self._station = station
         self._failure_reported = False
         if self.task:
-            self.recorder.start_episode(self.task)   # now on the station clock: before any sample
+            # Now on the station clock, or since ``task_since``: packets that reached the
+            # socket while the station was starting are logged at their arrival, before now.
+            self.recorder.start_episode(self.task, log_time_ns=None if task_since is None else self._ns(task_since))
 
     @staticmethod
     def _ns(t: float) -> int:
@@ -188,11 +190,13 @@ class RobotRecording(_StationRecording):
         stats_hz: rate of /network/stats messages [Hz].
         metadata: extra key/value strings for the file's metadata record.
         task: label of an episode started at once (see the module docstring); None: none.
+        task_since: when that episode starts [s, station clock], if before now: when the
+            station began to listen, so that the commands received while it started are in it.
     """
 
     def __init__(self, path, clock, joint_names: list[str] | None = None, stats_hz: float = 2.0,
-                 metadata: dict | None = None, task: str | None = None) -> None:
-        super().__init__(path, clock, "robot", stats_hz, metadata, task)
+                 metadata: dict | None = None, task: str | None = None, task_since: float | None = None) -> None:
+        super().__init__(path, clock, "robot", stats_hz, metadata, task, task_since)
         self.joint_names = tuple(joint_names) if joint_names is not None else None
         self.station = None
 
