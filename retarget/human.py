@@ -61,6 +61,19 @@ TRACKER_SEGMENTS: tuple[str, ...] = ("head", "left_hand", "right_hand", "pelvis"
 MIN_SAMPLE_STEP_S = 1e-4
 MAX_SAMPLE_STEP_S = 1.0
 
+#: Longest pause between two samples of a motion file [s]. A recording tool may pause (the
+#: median step above is what says the time unit is right), but a take that stands still for
+#: longer is a corrupt time stamp: one sample at 1e5 s made a 2 s take last 27 hours, which
+#: `retarget --execute` then simulated and a replay waited out.
+MAX_PAUSE_S = 60.0
+
+#: Fastest a person's body segment may move between two samples of a motion file [m/s].
+#: Hands reach ~10 m/s in a throw; the real data's fastest is 17.6 m/s (a toe marker of an
+#: HDM05 squat, which the data keep). A tracker glitch is orders faster (a hand at 1e6 m for
+#: one frame, a joint angle of 1e30 degrees), and was retargeted as a jump of the robot's
+#: hand within its reach: refused with the frame and segment named.
+MAX_SEGMENT_SPEED_M_S = 30.0
+
 #: Largest deviation from 1 of an orientation quaternion's norm that a file may hold. The
 #: readers normalise, so a small error (rounding in a text export, float32) is harmless;
 #: a larger one is a scaled, zeroed or corrupt quaternion (all zeros turned a posture
@@ -286,6 +299,27 @@ def check_unit_quaternions(motion: HumanMotion, path: str | os.PathLike[str]) ->
         k, j = (int(i) for i in np.argwhere(bad)[0])
         raise MotionFormatError(f"{path}: the quaternion of segment {motion.segment_names[j]} at frame {k} of "
                                 f"{len(motion)} is not of unit norm (norm {norms[k, j]:.3g})")
+
+
+def check_plausible_motion(motion: HumanMotion, path: str | os.PathLike[str]) -> None:
+    """MotionFormatError naming ``path`` and the sample if two samples are more than
+    :data:`MAX_PAUSE_S` apart, or a segment moves faster than :data:`MAX_SEGMENT_SPEED_M_S`
+    between two samples (a corrupt time stamp, a tracking glitch: see there)."""
+    steps = np.diff(motion.times)                                   # (T-1,) [s]
+    if len(steps) and steps.max() > MAX_PAUSE_S:
+        k = int(np.argmax(steps))
+        raise MotionFormatError(f"{path}: sample {k + 1} of {len(motion)} is {steps[k]:.6g} s after sample {k}: a "
+                                f"motion may pause {MAX_PAUSE_S:g} s at most (a corrupt time stamp?)")
+    if not len(steps) or not len(motion.segment_names):
+        return
+    jumps = np.linalg.norm(np.diff(motion.positions, axis=0), axis=-1)   # (T-1, S) [m]
+    speeds = jumps / steps[:, None]
+    if speeds.max() > MAX_SEGMENT_SPEED_M_S:
+        k, j = np.unravel_index(int(np.argmax(speeds)), speeds.shape)
+        raise MotionFormatError(f"{path}: segment {motion.segment_names[j]} moves {jumps[k, j]:.3g} m in "
+                                f"{steps[k] * 1e3:.3g} ms between samples {k} and {k + 1} of {len(motion)} "
+                                f"({speeds[k, j]:.3g} m/s; a person's segments move below {MAX_SEGMENT_SPEED_M_S:g} "
+                                "m/s): a tracking glitch or a corrupt value")
 
 
 def check_finite_motion(motion: HumanMotion, path: str | os.PathLike[str], cause: str = "NaN or inf") -> None:

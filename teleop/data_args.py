@@ -33,8 +33,8 @@ def _names(text: str) -> str:
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default="icub", help="robot description (default: icub)")
-    parser.add_argument("--rate-hz", type=sample_rate_hz, default=100.0,
-                        help="sampling rate of Xsens CSV files, which do not state it (default: 100)")
+    parser.add_argument("--rate-hz", type=sample_rate_hz, default=None,
+                        help="sampling rate of Xsens CSV and AMC files, which do not state it (default: 100 and 120)")
 
 
 def take_files(args: argparse.Namespace, root: Path, prefix: str = "",

@@ -108,10 +108,17 @@ def _print_info(path: Path, info: dict, as_json: bool) -> int:
                   f"{task['covariance']} covariance")
     elif info["kind"] == "human motion":
         print(f"{path}: human motion{' (the operator input of a recording)' if info.get('recording') else ''}, "
-              f"{info['frames']} frames over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz), "
+              f"{info['frames']} frame{'s' if info['frames'] != 1 else ''} over {info['duration_s']:.2f} s "
+              f"({info['rate_hz']:.4g} Hz), "
               f"{len(info['segments'])} segments: {', '.join(info['segments'])}")
         if info.get("recording"):
             print(f"the rest of the recording (channels, episodes): teleop dataset inspect {path}")
+        if info["source"] and Path(info["source"]).resolve() != path.resolve() and not info.get("recording"):
+            # An Xsens joint-angle file (N.csv): its frames are its partner's segment poses.
+            print(f"  the segment poses read from {info['source']}")
+        if not info["rate_stated"]:
+            print(f"  the file does not state its rate: read at {info['rate_hz']:g} Hz (the commands that play or "
+                  "learn it take --rate-hz)")
     else:
         print(f"{path}: robot references{' of ' + repr(info['label']) if info['label'] else ''}, "
               f"{info['samples']} samples over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz)"
@@ -159,5 +166,8 @@ def _motion_info(path: Path) -> dict:
 
     check_human_motion_file(path)      # what the file is instead, when it is the product's own
     motion = read_motion_file(path)
+    from teleop.takes import takes_a_rate
+
     return {"kind": "human motion", "file": str(path), "frames": len(motion), "rate_hz": float(motion.rate_hz),
-            "duration_s": float(motion.duration), "segments": list(motion.segment_names), "source": motion.source}
+            "rate_stated": not takes_a_rate(path), "duration_s": float(motion.duration),
+            "segments": list(motion.segment_names), "source": motion.source}

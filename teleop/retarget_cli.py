@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the measured figures as JSON")
     p.add_argument("--robot", default="icub", help="robot description (default: icub)")
     p.add_argument("--rate-hz", type=sample_rate_hz, default=None,
-                   help="rate of an Xsens CSV file, which does not state it (default: 100); other formats state theirs")
+                   help="rate of an Xsens CSV or AMC file, which do not state it (default: 100 and 120); other formats "
+                        "state theirs")
     p.set_defaults(func=_run)
 
 
@@ -129,8 +130,8 @@ def _run(args: argparse.Namespace) -> int:
     motion = read_motion_file(args.file, args.rate_hz)
     if args.rate_hz is not None and not takes_a_rate(args.file):
         # Else silently ignored: the user expects the take to play at the rate given.
-        raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); {args.file} "
-                         f"is read at {motion.rate_hz:g} Hz")
+        raise UsageError("--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); "
+                         f"{args.file} is read at {motion.rate_hz:g} Hz")
     if motion.source and Path(motion.source).resolve() != args.file.resolve():
         # An Xsens joint-angle file (N.csv): the poses retargeted are its partner's (pN.csv).
         print(f"teleop retarget: reading the segment poses of {args.file} from {motion.source}", file=sys.stderr)

@@ -409,27 +409,29 @@ def check_human_motion_file(path: Path) -> None:
 
 def takes_a_rate(path: Path) -> bool:
     """Whether the motion file ``path`` needs the rate it is read at (``--rate-hz``): an
-    Xsens CSV export, which does not state it, recognised by content (one saved as .txt
-    too). Every other format states its own, and a recording gives its input's times;
-    an unreadable file takes none (reading it says what is wrong, naming it)."""
+    Xsens CSV export or an AMC take, which do not state it (read at 100 and 120 Hz without
+    one: HDM05's and CMU's AMC are 120 Hz, but a 60 Hz take played twice as fast and could
+    not be corrected), recognised by content (one saved as .txt too). Every other format
+    states its own, and a recording gives its input's times; an unreadable file takes none
+    (reading it says what is wrong, naming it)."""
     path = Path(path)
     if path.suffix.lower() == ".mcap":
         return False
     try:
-        return sniff_format(path) == "xsens-csv"
+        return sniff_format(path) in ("xsens-csv", "amc")
     except ValueError:
         return False
 
 
 def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
     """A human motion file: :func:`retarget.readers.read_motion`, with ``rate_hz`` for Xsens
-    CSV files (which do not state their rate), or a recording's operator input
+    CSV and AMC files (which do not state their rate; None: their readers' 100 and 120 Hz),
+    or a recording's operator input
     (:func:`recording_motion`); robot references are refused (:func:`check_human_motion_file`)."""
     path = Path(path)
     if path.suffix.lower() == ".mcap" and path.is_file():
         return recording_motion(path)
     check_human_motion_file(path)
-    # An AMC file (which the readers also give a rate) keeps its own 120 Hz default.
     opts = {"rate_hz": rate_hz} if rate_hz and takes_a_rate(path) else {}
     return read_motion(path, **opts)
 

@@ -168,7 +168,7 @@ def _check_out(args: argparse.Namespace, listed: list[tuple[Path, str]]) -> None
 
 
 def _check_rate(args: argparse.Namespace, files: list[tuple[Path, str]]) -> None:
-    """--rate-hz is for Xsens CSV files (they do not state their rate): given when no take
+    """--rate-hz is for Xsens CSV and AMC files (they do not state their rate): given when no take
     is one, it would be ignored without a word (a user who expects the takes to be read at
     it), as ``teleop retarget`` refuses it. A UsageError (exit code 2)."""
     from teleop.takes import takes_a_rate
@@ -176,8 +176,9 @@ def _check_rate(args: argparse.Namespace, files: list[tuple[Path, str]]) -> None
     if args.rate_hz is None:
         return
     if not any(takes_a_rate(path) for path, _ in files):
-        raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); none of the "
-                         f"{len(files)} take{'s' if len(files) != 1 else ''} is one: their files state their rate")
+        raise UsageError("--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); none "
+                         f"of the {len(files)} take{'s' if len(files) != 1 else ''} is one: their files state their "
+                         "rate")
 
 
 def _check_lengths(takes: list[Take], basis: int) -> None:

@@ -325,7 +325,7 @@ def test_operator_refuses_a_rate_for_a_file_that_states_its_own(capsys):
     """As `teleop retarget` does: given with a BVH or .npz, --rate-hz was silently ignored."""
     take = Path(__file__).resolve().parents[1] / "datasets" / "synthetic" / "squat" / "squat_0.npz"
     assert main(["operator", "--input", str(take), "--rate-hz", "50", "--duration", "0.1"]) == 2
-    assert "--rate-hz applies to Xsens CSV files only" in capsys.readouterr().err
+    assert "--rate-hz applies to Xsens CSV and AMC files only" in capsys.readouterr().err
 
 
 def test_a_number_written_with_an_underscore_is_refused(capsys):

@@ -82,3 +82,15 @@ def test_info_says_an_operator_recording_cut_short_is_cut_short(tmp_path, capsys
     assert main(["info", str(cut)]) == 1
     line = error_line(capsys.readouterr().err)
     assert "cut short" in line and "without" not in line, line
+
+
+def test_info_on_an_xsens_joint_angle_file_names_the_pose_file_and_the_assumed_rate(capsys):
+    """`info 1.csv` described p1.csv's frames as its own, at a rate it printed as if stated."""
+    from conftest import shared_data
+
+    angles = shared_data("xsens_putaside_box", needs=("1.csv", "p1.csv")) / "1.csv"
+    assert main(["info", str(angles)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == f"  the segment poses read from {angles.parent / 'p1.csv'}"
+    assert out[2] == ("  the file does not state its rate: read at 100 Hz (the commands that play or learn it take "
+                      "--rate-hz)")

@@ -19,7 +19,7 @@ from retarget.readers import read_motion, write_mvnx, write_vr_csv
 from retarget.readers.asf_amc import find_asf, read_amc, read_asf
 from retarget.readers.mvn import MVN_SEGMENTS
 from retarget.readers.xsens_csv import DamagedJointAnglesWarning
-from tests.conftest import SYNTHETIC, error_line, run_cli
+from tests.conftest import SYNTHETIC, error_line, run_cli, shared_data
 
 
 def standard(frames: int = 5, step: float = 0.01) -> HumanMotion:
@@ -527,3 +527,118 @@ def test_an_asf_of_another_dataset_names_the_take_it_goes_with(tmp_path):
     assert str(e.value).endswith("which finds it when the take lies in the same folder and is named walk.amc, or "
                                  "when this is the only .asf in the take's folder")
     assert find_asf(tmp_path / "walk.amc") == asf
+
+
+def test_one_sample_at_a_corrupt_time_is_refused(tmp_path):
+    """The last of 200 samples 100 ms apart at 1e5 s: the median step was right, and a 2 s take
+    lasted 27 hours (`retarget --execute` simulated them, a replay waited them out)."""
+    motion = standard(20)
+    times = motion.times.copy()
+    times[-1] = 1e5
+    path = tmp_path / "vr.csv"
+    write_vr_csv(HumanMotion(times, motion.segment_names, motion.positions, motion.orientations), path)
+    with pytest.raises(MotionFormatError, match=re.escape(f"{path}: sample 19 of 20 is 99999.8 s after sample 18: "
+                                                          "a motion may pause 60 s at most")):
+        read_motion(path)
+    times[-1] = times[-2] + 59.0         # a long pause, but a pause: kept
+    write_vr_csv(HumanMotion(times, motion.segment_names, motion.positions, motion.orientations), path)
+    assert read_motion(path).duration == pytest.approx(times[-1])
+
+
+@pytest.mark.parametrize("offset_m, refused", [(1e6, True), (0.5, True), (0.1, False)])
+def test_a_segment_that_jumps_for_one_sample_is_refused(tmp_path, offset_m, refused):
+    """A VR hand at 1e6 m for one 10 ms sample was retargeted as a 22 cm jump of the robot's
+    hand (clamped to its reach); 0.5 m in 10 ms is 50 m/s, 0.1 m is 10 m/s, a throw."""
+    motion = standard(20)
+    positions = motion.positions.copy()
+    hand = motion.segment_names.index("left_hand")
+    positions[10, hand, 0] += offset_m
+    path = tmp_path / "vr.csv"
+    write_vr_csv(HumanMotion(motion.times, motion.segment_names, positions, motion.orientations), path)
+    if not refused:
+        read_motion(path)
+        return
+    with pytest.raises(MotionFormatError, match=re.escape(f"{path}: segment left_hand moves ") + r"\S+ m in "
+                       r"10 ms between samples (9 and 10|10 and 11) of 20 .*: a tracking glitch"):    # out, or back
+        read_motion(path)
+
+
+def test_a_bvh_of_another_skeleton_says_what_teleop_reads(tmp_path):
+    """It said "pass segment_map= for this skeleton", an argument no command has."""
+    path = tmp_path / "other.bvh"
+    path.write_text("HIERARCHY\nROOT Hips\n{\n OFFSET 0 0 0\n CHANNELS 6 Xposition Yposition Zposition Zrotation "
+                    "Xrotation Yrotation\n JOINT Head\n {\n  OFFSET 0 60 0\n"
+                    "  CHANNELS 3 Zrotation Xrotation Yrotation\n  End Site\n  {\n   OFFSET 0 15 0\n  }\n }\n}\n"
+                    "MOTION\nFrames: 2\nFrame Time: 0.01\n"
+                    + "0 90 0 0 0 0 0 0 0\n" * 2)
+    with pytest.raises(MotionFormatError, match=re.escape("joints not named as in the CMU conversion, which teleop "
+                                                          "reads: no LeftArm, ") + r".*; it has Hips, Head: rename"):
+        read_motion(path)
+
+
+def _vr_csv_lines(tmp_path) -> tuple:
+    motion = standard(10)
+    path = tmp_path / "vr.csv"
+    write_vr_csv(motion, path)
+    lines = path.read_text().splitlines()
+    return path, lines, [k for k, line in enumerate(lines) if line[:1].isdigit()]
+
+
+def test_vr_csv_errors_name_the_line_and_tracker(tmp_path):
+    """"tracker quaternions must be unit" and "times must increase (sample 50)" said neither
+    line nor tracker, where every other error of the file names its line."""
+    path, lines, rows = _vr_csv_lines(tmp_path)
+    header = next(line for line in lines if line.startswith("t,")).split(",")
+    cells = lines[rows[4]].split(",")
+    cells[header.index("left_hand_qw")] = "2.0"
+    lines[rows[4]] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MotionFormatError, match=re.escape(f"{path}:{rows[4] + 1}: tracker left_hand: quaternion of "
+                                                          "norm ")):
+        read_motion(path)
+    path, lines, rows = _vr_csv_lines(tmp_path)
+    lines[rows[6]] = lines[rows[5]]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MotionFormatError, match=re.escape(f"{path}:{rows[6] + 1}: times must increase: 0.05 s after "
+                                                          "0.05 s")):
+        read_motion(path)
+
+
+def test_a_vr_json_tracker_missing_from_the_first_sample_is_not_dropped(tmp_path):
+    """The trackers were those of sample 0: a pelvis in every sample but the first was
+    dropped without a word, one in the first only refused."""
+    motion = standard(5)
+    samples = [{"t": float(t), **{s: {"p": motion.position(s)[k].tolist(), "q": [1.0, 0.0, 0.0, 0.0]}
+                                  for s in ("head", "left_hand", "right_hand", "pelvis")}}
+               for k, t in enumerate(motion.times)]
+    del samples[0]["pelvis"]
+    path = tmp_path / "vr.json"
+    path.write_text(json.dumps({"format": "vr-trackers-v1", "samples": samples}))
+    with pytest.raises(MotionFormatError, match=re.escape(f"{path}: sample 0: missing or malformed pelvis: ") +
+                       r".*found nothing \(a tracker is in every sample, or in none\)"):
+        read_motion(path)
+
+
+def test_an_mvnx_frame_rate_its_frame_times_contradict_gives_way_to_them(tmp_path):
+    """frameRate="240" over frames 10 ms apart was shown as the take's rate (the frames are
+    played at their times)."""
+    path = tmp_path / "t.mvnx"
+    write_mvnx(standard(20, step=0.01), path)
+    text = path.read_text()
+    assert 'frameRate="100"' in text
+    path.write_text(text.replace('frameRate="100"', 'frameRate="240"'))
+    motion = read_motion(path)
+    assert motion.rate_hz == pytest.approx(100.0) and motion.meta["stated_rate_hz"] == 240.0
+
+
+def test_a_bvh_of_a_rest_pose_and_one_frame_says_the_rest_pose_was_dropped(tmp_path):
+    """It said "1 frame: a motion needs at least 2" of a file of 2 frames."""
+    source = shared_data("cmu_bvh", "115_06.bvh")
+    text = source.read_text()
+    head, _, rest = text.partition("MOTION")
+    lines = rest.strip().splitlines()       # "Frames: N", "Frame Time: t", then the frames
+    path = tmp_path / "two.bvh"
+    path.write_text(head + "MOTION\nFrames: 2\n" + lines[1] + "\n" + "\n".join(lines[2:4]) + "\n")
+    with pytest.raises(MotionFormatError, match=re.escape("2 frames, the first a rest pose (no root rotation), which "
+                                                          "is dropped: a motion needs at least 2 more")):
+        read_motion(path)

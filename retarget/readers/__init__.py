@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..file_checks import refuse_special_file
-from ..human import HumanMotion, MotionFormatError, check_finite_motion, check_unit_quaternions
+from ..human import (HumanMotion, MotionFormatError, check_finite_motion, check_plausible_motion,
+                     check_unit_quaternions)
 from ._text import head_bytes
 from .asf_amc import read_asf_amc
 from .bvh import read_bvh
@@ -124,6 +125,7 @@ def read_motion(path: str | os.PathLike[str], **opts: Any) -> HumanMotion:
         motion = _read(path, fmt, opts)
         check_finite_motion(motion, path, "a value in the file too large")
         check_unit_quaternions(motion, path)
+        check_plausible_motion(motion, path)
     return motion
 
 

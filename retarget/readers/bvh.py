@@ -272,7 +272,15 @@ def read_bvh(path: str | os.PathLike[str], unit_m: float | None = None, drop_res
     needed = {j for j, _ in seg_map.values()} | {d for _, d in seg_map.values() if d not in ("", "end")} | set(_HIPS)
     missing = sorted(needed - set(bvh.joints))
     if missing:
-        raise error(path, None, f"joints {missing} not in this BVH: pass segment_map= for this skeleton")
+        if segment_map is not None:
+            raise error(path, None, f"joints {missing} of segment_map are not in this BVH")
+        # The command line has no segment map to give: say what it reads and what the file has.
+        def listed(names: list[str]) -> str:
+            return ", ".join(names[:5]) + (f"... ({len(names)})" if len(names) > 5 else "")
+
+        raise error(path, None, f"joints not named as in the CMU conversion, which teleop reads: no "
+                                f"{listed(missing)}; it has {listed(list(bvh.joints))}: rename them, or use "
+                                "retarget.readers.read_bvh(path, segment_map=...) in Python")
     if unit_m is None:
         unit_name, unit_m = detect_unit(bvh)
     else:
@@ -286,6 +294,10 @@ def read_bvh(path: str | os.PathLike[str], unit_m: float | None = None, drop_res
                                and np.any(data[1, rot_cols] != 0.0))
     if drop_rest_frame:
         data = data[1:]
+        if len(data) < 2:
+            # Said here: the commands counted the frames left ("1 frame"), of a file of 2.
+            raise error(path, None, f"{len(data) + 1} frames, the first a rest pose (no root rotation), which is "
+                                    "dropped: a motion needs at least 2 more")
 
     pos, rot, ends = forward_kinematics(bvh, data)
     rest_pos, _, rest_ends = forward_kinematics(bvh, np.zeros((1, data.shape[1])))

@@ -202,10 +202,16 @@ def read_mvnx(path: str | os.PathLike[str], label: str = "") -> HumanMotion:
     q = np.stack(oris)
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
     orientations, conventions = mvn_to_npose_frames(names, positions, q)
-    if rate <= 0 and len(times) > 1:
-        rate = 1.0 / float(np.median(np.diff(times)))
     meta = {"format": "mvnx", "label": label, "mvn_arm_frames": conventions,
             "axes": "MVN: x forward, y left, z up", "units": "m, quaternion (w,x,y,z)"}
+    if len(times) > 1:
+        # The frames are played at their times: a frameRate they contradict (240 stated,
+        # frames 10 ms apart) was shown as the take's rate. Kept in meta.
+        measured = 1.0 / float(np.median(np.diff(times)))
+        if rate > 0 and abs(rate - measured) > 0.05 * measured:
+            meta["stated_rate_hz"] = rate
+        if rate <= 0 or "stated_rate_hz" in meta:
+            rate = measured
     return HumanMotion(times - times[0], names, positions, orientations, np.stack(coms) if coms else None,
                        source=str(path), rate_hz=rate, meta=meta)
 

@@ -58,7 +58,8 @@ AXES = {"z-up": np.eye(3), "openvr": OPENVR_TO_Z_UP}
 
 
 def _read_csv(path: str | os.PathLike[str]
-              ) -> tuple[npt.NDArray[np.floating[Any]], dict[str, npt.NDArray[np.floating[Any]]], str]:
+              ) -> tuple[npt.NDArray[np.floating[Any]], dict[str, npt.NDArray[np.floating[Any]]], str, list[int]]:
+    """(times (T,) [s], {tracker: (T, 7) p, q}, axes, the line of each sample)."""
     lines = read_lines(path)
     axes = "z-up"
     header, header_line = None, 0
@@ -104,11 +105,12 @@ def _read_csv(path: str | os.PathLike[str]
     table = np.stack(rows)
     column = {c: i for i, c in enumerate(header)}
     poses = {seg: table[:, [column[f"{seg}_{x}"] for x in _SUFFIXES]] for seg in segments}
-    return table[:, 0], poses, axes
+    return table[:, 0], poses, axes, row_lines
 
 
 def _read_json(path: str | os.PathLike[str]
-               ) -> tuple[npt.NDArray[np.floating[Any]], dict[str, npt.NDArray[np.floating[Any]]], str]:
+               ) -> tuple[npt.NDArray[np.floating[Any]], dict[str, npt.NDArray[np.floating[Any]]], str, None]:
+    """(times (T,) [s], {tracker: (T, 7) p, q}, axes, None: samples have no line of their own)."""
     text = "\n".join(read_lines(path))
     try:
         doc = json.loads(text)
@@ -132,7 +134,9 @@ def _read_json(path: str | os.PathLike[str]
     if k is not None:
         raise MotionFormatError(f"{path}: sample {k}: expected an object {{\"t\": ..., \"head\": ...}}, "
                                 f"found {json.dumps(samples[k])[:40]}")
-    segments = [s for s in TRACKER_SEGMENTS if s in samples[0]]
+    # The trackers of any sample: those of the first only dropped a pelvis that sample 0
+    # lacked without a word (and refused one that only sample 0 had).
+    segments = [s for s in TRACKER_SEGMENTS if any(s in sample for sample in samples)]
     times = np.empty(len(samples))
     poses: dict[str, npt.NDArray[np.floating[Any]]] = {s: np.empty((len(samples), 7)) for s in segments}
     for k, sample in enumerate(samples):
@@ -142,8 +146,9 @@ def _read_json(path: str | os.PathLike[str]
                 entry = sample.get(s)
                 if not isinstance(entry, dict) or "p" not in entry or "q" not in entry:
                     # Said as what is there: a null tracker was "'NoneType' object is not subscriptable".
-                    raise ValueError(f"{s}: expected {{\"p\": [x, y, z], \"q\": [w, x, y, z]}}, found "
-                                     f"{json.dumps(entry)[:40] if s in sample else 'nothing'}")
+                    found = (json.dumps(entry)[:40] if s in sample
+                             else "nothing (a tracker is in every sample, or in none)")
+                    raise ValueError(f"{s}: expected {{\"p\": [x, y, z], \"q\": [w, x, y, z]}}, found {found}")
                 p, q = entry["p"], entry["q"]
                 if len(p) != 3 or len(q) != 4:
                     raise ValueError(f"{s}: p needs 3 numbers and q 4")
@@ -158,7 +163,7 @@ def _read_json(path: str | os.PathLike[str]
                 if not np.all(np.isfinite(values))]
         if bad:
             raise MotionFormatError(f"{path}: sample {k}: non-finite {', '.join(bad)}")
-    return times, poses, axes
+    return times, poses, axes, None
 
 
 def read_vr_trackers(path: str | os.PathLike[str], npose_frame: int | None = 0, label: str = "",
@@ -174,16 +179,19 @@ def read_vr_trackers(path: str | os.PathLike[str], npose_frame: int | None = 0, 
         layout = "json" if path.suffix.lower() == ".json" else "csv"
     if layout not in ("json", "csv"):
         raise ValueError(f"layout must be 'json' or 'csv', not {layout!r}")
-    if layout == "json":
-        times, poses, axes = _read_json(path)
-    else:
-        times, poses, axes = _read_csv(path)
+    times, poses, axes, sample_lines = _read_json(path) if layout == "json" else _read_csv(path)
+
+    def at(k: int, message: str) -> MotionFormatError:
+        """The error of sample ``k``: at its line (CSV), or naming it (JSON)."""
+        return error(path, sample_lines[k], message) if sample_lines else error(path, None, f"sample {k}: {message}")
+
     missing = [s for s in REQUIRED if s not in poses]
     if missing:
         raise error(path, None, f"trackers {', '.join(missing)} are missing: head, left_hand and right_hand are "
                                 "required")
     if np.any(np.diff(times) <= 0):
-        raise error(path, None, f"times must increase (sample {int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1})")
+        k = int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1
+        raise at(k, f"times must increase: {times[k]:.6g} s after {times[k - 1]:.6g} s")
     c = AXES[axes]
     qc = quat.from_matrix(c)
     names = tuple(s for s in TRACKER_SEGMENTS if s in poses)
@@ -191,7 +199,8 @@ def read_vr_trackers(path: str | os.PathLike[str], npose_frame: int | None = 0, 
     q = np.stack([poses[s][:, 3:] for s in names], axis=1)
     norms = np.linalg.norm(q, axis=-1)
     if np.any(np.abs(norms - 1.0) > 0.01):
-        raise error(path, None, "tracker quaternions must be unit (w, x, y, z)")
+        k, j = (int(i) for i in np.argwhere(np.abs(norms - 1.0) > 0.01)[0])
+        raise at(k, f"tracker {names[j]}: quaternion of norm {norms[k, j]:.3g}: must be unit (w, x, y, z)")
     orientations = quat.mul(qc, q / norms[..., None])
     meta: dict[str, Any] = {"format": "vr-trackers", "axes": axes, "label": label, "npose_frame": npose_frame}
     if npose_frame is not None:

@@ -151,8 +151,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=f"receiver port (default {DEFAULT_PORT})")
     # --rate-hz as every other command that reads motion files names it (--rate: its older name).
     parser.add_argument("--rate-hz", "--rate", dest="rate", type=sample_rate_hz, default=None,
-                        help="rate of an Xsens CSV file, which does not state it [Hz] (default: 100); other formats "
-                             "state theirs")
+                        help="rate of an Xsens CSV or AMC file, which do not state it [Hz] (default: 100 and 120); "
+                             "other formats state theirs")
     parser.add_argument("--speed", type=positive_float, default=1.0, help="playback speed factor")
     parser.add_argument("--loop", action="store_true",
                         help="start over at the end (after returning to the first pose over 0.5-3 s)")
@@ -179,10 +179,10 @@ def _run(args: argparse.Namespace) -> int:
     # as retarget and operator --input say.
     motion = read_motion_file(args.file, args.rate)
     if args.rate is not None and not takes_a_rate(args.file):
-        # Else silently ignored (BVH) or applied (AMC), while `teleop retarget --rate-hz` refused
+        # Else silently ignored (BVH), while `teleop retarget --rate-hz` refused
         # it: one rule for both, and the user who expects the take at the rate given is told.
-        raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); {args.file} "
-                         f"is read at {motion.rate_hz:g} Hz")
+        raise UsageError("--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); "
+                         f"{args.file} is read at {motion.rate_hz:g} Hz")
     problem = unstreamable(motion, args.unit)
     if problem:      # checked before the first datagram: one line, exit code 1, nothing sent
         raise PreconditionError(f"{args.file}: {problem}")

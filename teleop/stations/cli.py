@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--loop", action="store_true",
                     help="loop a file source (it returns to its first pose over 0.5-3 s between laps)")
     op.add_argument("--rate-hz", type=sample_rate_hz, default=None,
-                    help="rate of an Xsens CSV file source [Hz] (default 100: the export does not state it)")
+                    help="rate of an Xsens CSV or AMC file source [Hz] (default 100 and 120: they do not state it)")
     op.add_argument("--seed", type=int, default=0, help="seed of the synthetic operator (default: 0)")
     op.add_argument("--video-listen", type=address, default="127.0.0.1:9003",
                     help="where to receive the robot's video (default: 127.0.0.1:9003)")
@@ -247,7 +247,7 @@ def _check_operator_options(args: argparse.Namespace) -> None:
                                  f"(not --input {args.source})")
     elif args.rate_hz is not None and Path(args.source).is_file() and not takes_a_rate(Path(args.source)):
         # As `teleop retarget` says it: else silently ignored, the take played at its own rate.
-        raise UsageError(f"--rate-hz applies to Xsens CSV files only (they do not state their rate); "
+        raise UsageError(f"--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); "
                          f"{args.source} states its own")
     if args.port is not None and args.view != "web":
         raise UsageError("--port is the web viewer's port: give --view web too")
