@@ -101,7 +101,8 @@ def test_dataset_recover_writes_a_complete_copy(tmp_path, capsys):
     assert repaired.complete and repaired.message_count == 21
     # Listed as what it may be (a live session's file has no footer either), not "recovered".
     assert dataset_cli.main(["inspect", str(path)]) == 0
-    assert "state:     incomplete (no footer: still being written, or cut short)" in capsys.readouterr().out
+    # The "crashed" recorder is still open here (its lock held): said so, not "or cut short".
+    assert "state:     incomplete (still being written: a recorder has it open)" in capsys.readouterr().out
     rec2 = Recorder(tmp_path / "live.mcap", threaded=False, flush_interval_s=0.01)
     rec2.start_episode("wave", log_time_ns=0)
     for i in range(21):

@@ -175,3 +175,17 @@ def test_recover_of_a_live_recording_says_the_session_is_under_way(tmp_path, cap
     recorder.close()
     assert main(["dataset", "recover", str(live), "-o", str(tmp_path / "again.mcap")]) == 0
     assert "still being written" not in capsys.readouterr().err
+
+
+def test_inspect_tells_a_live_recording_from_one_cut_short(tmp_path, capsys):
+    """Both were "incomplete (no footer: still being written, or cut short)"."""
+    live = tmp_path / "live.mcap"
+    recorder = Recorder(live, threaded=False, flush_interval_s=1e-9)
+    recorder.start_episode("squat")
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(live.read_bytes())          # the same bytes, no recorder: as after a crash
+    assert main(["dataset", "inspect", str(live)]) == 0
+    assert "incomplete (still being written: a recorder has it open)" in capsys.readouterr().out
+    assert main(["dataset", "inspect", str(cut)]) == 0
+    assert "incomplete (no footer: cut short" in capsys.readouterr().out
+    recorder.close()

@@ -74,12 +74,14 @@ from .rewrite import write_copy
 
 def _state(recording: Recording) -> str:
     """"complete", or "incomplete" with why: a file without its footer is either still being
-    written (a live session) or was cut short by a crash; its readable part is listed
-    (``dataset recover`` writes a complete copy of it)."""
+    written (a live session: its recorder's lock says so) or was cut short by a crash; its
+    readable part is listed (``dataset recover`` writes a complete copy of it)."""
     if recording.complete:
         return "complete"
+    if being_written(recording.path):
+        return "incomplete (still being written: a recorder has it open)"
     return "incomplete" + (f" ({recording.problem})" if recording.problem else
-                           " (no footer: still being written, or cut short)")
+                           " (no footer: cut short, or written by a recorder that does not lock its file)")
 
 
 def _task(task: str) -> str:
