@@ -49,8 +49,8 @@ def test_file_and_data_errors_exit_1(recording, tmp_path, capsys, case):  # noqa
         "exists": (["--make-test-recording", recording], "exists: pass --force"),
     }[case]
     (tmp_path / "bad.json").write_text("{}")
-    rc, stdout, err = run_cli(capsys, "calibrate-sim", *argv, "--out", out, "--max-evaluations",
-                              MIN_EVALUATIONS_R_ELBOW)
+    fit_options = ["--out", out, "--max-evaluations", MIN_EVALUATIONS_R_ELBOW] if "--data" in argv else []
+    rc, stdout, err = run_cli(capsys, "calibrate-sim", *argv, *fit_options)
     assert rc == 1, err
     assert fragment in _error(err) and stdout == ""
     assert not out.exists()
@@ -64,7 +64,7 @@ def test_file_and_data_errors_exit_1(recording, tmp_path, capsys, case):  # noqa
 ])
 def test_bad_option_values_still_exit_2(recording, tmp_path, capsys, argv, fragment):  # noqa: F811
     argv = [str(recording) if a == "RECORDING" else str(tmp_path / a) if a.startswith("REC.") else a for a in argv]
-    rc, _, err = run_cli(capsys, "calibrate-sim", *argv, "--out", tmp_path / "cal")
+    rc, _, err = run_cli(capsys, "calibrate-sim", *argv, *(["--out", tmp_path / "cal"] if "--data" in argv else []))
     assert rc == 2 and fragment in _error(err)
 
 

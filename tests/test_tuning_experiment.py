@@ -189,6 +189,8 @@ def test_a_gains_file_named_like_a_method_gets_a_row_of_its_own(tmp_path):
     settings = _settings(parser.parse_args(["tune", "--quick", "--gains", str(tmp_path / "a" / "PDControl.json"),
                                             "--gains", str(tmp_path / "b" / "mine.json")]))
     assert sorted(settings.extra_gains) == ["PDControl (file)", "mine"]
-    with pytest.raises(SystemExit, match="both be the row 'mine'"):
+    from teleop.cli_types import UsageError
+
+    with pytest.raises(UsageError, match="both be the row 'mine'"):
         _settings(parser.parse_args(["tune", "--quick", "--gains", str(tmp_path / "a" / "mine.json"),
                                      "--gains", str(tmp_path / "b" / "mine.json")]))

@@ -65,8 +65,11 @@ def _parse(*argv):
     (("--setups", "2", "--payload-kg", "3"), "--payload-kg changes setup 4 only"),
 ])
 def test_setup_overrides_without_their_setup_are_refused(argv, message):
-    """They used to be accepted and silently do nothing."""
-    with pytest.raises(SystemExit, match=message):
+    """They used to be accepted and silently do nothing; options that cannot go together:
+    a UsageError (exit code 2)."""
+    from teleop.cli_types import UsageError
+
+    with pytest.raises(UsageError, match=message):
         _parse(*argv)
     assert _parse("--setups", "3,4", "--limited-torque", "0.3", "--payload-kg", "3").payload_kg == 3.0
 
@@ -80,11 +83,13 @@ def test_a_setup_named_twice_runs_once():
 
 
 @pytest.mark.parametrize("option", ["--eval-motions", "--train-motions"])
-def test_an_empty_motion_list_is_refused(option):
+def test_an_empty_motion_list_is_refused(option, capsys):
     """``--eval-motions ,`` used to run and fail in every setup with numpy's "need at least one
-    array to concatenate"."""
-    with pytest.raises(SystemExit, match=f"{option}: expected comma-separated motion files"):
+    array to concatenate"; then exit code 1 from the command's checks: now argparse's refusal."""
+    with pytest.raises(SystemExit) as exc:
         _parse(option, ",")
+    assert exc.value.code == 2
+    assert f"argument {option}: expected comma-separated motion files" in capsys.readouterr().err
 
 
 def test_an_out_that_is_a_file_fails_before_the_run(tmp_path, monkeypatch, capsys):

@@ -59,47 +59,86 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "joint_names (k,), commanded (T, k), measured (T, k), optional commanded_velocity (T, k) "
                     "(the velocities the servo was sent; without them the fit takes a position-only servo, "
                     "and a servo that was sent some fits with a wrong latency and damping) and meta (see "
-                    "teleop/sim/recording_io.py). A parameter fitted at a bound of its range, and a fit stopped "
-                    "by its budget, are warned of and listed in report.json's warnings.")
+                    "teleop/sim/recording_io.py; a test recording's hidden 'truth' is checked with the rest, "
+                    "before any replay). A parameter fitted at a bound of its range, and a fit stopped "
+                    "by its budget, are warned of and listed in report.json's warnings. An option marked "
+                    "'with --data' or 'with --make-test-recording' belongs to that mode: the other refuses it.")
     p.add_argument("--data", type=Path, help="recording to fit (.npz or .json)")
     p.add_argument("--make-test-recording", type=Path, metavar="OUT",
                    help="write a recording made with hidden perturbed parameters to OUT (.npz or .json)")
     p.add_argument("--force", action="store_true",
                    help="with --make-test-recording: overwrite OUT if it exists; with --data: replace the "
                         "fitted_actuator.toml and report.json an earlier fit left in --out")
-    p.add_argument("--perturb", type=non_negative_float, default=0.2,
+    # The options of one mode default to None (MODE_DEFAULTS fills them in): one given to the
+    # other mode is refused, not silently ignored.
+    p.add_argument("--perturb", type=non_negative_float,
                    help="with --make-test-recording: hidden scales drawn in [1-P, 1+P], P < 0.7 (default 0.2)")
-    p.add_argument("--seed", type=_seed, default=0, help="with --make-test-recording: seed >= 0 (default 0)")
-    p.add_argument("--duration", type=positive_float, default=3.0,
+    p.add_argument("--seed", type=_seed, help="with --make-test-recording: seed >= 0 (default 0)")
+    p.add_argument("--duration", type=positive_float,
                    help="with --make-test-recording: length [s] (default 3), long enough for a meaningful fit "
                         "(10 values per fitted parameter; a shorter one is refused, saying how long)")
-    p.add_argument("--noise", type=non_negative_float, default=2e-4,
+    p.add_argument("--noise", type=non_negative_float,
                    help="with --make-test-recording: noise on the measured angles [rad] (default 2e-4)")
-    p.add_argument("--groups", help="comma-separated joint groups or joints to calibrate "
-                                    "(default: the recording's meta; for a test recording: right_arm)")
+    p.add_argument("--groups", help="both modes: comma-separated joint groups or joints to calibrate, or to hide "
+                                    "parameters of (default: the recording's meta; for a test recording: right_arm)")
     p.add_argument("--params", type=Path,
-                   help="nominal actuator parameter file (TOML/JSON; default: the description's [sim.actuator])")
+                   help="both modes: nominal actuator parameter file (TOML/JSON; default: the description's "
+                        "[sim.actuator])")
     p.add_argument("--fit-kp", action="store_true",
-                   help="also fit the servo stiffness K_p (not identifiable together with the mass from angles "
-                        "alone: see teleop/sim/calibration.py)")
-    p.add_argument("--max-evaluations", type=positive_int, default=200,
-                   help="budget of simulated replays (default 200), at least 2 + 2 x (1 + the number of fitted "
-                        "parameters): one least-squares step")
-    p.add_argument("--out", type=Path, default=Path("out") / "calibration",
-                   help="folder for fitted_actuator.toml and report.json (default out/calibration)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON (the progress bar stays on stderr)")
-    p.add_argument("--robot", default="icub", help="robot description (default: icub)")
+                   help="both modes: also fit (with --make-test-recording: also hide) the servo stiffness K_p "
+                        "(not identifiable together with the mass from angles alone: see "
+                        "teleop/sim/calibration.py)")
+    p.add_argument("--max-evaluations", type=positive_int,
+                   help="with --data: budget of simulated replays (default 200), at least 2 + 2 x (1 + the number "
+                        "of fitted parameters): one least-squares step")
+    p.add_argument("--out", type=Path,
+                   help="with --data: folder for fitted_actuator.toml and report.json (default out/calibration; "
+                        "--make-test-recording writes to its OUT)")
+    p.add_argument("--json", action="store_true",
+                   help="with --data: print the report as JSON (the progress bar stays on stderr)")
+    p.add_argument("--robot", default="icub", help="both modes: robot description (default: icub)")
     p.set_defaults(func=_run)
+
+
+#: The options of one mode (the other refuses them) and their defaults: argparse leaves
+#: them None (False for --json) unless given.
+MODE_DEFAULTS = {
+    "--data": {"max_evaluations": 200, "out": Path("out") / "calibration", "json": False},
+    "--make-test-recording": {"perturb": 0.2, "seed": 0, "duration": 3.0, "noise": 2e-4},
+}
+#: What each mode does, in the refusal of the other's options.
+MODE_WORDS = {"--data": "fitting a recording", "--make-test-recording": "making a test recording"}
+
+
+def _check_mode_options(args: argparse.Namespace) -> None:
+    """UsageError for an option of the other mode than the one given (``--out`` with
+    ``--make-test-recording``, ``--seed`` with ``--data``): it was ignored without a word
+    (``--json`` printed text); then set the defaults of this mode's options."""
+    mode = "--data" if args.data is not None else "--make-test-recording"
+    for other, options in MODE_DEFAULTS.items():
+        # (`is`: --seed 0 is given, and 0 == False.)
+        given = [f"--{dest.replace('_', '-')}" for dest in options
+                 if getattr(args, dest) is not None and getattr(args, dest) is not False]
+        if other != mode and given:
+            names = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+            raise UsageError(f"{names} {'is an option' if len(given) == 1 else 'are options'} of {other} "
+                             f"({MODE_WORDS[other]}), not of {mode} ({MODE_WORDS[mode]}): leave "
+                             f"{'it' if len(given) == 1 else 'them'} out")
+    for dest, default in MODE_DEFAULTS[mode].items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
 
 
 def _run(args: argparse.Namespace) -> int:
     """Exit code 2 for an option value (checked before any work), 1 for a file or data the
     command cannot use (raised, as ValueError or OSError, for teleop.cli to report)."""
+    from teleop.robot.description import DescriptionError
     from teleop.robot.model import RobotModel
     from teleop.sim.calibration import DEFAULT_FIT
 
     if (args.data is None) == (args.make_test_recording is None):
         raise UsageError("give exactly one of --data RECORDING or --make-test-recording OUT")
+    _check_mode_options(args)
     if args.make_test_recording is not None and args.make_test_recording.is_dir():
         # What is on disk, not a malformed value: exit code 1, as every output of the wrong kind.
         raise PreconditionError(f"--make-test-recording {args.make_test_recording} is a folder: "
@@ -107,7 +146,10 @@ def _run(args: argparse.Namespace) -> int:
     problem = _test_recording_option_problem(args) if args.make_test_recording is not None else None
     if problem:
         raise UsageError(problem)
-    robot = RobotModel(args.robot)
+    try:
+        robot = RobotModel(args.robot)
+    except DescriptionError as exc:   # the command line names no robot we have: said before any work
+        raise PreconditionError(f"--robot {args.robot}: {exc}") from None
     groups = _groups(args.groups, robot) if args.groups else None
     fit = (("kp",) if args.fit_kp else ()) + DEFAULT_FIT
     if args.make_test_recording is not None:
@@ -177,13 +219,42 @@ def _duration_problem(robot, groups: list[str], fit: tuple[str, ...], duration: 
             f"{needed * TEST_SAMPLE_DT:g} or more")
 
 
-def _nominal(args: argparse.Namespace, robot):
-    """The nominal actuator parameters: --params, else the robot description's."""
-    from teleop.sim.actuator import description_actuator_params, load_actuator_params
+def _check_params_file(path: Path) -> None:
+    """PreconditionError unless --params names a text file: a folder, a missing file, a
+    named pipe, a binary file (an image: it was "not valid JSON (not UTF-8 text ...)")."""
+    from retarget.file_checks import refuse_special_file
 
-    if args.params:
-        return load_actuator_params(args.params, robot.joint_names, robot.limits.effort)
-    return description_actuator_params(robot)
+    if path.is_dir():
+        raise PreconditionError(f"--params {path} is a folder: give an actuator parameter file (TOML or JSON)")
+    refuse_special_file(path, lambda text: PreconditionError(f"--params {text}: give an actuator parameter file"))
+    if not path.is_file():
+        raise PreconditionError(f"--params {path}: no such file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PreconditionError(f"--params {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        if b"\x00" in data[:4096]:
+            raise UnicodeError
+        data.decode("utf-8")
+    except UnicodeError:
+        raise PreconditionError(f"--params {path}: not a TOML or JSON text file (binary content): give an actuator "
+                                f"parameter file, e.g. the {PARAMS_FILE} a fit wrote") from None
+
+
+def _nominal(args: argparse.Namespace, robot):
+    """The nominal actuator parameters: --params, else the robot description's. Read before
+    any work: a file's error says what is wrong in it, without the TELEOP_DEBUG hint."""
+    from teleop.sim.actuator import ActuatorFileError, description_actuator_params, load_actuator_params
+
+    try:
+        if args.params:
+            _check_params_file(args.params)
+            return load_actuator_params(args.params, robot.joint_names, robot.limits.effort)
+        return description_actuator_params(robot)
+    except ActuatorFileError as exc:
+        exc.before_work = True   # type: ignore[attr-defined]  # (teleop.cli: the error line alone)
+        raise
 
 
 def _make_test_recording(args: argparse.Namespace, robot, groups: list[str], fit: tuple[str, ...]) -> int:
@@ -214,7 +285,7 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
     from teleop.data_args import check_out_folder, warn_skipped
     from teleop.sim.actuator import write_actuator_params
     from teleop.sim.calibration import calibrate, check_recording, groups_to_fit, min_evaluations, n_parameters
-    from teleop.sim.recording_io import RecordingError, load_recording
+    from teleop.sim.recording_io import load_recording
 
     source = str(args.data)
     nominal = _nominal(args, robot)
@@ -232,13 +303,9 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
                          f"and after the step): give --max-evaluations {needed} or more")
     # After the recording's own errors (fixed first, whatever the folder), before the fit.
     _check_earlier_fit(args.out, args.force)
-    try:
-        result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
-                           progress=True, fit=fit, source=source)   # on stderr, --json or not
-    except KeyError as exc:   # a key the recording's meta lacks (its 'truth'): the file's fault
-        error = RecordingError(f"{source}: {exc.args[0] if exc.args else exc}")
-        error.before_work = False     # found during the fit: the TELEOP_DEBUG hint applies
-        raise error from None
+    # (check_recording checked the meta's 'truth' too: the fit compares its result with it.)
+    result = calibrate(robot, rec, nominal, groups, max_evaluations=args.max_evaluations,
+                       progress=True, fit=fit, source=source)   # on stderr, --json or not
     for warning in ([result.data_warning] if result.data_warning else []) + result.fit_warnings:
         warn_skipped(args, warning)
     args.out.mkdir(parents=True, exist_ok=True)

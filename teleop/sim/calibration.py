@@ -34,12 +34,14 @@ when the recording says so, as a bench test of the limbs would be recorded.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pinocchio as pin
 
+from teleop import json_input
 from teleop.progress import progress_bar
 from teleop.robot.model import NQ_BASE, RobotModel
 from teleop.sim.actuator import ActuatorParams, link_scale_for
@@ -219,12 +221,13 @@ def check_recording(robot: RobotModel, rec: Recording, source: str = "recording"
     replayed on ``robot`` at physics step ``dt`` [s]: unknown or repeated joints, a sample
     period that is no multiple of ``dt`` or longer than :data:`MAX_SAMPLE_PERIOD_S`, commanded
     or measured angles beyond the joint limits by more than :data:`ANGLE_LIMIT_TOLERANCE`, or
-    a malformed ``meta`` (``q0``, ``base_height``, ``fixed_base``, ``groups``), including a
-    ``q0`` outside the joint limits (beyond :data:`Q0_LIMIT_TOLERANCE`) and a ``base_height``
+    a malformed ``meta`` (``q0``, ``base_height``, ``fixed_base``, ``groups``, ``truth``), including
+    a ``q0`` outside the joint limits (beyond :data:`Q0_LIMIT_TOLERANCE`) and a ``base_height``
     outside :data:`BASE_HEIGHT_RANGE`.
     :func:`replay` would otherwise fail with a bare numpy or key error, run with the last
     of the duplicates' commands (repeated joints), or fit nonsense parameters from an
-    impossible start."""
+    impossible start; a malformed ``truth`` failed only after the whole fit, comparing the
+    result with it (:func:`recovery_errors`: a TypeError, a division by zero)."""
     unknown = [j for j in rec.joint_names if j not in robot.joint_names]
     if unknown:
         raise RecordingError(f"{source}: joints {unknown} are not joints of {robot.description.name}")
@@ -280,6 +283,68 @@ def check_recording(robot: RobotModel, rec: Recording, source: str = "recording"
     groups = meta.get("groups", [])
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise RecordingError(f"{source}: meta 'groups' must be a list of joint group or joint names, got {groups!r}")
+    if "truth" in meta:
+        check_truth(meta["truth"], source)
+
+
+#: What a recording's ``meta["truth"]`` holds: the hidden parameters of a test recording
+#: (:func:`make_test_recording`), said in the errors about it.
+TRUTH_LAYOUT = ('{"latency": seconds >= 0, "scales": {group: {parameter: scale > 0}}} with the parameters '
+                + ", ".join(GROUP_PARAMETERS))
+
+
+def _shown(value) -> str:
+    """``value`` (from the recording's JSON meta) as an error message quotes it: as JSON
+    (null, not None), cut short (a truth may be large)."""
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _finite_number(value) -> bool:
+    """Whether ``value`` (from JSON) is a finite number: not a bool, a string, null, nor an
+    integer too large for a float (dividing by it overflows)."""
+    try:
+        json_input.finite_float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def check_truth(truth, source: str = "recording") -> None:
+    """Raise :class:`RecordingError` (naming ``source``) unless ``truth``, a recording's
+    ``meta["truth"]``, is what :func:`make_test_recording` writes (:data:`TRUTH_LAYOUT`):
+    a hidden ``latency`` [s], a finite number >= 0 (0: none, left out of the recovery
+    errors), and per group a finite scale > 0 for each of :data:`GROUP_PARAMETERS`. A fit
+    divides by them when it reports how well it recovered them (:func:`recovery_errors`)."""
+    where = f"{source}: meta 'truth'"
+    if not isinstance(truth, dict):
+        raise RecordingError(f"{where} must be an object {TRUTH_LAYOUT}; got {_shown(truth)}")
+    missing = [key for key in ("latency", "scales") if key not in truth]
+    if missing:
+        raise RecordingError(f"{where} lacks {' and '.join(repr(k) for k in missing)}: it must be {TRUTH_LAYOUT}")
+    latency = truth["latency"]
+    if not _finite_number(latency) or latency < 0:
+        raise RecordingError(f"{where} 'latency' must be a finite number of seconds >= 0, got {_shown(latency)}")
+    scales = truth["scales"]
+    if not isinstance(scales, dict):
+        raise RecordingError(f"{where} 'scales' must be an object of group -> {{parameter: scale}}, "
+                             f"got {_shown(scales)}")
+    for group, values in scales.items():
+        if not isinstance(values, dict):
+            raise RecordingError(f"{where} 'scales' of {group!r} must be an object of parameter -> scale, "
+                                 f"got {_shown(values)}")
+        unknown = sorted(set(values) - set(GROUP_PARAMETERS))
+        if unknown:
+            raise RecordingError(f"{where} 'scales' of {group!r}: unknown parameters {unknown} (the parameters are "
+                                 f"{', '.join(GROUP_PARAMETERS)})")
+        lacking = [key for key in GROUP_PARAMETERS if key not in values]
+        if lacking:
+            raise RecordingError(f"{where} 'scales' of {group!r} lacks {', '.join(lacking)} (a scale for each of "
+                                 f"{', '.join(GROUP_PARAMETERS)})")
+        for key in GROUP_PARAMETERS:
+            if not _finite_number(values[key]) or values[key] <= 0:
+                raise RecordingError(f"{where} 'scales' of {group!r}: {key} must be a finite number > 0 (a factor "
+                                     f"of the nominal), got {_shown(values[key])}")
 
 
 def replay(robot: RobotModel, rec: Recording, params: ActuatorParams, dt: float = 0.001) -> np.ndarray:

@@ -93,7 +93,12 @@ class SequenceError(LockstepError):
 
 
 class PeerError(LockstepError):
-    """The peer sent an ERROR message."""
+    """The peer sent an ERROR message (``truncated``: one too short to hold its code, whose
+    ``code`` is then BAD_PAYLOAD, this side's verdict on it)."""
+
+    def __init__(self, code: int, message: str, truncated: bool = False) -> None:
+        super().__init__(code, message)
+        self.truncated = truncated
 
 
 def encode(msg_type: int, payload: bytes = b"", flags: int = 0) -> bytes:
@@ -167,7 +172,7 @@ def encode_error(code: int, message: str) -> bytes:
 
 def decode_error(payload: bytes) -> PeerError:
     if len(payload) < ERROR_HEAD.size:
-        return PeerError(E_PAYLOAD, "peer sent a truncated ERROR")
+        return PeerError(E_PAYLOAD, "peer sent a truncated ERROR", truncated=True)
     (code,) = ERROR_HEAD.unpack_from(payload)
     return PeerError(code, payload[ERROR_HEAD.size:].decode("utf-8", errors="replace"))
 
@@ -245,8 +250,10 @@ class SessionReport:
         rtf: real-time factor sim_time_s / wall_time_s (§A.12 reports it per scenario);
         physics_s: wall time spent in physics steps, wait_s: waiting for commands [s].
         saturated_steps: steps in which a torque was clipped to its effort limit.
-        error: None, or "CODE: message" of the error that ended the session.
-        ended_by: "client" (BYE), "max_steps", "error" or "disconnect".
+        error: None, or "CODE: message" of the error that ended the session (the
+            controller's own with ``ended_by`` "client_error").
+        ended_by: "client" (BYE), "max_steps", "error" (the server's: it sent the ERROR),
+            "client_error" (the controller sent an ERROR: not answered) or "disconnect".
     """
 
     client: str = ""
@@ -336,7 +343,8 @@ class LockstepServer:
             report = self.serve_one()
             served += 1
             if log is not None:
-                status = "ok" if report.error is None else f"ERROR {report.error}"
+                status = ("ok" if report.error is None else f"the controller reported ERROR {report.error}"
+                          if report.ended_by == "client_error" else f"ERROR {report.error}")
                 log(f"session {served} ({report.client or 'unknown client'}): {report.steps} steps, "
                     f"{report.sim_time_s:.3f} s simulated in {report.wall_time_s:.3f} s, RTF {report.rtf:.2f}, "
                     f"ended by {report.ended_by}: {status}")
@@ -352,6 +360,14 @@ class LockstepServer:
         self._awaiting = "HELLO"
         try:
             self._session(conn, report)
+        except PeerError as exc:
+            # The controller's own error, before or after its HELLO: said as its, and not
+            # answered (the sender of an ERROR closes the connection: docs/lockstep_protocol.md).
+            report.ended_by = "client_error"
+            if exc.truncated:
+                report.error = "(truncated: no error code)"
+            else:
+                report.error, report.error_code = str(exc), exc.code
         except LockstepError as exc:
             report.error, report.error_code, report.ended_by = str(exc), exc.code, "error"
             self._send_quietly(conn, encode_error(exc.code, exc.detail))

@@ -9,7 +9,19 @@ import os
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, port, positive_int
+from teleop.cli_types import PreconditionError, UsageError, port, positive_int
+
+
+def _joint_names(text: str) -> list[str]:
+    """``--joints``: a comma-separated list of at least one group or joint name ("," and ""
+    name none: the server refused them after loading the simulation, exit code 1, in words
+    that named no option); whether each names a group or joint of the robot is checked once
+    the robot is loaded."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"give at least one joint group or joint name, e.g. left_arm,right_arm or "
+                                         f"r_elbow; got {text!r}")
+    return names
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="allow a non-loopback --host: exposes the simulation to the network (anyone who reaches "
                             "the port drives it, unauthenticated)")
     serve.add_argument("--port", type=port, default=47500, help="TCP port (default: 47500; 0 picks a free one)")
-    serve.add_argument("--joints", default="left_arm,right_arm",
+    serve.add_argument("--joints", type=_joint_names, default="left_arm,right_arm",
                        help="comma-separated groups or joint names the controller commands "
                             "(default: left_arm,right_arm); the rest stay position-servoed")
     serve.add_argument("--max-steps", type=positive_int, default=None, help="end each session after this many steps")
@@ -76,12 +88,16 @@ def _check_host(args: argparse.Namespace) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     _check_host(args)
+    from teleop.robot.description import DescriptionError
     from teleop.robot.model import RobotModel
     from teleop.sim.lockstep import LockstepServer
     from teleop.sim.simulator import Simulation
 
-    robot = RobotModel(args.robot)
-    names = [x.strip() for x in args.joints.split(",") if x.strip()]
+    try:
+        robot = RobotModel(args.robot)
+    except DescriptionError as exc:   # the command line names no robot we have: said before any work
+        raise PreconditionError(f"--robot {args.robot}: {exc}") from None
+    names = args.joints
     try:
         joints = [int(i) for name in names for i in robot.group_indices(name)]
     except KeyError as exc:   # a typo in --joints: one line, not a traceback
@@ -89,7 +105,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--joints: {exc.args[0]} (groups: {groups})") from None
     twice = sorted({robot.joint_names[j] for j in joints if joints.count(j) > 1})
     if twice:   # the server refused "a joint is listed twice", naming neither it nor the option
-        raise UsageError(f"--joints {args.joints}: {', '.join(twice)} named twice (a group and one of its joints?)")
+        raise UsageError(f"--joints {','.join(names)}: {', '.join(twice)} named twice (a group and one of its "
+                         "joints?)")
     sim = Simulation(robot, visual=False, fixed_base=not args.floating_base)
     try:
         try:

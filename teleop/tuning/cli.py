@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 import time
+import zipfile
 from pathlib import Path
 
-from teleop.cli_types import (PreconditionError, float_in_interval, non_negative_float, positive_int,
+from teleop.cli_types import (PreconditionError, UsageError, float_in_interval, non_negative_float, positive_int,
                               unit_fraction)
 from teleop.data_args import check_out_folder
 
@@ -36,6 +37,15 @@ def _setups(text: str) -> list[int]:
     return list(dict.fromkeys(numbers))   # "1,1" is setup 1 once (it ran twice), in the order given
 
 
+def _motion_files(text: str) -> tuple[Path, ...]:
+    """``--eval-motions`` / ``--train-motions``: a comma-separated list of at least one motion
+    file ("" or "," has none: the setups failed on the empty list, then exit code 1)."""
+    paths = tuple(Path(x.strip()) for x in text.split(",") if x.strip())
+    if not paths:
+        raise argparse.ArgumentTypeError(f"expected comma-separated motion files, got {text!r}")
+    return paths
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="tune the simulated arm's joint PIDs: relay + ZN heuristics vs an optimiser",
                        description="Runs the experiment of the PID-tuning reference (Webel 2019, §4.1) on the "
@@ -52,8 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: 70)")
     p.add_argument("--speed", type=_speed,
                    help=f"playback speed of the motions, at most {MAX_SPEED:g} (default: 2, a 'fast' motion)")
-    p.add_argument("--eval-motions", help="comma-separated motion files for AE-A (default: synthetic demos)")
-    p.add_argument("--train-motions", help="comma-separated motion files the optimiser trains on")
+    p.add_argument("--eval-motions", type=_motion_files,
+                   help="comma-separated motion files for AE-A (default: synthetic demos)")
+    p.add_argument("--train-motions", type=_motion_files, help="comma-separated motion files the optimiser trains on")
     p.add_argument("--relay-per-heuristic", action="store_true",
                    help="repeat the relay tests for every heuristic, as the reference's protocol (slower)")
     p.add_argument("--gains", type=Path, action="append", default=[],
@@ -73,24 +84,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def _fail(message: str) -> SystemExit:
-    """A one-line refusal with the prefix of the errors teleop.cli reports."""
-    return SystemExit(f"teleop tune: error: {message}")
+def _gains_label(path: Path) -> str:
+    """The row of a ``--gains`` file: the file's stem, unless it is a method's name, which the
+    file's row would replace (and the optimiser's warm start with it)."""
+    from teleop.tuning.experiment import OPTIMISER
+    from teleop.tuning.heuristics import HEURISTICS
+
+    return path.stem if path.stem not in (*HEURISTICS, OPTIMISER) else f"{path.stem} (file)"
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """UsageError (exit code 2) for options that cannot go together: an override of a setup
+    --setups does not run (it silently did nothing), two --gains files that would be one row."""
+    for option, value, number in (("--payload-kg", args.payload_kg, 4), ("--limited-torque", args.limited_torque, 3)):
+        if value is not None and number not in args.setups:
+            raise UsageError(f"{option} changes setup {number} only, which --setups "
+                             f"{','.join(map(str, args.setups))} does not run (add {number} to --setups)")
+    rows: dict[str, Path] = {}
+    for path in args.gains:
+        label = _gains_label(path)
+        if label in rows and rows[label] == path:
+            raise UsageError(f"--gains {path} is given twice: give each file once")
+        if label in rows:
+            raise UsageError(f"--gains {rows[label]} and {path} would both be the row {label!r}: rename one")
+        rows[label] = path
 
 
 def _settings(args: argparse.Namespace):
+    """The experiment's settings from the options, their files read: the checks made before
+    any work (PreconditionError: the error line alone, exit code 1, for a file to change)."""
     from teleop.tuning.experiment import ExperimentSettings
     from teleop.tuning.motions import read_human_motion
 
+    _check_options(args)
     settings = ExperimentSettings.quick() if args.quick else ExperimentSettings()
     # Progress goes to stderr: --json keeps stdout for the JSON alone, and a long run still shows it.
     settings.progress = settings.optimiser.progress = not args.quick
     settings.relay_per_heuristic = args.relay_per_heuristic
-    # Each override changes one setup only: without that setup it would silently do nothing.
-    for option, value, number in (("--payload-kg", args.payload_kg, 4), ("--limited-torque", args.limited_torque, 3)):
-        if value is not None and number not in args.setups:
-            raise _fail(f"{option} changes setup {number} only, which --setups {','.join(map(str, args.setups))} "
-                        f"does not run (add {number} to --setups)")
     if args.payload_kg is not None:
         settings.payload_kg = args.payload_kg
     if args.limited_torque is not None:
@@ -99,38 +129,34 @@ def _settings(args: argparse.Namespace):
         from teleop.tuning.gains_io import GainsFormatError, load_gains
         from teleop.tuning.setups import LEFT_ARM
 
-        from teleop.tuning.experiment import OPTIMISER
-        from teleop.tuning.heuristics import HEURISTICS
-
         for path in args.gains:
-            # The row is labelled by the file's stem; a stem that is a method's name would
-            # replace that method's row (and the optimiser's warm start) with the file's gains.
-            label = path.stem if path.stem not in (*HEURISTICS, OPTIMISER) else f"{path.stem} (file)"
-            if label in settings.extra_gains:
-                raise _fail(f"--gains: two files would both be the row {label!r}: rename one")
             if path.is_dir():
-                raise _fail(f"--gains {path} is a folder: give a gains JSON file")
+                raise PreconditionError(f"--gains {path} is a folder: give a gains JSON file")
             if not path.exists():
-                raise _fail(f"--gains {path}: no such file")
+                raise PreconditionError(f"--gains {path}: no such file")
             try:
-                settings.extra_gains[label] = load_gains(path, LEFT_ARM)
-            except (OSError, GainsFormatError) as exc:   # a binary file included: load_gains says so
-                raise _fail(f"--gains: {exc}") from None
+                settings.extra_gains[_gains_label(path)] = load_gains(path, LEFT_ARM)
+            except OSError as exc:
+                raise PreconditionError(f"--gains {path}: cannot read it ({exc.strerror or exc})") from None
+            except GainsFormatError as exc:   # a binary file included: load_gains says so
+                raise PreconditionError(f"--gains: {exc}") from None
     if args.evaluations is not None:
         settings.optimiser.max_evaluations = args.evaluations
     if args.speed is not None:
         settings.speed = args.speed
-    for option, attr, text in (("--eval-motions", "evaluation_motions", args.eval_motions),
-                               ("--train-motions", "training_motions", args.train_motions)):
-        if text is not None:
-            paths = tuple(Path(x.strip()) for x in text.split(",") if x.strip())
-            if not paths:   # "" or ",": no motion to play (the setups would fail on an empty list)
-                raise _fail(f"{option}: expected comma-separated motion files, got {text!r}")
+    for option, attr, paths in (("--eval-motions", "evaluation_motions", args.eval_motions),
+                                ("--train-motions", "training_motions", args.train_motions)):
+        if paths is not None:
             missing = [str(x) for x in paths if not x.exists()]
             if missing:
-                raise _fail(f"{option} {', '.join(missing)}: no such file{'s' if len(missing) > 1 else ''}")
+                raise PreconditionError(f"{option} {', '.join(missing)}: no such file{'s' if len(missing) > 1 else ''}")
             for path in paths:   # read now, not minutes later when a setup starts
-                read_human_motion(path)
+                try:
+                    read_human_motion(path)
+                except (OSError, ValueError, zipfile.BadZipFile) as exc:
+                    # The file's own error (it names the file): said alone, as a check before the work.
+                    exc.before_work = True   # type: ignore[attr-defined]
+                    raise
             setattr(settings, attr, paths)
     return settings
 
