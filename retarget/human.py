@@ -315,7 +315,7 @@ def check_plausible_motion(motion: HumanMotion, path: str | os.PathLike[str]) ->
     jumps = np.linalg.norm(np.diff(motion.positions, axis=0), axis=-1)   # (T-1, S) [m]
     speeds = jumps / steps[:, None]
     if speeds.max() > MAX_SEGMENT_SPEED_M_S:
-        k, j = np.unravel_index(int(np.argmax(speeds)), speeds.shape)
+        k, j = (int(i) for i in np.unravel_index(int(np.argmax(speeds)), speeds.shape))
         raise MotionFormatError(f"{path}: segment {motion.segment_names[j]} moves {jumps[k, j]:.3g} m in "
                                 f"{steps[k] * 1e3:.3g} ms between samples {k} and {k + 1} of {len(motion)} "
                                 f"({speeds[k, j]:.3g} m/s; a person's segments move below {MAX_SEGMENT_SPEED_M_S:g} "

@@ -336,12 +336,14 @@ def image(tmp_path):
     return path
 
 
-def test_calibrate_camera_marker_must_be_smaller_than_square(tmp_path, image):
+def test_calibrate_camera_marker_must_be_smaller_than_square(tmp_path, image, capsys):
     out = tmp_path / "camera.json"
-    with pytest.raises(SystemExit) as exc:
-        main(["calibrate-camera", "--images", str(image), "--pattern", "charuco", "--board", "5x7",
-              "--marker-size", "1", "--out", str(out)])
-    assert "--marker-size (1 m) must be smaller than --square-size (0.025 m)" in str(exc.value)
+    # Two options that cannot go together: exit code 2, with the pointer to --help.
+    assert main(["calibrate-camera", "--images", str(image), "--pattern", "charuco", "--board", "5x7",
+                 "--marker-size", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--marker-size (1 m) must be smaller than --square-size (0.025 m)" in err
+    assert "teleop calibrate-camera --help" in err
     assert not out.exists()
 
 

@@ -202,8 +202,8 @@ def read_mvnx(path: str | os.PathLike[str], label: str = "") -> HumanMotion:
     q = np.stack(oris)
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
     orientations, conventions = mvn_to_npose_frames(names, positions, q)
-    meta = {"format": "mvnx", "label": label, "mvn_arm_frames": conventions,
-            "axes": "MVN: x forward, y left, z up", "units": "m, quaternion (w,x,y,z)"}
+    meta: dict[str, Any] = {"format": "mvnx", "label": label, "mvn_arm_frames": conventions,
+                            "axes": "MVN: x forward, y left, z up", "units": "m, quaternion (w,x,y,z)"}
     if len(times) > 1:
         # The frames are played at their times: a frameRate they contradict (240 stated,
         # frames 10 ms apart) was shown as the take's rate. Kept in meta.

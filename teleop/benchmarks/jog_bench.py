@@ -494,12 +494,14 @@ def check_plot_folder(out: Path) -> None:
     """Refuse a plot folder that is a file, lies below one (``--out notes.txt``) or cannot be
     written (``--out /proc/x``): the plots are written last, after every measurement (about
     30 s with --quick), where that would only fail."""
+    from teleop.cli_types import PreconditionError
     from teleop.data_args import check_out_folder
 
     for path in (out, *out.parents):
         if path.exists() and not path.is_dir():
             where = "is a file" if path == out else f"is below {path}, a file"
-            raise ValueError(f"--out {out} {where}: give a folder for the plots")
+            # A check before the work: the error line alone, no TELEOP_DEBUG hint (README).
+            raise PreconditionError(f"--out {out} {where}: give a folder for the plots")
     check_out_folder(out, "--out")
 
 

@@ -412,16 +412,25 @@ class WholeBodyController:
             return self.hold(SolveStatus.HELD, "non-finite solution", started)
         # The internal state is the command (open loop); the caller gets a copy it may keep
         # or modify without corrupting either.
-        self.q = self.last_command = q_next
-        if self.polygon is not None:
-            self.polygon.commanded(v)
-        if self.acceleration_limit is not None:
-            self.acceleration_limit.commanded(joint_velocities)
+        self.commit(q_next, v)
         self.status_message = message
         finished = time.perf_counter()
         timings = TickTimings((built - started) * 1e3, (solved - built) * 1e3, (finished - started) * 1e3)
         self.timing.add(timings)
         return ControlOutput(q_next.copy(), v, status, timings)
+
+    def commit(self, q: np.ndarray, v: np.ndarray) -> None:
+        """Record the step executed: configuration ``q`` (nq,) reached with velocity ``v`` (nv,)
+        [rad/s, m/s]. :meth:`step` commits its own solution; a caller whose safety filter then
+        refused or shortened it commits what was left (none: ``v`` = 0), since the recorded
+        velocity bounds the next tick's (the joint acceleration limit) and its ZMP rows: left
+        to believe refused steps were taken, the controller kept accelerating a robot that
+        stood still (see :class:`teleop.jog.session.JogController`)."""
+        self.q = self.last_command = np.array(q, dtype=float)
+        if self.polygon is not None:
+            self.polygon.commanded(v)
+        if self.acceleration_limit is not None:
+            self.acceleration_limit.commanded(v[NV_BASE:])
 
     def _constraints(self, reduction, lower, upper, equality_rows, reduced_rows, reduced_targets,
                      slack) -> tuple[Constraints, slice]:

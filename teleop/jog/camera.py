@@ -1,19 +1,24 @@
 """Camera frames through OpenCV: a device index, a video file or a stream URL.
 
-``CameraSource("0")`` opens device 0, ``CameraSource("clip.mp4")`` a file,
-``CameraSource("rtsp://...")``/``"http://..."`` a stream. A source that cannot be opened
-raises :class:`CameraError` naming it. :class:`LatestFrameGrabber` reads in a thread and
-keeps only the newest frame, so a slow consumer never works on stale, buffered images
-(the reference's delay grew with queued inputs, §B.5 [Note]).
+``CameraSource("0")`` opens device 0 (``"/dev/video0"`` too), ``CameraSource("clip.mp4")``
+a file (``"file:///.../clip.mp4"`` too), ``CameraSource("rtsp://...")``/``"http://..."`` a
+stream. A source that cannot be opened raises :class:`CameraError` naming it; so does a
+named pipe, a socket or a device other than a video4linux camera given as a file (OpenCV
+would wait in ``open()`` for a writer for ever, deaf to Ctrl-C). :class:`LatestFrameGrabber`
+reads in a thread and keeps only the newest frame, so a slow consumer never works on stale,
+buffered images (the reference's delay grew with queued inputs, §B.5 [Note]).
 
 Frames: (H, W, 3) uint8 BGR, with the wall-clock time [s] (``time.monotonic``) they were read.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import cv2
 import numpy as np
@@ -26,12 +31,54 @@ class CameraError(RuntimeError):
     """A camera source that cannot be opened or stopped delivering frames."""
 
 
+#: The largest device index OpenCV takes (a C int): a larger one raised OverflowError
+#: ("Python int too large to convert to C long") from deep inside cv2.
+MAX_DEVICE_INDEX = 2**31 - 1
+
+#: The major device number of video4linux devices (/dev/video*): cameras OpenCV opens by path.
+V4L_MAJOR = 81
+
+
+def is_device_index(text: str) -> bool:
+    """Whether ``text`` is a device index (ASCII digits: ``"²".isdigit()`` is True too)."""
+    text = text.strip()
+    return text.isascii() and text.isdigit()
+
+
 def parse_source(source: str | int) -> str | int:
-    """A device index (``"0"`` -> 0) or the string itself (file path or URL)."""
+    """A device index (``"0"`` -> 0), a local ``file://`` URL's path, or the string itself
+    (file path or URL). A device index beyond :data:`MAX_DEVICE_INDEX` raises ValueError."""
     if isinstance(source, int):
-        return source
-    text = str(source).strip()
-    return int(text) if text.isdigit() else text
+        index = source
+    else:
+        text = str(source).strip()
+        if not is_device_index(text):
+            return file_url_path(text) or text
+        index = int(text)
+    if not 0 <= index <= MAX_DEVICE_INDEX:
+        raise ValueError(f"a camera device index is at most {MAX_DEVICE_INDEX}, got {index}")
+    return index
+
+
+def file_url_path(text: str) -> str | None:
+    """The path of a local ``file://`` URL (``file:///tmp/a%20b.mp4`` -> ``/tmp/a b.mp4``), or
+    None for anything else. Such a URL was taken for a stream: played unpaced, as fast as
+    frames came, and its end reported as a camera that "stopped delivering frames"."""
+    if not text.lower().startswith("file://"):
+        return None
+    url = urlparse(text)
+    if url.netloc not in ("", "localhost"):
+        return None
+    return unquote(url.path)
+
+
+def is_video_device(path: str) -> bool:
+    """Whether ``path`` is a video4linux device (a camera OpenCV opens by its path)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == V4L_MAJOR
 
 
 class CameraSource:
@@ -45,20 +92,32 @@ class CameraSource:
 
     def __init__(self, source: str | int, width: int | None = None, height: int | None = None,
                  loop: bool = False) -> None:
-        self.source = parse_source(source)
+        from retarget.file_checks import refuse_special_file
+
+        try:
+            self.source = parse_source(source)
+        except ValueError as exc:
+            raise CameraError(f"camera source {source!r}: {exc}") from None
         self.loop = loop
-        self.is_file = isinstance(self.source, str) and "://" not in self.source
-        if self.is_file and not Path(str(self.source)).exists():
+        path = self.source if isinstance(self.source, str) and "://" not in self.source else None
+        self.is_file = path is not None and not is_video_device(path)
+        is_device = isinstance(self.source, int) or (path is not None and not self.is_file)
+        if path is not None and not Path(path).exists():
             raise CameraError(f"camera source {source!r}: no such file (give a device index, a video file or a URL)")
+        if self.is_file and path is not None:
+            # Before OpenCV opens it: a named pipe blocked open() for ever (no signal could
+            # stop it), a device read as endless or empty data.
+            refuse_special_file(path, lambda text: CameraError(
+                f"camera source {text}: give a video file, a device index or a stream URL"))
         # The error below says it for the user: OpenCV's warnings, and the lines its FFmpeg
         # backend writes straight to descriptor 2 ("[mov,mp4,... @ 0x...] moov atom not found").
         with opencv_warnings_silenced(), native_stderr_silenced():
             self.capture = cv2.VideoCapture(self.source)
         if not self.capture.isOpened():
             self.capture.release()
-            kind = "device" if isinstance(self.source, int) else ("file" if self.is_file else "stream")
+            kind = "file" if self.is_file else ("device" if is_device else "stream")
             raise CameraError(f"cannot open camera {kind} {source!r} with OpenCV")
-        if isinstance(self.source, int):
+        if is_device:
             if width:
                 self.capture.set(cv2.CAP_PROP_FRAME_WIDTH, width)
             if height:

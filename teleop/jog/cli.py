@@ -66,6 +66,25 @@ def _axis_map(text: str) -> str:
     return checked_text(text, parse_axis_map)
 
 
+def _camera(text: str) -> str:
+    """``--camera``: kept as text (a device index, a file or a URL: :mod:`teleop.jog.camera`),
+    but a device index OpenCV cannot take is refused here, with the usage (it raised
+    OverflowError from inside cv2)."""
+    from teleop.jog.camera import MAX_DEVICE_INDEX, is_device_index
+
+    if is_device_index(text) and int(text) > MAX_DEVICE_INDEX:
+        raise argparse.ArgumentTypeError(f"device index {text.strip()} is too large (at most {MAX_DEVICE_INDEX}; "
+                                         "give a device index such as 0, a video file or a stream URL)")
+    return text
+
+
+#: ``teleop jog`` options that only a jog session uses: with --make-test-video (which renders
+#: its video through an ideal camera of --hfov, and jogs nothing) they would be ignored in
+#: silence, so they are refused (exit code 2) when given a value other than their default.
+JOG_ONLY_OPTIONS = ("calibration", "detector", "mode", "clutch", "damping", "hand", "scale", "axis_map", "offset",
+                    "no_orientation", "no_collision_checks", "view", "port", "realtime", "loop")
+
+
 def _xyz(text: str) -> tuple[float, float, float]:
     """``--offset``: three comma-separated finite numbers x,y,z [m]."""
     try:
@@ -84,8 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "stream URL). The whole-body controller moves the hand while the robot keeps "
                                    "its balance; every step is checked for joint jumps, joint limits, velocity "
                                    "and collisions along the path.")
-    p.add_argument("--camera", help="camera: device index (0), video file, or stream URL (required unless "
-                                    "--make-test-video)")
+    p.add_argument("--camera", type=_camera,
+                   help="camera: device index (0), video file, or stream URL (required unless --make-test-video)")
     p.add_argument("--make-test-video", type=Path, metavar="OUT",
                    help="instead of jogging, write a video of a tag going round 0.5 m in front of the camera to OUT "
                         "(.mp4 or .avi; sized by --tag-size, --tag-id, --hfov, --duration, default 10 s) to try "
@@ -126,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loop", action="store_true", help="restart a video file at its end")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--force", action="store_true", help="with --make-test-video: overwrite OUT if it exists")
-    p.set_defaults(func=_run_jog)
+    p.set_defaults(func=_run_jog, jog_only_defaults={name: p.get_default(name) for name in JOG_ONLY_OPTIONS})
 
     c = sub.add_parser("calibrate-camera", help="camera intrinsics from chessboard or ChArUco images",
                        description="Calibrate a camera from images of a chessboard (--board = inner corners, "
@@ -249,8 +268,9 @@ def _run_calibrate(args: argparse.Namespace) -> int:
         raise fail(f"--out {args.out} exists: pass --force to overwrite it, or choose another file")
     marker = args.marker_size or 0.75 * args.square_size
     if args.pattern == "charuco" and marker >= args.square_size:  # OpenCV would fail with a SystemError
-        raise fail(f"--marker-size ({marker:g} m) must be smaller than --square-size ({args.square_size:g} m): "
-                   "each marker sits inside a white square")
+        # Two options that cannot go together: the command line's fault, exit code 2.
+        raise UsageError(f"--marker-size ({marker:g} m) must be smaller than --square-size ({args.square_size:g} m): "
+                         "each marker sits inside a white square")
     paths: list[str] = []
     for item in args.images:
         matches = sorted(glob.glob(item)) if any(ch in item for ch in "*?[") else [item]
@@ -311,6 +331,20 @@ def cv2_error():
 
 
 # --------------------------------------------------------------------------- jog
+def _refuse_jog_only_options(args: argparse.Namespace) -> None:
+    """With --make-test-video, refuse the options only a jog session uses (given a value
+    other than their default): ``--calibration cam.json`` was ignored in silence, the video
+    rendered through an ideal 60 deg camera all the same."""
+    defaults = getattr(args, "jog_only_defaults", {})
+    given = [f"--{name.replace('_', '-')}" for name, default in defaults.items() if getattr(args, name) != default]
+    if given:
+        said = ", ".join(given)
+        raise UsageError(f"{said} {'has' if len(given) == 1 else 'have'} no effect with --make-test-video, which "
+                         "renders its video through an ideal (distortion-free) 640x480 camera of --hfov (sized by "
+                         "--tag-size, --tag-id, --hfov and --duration): give "
+                         f"{'it' if len(given) == 1 else 'them'} to teleop jog --camera OUT instead")
+
+
 def _run_jog(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -322,6 +356,7 @@ def _run_jog(args: argparse.Namespace) -> int:
     if args.make_test_video is not None:
         if args.camera is not None:
             raise UsageError("give --camera SOURCE to jog, or --make-test-video OUT, not both")
+        _refuse_jog_only_options(args)
         return make_test_video(args)
     if args.camera is None:
         raise UsageError("--camera SOURCE is required (a device index, a video file or a stream URL; "
@@ -387,9 +422,28 @@ def _run_jog(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         print(format_summary(summary))
+    if summary["error"] is not None:
+        # The session ended early (the camera stopped delivering frames, the detector
+        # failed): said after its summary, which it used to discard.
+        print(f"teleop jog: error: {summary['error']}", file=sys.stderr)
+        return 1
     short = camera.ended_early()
     if short is not None:
         print(f"teleop jog: error: {short}", file=sys.stderr)
+        return 1
+    if summary["frames"] and not summary["frames_with_tag"] and summary["frames_tag_unposed"]:
+        # The detector found the tag, but its pose could not be solved from its corners:
+        # blaming lighting and focus for it sent the user the wrong way.
+        if calibration_problems:      # named first: it was said to look wrong
+            given = f"--calibration {args.calibration}, which looks wrong (above), and --tag-size {args.tag_size:g} m"
+        elif args.calibration is not None:
+            given = f"--tag-size {args.tag_size:g} m and --calibration {args.calibration}"
+        else:
+            given = f"--tag-size {args.tag_size:g} m and --hfov {args.hfov:g} deg"
+        print(f"teleop jog: warning: a tag was found in {summary['frames_tag_unposed']} of the {summary['frames']} "
+              f"frames, but its pose could not be solved from its corners in any: check {given} (the tag's side, "
+              "and the camera's field of view or calibration; --make-test-video OUT writes a video that works)",
+              file=sys.stderr)
         return 1
     if summary["frames"] and not summary["frames_with_tag"]:
         # Nothing was jogged: say why it may be, rather than end as if all went well.
@@ -405,5 +459,12 @@ def _run_jog(args: argparse.Namespace) -> int:
               f"{summary['base_height_min_m']:.3f} m, from {summary['base_height_start_m']:.3f} m): the run stopped; "
               "goals far out of reach pull the robot over (a smaller --scale keeps them within reach)",
               file=sys.stderr)
+        return 1
+    if summary["sank"]:
+        start, low = summary["base_height_start_m"], summary["base_height_min_m"]
+        print(f"teleop jog: error: the robot did not keep its balance: at {summary['sank_at_s']:.2f} s its base sank "
+              f"below {1 - summary['sink_fraction']:.0%} of its starting height (to {low:.3f} m at the lowest, from "
+              f"{start:.3f} m); goals far out of reach pull the robot down (a smaller --scale keeps them within "
+              "reach)", file=sys.stderr)
         return 1
     return 0

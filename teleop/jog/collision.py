@@ -57,6 +57,9 @@ class PathCheck:
         fraction: fraction of the path that is free (1 = all of it).
         states_checked: number of interpolated states checked.
         hit: description of the first contact ("" if free).
+        contact: (other body, arm-side link, other link) of the first contact, as pybullet
+            numbers them in the collision world (None if free); see
+            :meth:`CollisionWorld.distance_rate`.
     """
 
     free: bool
@@ -64,6 +67,7 @@ class PathCheck:
     fraction: float
     states_checked: int
     hit: str = ""
+    contact: tuple[int, int, int] | None = None
 
 
 class CollisionWorld:
@@ -154,6 +158,7 @@ class CollisionWorld:
         self._link_names = {v: k for k, v in link_of.items()}
         self._link_names[-1] = d.root_frame
         self._levers = self._joint_levers()
+        self._data: pin.Data | None = None     # for distance_rate's Jacobians
         self.checks = 0
 
     def close(self) -> None:
@@ -214,6 +219,11 @@ class CollisionWorld:
         Broad phase: the links' axis-aligned boxes (pybullet updates them on reset);
         narrow phase (``getClosestPoints`` on the convex hulls) only where boxes overlap.
         """
+        found = self._first_contact(q)
+        return "" if found is None else found[0]
+
+    def _first_contact(self, q: np.ndarray) -> tuple[str, tuple[int, int, int]] | None:
+        """(description, (other body, link, other link)) of the first contact at q (nq,), or None."""
         self.checks += 1
         self.set_configuration(q)
         kw = self._kw
@@ -226,15 +236,54 @@ class CollisionWorld:
                 link = self.links[li]
                 if pb.getClosestPoints(self.body, self.obstacle_ids[oi], self.clearance_m, linkIndexA=link, **kw):
                     return (f"{self._link_names.get(link, link)} within {self.clearance_m * 1e3:.0f} mm "
-                            f"of {self.obstacle_names[oi]}")
+                            f"of {self.obstacle_names[oi]}", (self.obstacle_ids[oi], link, -1))
         if len(self._pair_index):
             a, b = self._pair_index[:, 0], self._pair_index[:, 1]
             overlap = np.all((lo[a] <= hi[b]) & (hi[a] >= lo[b]), axis=1)
             for k in np.flatnonzero(overlap):
                 la, lb = self.self_pairs[k]
                 if pb.getClosestPoints(self.body, self.body, 0.0, linkIndexA=la, linkIndexB=lb, **kw):
-                    return f"self-collision {self._link_names[la]} / {self._link_names[lb]}"
-        return ""
+                    return f"self-collision {self._link_names[la]} / {self._link_names[lb]}", (self.body, la, lb)
+        return None
+
+    def distance_rate(self, q: np.ndarray, contact: tuple[int, int, int],
+                      reach_m: float = 0.05) -> tuple[np.ndarray, float] | None:
+        """(c, d): at q (nq,), the distance d [m] between the two geometries of ``contact``
+        (a :attr:`PathCheck.contact`) and the (nv,) row c with which it changes: d' = c v for
+        a velocity v (nv,) in pinocchio's layout (first order: the witness points move with
+        their links, along the normal between them). None if they are further apart than
+        ``reach_m``, or a link has no frame of the model."""
+        body, link_a, link_b = contact
+        kw = self._kw
+        self.set_configuration(q)
+        points = pb.getClosestPoints(self.body, body, reach_m, linkIndexA=link_a, linkIndexB=link_b, **kw)
+        if not points:
+            return None
+        point = min(points, key=lambda p: p[8])
+        normal = np.asarray(point[7], dtype=float)       # on B, pointing towards A
+        jacobian_a = self._point_jacobian(q, link_a, np.asarray(point[5], dtype=float))
+        jacobian_b = self._point_jacobian(q, link_b, np.asarray(point[6], dtype=float)) \
+            if body == self.body else 0.0                 # (an obstacle does not move)
+        if jacobian_a is None or jacobian_b is None:
+            return None
+        return normal @ (jacobian_a - jacobian_b), float(point[8])
+
+    def _point_jacobian(self, q: np.ndarray, link: int, point: np.ndarray) -> np.ndarray | None:
+        """(3, nv) Jacobian of the world point ``point`` (3,) attached to ``link`` at q (nq,),
+        or None if the model has no frame of that link's name."""
+        model = self.robot.model
+        name = self._link_names.get(link)
+        if name is None or not model.existFrame(name):
+            return None
+        if self._data is None:
+            self._data = model.createData()
+        data = self._data
+        frame = model.getFrameId(name)
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        J = pin.getFrameJacobian(model, data, frame, pin.LOCAL_WORLD_ALIGNED)
+        r = point - data.oMf[frame].translation
+        return J[:3] - pin.skew(r) @ J[3:]
 
     def check_path(self, q_from: np.ndarray, q_to: np.ndarray) -> PathCheck:
         """Check the joint-space straight line q_from -> q_to (both (nq,)) at the
@@ -243,9 +292,9 @@ class CollisionWorld:
         previous = q_from
         for k in range(1, n + 1):
             q = interpolate(q_from, q_to, k / n)
-            hit = self.contact(q)
-            if hit:
-                return PathCheck(False, previous.copy(), (k - 1) / n, k, hit)
+            found = self._first_contact(q)
+            if found is not None:
+                return PathCheck(False, previous.copy(), (k - 1) / n, k, *found)
             previous = q
         return PathCheck(True, np.array(q_to, dtype=float), 1.0, n)
 

@@ -94,6 +94,12 @@ class TagDetector:
         self.tag_size_m = float(tag_size_m)
         self.tag_ids = tag_ids
         self._object_points = tag_object_points(self.tag_size_m)
+        #: Tags (of the ids accepted) found in the last frame whose pose could not be solved
+        #: (``cv2.solvePnP`` failed: a --tag-size, --hfov or calibration far off); they were
+        #: dropped in silence, and a session of them ended "no AprilTag was seen".
+        self.last_unposed = 0
+        #: The same, over every frame.
+        self.unposed = 0
 
     def corners(self, grey: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """[(tag id, (4, 2) corners [px])] of the tags in a (H, W) uint8 image."""
@@ -103,15 +109,21 @@ class TagDetector:
         """Detect tags in a grey (H, W) or BGR (H, W, 3) uint8 image and solve their poses
         (none in a frame with a side under :data:`MIN_FRAME_SIDE_PX`)."""
         if min(image.shape[:2]) < MIN_FRAME_SIDE_PX:
+            self.last_unposed = 0
             return []
         grey = image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
         out = []
+        unposed = 0
         for tag_id, corners in self.corners(grey):
             if self.tag_ids is not None and tag_id not in self.tag_ids:
                 continue
             pose = self.solve_pose(corners)
             if pose is not None:
                 out.append(TagDetection(tag_id, corners, *pose))
+            else:
+                unposed += 1
+        self.last_unposed = unposed
+        self.unposed += unposed
         return out
 
     def solve_pose(self, corners: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -119,7 +131,7 @@ class TagDetector:
         K, dist = self.calibration.K, self.calibration.dist
         image_points = np.ascontiguousarray(corners, dtype=np.float64).reshape(4, 1, 2)
         ok, rvec, tvec = cv2.solvePnP(self._object_points, image_points, K, dist, flags=cv2.SOLVEPNP_IPPE_SQUARE)
-        if not ok:
+        if not ok or not (np.all(np.isfinite(rvec)) and np.all(np.isfinite(tvec))):
             return None
         projected, _ = cv2.projectPoints(self._object_points, rvec, tvec, K, dist)
         error = float(np.sqrt(np.mean(np.sum((projected.reshape(4, 2) - corners) ** 2, axis=1))))

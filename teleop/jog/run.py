@@ -23,6 +23,18 @@ if TYPE_CHECKING:
 #: Seconds without a camera frame after which `teleop jog` says the camera stalled.
 CAMERA_STALL_S = 2.0
 
+#: The share of its starting height by which the robot's base may sink before the session
+#: counts as one where the robot did not keep its balance (its summary says "SANK", an error
+#: line and exit code 1 follow, as after a fall; a fall is a base below half its height, or
+#: the robot touching anything but its soles). Measured with the test video: jogging within
+#: reach moves the base by at most 4 mm; goals that go low and beyond reach (--scale 3 to 6)
+#: make the whole-body controller bend the legs by 3 to 8 cm (at most 13 %), which is how it
+#: reaches down; goals swept 1.6 m round (--scale 20) made it crouch by 26 cm (42 %), and
+#: the controller's stale velocities after a collision stop (now fixed) by 29 cm (46 %), as
+#: the robot "kept its balance". 25 % (15 cm on the iCub) is twice the deepest reaching
+#: crouch measured, and half-way to a fall.
+SINK_FRACTION = 0.25
+
 
 def followed_tag(detections: list, followed_id: int | None) -> tuple:
     """(the detection of the tag followed or None, its id): the tag ``followed_id``, or the
@@ -73,6 +85,11 @@ class JogRun:
         self.min_base_height = self.base_height0
         self.fell = False
         self.fell_at: float | None = None     # control time of the fall [s]
+        self.sank_at: float | None = None     # control time the base first sank by SINK_FRACTION [s]
+        #: Why the session ended early (the camera stopped delivering frames, the detector
+        #: failed), said after the summary; None if it did not.
+        self.error: str | None = None
+        self.unposed = 0                 # frames in which a tag was found but its pose could not be solved
         self.goal_start: np.ndarray | None = None
         self.last_report: TickReport | None = None
         self.sim_time = 0.0
@@ -86,16 +103,24 @@ class JogRun:
         """Detect in one (H, W, 3) BGR frame taken at ``t_frame`` [s]; queue the measurement."""
         started = time.perf_counter()
         detections = self.detector.detect(image)
-        self._accept(t_frame, detections, (time.perf_counter() - started) * 1e3)
+        self._accept(t_frame, detections, (time.perf_counter() - started) * 1e3, self._unposed_in_last())
         return detections
 
-    def _accept(self, t_frame: float, detections: list, took_ms: float) -> None:
+    def _unposed_in_last(self) -> int:
+        """Tags found in the detector's last frame whose pose could not be solved."""
+        return int(getattr(self.detector, "last_unposed", 0))
+
+    def _accept(self, t_frame: float, detections: list, took_ms: float, unposed: int = 0) -> None:
         """A frame's detections become a measurement for the controller: of the tag being
         followed (the first one seen, unless --tag-id chose it), never of another tag in view:
-        the detectors list several tags in no fixed order, and the hand would jump between them."""
+        the detectors list several tags in no fixed order, and the hand would jump between them.
+        ``unposed``: tags found in the frame whose pose could not be solved (counted when no
+        tag was followed in it: the summary says why the tag went unseen)."""
         self.detect_ms.append(took_ms)
         self.frames += 1
         d, self.followed_id = followed_tag(detections, self.followed_id)
+        if d is None and unposed:
+            self.unposed += 1
         if d is not None:
             self.detected += 1
             if not self.aligned:
@@ -123,6 +148,8 @@ class JogRun:
         self.min_base_height = min(self.min_base_height, z)
         if (z < 0.5 * self.base_height0 or self.sim.sim.other_contacts() > 0) and not self.fell:
             self.fell, self.fell_at = True, t
+        if z < (1.0 - SINK_FRACTION) * self.base_height0 and self.sank_at is None:
+            self.sank_at = t
 
     def _warn_out_of_reach(self, t: float, hand_to_goal_m: float) -> None:
         """Said once, when it first happens (live, the operator can still react); the
@@ -264,7 +291,8 @@ class JogRun:
                     # blaming the camera ("no frame for 2 s"): say what failed instead.
                     detected.put(exc)
                     return
-                detected.put((t_frame, image, detections, (time.perf_counter() - started) * 1e3))
+                detected.put((t_frame, image, detections, (time.perf_counter() - started) * 1e3,
+                              self._unposed_in_last()))
 
         threads = [threading.Thread(target=detect_loop, daemon=True, name="jog-frames"),
                    threading.Thread(target=detection_worker, daemon=True, name="jog-detect")]
@@ -282,7 +310,10 @@ class JogRun:
                 if self.args.duration is not None and t >= self.args.duration:
                     break
                 if grabber.error is not None:
-                    raise SystemExit(f"teleop jog: error: {grabber.error}")
+                    # The session ends here, and its summary is still said (before, this
+                    # discarded it): a webcam unplugged, a stream gone.
+                    self.error = str(grabber.error)
+                    break
                 while True:
                     try:
                         item = detected.get_nowait()
@@ -292,9 +323,11 @@ class JogRun:
                         finished = True
                         break
                     if isinstance(item, Exception):
-                        raise SystemExit(f"teleop jog: error: tag detection failed: {type(item).__name__}: {item}")
-                    t_frame, image, detections, took_ms = item
-                    self._consume(t_frame, image, detections, took_ms)
+                        self.error = f"tag detection failed: {type(item).__name__}: {item}"
+                        finished = True
+                        break
+                    t_frame, image, detections, took_ms, unposed = item
+                    self._consume(t_frame, image, detections, took_ms, unposed)
                     last_frame_t = t
                 # A stream that stops sending raises nothing for OpenCV's 30 s: the target
                 # is held meanwhile (the filter's tag-lost rule); say so, and when it resumes.
@@ -313,11 +346,15 @@ class JogRun:
         finally:
             stop.set()
             grabber.stop()
+        if self.error is None and grabber.error is not None:
+            # (The frame and detection threads may have passed the end on before the check
+            # above saw the error.)
+            self.error = str(grabber.error)
         return t
 
-    def _consume(self, t_frame: float, image, detections, took_ms: float) -> None:
+    def _consume(self, t_frame: float, image, detections, took_ms: float, unposed: int = 0) -> None:
         """A detection made in the worker thread enters the controller (control thread)."""
-        self._accept(t_frame, detections, took_ms)
+        self._accept(t_frame, detections, took_ms, unposed)
         self.publish(image, detections)
 
     # -------------------------------------------------------------- results
@@ -360,6 +397,11 @@ class JogRun:
             "orientation_valid": bool(r and r.filtered and r.filtered.orientation_valid),
             "base_height_start_m": self.base_height0, "base_height_min_m": self.min_base_height,
             "fell": bool(self.fell), "fell_at_s": self.fell_at,
+            # The base sank by more than SINK_FRACTION of its height (and when, first).
+            "sank": self.sank_at is not None, "sank_at_s": self.sank_at, "sink_fraction": SINK_FRACTION,
+            # Frames in which a tag was found but its pose could not be solved (none followed).
+            "frames_tag_unposed": self.unposed,
+            "error": self.error,
             "clutch_never_engaged": bool(self.args.mode == "relative" and self.clutch_mode == "enter"
                                          and not self.clutch_toggled and not self.clutch),
         }
@@ -379,8 +421,17 @@ def format_summary(s: dict) -> str:
         orientation = "no (--no-orientation)"
     elif not s["goal_ticks"] and s.get("clutch_never_engaged"):
         orientation = "no (the clutch was never engaged)"
-    elif not s["goal_ticks"]:
+    elif not s["goal_ticks"] and not s["frames_with_tag"] and s.get("frames_tag_unposed"):
+        orientation = "no (the tag's pose could not be solved)"
+    elif not s["goal_ticks"] and not s["frames_with_tag"]:
         orientation = "no (no tag seen)"
+    elif not s["goal_ticks"] and s["mode"] == "relative":
+        # Seen, but the clutch was never engaged while it was (released again before a tick,
+        # or engaged only while the tag was out of view): "no tag seen" contradicted the
+        # line above it.
+        orientation = "no (the clutch was not engaged while the tag was seen)"
+    elif not s["goal_ticks"]:
+        orientation = "no (the hand was given no goal)"
     elif not s["orientation_ticks"]:
         orientation = "no (the tag's orientation never passed its noise gate)"
     else:
@@ -388,13 +439,29 @@ def format_summary(s: dict) -> str:
     lines = [f"teleop jog: {s['camera']} ({s['mode']}, detector {s['detector']}, "
              f"{'wall-clock' if s['realtime'] else 'virtual'} time {s['duration_s']:.2f} s, {s['wall_s']:.1f} s wall"
              + (f", simulation real-time factor {s['realtime_factor']:.2f}" if s['realtime_factor'] else "") + ")",
-             f"frames {s['frames']}, tag seen in {s['frames_with_tag']}, "
-             f"detection {f(s['detect_ms_mean'], '{:.1f}')} ms/frame",
+             f"frames {s['frames']}, tag seen in {s['frames_with_tag']}"
+             + (f", found but its pose not solved in {s['frames_tag_unposed']}" if s.get("frames_tag_unposed") else "")
+             + f", detection {f(s['detect_ms_mean'], '{:.1f}')} ms/frame",
              f"goal moved {f(s['goal_moved_mm'])} mm, simulated hand moved {f(s['hand_moved_mm'])} mm, "
              f"hand-to-goal at the end {f(s['hand_to_goal_mm'])} mm (commanded hand: at most "
              f"{f(s['hand_to_goal_max_mm'])} mm; out of reach beyond {s['reach_tolerance_mm']:g} mm)",
              f"statuses {', '.join(f'{name} {n}' for name, n in s['statuses'].items())}; "
              f"orientation followed: {orientation}",
-             f"robot {'FELL' if s['fell'] else 'kept its balance'} (base height {s['base_height_start_m']:.3f} m, "
-             f"min {s['base_height_min_m']:.3f} m)"]
+             balance_line(s)]
     return "\n".join(lines)
+
+
+def balance_line(s: dict) -> str:
+    """The summary's last line: fell, sank (by more than ``sink_fraction`` of the base's
+    starting height) or kept its balance, with the base's height and how far it went down."""
+    start, low = s["base_height_start_m"], s["base_height_min_m"]
+    heights = f"base height {start:.3f} m, min {low:.3f} m"
+    if s["fell"]:
+        return f"robot FELL ({heights})"
+    drop = start - low
+    if s.get("sank"):
+        return (f"robot stayed up but SANK: its base went {drop * 100:.0f} cm down ({heights}; "
+                f"{drop / start:.0%} of its height, more than {s['sink_fraction']:.0%})")
+    if drop >= 0.01:   # said: bending the legs to reach down is allowed, but not hidden
+        return f"robot kept its balance ({heights}: {drop * 100:.1f} cm down, {drop / start:.0%} of its height)"
+    return f"robot kept its balance ({heights})"

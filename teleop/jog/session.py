@@ -21,7 +21,11 @@ absolute-jogging node runs at 10 Hz and waits on two ROS service round trips per
    next configuration from the *committed* one;
 6. :class:`JointSafety` (continuous-joint unwrapping, 90 deg guard, limits, joint velocity
    limits) and :class:`CollisionWorld` (interpolated states against the robot itself and
-   the obstacles) accept, shorten or refuse the step; the result is committed and sent.
+   the obstacles) accept, shorten or refuse the step; a step stopped before a collision is
+   replaced, where it can be, by one that moves the arm along the contact instead of into
+   it (:meth:`JogController._slide`); the result is committed and sent, and the
+   whole-body controller is told which step that was (its next tick's acceleration
+   window and ZMP rows start from the committed velocity, not from the one it solved).
 
 The hand task is the default stack's hand position task with a higher gain (the default
 10/s is tuned for whole-body teleoperation with feed-forward; jogging wants a snappy hand)
@@ -45,7 +49,7 @@ from teleop.jog.collision import CollisionWorld, interpolate
 from teleop.jog.filtering import FilteredPose, PoseFilter
 from teleop.jog.mapping import HandPose, RelativeJog, TagMapping, damp
 from teleop.jog.safety import JointSafety
-from teleop.robot.model import NQ_BASE, RobotModel
+from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
 from teleop.sim.scene import SceneObject
 
 
@@ -127,7 +131,9 @@ class TickReport:
         goal: hand goal (base frame) or None before the first sighting.
         target: damped, speed-limited target given to the controller.
         status: "ok", "held" (no tag yet / QP held), "out of reach" (the hand stays short
-            of the goal: :attr:`JogSettings.reach_tolerance_m`), or the safety action taken.
+            of the goal: :attr:`JogSettings.reach_tolerance_m`), or the safety action taken
+            ("refused: ...", "velocity limited", "stopped before collision: ...", "slid along
+            a collision: ...")
         filtered: the filter's output (None before the first sighting).
         reachable: False if the goal had to be pulled back into reach.
         hand_to_goal_m: distance from the hand (committed configuration) to the goal [m]
@@ -334,9 +340,13 @@ class JogController:
                 if self.collisions is not None:
                     c0 = time.perf_counter()
                     path = self.collisions.check_path(self.q, q_new)
-                    collision_ms = (time.perf_counter() - c0) * 1e3
                     if not path.free:
-                        status, q_new = f"stopped before collision: {path.hit}", path.q_safe
+                        slid = self._slide(path, q_new)
+                        if slid is None:
+                            status, q_new = f"stopped before collision: {path.hit}", path.q_safe
+                        else:
+                            status, q_new = f"slid along a collision: {path.hit}", slid
+                    collision_ms = (time.perf_counter() - c0) * 1e3
         hand_to_goal = None
         if current is not None:
             assert self.goal is not None   # current is only set with a goal
@@ -346,10 +356,64 @@ class JogController:
                 status = f"out of reach: hand {hand_to_goal * 1e3:.0f} mm from the goal"
         key = status.split(":")[0]
         self.counts[key] = self.counts.get(key, 0) + 1
+        if out.status not in (SolveStatus.HELD, SolveStatus.REJECTED_TARGET):
+            self._commit_to_controller(q_new)
         self.q = q_new
         return TickReport(t, self.q.copy(), self.goal, self.target, status, filtered, reachable,
                           (time.perf_counter() - started) * 1e3, collision_ms, hand_to_goal,
                           self.goal is not None and self.orientation_followed)
+
+    def _slide(self, path, q_to: np.ndarray) -> np.ndarray | None:
+        """A collision-free step instead of the one ``path`` stopped (q_from -> ``q_to``, both
+        (nq,)), or None: the rest of the step from the last free state, with the jogged arm's
+        part of it rid of its motion towards the contact (first order: the distance between
+        the two geometries then stays, or grows back to :attr:`JogSettings.clearance_m`);
+        checked again, joints and path.
+
+        Without it the hand stayed where the stop left it as long as the controller's step
+        kept heading into the contact, although the goal could be reached around it: at a
+        looping test video's jump back to its start, the upper arm met the hull of the pelvis
+        and the hand stayed 37 mm short of the goal for 1.4 s, until the goal moved away."""
+        assert self.collisions is not None and path.contact is not None
+        s = self.settings
+        q_safe = path.q_safe
+        found = self.collisions.distance_rate(q_safe, path.contact)
+        if found is None:
+            return None
+        row, distance = found
+        arm = NV_BASE + self.robot.group_indices(f"{s.hand}_arm")
+        dq = pin.difference(self.robot.model, q_safe, q_to)
+        row_arm = row[arm]
+        norm2 = float(row_arm @ row_arm)
+        if norm2 < 1e-12:     # the arm cannot move away from it (a contact of the body's)
+            return None
+        wanted = 0.5 * max(0.0, s.clearance_m - distance)   # back out towards the clearance
+        approach = float(row @ dq)
+        if approach >= wanted:
+            return None
+        dq[arm] += row_arm * ((wanted - approach) / norm2)
+        q_slid = pin.integrate(self.robot.model, q_safe, dq)
+        check = self.safety.check(self.q[NQ_BASE:], q_slid[NQ_BASE:], s.control_dt)
+        if not check.ok or check.velocity_scale < 1.0:
+            return None
+        q_slid[NQ_BASE:] = check.q       # (unwrapped continuous joints, if any)
+        if not self.collisions.check_path(q_safe, q_slid).free:
+            return None
+        return q_slid
+
+    def _commit_to_controller(self, q_new: np.ndarray) -> None:
+        """Tell the whole-body controller which step was committed: its whole solution, or
+        what safety and the collision checks left of it (refused: none; shortened: part).
+
+        The controller records the velocity it commanded each tick, which bounds the next
+        tick's (the joint acceleration limit) and its ZMP rows. Left to believe its refused
+        steps were taken, it kept accelerating a robot that stood still: during the collision
+        stops after a looping test video's jump, the elbow's recorded velocity stayed at its
+        2.7 rad/s limit (every next step had to move it about that fast, into the same
+        contact) while the knees' grew to 4.2 rad/s; when a step was free again, 1.4 s later,
+        the robot crouched at that speed, its base sinking 29 cm (0.619 to 0.332 m) in a run
+        summed up as "kept its balance"."""
+        self.controller.commit(q_new, pin.difference(self.robot.model, self.q, q_new) / self.settings.control_dt)
 
     def _out_of_reach(self, hand_before: np.ndarray, hand_to_goal: float, beyond_m: float) -> bool:
         """Whether the hand, ``hand_to_goal`` [m] from the goal after this tick's step (from

@@ -79,7 +79,7 @@ def check_test_video_options(tag_size_m: float, hfov_deg: float, duration_s: flo
     frame throughout."""
     import numpy as np
 
-    from teleop.jog.render import TAG_CELLS, TagVideoGeometry, default_camera_matrix, demo_tag_trajectory
+    from teleop.jog.render import TAG_CELLS
 
     w, h = TEST_VIDEO_SIZE
     if duration_s > MAX_TEST_VIDEO_S:
@@ -89,36 +89,20 @@ def check_test_video_options(tag_size_m: float, hfov_deg: float, duration_s: flo
     if int(round(duration_s * TEST_VIDEO_FPS)) < 1:
         return (f"--duration {duration_s:g} s is shorter than one frame at {TEST_VIDEO_FPS:g} frames/s: give "
                 f"--duration {_round_up(1 / TEST_VIDEO_FPS):g} or more")
-    geometry = TagVideoGeometry(demo_tag_trajectory, duration_s, TEST_VIDEO_FPS,
-                                default_camera_matrix(w, h, hfov_deg), TEST_VIDEO_SIZE)
-    # The side each frame needs [px]: the floor, or enough cells for that frame's motion.
-    needed = np.maximum(MIN_TAG_PX, geometry.motion_px * TAG_CELLS / MAX_BLUR_CELLS)
-
-    def detectable(size_m: float) -> bool:
-        return bool(np.all(geometry.side_px(size_m) >= needed))
-
-    def in_frame(size_m: float) -> bool:
-        return geometry.leaves_frame_s(size_m, FRAME_MARGIN_PX) is None
-
-    def too_small(size_m: float) -> bool:
-        return not detectable(size_m)
-
+    window = _TagSizes(hfov_deg, duration_s)
+    geometry, needed = window.geometry, window.needed
+    detectable, in_frame = window.detectable, window.in_frame
     if detectable(tag_size_m) and in_frame(tag_size_m):
         return None
     options = f"--tag-size {tag_size_m:g} m with --hfov {hfov_deg:g} deg"
-    # The sizes that work lie between a lower bound (the detectors) and an upper one (the
-    # frame): the side in pixels and the tag's extent both grow with its size.
-    bracket = _boundary(too_small, tag_size_m)
-    if bracket is None:
+    big_enough, small_enough = window.sizes(tag_size_m)
+    if big_enough is None:
         return (f"{options}: the tag would be too small to detect at any --tag-size (the detectors need "
-                f"{MIN_TAG_PX:g} px across its black square): give a narrower --hfov")
-    big_enough = _round_up(bracket[1])              # the smallest detectable size, rounded up
-    bracket = _boundary(in_frame, big_enough) if in_frame(big_enough) else None
-    small_enough = None if bracket is None else bracket[0]     # the largest that fits
-    if small_enough is None or _round_down(small_enough) < big_enough:
+                f"{MIN_TAG_PX:g} px across its black square): {_hfov_advice(hfov_deg, duration_s)}")
+    if small_enough is None:
         return (f"{options}: the tag going round 0.5 m from the camera would leave the {w}x{h} frame at any "
-                f"--tag-size large enough to detect: give a wider --hfov")
-    sizes = f"give --tag-size {big_enough:g} to {_round_down(small_enough):g}"
+                f"--tag-size large enough to detect: {_hfov_advice(hfov_deg, duration_s)}")
+    sizes = f"give --tag-size {big_enough:g} to {small_enough:g}"
     if not detectable(tag_size_m):
         sides = geometry.side_px(tag_size_m)
         k = int(np.argmax(needed - sides))            # the frame that falls shortest
@@ -134,6 +118,71 @@ def check_test_video_options(tag_size_m: float, hfov_deg: float, duration_s: flo
     return (f"{options}: the tag (with its white border) would not stay {FRAME_MARGIN_PX:g} px inside the {w}x{h} "
             f"video (it leaves at {geometry.leaves_frame_s(tag_size_m, FRAME_MARGIN_PX):.1f} s): {sizes}, or a "
             "wider --hfov")
+
+
+class _TagSizes:
+    """The test video's tag at one --hfov [deg] and --duration [s]: whether a --tag-size is
+    detectable in every frame and stays in the frame, and the sizes that are both."""
+
+    def __init__(self, hfov_deg: float, duration_s: float) -> None:
+        import numpy as np
+
+        from teleop.jog.render import TAG_CELLS, TagVideoGeometry, default_camera_matrix, demo_tag_trajectory
+
+        w, h = TEST_VIDEO_SIZE
+        self.geometry = TagVideoGeometry(demo_tag_trajectory, duration_s, TEST_VIDEO_FPS,
+                                         default_camera_matrix(w, h, hfov_deg), TEST_VIDEO_SIZE)
+        # The side each frame needs [px]: the floor, or enough cells for that frame's motion.
+        self.needed = np.maximum(MIN_TAG_PX, self.geometry.motion_px * TAG_CELLS / MAX_BLUR_CELLS)
+
+    def detectable(self, size_m: float) -> bool:
+        import numpy as np
+
+        return bool(np.all(self.geometry.side_px(size_m) >= self.needed))
+
+    def in_frame(self, size_m: float) -> bool:
+        return self.geometry.leaves_frame_s(size_m, FRAME_MARGIN_PX) is None
+
+    def sizes(self, start_m: float = 0.08) -> tuple[float | None, float | None]:
+        """(the smallest detectable --tag-size rounded up, the largest that stays in the frame
+        rounded down, if not smaller) [m]; (None, None) if no size is detectable, (size, None)
+        if none large enough to detect stays in the frame. The sizes that work lie between a
+        lower bound (the detectors) and an upper one (the frame): the side in pixels and the
+        tag's extent both grow with its size."""
+        bracket = _boundary(lambda size: not self.detectable(size), start_m)
+        if bracket is None:
+            return None, None
+        big_enough = _round_up(bracket[1])              # the smallest detectable size, rounded up
+        bracket = _boundary(self.in_frame, big_enough) if self.in_frame(big_enough) else None
+        if bracket is None or _round_down(bracket[0]) < big_enough:
+            return big_enough, None
+        return big_enough, _round_down(bracket[0])
+
+
+def _workable(hfov_deg: float, duration_s: float) -> bool:
+    """Whether some --tag-size makes a test video of this --hfov and --duration that works."""
+    return _TagSizes(hfov_deg, duration_s).sizes()[1] is not None
+
+
+def _hfov_advice(hfov_deg: float, duration_s: float) -> str:
+    """Which --hfov to give when no --tag-size works with ``hfov_deg``: the nearest one that
+    works, towards 60 deg (the default). Too wide a view makes the tag too small to detect
+    unless it is so large that it leaves the frame; too narrow a one makes its motion leave
+    the frame: "give a wider --hfov" was said at 178 deg, where only a narrower one works."""
+    reference = 60.0
+    if not _workable(reference, duration_s):
+        return "give another --hfov"
+    bad, good = hfov_deg, reference
+    while abs(good - bad) > 0.5:     # bisection to half a degree (each step ~0.1 s)
+        middle = 0.5 * (bad + good)
+        bad, good = (bad, middle) if _workable(middle, duration_s) else (middle, good)
+    narrower = good < hfov_deg
+    suggestion: float = math.floor(good) if narrower else math.ceil(good)
+    if not _workable(suggestion, duration_s):
+        suggestion = good
+    if narrower:
+        return f"give a narrower --hfov ({suggestion:g} deg or less; the wider the view, the smaller the tag)"
+    return f"give a wider --hfov ({suggestion:g} deg or more; the narrower the view, the further the tag moves)"
 
 
 def _boundary(below, start_m: float, largest_m: float = 100.0) -> tuple[float, float] | None:
@@ -156,6 +205,7 @@ def make_test_video(args: argparse.Namespace) -> int:
     filmed by a distortion-free 640x480 camera with ``--hfov`` (what ``teleop jog`` assumes
     without ``--calibration``), 30 frames/s. Option values that would make a video whose tag
     cannot be detected are refused (exit code 2) before anything is written."""
+    from teleop.data_args import check_output_location
     from teleop.jog.render import default_camera_matrix, demo_tag_trajectory, write_tag_video
     from teleop.progress import progress_bar
 
@@ -165,6 +215,9 @@ def make_test_video(args: argparse.Namespace) -> int:
                                 f"e.g. {out / 'tag.mp4'}")
     if out.suffix.lower() not in (".mp4", ".avi"):
         raise UsageError(f"--make-test-video {out}: give a .mp4 or .avi file name")
+    # Below a file (text.txt/x.mp4): said before the check of the values, not as mkdir's
+    # "text.txt: File exists" with a TELEOP_DEBUG hint.
+    check_output_location(out, "--make-test-video")
     if out.exists() and not args.force:
         raise PreconditionError(f"--make-test-video {out} exists: pass --force to overwrite it, "
                                 "or choose another file")

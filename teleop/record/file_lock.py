@@ -21,7 +21,7 @@ from pathlib import Path
 try:
     import fcntl
 except ImportError:       # Windows: no advisory locks, nothing is known to be written
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 
 def lock_for_writing(fd: int, path: str | os.PathLike) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from teleop.cli_types import (PreconditionError, UsageError, int_at_least, non_negative_float, positive_float,
                               positive_int)
@@ -102,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 #: The options of one mode (the other refuses them) and their defaults: argparse leaves
 #: them None (False for --json) unless given.
-MODE_DEFAULTS = {
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {
     "--data": {"max_evaluations": 200, "out": Path("out") / "calibration", "json": False},
     "--make-test-recording": {"perturb": 0.2, "seed": 0, "duration": 3.0, "noise": 2e-4},
 }

@@ -155,7 +155,7 @@ def _settings(args: argparse.Namespace):
                     read_human_motion(path)
                 except (OSError, ValueError, zipfile.BadZipFile) as exc:
                     # The file's own error (it names the file): said alone, as a check before the work.
-                    exc.before_work = True   # type: ignore[attr-defined]
+                    setattr(exc, "before_work", True)   # noqa: B010 (an attribute of no exception type)
                     raise
             setattr(settings, attr, paths)
     return settings
