@@ -285,9 +285,10 @@ def recording_seconds(text: str) -> float:
 
 
 def nonempty_path(text: str) -> Path:
-    """argparse type of an output path (``--out`` of ``eval``, ``trial``, ``bench``): any path
-    but an empty or blank one, which ``Path("")`` reads as ``.``, so ``--out ''`` (an unset
-    shell variable) wrote the results into the current folder without a word."""
+    """argparse type of a path (``--out`` of ``eval``, ``trial``, ``bench``, the stations'
+    ``--secret-file`` and ``--record``): any path but an empty or blank one, which
+    ``Path("")`` reads as ``.``, so ``--out ''`` (an unset shell variable) wrote the results
+    into the current folder without a word, and ``--secret-file ''`` was "a folder"."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("the path must not be empty, e.g. --out out/run1")
+        raise argparse.ArgumentTypeError("the path must not be empty")
     return Path(text)

@@ -14,8 +14,8 @@ from typing import Callable
 
 from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import (MAX_ROUND_TRIP_S, PreconditionError, UsageError, address, checked_text, destination,
-                              float_in_interval, int_in_range, non_negative_float, port, positive_float,
-                              sample_rate_hz, task_label)
+                              float_in_interval, int_in_range, non_negative_float, nonempty_path, port,
+                              positive_float, sample_rate_hz, task_label)
 from teleop.json_safe import dumps
 from teleop.stations.loop_timing import LoopTiming, run_loop
 from teleop.stations.watches import STATUS_INTERVAL_S, CommandLinkWatch, SilenceWatch, robot_silence_hint
@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "camera.")
     robot.add_argument("--listen", type=address, default="127.0.0.1:9001",
                        help="address to listen on (default: 127.0.0.1:9001)")
-    robot.add_argument("--allow-remote", action="store_true", help="allow listening on a non-loopback address")
+    robot.add_argument("--allow-remote", action="store_true",
+                       help="allow listening on, and sending the eye camera to, a non-loopback address")
     robot.add_argument("--library", type=Path,
                        help="ProMP task library from `teleop train` (default: none, no compensation)")
     robot.add_argument("--video-to", type=destination, default="127.0.0.1:9003",
@@ -51,12 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="hold a safe pose after this long without commands [s] (default: 0.5)")
     robot.add_argument("--duration", type=positive_float,
                        help="stop after this many seconds (default: run until Ctrl-C)")
-    robot.add_argument("--secret-file", type=Path,
+    robot.add_argument("--secret-file", type=nonempty_path,
                        help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
     robot.add_argument("--force", action="store_true", help="with --record: overwrite the file if it exists")
     robot.add_argument("--gui", action="store_true", help="show pybullet's GUI window")
     robot.add_argument("--json", action="store_true", help="print the final telemetry as JSON")
-    robot.add_argument("--record", type=Path, metavar="FILE", help="record every stream to this MCAP file "
+    robot.add_argument("--record", type=nonempty_path, metavar="FILE", help="record every stream to this MCAP file "
                        "(delivered and compensated commands, robot state, camera frames, network statistics)")
     robot.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
                        "labelled NAME, ready for `teleop dataset export --channel delivered` (the record button "
@@ -80,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "'openvr' (SteamVR), or a motion file replayed at its true rate (default: synthetic)")
     op.add_argument("--vr-config", type=Path,
                     help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
-    op.add_argument("--record", type=Path, metavar="FILE", help="record every stream to this MCAP file "
+    op.add_argument("--record", type=nonempty_path, metavar="FILE", help="record every stream to this MCAP file "
                     "(raw input, references, received camera frames, network statistics)")
     op.add_argument("--task", type=task_label, metavar="NAME", help="with --record: the session is one episode "
                     "labelled NAME, ready for `teleop dataset export` and `teleop train` (the record button stops "
@@ -101,7 +102,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="display: none, the local web viewer, or the VR headset (SteamVR) (default: none)")
     op.add_argument("--port", type=port, default=None, help="web viewer port (default: 8080)")
     op.add_argument("--duration", type=positive_float, help="stop after this many seconds")
-    op.add_argument("--secret-file", type=Path, help="shared secret file")
+    op.add_argument("--secret-file", type=nonempty_path,
+                    help="shared secret file (default: $TELEOP_SECRET or ~/.config/teleop/secret)")
     op.add_argument("--json", action="store_true", help="print the final statistics as JSON")
     op.set_defaults(func=runs_on_without_its_reader(_said_as("operator", _run_operator)))
 
@@ -183,6 +185,10 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
     from teleop.net.udp import is_loopback, parse_address, reaches_own_socket, resolve
 
     family, bind = _bound("--bind", args.bind, lambda: resolve(parse_address(args.bind)))
+    if reaches_own_socket(args.video_listen, args.bind):
+        # Said as a clash of two options, not as the second's "Address already in use".
+        raise UsageError(f"--video-listen {args.video_listen} is this station's own --bind {args.bind}: give the "
+                         "video and the commands ports of their own (--bind 127.0.0.1:0 picks a free one)")
     for option, own in (("--bind", args.bind), ("--video-listen", args.video_listen)):
         # The commands would come back to this station, dropped as its own or as no video,
         # and the only sign was a robot that never answered.
@@ -321,6 +327,13 @@ def _run_robot(args: argparse.Namespace) -> int:
         # Each frame would arrive at the command socket and be dropped there, unsaid.
         raise UsageError(f"--video-to {args.video_to} is this station's own --listen {args.listen}: the video would "
                          "come back to it; --video-to is the operator's --video-listen (default 127.0.0.1:9003)")
+    from teleop.net.udp import NonLoopbackRefused, is_loopback, resolve
+
+    video_to = _bound("--video-to", args.video_to, lambda: resolve(parse_address(args.video_to)))[1]
+    if not args.allow_remote and not is_loopback(str(video_to[0])):
+        # The camera went to another host unasked, as nothing else the stations open does.
+        raise NonLoopbackRefused(f"--video-to {args.video_to}: refusing to send the eye camera to non-loopback "
+                                 f"address {video_to[0]}; give --allow-remote to send it to another host")
     if args.library is not None and args.library.is_dir():
         raise PreconditionError(f"--library {args.library} is a folder: give the task library file `teleop train "
                                 "-o FILE` wrote (it learns one from folders of takes)")

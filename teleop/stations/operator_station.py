@@ -117,9 +117,12 @@ class VideoPath:
     def report(self) -> VideoReport | None:
         """The VIDEO_REPORT for the robot, None before any frame. The delays are arrival on
         this station's clock minus capture on the robot's: the robot, which estimates the
-        offset between the two clocks, removes it (RobotStation.tau_b)."""
+        offset between the two clocks, removes it (RobotStation.tau_b). The delay is the
+        median over the buffer's window, as its playout anchor is: frames that queued while
+        this process stood still pulled the mean up for half a minute (the robot's tau_b from
+        0.78 to 1.05 s after a 2.5 s stall, so it predicted 0.27 s too far ahead)."""
         r = self.buffer.report()
-        delay_s, delay_std_s = r.get("backward_delay_mean_s"), r.get("backward_delay_std_s")
+        delay_s, delay_std_s = r.get("backward_delay_p50_s"), r.get("backward_delay_std_s")
         if delay_s is None or delay_std_s is None:   # both None before any frame
             return None
         stats = self.receiver.stats
