@@ -36,10 +36,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RBFBasis", "signal_means", "signal_covariances", "signal_variances", "LOOKUP_POINTS"]
+__all__ = ["RBFBasis", "min_n_basis", "signal_means", "signal_covariances", "signal_variances", "LOOKUP_POINTS"]
 
 #: Rows of the phase lookup table of :meth:`RBFBasis.lookup`.
 LOOKUP_POINTS = 4001
+
+
+def min_n_basis(width_factor: float = 1.0, margin_factor: float = 1.0) -> int:
+    """The fewest basis functions :class:`RBFBasis` takes with these factors (and no absolute
+    ``width``): the spacing solved in ``_compute_sigma`` needs
+    ``k - 1 - 2 * margin_factor * width_factor > 0``, i.e. the smallest integer k above
+    ``1 + 2 * margin_factor * width_factor`` (and at least 2). With the defaults: 4."""
+    return max(2, math.floor(1.0 + 2.0 * margin_factor * width_factor) + 1)
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,17 @@ def add_take_filters(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     dash = f"{prefix}-" if prefix else ""
     parser.add_argument(f"--{dash}performers", type=_names,
                         help="comma-separated performer codes to keep (HDM05: bd,bk,dg)")
-    parser.add_argument(f"--{dash}exclude-performers", default="", help="comma-separated performer codes to drop")
+    # No default "": ``--exclude-performers ''`` (an unset shell variable) dropped nobody without a
+    # word, and a performer meant to be held out was learned from; refused as --performers ''.
+    parser.add_argument(f"--{dash}exclude-performers", type=_names,
+                        help="comma-separated performer codes to drop")
     parser.add_argument(f"--{dash}tasks", type=_names, help="comma-separated task labels to keep (default: all)")
 
 
 def _names(text: str) -> str:
     """A comma-separated list of at least one name (kept as text; :func:`split_csv` splits
-    it). ``--tasks ''`` kept every task, as if the option were not given."""
+    it). ``--tasks ''`` kept every task, as if the option were not given, and
+    ``--exclude-performers ''`` dropped no one."""
     if not split_csv(text):
         raise argparse.ArgumentTypeError("give one or more comma-separated names (leave the option out for all)")
     return text
@@ -48,7 +52,7 @@ def take_files(args: argparse.Namespace, root: Path, prefix: str = "",
     """
     key = f"{prefix}_" if prefix else ""
     values = {name: getattr(args, key + name) for name in FILTERS}
-    files = list_take_files(root, warn=lambda message: warn_skipped(args, message))
+    files = list_take_files(root, warn=lambda message: warn_skipped(args, message), command=command_of(args, prefix))
     chosen = select_take_files(files, performers=split_csv(values["performers"]),
                                exclude_performers=split_csv(values["exclude_performers"]) or (),
                                tasks=split_csv(values["tasks"]))
@@ -62,6 +66,17 @@ def take_files(args: argparse.Namespace, root: Path, prefix: str = "",
     if check_names:
         check_filter_names(args, files, str(root), prefix)
     return chosen
+
+
+def command_of(args: argparse.Namespace, prefix: str = "") -> str:
+    """The command line that reads a data folder, for messages that say what to give instead
+    (``teleop eval promp --train``, not ``teleop train``, when eval promp was run)."""
+    words = ["teleop", getattr(args, "command", None) or "train"]
+    if isinstance(getattr(args, "what", None), str):
+        words.append(args.what)
+    if prefix:
+        words.append(f"--{prefix}")
+    return " ".join(words)
 
 
 def warn_skipped(args: argparse.Namespace, message: str) -> None:
@@ -80,7 +95,8 @@ def check_filter_names(args: argparse.Namespace, files: list[tuple[Path, str]], 
         unknown = [v for v in split_csv(getattr(args, key + name)) or () if v not in present[kind]]
         if unknown:
             there = ", ".join(sorted(present[kind])) or "none named in the file names"
-            raise ValueError(f"--{dash}{name.replace('_', '-')} {getattr(args, key + name)}: "
+            # Found from the file names, before any take is read: no TELEOP_DEBUG hint.
+            raise PreconditionError(f"--{dash}{name.replace('_', '-')} {getattr(args, key + name)}: "
                              f"{', '.join(unknown)} not under {where} ({kind} there: {there})")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,9 @@ def _describe_file(path: Path, as_json: bool) -> int:
             # (it said "a recording without an operator's input" of a truncated one).
             raise PreconditionError(str(exc)) from None
         return _print_info(path, info, as_json)
-    kind = _npz_kind(path) if path.suffix.lower() == ".npz" else None
+    # By content, not by name alone: `teleop train -o lib` writes a library without the
+    # suffix, and it was then handed to the motion readers ("unsupported format").
+    kind = _npz_kind(path) if path.suffix.lower() == ".npz" or zipfile.is_zipfile(path) else None
     if kind == "promp-task-library":
         info = _library_info(path)
     elif kind == "references":

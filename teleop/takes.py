@@ -52,7 +52,7 @@ from retarget.file_checks import refuse_special_file
 from retarget.human import HumanMotion
 from retarget.mapping import retarget_motion
 from retarget.readers import read_motion, sniff_format
-from retarget.references import FLAT_LABELS, ReferenceTrajectory
+from retarget.references import FLAT_LABELS, HAND_INDICES, ReferenceTrajectory
 from retarget.robot_target import RobotTarget
 from teleop.cli_types import PreconditionError
 from teleop.output_set import is_hidden
@@ -208,8 +208,12 @@ def folder_label(folder: Path) -> str:
     return Path(os.path.abspath(folder)).name
 
 
-def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> list[tuple[Path, str]]:
+def list_take_files(root: Path, warn: Callable[[str], None] | None = None,
+                    command: str = "teleop train") -> list[tuple[Path, str]]:
     """(file, label) of every take under ``root`` (see the module docstring).
+
+    ``command`` is the command line that was given ``root`` (``teleop eval promp --train``):
+    the messages about a folder of datasets say how to give one of them to it.
 
     ``warn`` is called with each message about skipped takes (default: a
     :class:`SkippedTakesWarning`); a folder whose only takes would be skipped is an error.
@@ -245,10 +249,10 @@ def list_take_files(root: Path, warn: Callable[[str], None] | None = None) -> li
         named = " and ".join(f"{sub} ({n} takes)" for sub, n in nested)
         verb, them = ("holds", "it") if len(nested) == 1 else ("hold", "them")
         raise NoTakesError(f"{root}: no takes of its own: {named} {verb} task folders, not takes: give "
-                                f"{them} directly instead (e.g. teleop train {' '.join(str(s) for s, _ in nested)})")
+                                f"{them} directly instead (e.g. {command} {' '.join(str(s) for s, _ in nested)})")
     for sub, n in nested:
         (warn or _warn)(f"{sub} skipped ({n} takes): it holds task folders, not takes; give it directly "
-                        f"to read them (e.g. teleop train {sub})")
+                        f"to read them (e.g. {command} {sub})")
     if not out:
         suffixes = ", ".join(sorted(MOTION_SUFFIXES))
         recordings = [*root.glob("*.mcap"), *root.glob("*/*.mcap")]
@@ -444,6 +448,24 @@ def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:
 MIN_TAKE_FRAMES = 10
 
 
+#: Least a take's hands must move [m]: the largest distance either hand's reference gets from
+#: its first-frame position. A take with less is no motion (a take frozen at its first frame,
+#: an operator standing still): no onset is found in it, so the whole take was learned as the
+#: motion, or scored, without a word. The takes that move least move far more: 0.14 m
+#: (datasets/synthetic squat_5), 0.25 m (HDM05 HDM_bd_elbowToKnee1RepsLelbowStart_004), and
+#: more than 0.19 m in the Xsens put-aside and CMU takes; 5 mm leaves a margin of 28x below
+#: the least of them, while a short fragment of a motion (0.78 s of a reach: 1.1 cm) is still
+#: read, and warned of by `teleop train` as much shorter than its task's takes.
+MIN_HAND_MOTION_M = 0.005
+
+
+def hand_motion_m(traj: ReferenceTrajectory) -> float:
+    """The largest distance [m] a hand's reference gets from its first-frame position."""
+    values = np.asarray(traj.values, dtype=float)[:, list(HAND_INDICES)]
+    hands = values.reshape(len(values), -1, 3)
+    return float(np.linalg.norm(hands - hands[:1], axis=2).max()) if len(values) else 0.0
+
+
 def reference_problem(traj: ReferenceTrajectory, envelope: ReferenceEnvelope) -> str | None:
     """Why the robot references ``traj`` cannot be a motion of the robot, or None.
 
@@ -471,7 +493,8 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
     """Read and retarget one take (reference trajectories are read as they are), checked
     where the file is known, so that the error can name it: at least
     :data:`MIN_TAKE_FRAMES` frames at increasing times, and references the robot station
-    would execute (:func:`reference_problem`). Raises ValueError."""
+    would execute (:func:`reference_problem`), and hands that move at least
+    :data:`MIN_HAND_MOTION_M`. Raises ValueError."""
     path = Path(path)
     if path.suffix.lower() == ".mcap":
         # A take is robot references: what `dataset export` writes of a recording's episodes.
@@ -504,6 +527,11 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
         raise ValueError(f"time does not increase at frame {int(np.argmax(np.diff(traj.times) <= 0)) + 1}")
     if problem:
         raise ValueError(problem)
+    moved = hand_motion_m(traj)
+    if moved < MIN_HAND_MOTION_M:
+        raise ValueError(f"no motion: its hands move {100 * moved:.2g} cm at most from where they start, less "
+                         f"than the {100 * MIN_HAND_MOTION_M:g} cm a take must move (a take frozen at its first frame, "
+                         "or of someone standing still: learned or scored as a motion, it would skew its task)")
     traj.label = label
     traj.source = str(path)
     return Take(path, label, performer_of(path), traj, retargeted, note)

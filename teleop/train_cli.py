@@ -25,15 +25,45 @@ DEFAULT_LIBRARY = Path("out") / "library.npz"
 MAX_BASIS = 200
 
 
+def min_basis() -> int:
+    """The fewest basis functions per signal ``teleop train`` can learn with: the basis it
+    uses (``RBFBasis(n)``, default width and margin factors) needs
+    ``n - 1 - 2 * margin_factor * width_factor > 0`` (:func:`promp.basis.min_n_basis`)."""
+    from promp.basis import RBFBasis, min_n_basis
+
+    return min_n_basis(width_factor=RBFBasis.width_factor, margin_factor=RBFBasis.margin_factor)
+
+
 def basis_count(text: str) -> int:
-    """Basis functions per signal: an integer from 2 (promp.basis.RBFBasis needs two) to
-    :data:`MAX_BASIS`, refused by argparse instead of after every take was read."""
-    value = int_at_least(text, 2)
+    """Basis functions per signal: an integer from :func:`min_basis` (4 with the default
+    basis; --basis 2 and 3 failed after every take was read, "margin_factor * width_factor
+    too large for n_basis") to :data:`MAX_BASIS`, refused by argparse instead."""
+    from promp.basis import RBFBasis
+
+    low = min_basis()
+    try:
+        value = int_at_least(text, low)
+    except argparse.ArgumentTypeError as exc:
+        if not str(exc).startswith("must be >="):
+            raise
+        raise argparse.ArgumentTypeError(
+            f"must be >= {low}, got {text} (the basis functions span the motion plus a margin of "
+            f"{RBFBasis.margin_factor:g} width on each side, width {RBFBasis.width_factor:g} x their spacing: fewer "
+            f"than {low} cannot)") from None
     if value > MAX_BASIS:
         raise argparse.ArgumentTypeError(
             f"must be <= {MAX_BASIS}, got {text} (the full covariance of the 20 signals holds (20 × basis)² numbers: "
             f"{(20 * MAX_BASIS) ** 2 * 8 / 2 ** 20:.0f} MiB at {MAX_BASIS})")
     return value
+
+
+def library_path(text: str) -> Path:
+    """argparse type of train's -o: any path but an empty or blank one, refused (exit code 2)
+    as ``eval``'s and ``trial``'s ``--out ''``; ``Path("")`` is ``.``, and ``-o ''`` (an unset
+    shell variable) was called "-o . is a folder"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"the path must not be empty, e.g. -o {DEFAULT_LIBRARY}")
+    return Path(text)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("data", nargs="+", type=Path,
                        help="folders of takes: one folder per task (the hdm05 layout), Xsens "
                             "pN.csv files, or the motion files of one task (named after its folder)")
-    train.add_argument("-o", "--out", type=Path, default=DEFAULT_LIBRARY,
+    train.add_argument("-o", "--out", type=library_path, default=DEFAULT_LIBRARY,
                        help=f"library file (default: {DEFAULT_LIBRARY}); an existing task library there is replaced, "
                             "any other file only with --force, and a take being learned from never")
     train.add_argument("--force", action="store_true",

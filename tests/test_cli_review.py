@@ -49,11 +49,11 @@ def test_description_typos_name_the_file_and_entry(tmp_path, old, new, message):
 
 
 # ------------------------------------------------------------ teleop train / eval options
-def test_train_basis_below_two_is_refused_by_argparse(capsys):
+def test_train_basis_below_the_basis_minimum_is_refused_by_argparse(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["train", str(SYNTHETIC / "squat"), "--basis", "1"])
     assert exc.value.code == 2
-    assert "argument --basis: must be >= 2" in capsys.readouterr().err
+    assert "argument --basis: must be >= 4" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [

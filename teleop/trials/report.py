@@ -72,9 +72,26 @@ def _late_engagement_lines(summary: dict) -> list[str]:
                    if abandoned else [])
             if never - abandoned:
                 why.append(f"{never - abandoned} never had a task probable enough")
+            # Name only the columns that show a figure: with every command lost, 'whole' and
+            # 'worst excess' show '-' (nothing measured), and the note said they counted them.
+            shown = [name for name, value in (("whole", e["comp"]["whole"].get("hand_cm")),
+                                              ("wrong task", e.get("wrong_task_engagements", 0)),
+                                              ("worst excess", e.get("worst_excess_cm", {}).get("max")))
+                     if value is not None]
+            counted = (f"counted in {_quoted(shown)}" if shown else "")
+            blank = [name for name in ("whole", "worst excess") if name not in shown]
+            if blank:
+                counted += (("; " if counted else "") + f"{_quoted(blank)} "
+                            f"{'show' if len(blank) > 1 else 'shows'} '-': nothing measured")
             lines.append(f"RTT {label} s: {never} take(s) never engaged ({'; '.join(why)}); left out of the window "
-                         "means, counted in 'whole', 'wrong task' and 'worst excess'.")
+                         f"means, {counted}.")
     return lines
+
+
+def _quoted(names: list[str]) -> str:
+    """'a', 'b' and 'c'."""
+    quoted = [f"'{name}'" for name in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def _min_round_trip() -> float:
