@@ -58,9 +58,11 @@ def operator_session(path, target, ticks: int = 100, task: str | None = None) ->
 
 def test_station_recording_is_labelled_and_exported_for_training(tmp_path, target, capsys):
     session = tmp_path / "operator.mcap"
-    sent = operator_session(session, target)
+    # 3 s: the synthetic operator stands still for its first 2.5 s, and a take whose hands
+    # move less than 5 mm is refused as no motion (teleop.takes.MIN_HAND_MOTION_M).
+    sent = operator_session(session, target, ticks=300)
     before = open_recording(session)
-    assert before.episodes() == [] and before.channel("references").count == len(sent) == 100
+    assert before.episodes() == [] and before.channel("references").count == len(sent) == 300
     messages = [(m.topic, m.log_time_ns, m.data) for m in before.messages()]   # read before FILE is replaced
 
     assert main(["dataset", "export", str(session), "--out", str(tmp_path / "none")]) == 1
