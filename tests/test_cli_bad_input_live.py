@@ -123,9 +123,12 @@ def test_a_missing_secret_file_is_the_station_commands_error(capsys, tmp_path, c
 def test_operator_warns_when_neither_robot_nor_mvn_stream_is_there(capsys, secret):
     robot, mvn = free_port(), free_port()
     assert main(["operator", "--duration", "1.5", "--robot", f"127.0.0.1:{robot}", "--video-listen", "127.0.0.1:0",
-                 "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 0
+                 "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 1
     out, err = capsys.readouterr()
     assert "received 0 feedback packets" in out
+    # Exit code 1, said last: it was 0, and a script took the session for one that happened.
+    assert err.splitlines()[-1] == (f"teleop operator: error: the robot at 127.0.0.1:{robot} never answered: no "
+                                    "feedback and no video in the whole session")
     assert re.search(rf"no feedback or video from the robot at 127.0.0.1:{robot} in \d+\.\d s: "
                      r"is `teleop robot` running there\?", err)
     assert re.search(rf"no MVN poses received on port {mvn} in \d+\.\d s: is MVN's network streamer", err)
@@ -151,7 +154,7 @@ def test_operator_says_which_mvn_stream_arrives_when_it_is_not_quaternion_poses(
     thread.start()
     try:
         assert main(["operator", "--duration", "1.5", "--robot", f"127.0.0.1:{robot}", "--video-listen",
-                     "127.0.0.1:0", "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 0
+                     "127.0.0.1:0", "--source", f"xsens-live:{mvn}", "--secret-file", str(secret)]) == 1
     finally:
         stop.set()
         thread.join()

@@ -135,8 +135,9 @@ def test_a_port_in_use_is_named_by_its_option(secret, capsys, command, option):
 
 
 def test_the_web_viewer_on_port_0_prints_the_port_it_bound(secret, capsys):
+    # No robot there: exit code 1.
     assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
-                 f"127.0.0.1:{_free_udp_port()}", "--view", "web", "--port", "0", "--duration", "0.2"]) == 0
+                 f"127.0.0.1:{_free_udp_port()}", "--view", "web", "--port", "0", "--duration", "0.2"]) == 1
     url = re.search(r"web viewer on http://127\.0\.0\.1:(\d+)/", capsys.readouterr().err)
     assert url is not None and int(url.group(1)) != 0
 
@@ -173,8 +174,9 @@ def test_the_operator_sends_to_the_robot_resolved_once(secret, monkeypatch):
 
     monkeypatch.setattr(operator_station.OperatorStation, "__init__", spy)
     port = _free_udp_port()
+    # No robot there: exit code 1.
     assert main(["operator", "--robot", f"localhost:{port}", "--video-listen", f"127.0.0.1:{_free_udp_port()}",
-                 "--duration", "0.1"]) == 0
+                 "--duration", "0.1"]) == 1
     assert addresses and addresses[0][1] == port and addresses[0][0] != "localhost"
 
 
@@ -308,8 +310,9 @@ def test_the_operator_says_when_a_replayed_file_has_ended(secret, tmp_path, caps
     motion = HumanMotion.load_npz(
         Path(__file__).resolve().parents[1] / "datasets" / "synthetic" / "squat" / "squat_0.npz")
     motion.slice(0, 10).save_npz(take)                          # 0.2 s at 50 Hz
+    # No robot there: exit code 1.
     assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
-                 f"127.0.0.1:{_free_udp_port()}", "--input", str(take), "--duration", "0.6"]) == 0
+                 f"127.0.0.1:{_free_udp_port()}", "--input", str(take), "--duration", "0.6"]) == 1
     err = capsys.readouterr().err
     assert err.count("has ended: nothing more is sent") == 1, err
 
@@ -395,8 +398,9 @@ def test_the_operator_video_port_is_off_loopback_only_with_allow_remote(secret, 
     assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen", "0.0.0.0:0",
                  "--duration", "0.2"]) == 1
     assert "--video-listen 0.0.0.0:0: refusing to listen on non-loopback" in capsys.readouterr().err
+    # No robot there: exit code 1.
     assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen", "0.0.0.0:0",
-                 "--allow-remote", "--duration", "0.2"]) == 0
+                 "--allow-remote", "--duration", "0.2"]) == 1
 
 
 def test_the_robot_says_a_foreign_packet_warning_as_its_own_line(monkeypatch, capsys):
@@ -505,3 +509,20 @@ def test_the_robot_says_which_operator_it_follows_and_when_another_takes_over(mo
     assert said == [f"[robot] following the operator at {first}",
                     f"[robot] following the operator at {second} (the previous one, {first}, silent for "
                     "--stale-timeout): a fresh clock estimate and compensation"], said
+
+
+def test_a_robot_station_whose_robot_fell_ends_with_exit_code_1(secret, monkeypatch, capsys):
+    """The station said "the robot fell" and ended with exit code 0, as `teleop demo` and
+    `teleop jog` no longer do: a script took the session for one that went well. The fall is
+    what the simulator reports as a body part other than the feet on the ground, here from
+    the first second on (a real fall needs an operator who pushes the robot over)."""
+    from teleop.sim.simulator import Simulation
+
+    def contacts_after_a_second(self) -> int:
+        return int(self.t > 1.0)        # simulated time [s] since the station started
+
+    monkeypatch.setattr(Simulation, "other_contacts", contacts_after_a_second)
+    assert main(["robot", "--listen", f"127.0.0.1:{_free_udp_port()}", "--duration", "2", "--video-hz", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "warning: the robot fell" in err
+    assert err.splitlines()[-1].startswith("teleop robot: error: the robot fell (a body part other than the feet")

@@ -438,6 +438,12 @@ def _run_robot(args: argparse.Namespace) -> int:
                  if telemetry["refused_implausible"] else ""))
     if recording_error is not None:
         raise recording_error
+    if telemetry["fell"]:
+        # Exit code 1, as `teleop demo` and `teleop jog`: a script running the station took
+        # exit 0 for a session that went well, and the figures of a fallen robot mean nothing.
+        print("teleop robot: error: the robot fell (a body part other than the feet touched the ground); "
+              "restart the robot station to stand it up again", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -647,4 +653,10 @@ def _run_operator(args: argparse.Namespace) -> int:
               f"packets, {shown}, {loop_timing.short()}")
     if recording_error is not None:
         raise recording_error
+    if station.feedback_received == 0 and video.receiver.stats.datagrams == 0:
+        # Exit code 1: the session never reached a robot (warned above with the likely cause);
+        # exit 0 told a script that the teleoperation had happened.
+        print(f"teleop operator: error: the robot at {args.robot} never answered: no feedback and no video in "
+              "the whole session", file=sys.stderr)
+        return 1
     return 0
