@@ -151,7 +151,9 @@ class HumanMotion:
             # A bound on the median, not on every step: a live recording may pause, and
             # its typical step is what says the time unit is right (see MIN_SAMPLE_STEP_S).
             step = float(np.median(steps))
-            if not MIN_SAMPLE_STEP_S <= step <= MAX_SAMPLE_STEP_S:
+            # With a relative tolerance: the times of a take at the highest rate allowed,
+            # arange(n) / 10000, are 9.99999e-05 s apart, and --rate-hz 10000 was refused.
+            if not MIN_SAMPLE_STEP_S * (1 - 1e-9) <= step <= MAX_SAMPLE_STEP_S * (1 + 1e-9):
                 raise MotionFormatError(f"{self.source}: samples are {step:.3g} s apart (median): a motion's "
                                         f"sample step must be {MIN_SAMPLE_STEP_S * 1e3:g} ms to "
                                         f"{MAX_SAMPLE_STEP_S:g} s (times in the wrong unit, or a corrupt file?)")
@@ -312,7 +314,10 @@ def check_plausible_motion(motion: HumanMotion, path: str | os.PathLike[str]) ->
                                 f"motion may pause {MAX_PAUSE_S:g} s at most (a corrupt time stamp?)")
     if not len(steps) or not len(motion.segment_names):
         return
-    jumps = np.linalg.norm(np.diff(motion.positions, axis=0), axis=-1)   # (T-1, S) [m]
+    # hypot, not norm: the squares of a corrupt 1e300 overflowed, and the message said the
+    # segment moved "inf m".
+    d = np.diff(motion.positions, axis=0)
+    jumps = np.hypot(np.hypot(d[..., 0], d[..., 1]), d[..., 2])           # (T-1, S) [m]
     speeds = jumps / steps[:, None]
     if speeds.max() > MAX_SEGMENT_SPEED_M_S:
         k, j = (int(i) for i in np.unravel_index(int(np.argmax(speeds)), speeds.shape))

@@ -94,12 +94,20 @@ def float_in_interval(text: str, low: float, high: float, *, low_open: bool = Fa
 #: Highest sampling rate a motion file is taken to have [Hz]: optical mocap runs at up to a
 #: few kHz; ``--rate-hz 1e9`` made a 3 s take last 3 ns.
 MAX_SAMPLE_RATE_HZ = 10_000.0
+#: Lowest: a motion's samples are at most 1 s apart (``retarget.human.MAX_SAMPLE_STEP_S``);
+#: ``teleop retarget take.amc --rate-hz 0.5`` was refused as the file's fault ("samples are
+#: 2 s apart: times in the wrong unit, or a corrupt file?"), exit code 1.
+MIN_SAMPLE_RATE_HZ = 1.0
 
 
 def sample_rate_hz(text: str) -> float:
-    """A motion file's sampling rate [Hz]: in (0, 10000]."""
+    """A motion file's sampling rate [Hz]: in [1, 10000]."""
     _number(text)
-    return float_in_interval(text, 0.0, MAX_SAMPLE_RATE_HZ, low_open=True, unit="Hz")
+    value = float_in_interval(text, 0.0, MAX_SAMPLE_RATE_HZ, low_open=True, unit="Hz")
+    if value < MIN_SAMPLE_RATE_HZ:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_SAMPLE_RATE_HZ:g} Hz (a motion's samples are at "
+                                         f"most 1 s apart), got {text}")
+    return value
 
 
 def _in_unit_interval(text: str, low_open: bool, high_open: bool) -> float:

@@ -100,13 +100,14 @@ def check_filter_names(args: argparse.Namespace, files: list[tuple[Path, str]], 
                              f"{', '.join(unknown)} not under {where} ({kind} there: {there})")
 
 
-def check_out_folder(out: Path, option: str = "--out") -> None:
+def check_out_folder(out: Path, option: str = "--out", file: Path | None = None) -> None:
     """An output folder must be a folder (or not exist yet), not lie below a file, and be
     one we can make and write in: found before the work, not when the results are written
     after it (``--out /proc/x`` failed after a minute of simulation).
 
     A folder that does not exist yet is made and removed again, so the check leaves
-    nothing behind (an interrupted command must not leave empty folders either)."""
+    nothing behind (an interrupted command must not leave empty folders either). ``file``:
+    the output file the option names, whose folder ``out`` is (said in the message)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise PreconditionError(f"{option} {out} is a file: give a folder for the outputs")
@@ -118,7 +119,8 @@ def check_out_folder(out: Path, option: str = "--out") -> None:
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as exc:
-        raise PreconditionError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
+        where = f"{option} {file}: cannot write in {out}" if file is not None else f"{option} {out}: cannot write there"
+        raise PreconditionError(f"{where} ({exc.strerror or exc})") from None
     finally:
         for folder in made:          # deepest first
             with contextlib.suppress(OSError):
@@ -156,6 +158,9 @@ def check_recording_output(path: Path, option: str, force: bool) -> None:
         raise PreconditionError(f"{option} {path} is a folder: give a file name")
     check_recording_name(path, option)
     check_output_location(path, option)   # below a file: "File exists" once recording
+    # Its folder made and written in, as a test: -o /proc/x.mcap failed once the session had
+    # started ("No such file or directory", with the debug hint).
+    check_out_folder(path.parent, option, file=path)
     if path.exists() and not force:
         # What is on disk, not a malformed value: exit code 1, as every command's OUT that exists.
         raise PreconditionError(f"{option} {path} exists: pass --force to overwrite it, or choose another file")

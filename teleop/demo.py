@@ -324,14 +324,11 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
             "delayed": run_session(settings, None, with_video=False, progress=progress)}
     tau_b = settings.rtt / 2.0
     comp, delayed = logs["compensated"], logs["delayed"]
-    # Created now, not before the sessions: an interrupted demo leaves no empty folder.
-    (out_dir / "frames").mkdir(parents=True, exist_ok=True)
+    frames = {out_dir / "frames" / f"frame_{i}_captured_{captured:.2f}s_shown_{shown:.2f}s.jpg": jpeg
+              for i, (shown, captured, jpeg) in enumerate(frames_in_motion(comp))}
     # The frames of an earlier run into the same folder have other names (their times): out
     # with them, or the folder mixes two sessions' "last frames".
-    for old in (out_dir / "frames").glob("frame_*_captured_*s_shown_*s.jpg"):
-        old.unlink()
-    for i, (shown, captured, jpeg) in enumerate(frames_in_motion(comp)):
-        (out_dir / "frames" / f"frame_{i}_captured_{captured:.2f}s_shown_{shown:.2f}s.jpg").write_bytes(jpeg)
+    stale = [old for old in (out_dir / "frames").glob("frame_*_captured_*s_shown_*s.jpg") if old not in frames]
     # Both sessions run on the same virtual clock and operator: tick k is the same moment.
     predicting = np.array([state == CompensationState.PREDICTING.value for state in comp.states])
     same_ticks = len(delayed.times) == len(comp.times)
@@ -341,7 +338,6 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
     if seen_comp["moving_cm"] is not None and seen_delayed["moving_cm"] is not None:   # None: it never moved
         headline += (f": the hands seen are off by {seen_comp['moving_cm']:.1f} cm with compensation, "
                      f"{seen_delayed['moving_cm']:.1f} cm without (RMS while moving)")
-    plot_session(logs, tau_b, out_dir / "demo.png", headline)
     states = {s: comp.states.count(s) for s in sorted(set(comp.states))}
     summary = {
         "round_trip_s": settings.rtt,
@@ -368,7 +364,17 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
         "outputs": {"summary": str(out_dir / "summary.json"), "plot": str(out_dir / "demo.png"),
                     "frames": str(out_dir / "frames")},
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
+    # As one set (teleop.output_set): the frames, demo.png and summary.json were written one
+    # after another in place, the old frames deleted first, so a Ctrl-C or a full disk while
+    # writing left a cut summary.json, or new frames beside an earlier run's summary and plot.
+    # The folders too are made only now: an interrupted demo leaves none behind.
+    from teleop.output_set import write_outputs_together
+
+    writers: dict[Path, Any] = {path: (lambda tmp, jpeg=jpeg: tmp.write_bytes(jpeg)) for path, jpeg in frames.items()}
+    writers[out_dir / "demo.png"] = lambda tmp: plot_session(logs, tau_b, tmp, headline)
+    writers[out_dir / "summary.json"] = lambda tmp: tmp.write_text(json.dumps(summary, indent=1,
+                                                                              default=_json_default))
+    write_outputs_together(writers, remove=stale)
     return summary
 
 

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from teleop.cli_types import burst_length, check_loss_burst, float_in_interval, probability, round_trip
+from teleop.cli_types import (burst_length, check_loss_burst, float_in_interval, nonempty_path, probability,
+                              round_trip)
 from teleop.data_args import check_out_folder
 
 #: Longest demo session [s]: its two sessions (with and without compensation) run at about
@@ -28,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "ZMP correction, the whole-body QP on the simulated iCub, the eye camera "
                                    "streamed back as JPEG through the delayed link. Run with and without "
                                    "compensation; writes summary.json, demo.png and camera frames.")
-    p.add_argument("--out", type=Path, default=Path("out") / "demo", help="output folder (default: out/demo)")
+    # Not an empty path: Path("") is ".", and --out '' (an unset shell variable) wrote
+    # summary.json, demo.png and frames/ into the current folder without a word.
+    p.add_argument("--out", type=nonempty_path, default=Path("out") / "demo", help="output folder (default: out/demo)")
     p.add_argument("--duration", type=_session_length, default=20.0,
                    help=f"simulated session length [s], at most {MAX_DEMO_S:g} (default: 20); a motion under way then "
                         "is finished and the session ends with the operator and the robot at rest")

@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from teleop.cli_types import PreconditionError
+from teleop.cli_types import PreconditionError, UsageError, nonempty_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,20 +19,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "with FILE, what a task library (`teleop train`), a take of robot "
                                         "references (`teleop retarget`, `teleop dataset export`) or a human "
                                         "motion file holds.")
-    parser.add_argument("file", nargs="?", type=Path, metavar="FILE",
+    # Not an empty path: Path("") is ".", which was described as "a folder, not a file".
+    parser.add_argument("file", nargs="?", type=nonempty_path, metavar="FILE",
                         help="a task library, robot references or human motion file to describe (recordings: "
                              "`teleop dataset inspect`)")
-    parser.add_argument("--robot", default="icub", help="robot description name or TOML path (default: icub)")
+    parser.add_argument("--robot", default=None,
+                        help="robot description name or TOML path (default: icub); not with FILE")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.file is not None:
+        if args.robot is not None:
+            # A FILE's description does not use it: `info lib.npz --robot other` was silently
+            # the same as without, as if the library had been checked against that robot.
+            raise UsageError("--robot picks the robot model `teleop info` describes without FILE; with FILE it is not "
+                             "used (the robot a library or references file was made for is in what it prints): leave "
+                             "--robot out")
         return _describe_file(args.file, args.json)
     from teleop.robot.model import RobotModel
 
-    robot = RobotModel(args.robot)
+    robot = RobotModel(args.robot or "icub")
     robot.update(robot.home_configuration())
     info: dict[str, Any] = {
         "robot": robot.description.name,

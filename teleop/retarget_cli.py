@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from teleop.cli_types import PreconditionError, UsageError, sample_rate_hz
+from teleop.cli_types import PreconditionError, UsageError, nonempty_path, sample_rate_hz
 from teleop.data_args import check_out_folder
 from teleop.json_safe import dumps
 from teleop.output_set import write_outputs_together
@@ -15,13 +15,16 @@ from teleop.output_set import write_outputs_together
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("retarget", help="retarget a motion file to robot references (and execute it on the robot)",
-                       description="Read a motion file (Xsens CSV/MVNX, ASF/AMC, BVH, VR trackers, .npz), retarget it "
+                       description="Read a motion file (Xsens CSV/MVNX, ASF/AMC, BVH, VR trackers, .npz, or the "
+                                   "operator input of a teleop operator --record .mcap), retarget it "
                                    "to the robot references (calibrated on its first frame), write the references and "
                                    "a plot of human vs robot hands and CoM. --execute plays them on the simulated "
                                    "robot through the whole-body controller, with the ZMP correction of the CoM "
                                    "reference.")
-    p.add_argument("file", type=Path, help="motion file")
-    p.add_argument("--out", type=Path, help="output folder (default: out/retarget/<file stem>)")
+    # nonempty_path: Path("") is "." (an unset shell variable): --out '' wrote the references
+    # into the current folder without a word, and FILE '' was called "a folder".
+    p.add_argument("file", type=nonempty_path, help="motion file")
+    p.add_argument("--out", type=nonempty_path, help="output folder (default: out/retarget/<file stem>)")
     p.add_argument("--execute", action="store_true", help="play the references on the simulated robot")
     p.add_argument("--no-zmp-correction", action="store_true", help="with --execute: track the raw CoM reference")
     p.add_argument("--view", action="store_true", help="with --execute: show the simulation in pybullet's GUI window")
@@ -110,6 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from retarget.envelope import ReferenceEnvelope
+    from retarget.human import MotionFormatError
     from retarget.mapping import retarget_motion
     from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
@@ -127,7 +131,20 @@ def _run(args: argparse.Namespace) -> int:
     # Below a file, or where nothing can be written (--out /proc/x): failed with 'Not a
     # directory' or 'No such file or directory' after the work, when the references were saved.
     check_out_folder(out, "--out")
-    motion = read_motion_file(args.file, args.rate_hz)
+    for name in ("references.npz", "retargeting.png"):
+        if (out / name).resolve() == args.file.resolve():
+            # A human motion .npz named references.npz, retargeted into its own folder, was
+            # replaced by its references: the only copy of the motion lost, exit code 0.
+            raise PreconditionError(f"--out {out} would replace the motion file {args.file} with the {name} it "
+                                    "writes: give another folder")
+    try:
+        motion = read_motion_file(args.file, args.rate_hz)
+    except MotionFormatError as exc:
+        if args.rate_hz is None or not takes_a_rate(args.file):
+            raise
+        # "moves 0.0126 m in 0.1 ms: a tracking glitch or a corrupt value" blamed the file for
+        # the rate the user gave it (an HDM05 take at --rate-hz 10000).
+        raise MotionFormatError(f"{exc} (read at --rate-hz {args.rate_hz:g}: is that the file's rate?)") from None
     if args.rate_hz is not None and not takes_a_rate(args.file):
         # Else silently ignored: the user expects the take to play at the rate given.
         raise UsageError("--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); "
@@ -168,9 +185,12 @@ def _run(args: argparse.Namespace) -> int:
     from teleop.stations.robot_station import RobotStationConfig
 
     polygon, com_height = robot.double_support()     # the stance the station starts in (as its ZMP filter)
-    com = corrected_com(traj, polygon, com_height, RobotStationConfig.zmp_margin)
+    # Not drawn with --no-zmp-correction: its curve, labelled "what the robot tracks", said
+    # so of a correction the robot had not had.
+    com = None if args.no_zmp_correction else corrected_com(traj, polygon, com_height, RobotStationConfig.zmp_margin)
     title = (f"{args.file.name}: {len(traj)} frames, {traj.duration:.2f} s ({motion.rate_hz:.4g} Hz)"
-             + (f"; executed on the simulated robot: hands {result['hand_rms_cm']:.1f} cm RMS from the references"
+             + (f"; executed on the simulated robot{' without the ZMP correction' if args.no_zmp_correction else ''}"
+                f": hands {result['hand_rms_cm']:.1f} cm RMS from the references"
                 f"{', the robot fell' if result['fell'] else ''}" if args.execute else ""))
     from teleop.record.export import save_with_arrays
     from teleop.robot.target import library_metadata, robot_note_arrays

@@ -18,14 +18,13 @@ import argparse
 import socket
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from retarget.human import HumanMotion
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import PreconditionError, UsageError, port, positive_float, sample_rate_hz
+from teleop.cli_types import PreconditionError, UsageError, nonempty_path, port, positive_float, sample_rate_hz
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, FLOAT32_MAX, MvnCodec
 from teleop.stop_request import raise_if_stop_lost, stop_handled
 
@@ -143,7 +142,8 @@ def _destination_port(text: str) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("stream-mvn", help="stream a motion file as Xsens MVN network datagrams (UDP)",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("file", type=Path,
+    # Not an empty path: Path("") is ".", refused as "a folder, not a motion file".
+    parser.add_argument("file", type=nonempty_path,
                         help="motion file (Xsens CSV pair, MVNX, BVH, ASF/AMC, VR CSV, .npz), or an operator "
                              "recording (.mcap: its raw input)")
     parser.add_argument("--host", default="127.0.0.1", help="receiver address (default 127.0.0.1)")

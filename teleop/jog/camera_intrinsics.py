@@ -347,11 +347,16 @@ def calibrate_chessboard(images: Iterable[np.ndarray], cols: int, rows: int, squ
                          min_views: int = 5) -> tuple[CameraCalibration, int]:
     """Calibrate from views of a chessboard with ``cols`` x ``rows`` *inner* corners.
 
-    Returns (calibration, number of views where the board was found).
+    Returns (calibration, number of views where the board was found). Raises
+    :class:`~teleop.cli_types.UsageError` for a board OpenCV's finder does not take (fewer
+    than 3 inner corners a side: it said so in an OpenCV assertion).
     """
+    from teleop.cli_types import UsageError
+
+    if min(cols, rows) < 3:
+        raise UsageError(f"--board {cols}x{rows}: a chessboard needs at least 3x3 inner corners (OpenCV's finder)")
     pattern = (cols, rows)
-    objp = np.zeros((cols * rows, 3), np.float32)
-    objp[:, :2] = np.mgrid[0:cols, 0:rows].T.reshape(-1, 2) * square_m
+    objp = None   # made once a board is found: --board 100000x100000 asked for 112 GiB first (a MemoryError traceback)
     object_points, image_points, sizes = [], [], []
     criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 30, 1e-3)
     for grey in images:
@@ -361,6 +366,9 @@ def calibrate_chessboard(images: Iterable[np.ndarray], cols: int, rows: int, squ
         if not found:
             continue
         corners = cv2.cornerSubPix(grey, corners, (5, 5), (-1, -1), criteria)
+        if objp is None:
+            objp = np.zeros((cols * rows, 3), np.float32)
+            objp[:, :2] = np.mgrid[0:cols, 0:rows].T.reshape(-1, 2) * square_m
         object_points.append(objp)
         image_points.append(corners)
         sizes.append(grey.shape[::-1])
@@ -370,9 +378,22 @@ def calibrate_chessboard(images: Iterable[np.ndarray], cols: int, rows: int, squ
 def calibrate_charuco(images: Iterable[np.ndarray], squares_x: int, squares_y: int, square_m: float,
                       marker_m: float, dictionary: str = "DICT_4X4_50",
                       min_views: int = 5) -> tuple[CameraCalibration, int]:
-    """Calibrate from views of a ChArUco board (``squares_x`` x ``squares_y`` squares)."""
-    board = cv2.aruco.CharucoBoard((squares_x, squares_y), square_m, marker_m,
-                                   cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, dictionary)))
+    """Calibrate from views of a ChArUco board (``squares_x`` x ``squares_y`` squares).
+
+    Raises :class:`~teleop.cli_types.UsageError` for a board with more markers than
+    ``dictionary`` holds."""
+    from teleop.cli_types import UsageError
+
+    aruco_dictionary = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, dictionary))
+    # One marker in every other square, each a different one of the dictionary: a board that
+    # needs more cannot exist (OpenCV numbers them past the dictionary's end, and "found in 0
+    # images" followed), and a huge one (1000x1000) took OpenCV minutes to lay out.
+    markers, available = squares_x * squares_y // 2, len(aruco_dictionary.bytesList)
+    if markers > available:
+        raise UsageError(f"--board {squares_x}x{squares_y}: a ChArUco board of that many squares holds {markers} "
+                         f"markers, and --dictionary {dictionary} has {available}: give the board's own --board and "
+                         "--dictionary")
+    board = cv2.aruco.CharucoBoard((squares_x, squares_y), square_m, marker_m, aruco_dictionary)
     detector = cv2.aruco.CharucoDetector(board)
     object_points, image_points, sizes = [], [], []
     for grey in images:

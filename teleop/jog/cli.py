@@ -154,7 +154,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "calibration that looks wrong is not written without --accept-problems, nor "
                                    "an existing file replaced without --force).")
     source = c.add_mutually_exclusive_group(required=True)
-    source.add_argument("--images", nargs="+", help="image files, folders or glob patterns")
+    source.add_argument("--images", nargs="+", type=_image_source, help="image files, folders or glob patterns")
     source.add_argument("--make-test-images", type=nonempty_path, metavar="DIR",
                         help="without a camera: write 12 rendered views of a 9x6 chessboard (25 mm squares) "
                              "through a known camera, and that camera as truth.json, to DIR; then calibrate "
@@ -162,14 +162,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--pattern", default="chessboard", choices=("chessboard", "charuco"),
                    help="the board the images show (default: chessboard)")
     c.add_argument("--board", type=_board, default="9x6",
-                   help="COLSxROWS: inner corners (chessboard) or squares (ChArUco) (default 9x6)")
-    c.add_argument("--square-size", type=positive_float, default=0.025, help="square side [m] (default 0.025)")
-    c.add_argument("--marker-size", type=positive_float,
+                   help="COLSxROWS: inner corners (chessboard, at least 3x3) or squares (ChArUco) (default 9x6)")
+    c.add_argument("--square-size", type=_board_length, default=0.025,
+                   help=f"square side [m], {MIN_SQUARE_M:g} to {MAX_SQUARE_M:g} (default 0.025)")
+    c.add_argument("--marker-size", type=_board_length,
                    help="ChArUco marker side, smaller than --square-size [m] (default 0.75 x square)")
     c.add_argument("--dictionary", default="DICT_4X4_50", choices=ARUCO_DICTIONARIES, metavar="NAME",
                    help="ChArUco marker dictionary, an OpenCV DICT_* name (default DICT_4X4_50)")
     c.add_argument("--min-views", type=positive_int, default=5, help="boards needed (default 5)")
-    c.add_argument("--out", type=Path, default=Path("out/calibrate-camera/camera.json"),
+    c.add_argument("--out", type=nonempty_path, default=Path("out/calibrate-camera/camera.json"),
                    help="calibration file to write (default: out/calibrate-camera/camera.json)")
     c.add_argument("--force", action="store_true",
                    help="overwrite --out if it exists (with --make-test-images: the images of DIR)")
@@ -190,8 +191,29 @@ def _board(text: str) -> tuple[int, int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"must look like 9x6, got {text!r}") from None
     if cols < 2 or rows < 2:
+        # 3x3 for a chessboard's inner corners, checked with --pattern (a ChArUco board of
+        # 2x2 squares is a board).
         raise argparse.ArgumentTypeError(f"needs at least 2x2, got {text!r}")
     return cols, rows
+
+
+#: Range of a board's square (and marker) side [m]: printed boards have 5-100 mm squares. A
+#: side of 1e10 m wrote a wrong calibration that passed the plausibility checks (the corners'
+#: 3D coordinates lost all precision in float32), and 1e-30 ended in an OpenCV assertion.
+MIN_SQUARE_M, MAX_SQUARE_M = 1e-3, 1.0
+
+
+def _board_length(text: str) -> float:
+    """``--square-size``/``--marker-size`` [m]: within [MIN_SQUARE_M, MAX_SQUARE_M]."""
+    return float_in_interval(text, MIN_SQUARE_M, MAX_SQUARE_M, unit="m")
+
+
+def _image_source(text: str) -> str:
+    """``--images`` item: a file, folder or glob pattern, not an empty one (``''``, an unset
+    shell variable, read the current folder, "holds no images", exit 1)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an image file, folder or pattern must not be empty")
+    return text
 
 
 # --------------------------------------------------------------------------- calibrate-camera
@@ -202,12 +224,13 @@ def _make_test_images(folder: Path, force: bool) -> int:
     import cv2
 
     from teleop.cli_types import PreconditionError
-    from teleop.data_args import check_output_location
+    from teleop.data_args import check_out_folder
     from teleop.jog.render import spread_board_views
 
     if folder.exists() and not folder.is_dir():
         raise PreconditionError(f"--make-test-images {folder} is a file: give a folder for the images")
-    check_output_location(folder, "--make-test-images")
+    # Before the rendering: a folder that cannot be made (/proc/x) failed after it, unnamed.
+    check_out_folder(folder, "--make-test-images")
     earlier = sorted(folder.glob("board_*.png")) + ([folder / "truth.json"] if (folder / "truth.json").exists() else [])
     if earlier and not force:
         raise PreconditionError(f"--make-test-images {folder} holds test images already: pass --force to replace "
@@ -253,14 +276,19 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     def fail(message: str) -> SystemExit:
         return SystemExit(f"teleop calibrate-camera: error: {message}")
 
-    from teleop.data_args import check_output_location
+    from teleop.data_args import check_out_folder, check_output_location
 
     cols, rows = args.board
+    if args.pattern == "chessboard" and min(cols, rows) < 3:
+        raise UsageError(f"--board {cols}x{rows}: a chessboard needs at least 3x3 inner corners (OpenCV's finder)")
     # The output is checked before the calibration, not when it is saved after it.
     if args.out.is_dir():
         raise fail(f"--out {args.out} is a folder: give the calibration file to write, e.g. {args.out / 'camera.json'}")
     try:
         check_output_location(args.out, "--out")
+        # Its folder made and written in, as a test: /proc/x/cam.json failed after the
+        # calibration, unnamed ("/proc/x: No such file or directory").
+        check_out_folder(args.out.parent, "--out", file=args.out)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if args.out.exists() and not args.force:

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import UsageError, positive_float, task_label
+from teleop.cli_types import MAX_RECORDING_S, UsageError, nonempty_path, positive_float, task_label
 from teleop.stop_request import raise_if_stop_lost, stop_handled
 
 from .messages import EpisodeMarker
@@ -59,6 +59,17 @@ def record_from_source(items: Iterable[SourceItem], recorder: Recorder, *, durat
     return handled
 
 
+def recording_duration(text: str) -> float:
+    """argparse type of ``--duration``: seconds, > 0 and at most :data:`MAX_RECORDING_S`
+    (the time range of an MCAP file). Beyond, ``--duration 1e300`` ended in a traceback
+    (OverflowError converting the deadline to nanoseconds)."""
+    value = positive_float(text)
+    if value > MAX_RECORDING_S:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_RECORDING_S:.3g} s (the time range of a recording: "
+                                         f"MCAP log times are 64-bit nanoseconds), got {text}")
+    return value
+
+
 def _default_output() -> Path:
     return Path("runs") / "recordings" / f"session-{datetime.now():%Y%m%d-%H%M%S}.mcap"
 
@@ -67,9 +78,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``teleop record`` (shared by :func:`register` and :func:`main`)."""
     parser.add_argument("--source", choices=SOURCES, default="test-pattern",
                         help="live source to record (default: test-pattern)")
-    parser.add_argument("--duration", type=positive_float, default=None, metavar="S",
+    parser.add_argument("--duration", type=recording_duration, default=None, metavar="S",
                         help="stop after S seconds (default: until Ctrl-C or the source ends)")
-    parser.add_argument("-o", "--output", type=Path, default=None,
+    # nonempty_path: -o '' (an unset shell variable) was "-o . is a folder".
+    parser.add_argument("-o", "--output", type=nonempty_path, default=None,
                         help="output .mcap file (default: runs/recordings/session-<date>-<time>.mcap)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
     parser.add_argument("--task", type=task_label, default=None,
