@@ -205,4 +205,11 @@ def _run(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:20s} {f'{value:.4g}' if isinstance(value, float) else value}")
+    if args.execute and result["fell"]:
+        # Exit code 1, as `teleop demo`, `jog` and `robot` when the robot fell: a script that
+        # checks takes with --execute took exit 0 for a take the robot can play.
+        print("teleop retarget: error: the robot fell playing the references"
+              + (" (--no-zmp-correction: the raw CoM reference)" if args.no_zmp_correction else "")
+              + f"; they are written all the same, to {out}", file=sys.stderr)
+        return 1
     return 0
