@@ -13,6 +13,8 @@ Modules, in data-flow order:
     evaluation   recognition accuracy, prediction RMS and coverage (Table 5.2 protocol)
     selection    leave-one-out scores (how the defaults were chosen)
     synthetic    seeded synthetic tasks for tests and benchmarks
+
+User guide, with examples: promp/README.md.
 """
 
 from promp.basis import RBFBasis

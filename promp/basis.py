@@ -111,7 +111,10 @@ class RBFBasis:
         k = self.n_basis
         denom = k - 1 - 2.0 * self.margin_factor * self.width_factor
         if denom <= 0:
-            raise ValueError("margin_factor * width_factor too large for n_basis")
+            # The values and the smallest count that works: the bare message did not say.
+            raise ValueError(f"margin_factor * width_factor too large for n_basis={k} (width_factor "
+                             f"{self.width_factor}, margin_factor {self.margin_factor}): needs n_basis >= "
+                             f"{min_n_basis(self.width_factor, self.margin_factor)}")
         return self.width_factor / denom
 
     # ---------------------------------------------------------------- evaluation

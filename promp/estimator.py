@@ -147,7 +147,8 @@ class Estimate:
         task_probabilities: (K,) posterior over the library's tasks.
         speed: estimated execution speed relative to the mean demonstration.
         offset: estimated time [s] of phase 0 relative to the onset.
-        phase: phase of the latest observation's time stamp under that warp.
+        phase: phase of the newest time stamp so far (the largest, whatever the order of
+            arrival) under that warp.
         out_of_distribution: the Delta-sigma test fired on this observation.
         n_observations: observations stored so far.
         outside_motion: this observation's time stamp lies outside the motion under every

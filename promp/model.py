@@ -111,7 +111,8 @@ class ProMP:
             if np.any(self.group_var < 0) or not np.all(np.isfinite(self.group_var)):
                 raise ValueError("group_var must be finite and >= 0")
         if self.signal_names is not None and len(self.signal_names) != D:
-            raise ValueError("signal_names must have one name per signal")
+            raise ValueError(f"signal_names must have one name per signal: got {len(self.signal_names)} "
+                             f"for {D} signals")
 
     # ------------------------------------------------------------------ sizes
     @property
