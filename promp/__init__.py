@@ -19,7 +19,7 @@ User guide, with examples: promp/README.md.
 
 from promp.basis import RBFBasis
 from promp.estimator import Estimate, EstimatorConfig, OnlineEstimator
-from promp.learning import CovarianceRegularisation, Demonstration, learn_promp
+from promp.learning import CovarianceRegularisation, Demonstration, SingleDemonstrationWarning, learn_promp
 from promp.library import LibraryFormatError, TaskLibrary
 from promp.model import GaussianWeights, ProMP
 from promp.onset import OnsetDetector, detect_onset
@@ -28,7 +28,7 @@ from promp.phase_filter import PhaseGridConfig, TaskPhaseFilter, TimeWarp
 from promp.posterior import StructuredPosterior
 
 __all__ = [
-    "RBFBasis", "Demonstration", "CovarianceRegularisation", "learn_promp", "ProMP",
+    "RBFBasis", "Demonstration", "CovarianceRegularisation", "SingleDemonstrationWarning", "learn_promp", "ProMP",
     "GaussianWeights", "StructuredPosterior", "TaskLibrary", "LibraryFormatError",
     "PhaseGridConfig", "TaskPhaseFilter", "TimeWarp", "OnsetDetector", "detect_onset",
     "DeltaSigmaTest", "EstimatorConfig", "Estimate", "OnlineEstimator",

@@ -349,25 +349,31 @@ class OnlineEstimator:
         """Posterior probability of each task label."""
         return dict(zip(self._labels, map(float, self.filter.task_probabilities())))
 
-    def time_warp(self, task: int | None = None) -> TimeWarp:
+    def time_warp(self, task: int | str | None = None) -> TimeWarp:
         """Continuous (speed, offset) estimate of a task (default: the most probable)."""
         return self.filter.time_warp(self._task_index(task))
 
     def _task_index(self, task: Any) -> int:
-        """``task`` as a library index (None: the most probable task); TypeError for a
-        non-integer, ValueError outside 0..K-1 (-1 silently meant the last task)."""
+        """``task`` as a library index: an index, a task label, or None (the most probable
+        task); TypeError for anything else, ValueError outside 0..K-1 (-1 silently meant the
+        last task) or for a label the library does not hold."""
         if task is None:
             return self.filter.best_task()
         K = self.filter.n_tasks
+        if isinstance(task, str):
+            # By label too: a caller holds labels (Estimate.task), and had to look the index up.
+            if task not in self._labels:
+                raise ValueError(f"task {task!r} is not in the library (tasks: {', '.join(self._labels)})")
+            return self._labels.index(task)
         if isinstance(task, (bool, np.bool_)) or not isinstance(task, (int, np.integer)):
-            raise TypeError(f"task must be an integer index in 0..{K - 1} (or None: the most probable), "
-                            f"got {task!r}")
+            raise TypeError(f"task must be an integer index in 0..{K - 1} or a task label (or None: the most "
+                            f"probable), got {task!r}")
         if not 0 <= task < K:
             raise ValueError(f"task must be an index in 0..{K - 1}, got {task!r}")
         return int(task)
 
     # -------------------------------------------------------------- posterior
-    def weight_posterior(self, task: int | None = None) -> StructuredPosterior:
+    def weight_posterior(self, task: int | str | None = None) -> StructuredPosterior:
         """The task's weight posterior given every observation at its current phase estimate."""
         task = self._task_index(task)
         warp = self.filter.time_warp(task)
@@ -402,7 +408,7 @@ class OnlineEstimator:
         return warps, np.array([1 / 3, 1 / 6, 1 / 6, 1 / 6, 1 / 6])
 
     # ------------------------------------------------------------- prediction
-    def predict(self, t: float, task: int | None = None
+    def predict(self, t: float, task: int | str | None = None
                 ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Predictive mean (D,) and covariance (D, D) of the signals at time t [s since onset]
         (one time; :meth:`predict_many` for several). Same checks as :meth:`predict_many`."""
@@ -411,7 +417,7 @@ class OnlineEstimator:
         mean, cov = self.predict_many(np.array([_check_time(t, "prediction time t")], dtype=float), task=task)
         return mean[0], cov[0]
 
-    def predict_many(self, times: Sequence[float] | npt.NDArray[np.floating[Any]], task: int | None = None,
+    def predict_many(self, times: Sequence[float] | npt.NDArray[np.floating[Any]], task: int | str | None = None,
                      full_cov: bool = True) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
         """Vectorised prediction at F times [s since onset].
 
@@ -421,9 +427,11 @@ class OnlineEstimator:
         conditionings.
 
         Raises:
-            TypeError: ``times`` are not real numbers, or ``task`` is not an integer.
+            TypeError: ``times`` are not real numbers, or ``task`` is neither an integer
+                nor a label.
             ValueError: ``times`` are not a scalar or 1-D, hold NaN / inf or a time beyond
-                +-:data:`MAX_TIME_S`; ``task`` is not in 0..K-1.
+                +-:data:`MAX_TIME_S`; ``task`` is not in 0..K-1, or not a label of the
+                library.
 
         Returns:
             mean (F, D) [signal units] and cov (F, D, D) (or var (F, D) with

@@ -119,14 +119,25 @@ def test_prediction_refuses_bad_times_and_tasks_naming_them(estimator):
         estimator.predict([1.0, 2.0])
     with pytest.raises(TypeError, match="prediction times must hold real numbers"):
         estimator.predict_many(["a"])
-    for task in (1.0, "0"):                           # IndexError / a comparison's TypeError
-        with pytest.raises(TypeError, match="task must be an integer index"):
-            estimator.predict_many([1.0], task=task)
+    with pytest.raises(TypeError, match="task must be an integer index"):   # was an IndexError
+        estimator.predict_many([1.0], task=1.0)
+    with pytest.raises(ValueError, match=r"task '0' is not in the library \(tasks: "):   # a label, not an index
+        estimator.predict_many([1.0], task="0")
     for call in (estimator.time_warp, estimator.weight_posterior):
         for task in (99, -1):                         # IndexError; -1 was the last task
             with pytest.raises(ValueError, match=r"task must be an index in 0\.\.1"):
                 call(task)
     _assert_unchanged(estimator, before)
+
+
+def test_a_task_may_be_named_by_its_label(estimator):
+    """predict/predict_many/time_warp/weight_posterior took only an index: a caller holding
+    the label (Estimate.task) had to look it up."""
+    for index, label in enumerate(estimator.library.labels):
+        by_label, by_index = estimator.predict_many([0.5, 1.0], task=label), estimator.predict_many([0.5, 1.0],
+                                                                                                    task=index)
+        assert all(np.array_equal(a, b) for a, b in zip(by_label, by_index))
+        assert estimator.time_warp(label) == estimator.time_warp(index)
 
 
 def test_predicting_at_negative_horizons_is_allowed_and_changes_nothing(estimator):
