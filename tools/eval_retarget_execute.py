@@ -16,13 +16,13 @@ file (``--json``) is rewritten after every take, so a long run can be read while
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 from teleop.control.closed_loop import run_closed_loop
-from teleop.progress import progress_bar
+from teleop.json_safe import dumps
+from teleop.progress import end_progress_bars, progress_bar
 from teleop.robot.model import RobotModel
 from teleop.robot.target import robot_target
 from teleop.takes import list_take_files, load_take_files, select_take_files, split_csv
@@ -77,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no takes under {args.data} match --tasks {args.tasks or '(any)'} --performers "
                      f"{args.performers or '(any)'} (tasks there: {tasks})")
     robot = RobotModel()
-    takes = load_take_files(files, robot_target(robot), desc=f"reading {args.data.name}")
+    try:
+        takes = load_take_files(files, robot_target(robot), desc=f"reading {args.data.name}")
+    except (OSError, ValueError) as exc:   # a take that cannot be read: the file and why, not a traceback
+        end_progress_bars()
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 1
     rows = []
     for take in progress_bar(takes, desc="takes", leave=True):
         row = {"take": take.path.name, "task": take.label, "performer": take.performer}
@@ -87,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             row[key]["rejected_ticks"] = int(m["statuses"].get("rejected_target", 0))
         rows.append(row)
         if args.json:
-            args.json.write_text(json.dumps(rows, indent=1))
+            # Strict JSON: a metric that could not be measured (no CoP while airborne) is null, not NaN.
+            args.json.write_text(dumps(rows, indent=1))
     groups = defaultdict(list)
     for r in rows:
         groups[(r["task"], r["performer"])].append(r)
@@ -102,4 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:   # Ctrl-C in a run of minutes: a line, not a traceback (--json holds the takes done)
+        end_progress_bars()
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -47,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra", action="append", default=[],
                         help="also pin this optional-dependency group (repeatable)")
     args = parser.parse_args(argv)
-    project = tomllib.loads(args.pyproject.read_text())["project"]
+    try:
+        project = tomllib.loads(args.pyproject.read_text())["project"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as exc:
+        # A wrong --pyproject: the file and why in one line, not a traceback.
+        why = "no [project] table" if isinstance(exc, KeyError) else getattr(exc, "strerror", None) or exc
+        parser.error(f"--pyproject {args.pyproject}: {why}")
     requirements = list(project.get("dependencies", []))
     extras = project.get("optional-dependencies", {})
     for extra in args.extra:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
-import json
 import sys
-from pathlib import Path
 
 from teleop.benchmarks.stages import load_average, load_line
 from teleop.cli_types import UsageError, nonempty_path
+from teleop.json_safe import dumps
 
 #: Benchmark name -> (module, what it measures).
 BENCHMARKS = {
@@ -33,6 +32,10 @@ BENCHMARKS = {
     "fidelity": ("teleop.benchmarks.fidelity_bench",
                  "state-space vs impedance runs: joint/torque RMSE, real-time factor"),
 }
+
+
+#: The line under a --quick run's table.
+QUICK_LINE = "quick run (--quick): fewer samples, noisier figures; run without --quick for the README's figures"
 
 
 def available() -> dict[str, tuple[str, str]]:
@@ -56,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     # nonempty_path: `--out ''` (an unset shell variable) wrote the plots into the current folder.
     parser.add_argument("--out", type=nonempty_path,
                         help="also write plots to this folder (benchmarks that draw them: jog)")
-    parser.add_argument("--data", type=Path, metavar="DIR",
+    # nonempty_path: `--data ''` read as `.`, and measured whatever pN.csv the current folder held.
+    parser.add_argument("--data", type=nonempty_path, metavar="DIR",
                         help="recorded data to measure on (retarget: a folder of Xsens pN.csv takes; default "
                              "../shared/data/xsens_putaside_box, else a generated motion)")
     parser.set_defaults(func=_run)
@@ -82,11 +86,21 @@ def _run(args: argparse.Namespace) -> int:
     result = module.run(**options)
     # Measured as the run ends: every timing above depends on it (fidelity's table says it too).
     result.setdefault("load_average_1min", load_average())
+    # Said in every benchmark's output (a line under the table, "quick": true in the JSON): a
+    # --quick table read like the README's figures (sim: 1 s of simulation instead of 5,
+    # promp: 1 repetition instead of 5), and only jog's and retarget's JSON carried the flag.
+    if args.quick:
+        result["quick"] = True
     if "out" in options:
         print(f"plots written to {args.out}/", file=sys.stderr)
     if args.json:
-        print(json.dumps(result))
+        # Strict JSON: a figure that could not be measured (jog's pose error when a detector
+        # saw no tag, a step that never reached half way) is null, not a bare NaN that jq
+        # and other parsers reject; numpy scalars are numbers.
+        print(dumps(result))
     else:
         print(module.format_table(result))
+        if args.quick:
+            print(QUICK_LINE)
         print(load_line(result["load_average_1min"]))
     return 0
