@@ -24,7 +24,8 @@ import numpy as np
 
 from retarget.human import HumanMotion
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import PreconditionError, UsageError, nonempty_path, port, positive_float, sample_rate_hz
+from teleop.cli_types import (PreconditionError, UsageError, int_in_range, nonempty_path, positive_float,
+                              sample_rate_hz)
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, FLOAT32_MAX, MvnCodec
 from teleop.stop_request import raise_if_stop_lost, stop_handled
 
@@ -133,10 +134,10 @@ def _destination_port(text: str) -> int:
     """A port to send to: 1-65535 (``port`` also takes 0, "any free port", which only
     means something when listening: every datagram sent to port 0 fails, and with --loop
     the stream would go on failing silently until Ctrl-C)."""
-    value = port(text)
-    if value == 0:
+    if text.strip() == "0":
         raise argparse.ArgumentTypeError("port 0 is not a destination: give the receiver's port (1-65535)")
-    return value
+    # 1, not 0: ``port``'s range message ("must be 0-65535") offered the 0 refused above.
+    return int_in_range(text, 1, 65535, "port")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -66,6 +66,9 @@ class RealtimeSettings:
         loss: forward packet loss probability.
         loss_burst: mean run of consecutive forward losses [packets]; None = independent.
         startup_timeout: longest wait for the robot process to come up [s].
+        robot: the robot description (``teleop trial --robot``: a name or a .toml path) that
+            the stations simulate and retarget for, the one the takes were retargeted to
+            (before, --robot was read for the takes and the stations ran the iCub).
     """
 
     lead_in: float = 1.0
@@ -75,6 +78,7 @@ class RealtimeSettings:
     loss: float = 0.0
     loss_burst: float | None = None
     startup_timeout: float = 60.0
+    robot: str = "icub"
 
 
 
@@ -106,8 +110,9 @@ def link_settle_s(rtt: float, jitter_ratio: float = THESIS_JITTER_RATIO) -> floa
 
 
 def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int], library_path: str | None,
-                   out_path: str, video_hz: float) -> None:
-    """Child process: one robot station on loopback; records to ``out_path``.
+                   out_path: str, video_hz: float, robot_description: str = "icub") -> None:
+    """Child process: one robot station on loopback, simulating ``robot_description``;
+    records to ``out_path``.
 
     ``parent`` is this process's end of a pipe to the trial: the station's port goes up it once
     the station listens, and the stop (None) comes down it. The pipe also says when the trial
@@ -143,7 +148,7 @@ def _robot_process(secret: bytes, parent: Connection, video_to: tuple[str, int],
     with contextlib.ExitStack() as resources:
         endpoint = UdpEndpoint(PacketCodec(secret), ("127.0.0.1", 0))
         resources.callback(endpoint.close)
-        robot = RobotModel()
+        robot = RobotModel(robot_description)
         sim = resources.enter_context(Simulation(robot, visual=False))
         scene = add_to_simulation(sim, static=True)
         camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(160, 120), scene=scene)
@@ -250,7 +255,8 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
         conn, child_conn = ctx.Pipe()
         child = ctx.Process(target=_robot_process, daemon=True,
                             args=(secret, child_conn, video_proxy.listen_address,
-                                  str(library_path) if library_path else None, out_path, settings.video_hz))
+                                  str(library_path) if library_path else None, out_path, settings.video_hz,
+                                  settings.robot))
         with _ctrl_c_left_to_this_process():
             child.start()
         child_conn.close()    # the child's end is the child's alone: its death then reads as EOF here
@@ -285,7 +291,7 @@ def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path 
         start_wall = time.monotonic()
         source = _ReferenceReplay(take, start_wall)
         operator = OperatorStation(endpoint, command_proxy.listen_address, source,
-                                   robot_target(RobotModel()), video)
+                                   robot_target(RobotModel(settings.robot)), video)
         end = take.duration + one_way * (1 + 4 * settings.jitter_ratio) + settings.tail
         k = 0
         while time.monotonic() - start_wall < end:
@@ -333,7 +339,13 @@ def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: b
     """Score one run's record (:func:`read_robot_record`) of the (padded) ``take`` played from
     ``start_wall`` [s, time.monotonic], as the virtual trial scores its runs; the task
     compensation began with is the recognised task at the first tick out of pass-through.
-    The whole-take errors count from ``whole_from`` [s after ``start_wall``].
+    ``whole_from`` [s after ``start_wall``] is where the virtual trial's padded take starts
+    (this run rests longer first): the result's times count from there, as the virtual
+    trial's do, so that ``engaged_at`` (``engage_after_s``, takes.csv's ``engaged_at_s``)
+    and the take plots compare with the virtual run's (before, they counted the extra rest:
+    a synthetic squat at 1.5 s engaged "at 4.81 s" against the virtual run's 2.58 s), and
+    the whole-take errors count from there too (the ticks of the extra rest are at
+    negative times).
 
     The operator sees a tick's video τ̂_b after it (``rec["tau_b"]``, measured from the
     operator's reports: the link's RTT/2 plus ~30 ms of rendering, coding and buffering on
@@ -342,20 +354,21 @@ def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: b
     report records 0: RTT/2 is used then."""
     measured = float(rec["tau_b"])
     one_way = measured if np.isfinite(measured) and measured > 0.0 else rtt / 2.0
-    times = rec["t"] - start_wall
+    wall = rec["t"] - start_wall        # [s] since the replay began
+    times = wall - whole_from           # [s] since the virtual trial's padded take would begin
     states = rec["states"]
     t0 = float(take.times[0])
-    truth = take.interpolate(np.clip(times + one_way, 0.0, take.duration) + t0)
-    engaged = [t for t, s in zip(times, states) if s == ENGAGED and t >= 0]
-    began = [task for t, s, task in zip(times, states, rec["tasks"]) if s == BLENDING_IN and t >= 0]
+    truth = take.interpolate(np.clip(wall + one_way, 0.0, take.duration) + t0)
+    engaged = [t for t, w, s in zip(times, wall, states) if s == ENGAGED and w >= 0]
+    began = [task for w, s, task in zip(wall, states, rec["tasks"]) if s == BLENDING_IN and w >= 0]
     # Until the first reference arrives the station holds its home pose: nothing of the
     # operator's is executed yet, which the virtual trial scores as no output (NaN) too.
     executed = np.array(rec["executed"], dtype=float)
     executed[[w == WAITING for w in rec["watchdog"]]] = np.nan
     result = TakeResult(rtt, compensated, engaged[0] if engaged else None, times=times,
-                        executed=executed, truth=truth, states=states, take_duration=take.duration,
+                        executed=executed, truth=truth, states=states, take_duration=take.duration - whole_from,
                         engaged_task=(began[0] or None) if began else None, label=take.label)
-    result.whole = result.errors_after(whole_from)
+    result.whole = result.errors_after(0.0)
     result.window = result.errors_after(result.engaged_at)
     result.robot_tick_hz = rec["ticks"] / rec["wall"]
     result.tau_b_scored = one_way
@@ -384,7 +397,7 @@ def run_realtime_trial(args: argparse.Namespace):
     labels, rtts, train, test = read_trial_takes(args)
     # (--out is made when the results are written, all at once: an interrupted run leaves no
     # empty folder.)
-    settings = RealtimeSettings(loss=args.loss, loss_burst=args.loss_burst)
+    settings = RealtimeSettings(loss=args.loss, loss_burst=args.loss_burst, robot=str(args.robot))
     libraries: list[Path] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, t in enumerate(test):
