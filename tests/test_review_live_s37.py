@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from teleop.cli import main
-from tests.conftest import synthetic_dataset
+from tests.conftest import free_port, synthetic_dataset
 
 
 # ------------------------------------------------------------------ trial --realtime
@@ -100,3 +100,15 @@ def test_stream_mvn_still_refuses_port_0_with_its_reason(capsys, motion_file):
         main(["stream-mvn", str(motion_file), "--port", "0", "--duration", "0.05"])
     assert exc.value.code == 2
     assert "port 0 is not a destination" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source, robot", [("xsens-live:{p}", "127.0.0.1:{p}"),
+                                           ("xsens-live:0.0.0.0:{p}", "localhost:{p}")])
+def test_the_robot_at_the_stations_own_mvn_port_is_a_clash(capsys, source, robot):
+    """--input xsens-live:P with --robot on P (loopback) was not refused, unlike the station's
+    other ports: the commands went to the suit's receiver and the session ended as "the robot
+    never answered"."""
+    port = free_port()
+    source, robot = source.format(p=port), robot.format(p=port)
+    assert main(["operator", "--input", source, "--robot", robot, "--allow-remote", "--duration", "0.1"]) == 2
+    assert f"--robot {robot} is this station's own MVN port (--input {source})" in capsys.readouterr().err

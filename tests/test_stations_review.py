@@ -383,7 +383,7 @@ def test_video_from_a_robot_with_another_secret_is_refused_and_the_operator_told
     thread.start()
     try:
         assert main(["operator", "--robot", f"127.0.0.1:{_free_udp_port()}", "--video-listen",
-                     f"127.0.0.1:{video_port}", "--duration", "1.5", "--json"]) == 0
+                     f"127.0.0.1:{video_port}", "--duration", "1.5", "--json"]) == 1
     finally:
         stop.set()
         thread.join()
@@ -392,6 +392,11 @@ def test_video_from_a_robot_with_another_secret_is_refused_and_the_operator_told
 
     assert json.loads(captured.out)["video_frames_displayed"] == 0
     assert "fails authentication" in captured.err
+    # Forged video is no answer: the session ends as one that never reached its robot (it
+    # ended with exit code 0, the forged datagrams counted as the robot's video).
+    assert re.fullmatch(r"teleop operator: error: the robot at 127\.0\.0\.1:\d+ never answered: no feedback and "
+                        r"no video in the whole session \(\d+ video datagrams failed authentication: do both "
+                        r"stations use the same secret\?\)", captured.err.splitlines()[-1])
 
 
 def test_the_operator_video_port_is_off_loopback_only_with_allow_remote(secret, capsys):

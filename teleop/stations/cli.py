@@ -196,6 +196,17 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
             raise UsageError(f"--robot {args.robot} is this station's own {option} {own}: the commands would "
                              "come back to it; --robot is the address `teleop robot --listen` (or a proxy's "
                              "--listen) gives, default 127.0.0.1:9001")
+    if args.source == "xsens-live" or args.source.startswith("xsens-live:"):
+        from teleop.inputs.xsens_live import parse_bind
+
+        mvn_host, mvn_port = parse_bind(args.source[len("xsens-live:"):] if ":" in args.source else "")
+        mvn = f"[{mvn_host}]:{mvn_port}" if ":" in mvn_host else f"{mvn_host}:{mvn_port}"
+        if reaches_own_socket(args.robot, mvn):
+            # As the two ports above: the commands would land on the MVN receiver, refused
+            # there as malformed poses, and the session end as "the robot never answered".
+            raise UsageError(f"--robot {args.robot} is this station's own MVN port (--input {args.source}): the "
+                             "commands would go to the suit's receiver; give the robot's address (`teleop robot "
+                             "--listen`, default 127.0.0.1:9001) or another MVN port")
     host, port = parse_address(args.robot)
     try:   # the robot's address as this socket's family sees it ("localhost" may have both)
         robot = socket.getaddrinfo(host, port, family=family, type=socket.SOCK_DGRAM)[0][4]
@@ -215,15 +226,14 @@ def _check_command_link(args: argparse.Namespace) -> tuple:
 def _check_station_files(args: argparse.Namespace) -> None:
     """Refuse a folder given as --record or --secret-file, and a recording (often the only
     copy of a session) that would be overwritten without --force, before anything starts."""
-    from teleop.data_args import check_out_folder, check_recording_output
+    from teleop.data_args import check_recording_output
 
     if args.secret_file is not None and args.secret_file.is_dir():
         raise PreconditionError(f"--secret-file {args.secret_file} is a folder: give a file name")
     if args.record is not None:
+        # Its folder too: a read-only one said "Read-only file system" once the station had
+        # started, with the TELEOP_DEBUG hint and no word of --record.
         check_recording_output(args.record, "--record", args.force)
-        # A read-only folder said "Read-only file system" once the station had started, with
-        # the TELEOP_DEBUG hint and no word of --record.
-        check_out_folder(args.record.parent, "--record")
     if args.task and args.record is None:
         raise UsageError("--task NAME labels the recording: give --record FILE too")
     if args.force and args.record is None:
@@ -653,10 +663,14 @@ def _run_operator(args: argparse.Namespace) -> int:
               f"packets, {shown}, {loop_timing.short()}")
     if recording_error is not None:
         raise recording_error
-    if station.feedback_received == 0 and video.receiver.stats.datagrams == 0:
+    video_stats = video.receiver.stats
+    if station.feedback_received == 0 and video_stats.authenticated == 0:
         # Exit code 1: the session never reached a robot (warned above with the likely cause);
-        # exit 0 told a script that the teleoperation had happened.
+        # exit 0 told a script that the teleoperation had happened. Video that fails the MAC
+        # check is not the robot's answer: another secret, whose robot drops our commands.
+        forged = video_stats.datagrams - video_stats.authenticated
         print(f"teleop operator: error: the robot at {args.robot} never answered: no feedback and no video in "
-              "the whole session", file=sys.stderr)
+              "the whole session" + (f" ({forged} video datagrams failed authentication: do both stations use "
+                                     "the same secret?)" if forged else ""), file=sys.stderr)
         return 1
     return 0

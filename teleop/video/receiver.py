@@ -100,6 +100,7 @@ class ReceiverStats:
     """Cumulative receiver counters."""
 
     datagrams: int = 0
+    authenticated: int = 0         # datagrams that parsed and passed the MAC check (signed with our secret)
     bytes: int = 0
     malformed: collections.Counter = field(default_factory=collections.Counter)  # reason -> count
     duplicate_chunks: int = 0
@@ -276,6 +277,7 @@ class VideoReceiver:
         except wire.MalformedDatagram as error:
             self.stats.malformed[error.reason] += 1
             return None
+        self.stats.authenticated += 1
         if header.payload_codec != CODEC_JPEG:
             self.stats.malformed["codec"] += 1
             return None
