@@ -41,6 +41,7 @@ live here and nowhere else.
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -237,13 +238,26 @@ class ReferenceTrajectory:
         """Read a trajectory written by :meth:`save_npz`.
 
         Raises:
-            InvalidReferences: naming ``path``, for a file without 'times' and 'values', a
-                damaged member, or a member whose .npy header declares more data than the
-                archive holds (refused before numpy allocates it, see
-                :mod:`retarget.npz_checks`); and (from the constructor) for arrays of the
-                wrong shape.
+            InvalidReferences: naming ``path``, for a file that is not a .npz archive, a
+                file without 'times' and 'values', a damaged member, a member whose .npy
+                header declares more data than the archive holds (refused before numpy
+                allocates it, see :mod:`retarget.npz_checks`), or arrays of the wrong
+                shape. The values are not checked further (finite, times increasing).
+            OSError: a file that cannot be opened (FileNotFoundError...).
         """
-        with np.load(path, allow_pickle=False) as data:
+        try:
+            if isinstance(path, (str, os.PathLike)):
+                with open(path, "rb") as f:
+                    # Else np.load takes a text file for a pickle and says "This file contains
+                    # pickled (object) data ... allow_pickle", naming no file.
+                    if f.read(2) != b"PK":
+                        raise InvalidReferences(f"{path}: not a .npz file (not a zip archive)")
+            data = np.load(path, allow_pickle=False)
+        except (ValueError, EOFError, zipfile.BadZipFile) as exc:
+            if isinstance(exc, InvalidReferences):
+                raise
+            raise InvalidReferences(f"{path}: not a readable .npz file ({exc})") from None
+        with data:
             members = CheckedNpz(data)
             if "values" not in members or "times" not in members:
                 raise InvalidReferences(f"{path}: not a reference trajectory file (needs 'times' and 'values')")
@@ -255,4 +269,8 @@ class ReferenceTrajectory:
             except NPZ_READ_ERRORS as exc:
                 # Members are decompressed here: a damaged one raises an error that names no file.
                 raise InvalidReferences(f"{path}: damaged .npz file ({exc})") from None
-            return cls(times, values, label=label or None, source=source or None, valid=valid)
+            try:
+                return cls(times, values, label=label or None, source=source or None, valid=valid)
+            except InvalidReferences as exc:
+                # "values must be (T, 20), got (50, 7)" named no file.
+                raise InvalidReferences(f"{path}: {exc}") from None
