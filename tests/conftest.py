@@ -163,3 +163,29 @@ def _no_stop_request_left_behind():
     from teleop.stop_request import stop_handled
 
     stop_handled()
+
+
+def python_blocks(text: str) -> list[str]:
+    """The bodies of the ```python fenced blocks of a Markdown ``text``, in order."""
+    import re
+
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
+
+
+def run_guide_examples(guide: Path, namespace: dict, least: int) -> list[str]:
+    """Run every ```python block of the user guide ``guide`` in order, in ``namespace`` (as
+    one reader's session, in the current folder); returns the blocks. A guide with fewer
+    than ``least`` blocks, or a block that asserts nothing (it could rot silently), fails."""
+    import linecache
+    import re
+
+    blocks = python_blocks(guide.read_text(encoding="utf-8"))
+    assert len(blocks) >= least, f"{guide.name} lost its examples"
+    label = f"{guide.parent.name}/{guide.name}"
+    for number, block in enumerate(blocks, 1):
+        assert re.search(r"^\s*assert ", block, flags=re.M), f"{label} python block {number} asserts nothing"
+        name = f"{label}, python block {number}"
+        # Registered so that a failing assert's traceback shows the guide's line.
+        linecache.cache[name] = (len(block), None, block.splitlines(keepends=True), name)
+        exec(compile(block, name, "exec"), namespace)
+    return blocks

@@ -8,8 +8,6 @@ while writing it.
 
 from __future__ import annotations
 
-import linecache
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +16,9 @@ import pytest
 
 from promp.basis import RBFBasis, min_n_basis
 from promp.learning import Demonstration, learn_promp
+from tests.conftest import python_blocks, run_guide_examples
 
 README = Path(__file__).resolve().parent.parent / "promp" / "README.md"
-
-
-def python_blocks(text: str) -> list[str]:
-    """The bodies of the ```python fenced blocks of ``text``, in order."""
-    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
 
 
 def test_python_blocks_are_found() -> None:
@@ -33,17 +27,8 @@ def test_python_blocks_are_found() -> None:
 
 
 def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = python_blocks(README.read_text(encoding="utf-8"))
-    assert len(blocks) >= 8, "the guide lost its examples"
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {"__name__": "promp_readme"}
-    for number, block in enumerate(blocks, 1):
-        # Every example checks its own result: a block without an assert could rot silently.
-        assert re.search(r"^\s*assert ", block, flags=re.M), f"README block {number} asserts nothing"
-        name = f"promp/README.md, python block {number}"
-        # Registered so that a failing assert's traceback shows the guide's line.
-        linecache.cache[name] = (len(block), None, block.splitlines(keepends=True), name)
-        exec(compile(block, name, "exec"), namespace)
+    run_guide_examples(README, {"__name__": "promp_readme"}, least=8)
     assert (tmp_path / "tasks.npz").is_file()
 
 

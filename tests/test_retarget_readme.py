@@ -9,7 +9,6 @@ that drifted from the code fails here. Also the small API fixes made while writi
 from __future__ import annotations
 
 import io
-import linecache
 import re
 from pathlib import Path
 
@@ -17,33 +16,15 @@ import numpy as np
 import pytest
 
 from retarget.references import FLAT_SIZE, InvalidReferences, ReferenceTrajectory
+from tests.conftest import run_guide_examples
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "retarget" / "README.md"
 
 
-def python_blocks(text: str) -> list[str]:
-    """The bodies of the ```python fenced blocks of ``text``, in order."""
-    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
-
-
-def test_python_blocks_are_found() -> None:
-    sample = "x\n```python\na = 1\n```\ntext\n```\nnot python\n```\n```python\nb = 2\n```\n"
-    assert python_blocks(sample) == ["a = 1\n", "b = 2\n"]
-
-
 def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = python_blocks(README.read_text(encoding="utf-8"))
-    assert len(blocks) >= 6, "the guide lost its examples"
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {"__name__": "retarget_readme", "REPO": REPO}
-    for number, block in enumerate(blocks, 1):
-        # Every example checks its own result: a block without an assert could rot silently.
-        assert re.search(r"^\s*assert ", block, flags=re.M), f"README block {number} asserts nothing"
-        name = f"retarget/README.md, python block {number}"
-        # Registered so that a failing assert's traceback shows the guide's line.
-        linecache.cache[name] = (len(block), None, block.splitlines(keepends=True), name)
-        exec(compile(block, name, "exec"), namespace)
+    blocks = run_guide_examples(README, {"__name__": "retarget_readme", "REPO": REPO}, least=6)
     assert (tmp_path / "squat_references.npz").is_file()
     code = "".join(blocks)
     # The guide reads the committed data, never ../shared/data (absent on a user's clone),
