@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                 "export first)",
                            description="Retarget every take (one folder per task, or Xsens pN.csv files) to robot "
                                        "references, cut each to its moving part and learn one ProMP per task.")
-    train.add_argument("data", nargs="+", type=Path,
+    train.add_argument("data", nargs="+", type=nonempty_path,
                        help="folders of takes: one folder per task (the hdm05 layout), Xsens "
                             "pN.csv files, or the motion files of one task (named after its folder)")
     train.add_argument("-o", "--out", type=library_path, default=DEFAULT_LIBRARY,
@@ -96,9 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "writes summary.json and predictions.png to --out.")
     # metavar: argparse names a missing positional by it ("required: {promp}", not "required: what").
     ev.add_argument("what", choices=("promp",), metavar="{promp}", help="what to evaluate")
-    ev.add_argument("--train", type=Path, required=True,
+    ev.add_argument("--train", type=nonempty_path, required=True,
                     help="training takes: a folder of task folders, of Xsens pN.csv files or of one task's takes")
-    ev.add_argument("--test", type=Path, required=True, help="test takes (as --train)")
+    ev.add_argument("--test", type=nonempty_path, required=True, help="test takes (as --train)")
     ev.add_argument("--leave-one-out", action="store_true",
                     help="with --train and --test the same folder: each test take is predicted by a library "
                          "trained on all the other takes")

@@ -22,9 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "compensator, with and without compensation, and measure the error between what "
                                    "the operator sees the robot do and what the operator does. Virtual time, or the "
                                    "real stations and proxy on loopback with --realtime.")
-    p.add_argument("--train", type=Path, required=True,
+    p.add_argument("--train", type=nonempty_path, required=True,
                    help="training takes: a folder of task folders, of Xsens pN.csv files or of one task's motion files")
-    p.add_argument("--test", type=Path, required=True, help="test takes (as --train)")
+    p.add_argument("--test", type=nonempty_path, required=True, help="test takes (as --train)")
     p.add_argument("--rtt", type=delay_list, default="0,0.5,1,1.5,2,3,4",
                    help="comma-separated round trips [s], each at most 10 (default: 0,0.5,1,1.5,2,3,4)")
     p.add_argument("--leave-one-out", action="store_true",

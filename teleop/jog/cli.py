@@ -105,11 +105,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "and collisions along the path.")
     p.add_argument("--camera", type=_camera,
                    help="camera: device index (0), video file, or stream URL (required unless --make-test-video)")
-    p.add_argument("--make-test-video", type=Path, metavar="OUT",
+    p.add_argument("--make-test-video", type=nonempty_path, metavar="OUT",
                    help="instead of jogging, write a video of a tag going round 0.5 m in front of the camera to OUT "
                         "(.mp4 or .avi; sized by --tag-size, --tag-id, --hfov, --duration, default 10 s) to try "
                         "teleop jog --camera OUT on")
-    p.add_argument("--calibration", type=Path,
+    p.add_argument("--calibration", type=nonempty_path,
                    help="intrinsics file (teleop calibrate-camera JSON, or OpenCV YAML/XML); default: a "
                         "distortion-free guess from --hfov")
     p.add_argument("--hfov", type=_hfov, default=60.0,

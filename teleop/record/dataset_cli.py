@@ -56,8 +56,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from teleop.cli import describe, end_output_quietly, stdout_reader_gone
-from teleop.cli_types import (PreconditionError, UsageError, int_at_least, positive_or_inf, recording_seconds,
-                              task_label)
+from teleop.cli_types import (PreconditionError, UsageError, int_at_least, nonempty_path, positive_or_inf,
+                              recording_seconds, task_label)
 from teleop.data_args import check_out_folder, check_output_location, check_recording_name
 
 from .channels import EPISODES, ROBOT_STATE
@@ -531,7 +531,7 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
 
     p = _subcommand(sub, "plot", cmd_plot)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
-    p.add_argument("-o", "--output", type=Path, default=None, metavar="PNG",
+    p.add_argument("-o", "--output", type=nonempty_path, default=None, metavar="PNG",
                    help="the image (default: next to FILE, with the extension .png)")
     p.add_argument("--start", type=recording_seconds, default=None, metavar="S", help="seconds from the first message")
     p.add_argument("--end", type=recording_seconds, default=None, metavar="E",
@@ -543,7 +543,7 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--start", type=recording_seconds, default=None, metavar="S", help="seconds from the first message")
     p.add_argument("--end", type=recording_seconds, default=None, metavar="E",
                    help="seconds from the first message (inclusive)")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="the trimmed copy (.mcap)")
+    p.add_argument("-o", "--output", required=True, type=nonempty_path, metavar="OUT", help="the trimmed copy (.mcap)")
     _force(p)
 
     p = _subcommand(sub, "label", cmd_label)
@@ -556,7 +556,7 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
                    help="new episode: start, seconds from the first message (default: the first message)")
     p.add_argument("--end", type=recording_seconds, default=None, metavar="E",
                    help="new episode: end, seconds from the first message, inclusive (default: the last message)")
-    p.add_argument("-o", "--output", type=Path, default=None, metavar="OUT",
+    p.add_argument("-o", "--output", type=nonempty_path, default=None, metavar="OUT",
                    help="write a labelled copy here (default: replace FILE atomically, every message kept)")
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing OUT, or replace a FILE without its footer (still being written "
@@ -566,7 +566,8 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or folders searched for .mcap files")
     p.add_argument("--channel", default="references",
                    help="RobotReferences channel (default: references; robot recordings: delivered or compensated)")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUTDIR", help="root of the per-task folders")
+    p.add_argument("-o", "--output", required=True, type=nonempty_path, metavar="OUTDIR",
+                   help="root of the per-task folders")
     p.add_argument("--message-time", action="store_true",
                    help="time samples by their own t (producer clock) instead of the log time (delivered: every "
                         "command at its send time; without it, at its arrival, packets overtaken by a newer one "
@@ -583,7 +584,7 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
 
     p = _subcommand(sub, "recover", cmd_recover)
     p.add_argument("file", metavar="FILE", help="the recording (.mcap)")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="the complete copy (.mcap)")
+    p.add_argument("-o", "--output", required=True, type=nonempty_path, metavar="OUT", help="the complete copy (.mcap)")
     _force(p)
 
 

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from teleop.cli_types import (PreconditionError, UsageError, int_at_least, non_negative_float, positive_float,
-                              positive_int)
+from teleop.cli_types import (PreconditionError, UsageError, int_at_least, non_negative_float, nonempty_path,
+                              positive_float, positive_int)
 from teleop.output_set import write_outputs_together
 
 
@@ -64,8 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "before any replay). A parameter fitted at a bound of its range, and a fit stopped "
                     "by its budget, are warned of and listed in report.json's warnings. An option marked "
                     "'with --data' or 'with --make-test-recording' belongs to that mode: the other refuses it.")
-    p.add_argument("--data", type=Path, help="recording to fit (.npz or .json)")
-    p.add_argument("--make-test-recording", type=Path, metavar="OUT",
+    p.add_argument("--data", type=nonempty_path, help="recording to fit (.npz or .json)")
+    p.add_argument("--make-test-recording", type=nonempty_path, metavar="OUT",
                    help="write a recording made with hidden perturbed parameters to OUT (.npz or .json)")
     p.add_argument("--force", action="store_true",
                    help="with --make-test-recording: overwrite OUT if it exists; with --data: replace the "
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --make-test-recording: noise on the measured angles [rad] (default 2e-4)")
     p.add_argument("--groups", help="both modes: comma-separated joint groups or joints to calibrate, or to hide "
                                     "parameters of (default: the recording's meta; for a test recording: right_arm)")
-    p.add_argument("--params", type=Path,
+    p.add_argument("--params", type=nonempty_path,
                    help="both modes: nominal actuator parameter file (TOML/JSON; default: the description's "
                         "[sim.actuator])")
     p.add_argument("--fit-kp", action="store_true",
@@ -92,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-evaluations", type=positive_int,
                    help="with --data: budget of simulated replays (default 200), at least 2 + 2 x (1 + the number "
                         "of fitted parameters): one least-squares step")
-    p.add_argument("--out", type=Path,
+    p.add_argument("--out", type=nonempty_path,
                    help="with --data: folder for fitted_actuator.toml and report.json (default out/calibration; "
                         "--make-test-recording writes to its OUT)")
     p.add_argument("--json", action="store_true",

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="address to listen on (default: 127.0.0.1:9001)")
     robot.add_argument("--allow-remote", action="store_true",
                        help="allow listening on, and sending the eye camera to, a non-loopback address")
-    robot.add_argument("--library", type=Path,
+    robot.add_argument("--library", type=nonempty_path,
                        help="ProMP task library from `teleop train` (default: none, no compensation)")
     robot.add_argument("--video-to", type=destination, default="127.0.0.1:9003",
                        help="where to send the eye camera (default: 127.0.0.1:9003)")
@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--source", "--input", dest="source", type=_input_spec, default="synthetic",
                     help="'synthetic', 'xsens-live[:PORT]' (MVN network stream, default port 9763), "
                          "'openvr' (SteamVR), or a motion file replayed at its true rate (default: synthetic)")
-    op.add_argument("--vr-config", type=Path,
+    op.add_argument("--vr-config", type=nonempty_path,
                     help="OpenVR tracker roles and buttons (JSON, see teleop/inputs/openvr_input.py)")
     op.add_argument("--record", type=nonempty_path, metavar="FILE", help="record every stream to this MCAP file "
                     "(raw input, references, received camera frames, network statistics)")

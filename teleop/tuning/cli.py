@@ -9,8 +9,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from teleop.cli_types import (PreconditionError, UsageError, float_in_interval, non_negative_float, positive_int,
-                              unit_fraction)
+from teleop.cli_types import (PreconditionError, UsageError, float_in_interval, non_negative_float, nonempty_path,
+                              positive_int, unit_fraction)
 from teleop.data_args import check_out_folder
 
 #: Fastest playback of the motions: ten times a human's pace. At 10000 the motions were a few
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-motions", type=_motion_files, help="comma-separated motion files the optimiser trains on")
     p.add_argument("--relay-per-heuristic", action="store_true",
                    help="repeat the relay tests for every heuristic, as the reference's protocol (slower)")
-    p.add_argument("--gains", type=Path, action="append", default=[],
+    p.add_argument("--gains", type=nonempty_path, action="append", default=[],
                    help="also evaluate this gains file (PidConfiguration JSON covering the 5 arm joints), e.g. a "
                         "manual tuning; its row is named after the file (repeatable)")
     p.add_argument("--payload-kg", type=non_negative_float,
@@ -77,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="torque limits of setup 3 as a fraction of the iCub's efforts (default 0.2; the "
                         "optimiser meets the target from 0.3, measured)")
     p.add_argument("--jobs", type=positive_int, default=2, help="setups run in parallel processes (default: 2)")
-    p.add_argument("--out", type=Path, default=Path("out") / "tune",
+    p.add_argument("--out", type=nonempty_path, default=Path("out") / "tune",
                    help="folder for plots, gains and data (default: out/tune)")
     p.add_argument("--no-save", action="store_true", help="write no files (table / JSON only)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
