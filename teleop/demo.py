@@ -10,7 +10,6 @@ without compensation, so the summary shows what compensation buys.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from retarget.references import HAND_INDICES
+from teleop.json_safe import dumps
 from teleop.progress import progress_bar
 from teleop.sim.simulator import ACTUATOR_ENV
 
@@ -372,7 +372,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
 
     writers: dict[Path, Any] = {path: (lambda tmp, jpeg=jpeg: tmp.write_bytes(jpeg)) for path, jpeg in frames.items()}
     writers[out_dir / "demo.png"] = lambda tmp: plot_session(logs, tau_b, tmp, headline)
-    writers[out_dir / "summary.json"] = lambda tmp: tmp.write_text(json.dumps(summary, indent=1,
+    writers[out_dir / "summary.json"] = lambda tmp: tmp.write_text(dumps(summary, indent=1,
                                                                               default=_json_default))
     write_outputs_together(writers, remove=stale)
     return summary

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from teleop.cli_types import (burst_length, check_loss_burst, float_in_interval, nonempty_path, probability,
                               round_trip)
 from teleop.data_args import check_out_folder
+from teleop.json_safe import dumps
 
 #: Longest demo session [s]: its two sessions (with and without compensation) run at about
 #: real time each, so an hour's takes two (--duration 1e12 was accepted, with an ETA of 248
@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     check_out_folder(args.out)   # before the sessions, not when the frames are written after them
     summary = run_demo(args.out, settings, progress=not args.headless)
     if args.headless:
-        print(json.dumps(summary))
+        print(dumps(summary))
         return _fell(summary)
     seen = summary["seen_hand_error_cm"]
     robot = summary["robot"]

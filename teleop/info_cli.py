@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from teleop.cli_types import PreconditionError, UsageError, nonempty_path
+from teleop.json_safe import dumps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
                      for name in ("openvr", "pink", "movement_primitives")},
     }
     if args.json:
-        print(json.dumps(info))
+        print(dumps(info))
         return 0
     print(f"{info['robot']}: {info['joints']} joints, {info['mass_kg']} kg  ({info['urdf']})")
     for group, joints in info["groups"].items():
@@ -106,7 +106,7 @@ def _describe_file(path: Path, as_json: bool) -> int:
 
 def _print_info(path: Path, info: dict, as_json: bool) -> int:
     if as_json:
-        print(json.dumps(info))
+        print(dumps(info))
     elif info["kind"] == "task library":
         print(f"{path}: task library of {len(info['tasks'])} tasks, {info['signals']} signals")
         robot, sizes = info["metadata"].get("robot"), info["metadata"].get("robot_dimensions")

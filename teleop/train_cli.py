@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -14,6 +13,7 @@ import numpy as np
 from teleop.cli_types import PreconditionError, UsageError, int_at_least, nonempty_path
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_out_folder,
                               check_output_location, read_take_files, robot_target_of, take_files)
+from teleop.json_safe import dumps
 from teleop.takes import Take, check_left_out, check_take_kinds, list_take_files, same_take, tasks_not_learned
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
@@ -449,11 +449,11 @@ def _eval(args: argparse.Namespace) -> int:
     check_one_robot(train + test, target)
     result = evaluate(train, test, args.leave_one_out, progress=True)   # on stderr, --json or not
     write_outputs_together({
-        args.out / "summary.json": lambda tmp: tmp.write_text(json.dumps(result, indent=1)),
+        args.out / "summary.json": lambda tmp: tmp.write_text(dumps(result, indent=1)),
         args.out / "predictions.png": lambda tmp: _plot_examples(train, test, args.leave_one_out, tmp),
     })
     if args.json:
-        print(json.dumps(result))
+        print(dumps(result))
         return 0
     print(f"{result['n_test']} test takes; recognition accuracy: " +
           ", ".join(f"{k} {v:.0%}" for k, v in result["recognition"].items()))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from pathlib import Path
 from teleop.cli_types import burst_length, check_loss_burst, delay_list, nonempty_path, probability
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
                               take_files)
+from teleop.json_safe import dumps
 from teleop.takes import check_left_out, same_take, tasks_not_learned
 
 
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
     table = format_table(summary)
     rows = take_rows(results, labels, [str(t.path) for t in test])
     writers = {
-        args.out / names[0]: lambda tmp: tmp.write_text(json.dumps(summary, indent=1)),
+        args.out / names[0]: lambda tmp: tmp.write_text(dumps(summary, indent=1)),
         args.out / names[1]: lambda tmp: tmp.write_text(table + "\n"),
         args.out / names[2]: lambda tmp: write_take_rows(rows, tmp),
         args.out / names[3]: lambda tmp: plot_error_vs_delay(summary, tmp),
@@ -152,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
     write_outputs_together({**writers, **plot_writers}, remove=stale)
     plots = [path.name for path in plot_writers]
     if args.json:
-        print(json.dumps(summary))
+        print(dumps(summary))
     else:
         print(table)
         if args.realtime:

@@ -35,7 +35,6 @@ Run ``python -m teleop.benchmarks.jog_bench --out DIR`` to also write plots.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ import numpy as np
 from teleop.jog.camera_intrinsics import CameraCalibration
 from teleop.jog.detection import BACKENDS, ArucoTagDetector, PupilTagDetector, TagDetector, pupil_available
 from teleop.jog.render import FACING_CAMERA, rotation_from_rpy, tag_scene
+from teleop.json_safe import dumps
 
 TAG_SIZE_M = 0.08
 FPS = 60.0
@@ -608,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="folder for plots (figure8.png)")
     args = parser.parse_args(argv)
     result = run(quick=args.quick, out=args.out, progress=True)   # on stderr, --json or not
-    print(json.dumps(result) if args.json else format_table(result))
+    print(dumps(result) if args.json else format_table(result))
     return 0
 
 

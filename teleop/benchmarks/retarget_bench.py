@@ -21,7 +21,6 @@ Run: ``teleop bench retarget [--data DIR] [--quick] [--json]``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -35,6 +34,7 @@ from retarget.human import HumanMotion
 from retarget.postures import arm_local_rotations
 from retarget.readers import read_motion
 from teleop.cli_types import PreconditionError
+from teleop.json_safe import dumps
 
 TARGET_FRAMES_PER_S = 2000.0
 #: The Xsens takes measured when ``data`` is not given (skipped, with a note, when absent).
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data", type=Path, help=f"folder of Xsens pN.csv takes (default: {DEFAULT_DATA})")
     args = parser.parse_args(argv)
     result = run(quick=args.quick, data=args.data)
-    print(json.dumps(result) if args.json else format_table(result))
+    print(dumps(result) if args.json else format_table(result))
     return 0
 
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from teleop.json_safe import dumps
 
 #: Frames excluded from the statistics at the start of each run.
 WARMUP_FRAMES = 10
@@ -72,7 +73,7 @@ def _sender_main(host: str, port: int, width: int, height: int, fps: float, dura
     with VideoSender((host, port), codec=JpegCodec(quality=quality)) as sender:
         streamer = VideoStreamer(source, sender, fps=fps)
         sent = streamer.run(duration_s=duration_s)
-        print(json.dumps({
+        print(dumps({
             "frames_streamed": sent,
             "frames_sent_complete": sender.stats.frames_sent,
             "frames_aborted": sender.stats.frames_aborted,

@@ -39,7 +39,6 @@ Usage: ``python -m teleop.benchmarks.wbc_bench [--quick] [--json]``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any, TypeVar
@@ -50,6 +49,7 @@ import pinocchio as pin
 from teleop.control.controller import WholeBodyController
 from teleop.control.stack import load_stack
 from teleop.control.tasks import ComTask, FramePositionTask, PostureTask, WaistHeightTask
+from teleop.json_safe import dumps
 from teleop.robot.model import NQ_BASE, RobotModel
 
 _T = TypeVar("_T")
@@ -316,7 +316,7 @@ def main() -> None:
     result = run(quick=args.quick)
     print(format_table(result))
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from teleop.cli_types import (UsageError, checked_text, float_in_interval, int_i
                               positive_float, positive_int)
 from teleop.jog.run import JogRun, format_summary
 from teleop.jog.tag_video import make_test_video
+from teleop.json_safe import dumps
 
 #: OpenCV's predefined ArUco dictionaries (cv2.aruco.DICT_*), listed here so that a wrong name
 #: is refused by argparse with the valid ones (and cv2 is not imported for `teleop --help`).
@@ -344,7 +345,7 @@ def _run_calibrate(args: argparse.Namespace) -> int:
               "cx": K[0, 2], "cy": K[1, 2], "dist": calibration.dist.tolist(), "out": str(args.out),
               "problems": problems}
     if args.json:
-        print(json.dumps(result))
+        print(dumps(result))
     else:
         print(f"board found in {views} of {len(images)} images; RMS reprojection error {calibration.rms_px:.3f} px")
         print(summary)
@@ -447,7 +448,7 @@ def _run_jog(args: argparse.Namespace) -> int:
     finally:
         session.close()
     if args.json:
-        print(json.dumps(summary))
+        print(dumps(summary))
     else:
         print(format_summary(summary))
     if summary["error"] is not None:

@@ -5,12 +5,12 @@ without a camera, and the checks that its tag can be detected in every frame.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 from teleop.cli_types import PreconditionError, UsageError
+from teleop.json_safe import dumps
 
 
 def partial_path(out: Path) -> Path:
@@ -255,7 +255,7 @@ def make_test_video(args: argparse.Namespace) -> int:
     command = f"teleop jog --camera {out}" + (f" --tag-size {args.tag_size:g}" if args.tag_size != 0.08 else "") \
         + (f" --hfov {args.hfov:g}" if args.hfov != 60.0 else "")
     if args.json:
-        print(json.dumps({"video": str(out), "frames": frames, "fps": fps, "duration_s": duration,
+        print(dumps({"video": str(out), "frames": frames, "fps": fps, "duration_s": duration,
                           "image_size": [640, 480], "tag_id": tag_id, "tag_size_m": args.tag_size,
                           "hfov_deg": args.hfov, "try": command}))
         return 0

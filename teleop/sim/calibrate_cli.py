@@ -5,12 +5,12 @@ recording from the simulation with hidden, perturbed parameters to test the fit 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from teleop.cli_types import (PreconditionError, UsageError, int_at_least, non_negative_float, nonempty_path,
                               positive_float, positive_int)
+from teleop.json_safe import dumps
 from teleop.output_set import write_outputs_together
 
 
@@ -313,9 +313,9 @@ def _fit(args: argparse.Namespace, robot, groups: list[str] | None, fit: tuple[s
     params_path, report_path = args.out / PARAMS_FILE, args.out / REPORT_FILE
     report = {"recording": source, **result.summary(rec.joint_names), "fitted_parameters": str(params_path)}
     write_outputs_together({params_path: lambda tmp: write_actuator_params(result.params, tmp),
-                            report_path: lambda tmp: tmp.write_text(json.dumps(report, indent=1))})
+                            report_path: lambda tmp: tmp.write_text(dumps(report, indent=1))})
     if args.json:
-        print(json.dumps(report))
+        print(dumps(report))
     else:
         _print_report(result, fit, params_path, report_path)
     return 0

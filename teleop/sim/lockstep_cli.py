@@ -4,12 +4,12 @@ the demo controller against such a server (protocol: docs/lockstep_protocol.md).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from teleop.cli import runs_on_without_its_reader
 from teleop.cli_types import PreconditionError, UsageError, port, positive_int
+from teleop.json_safe import dumps
 
 
 def _joint_names(text: str) -> list[str]:
@@ -122,7 +122,7 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"lock-step server on {host}:{port}: {len(joints)} joints ({', '.join(names)}), "
                   f"dt {sim.dt * 1000:g} ms; waiting for a controller", flush=True,
                   file=sys.stderr if args.json else sys.stdout)
-            log = (lambda _msg: print(json.dumps(server.reports[-1].as_dict()), flush=True)) if args.json \
+            log = (lambda _msg: print(dumps(server.reports[-1].as_dict()), flush=True)) if args.json \
                 else (lambda msg: print(msg, flush=True))
             server.serve_forever(max_sessions=args.sessions, log=log)
     finally:

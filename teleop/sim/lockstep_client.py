@@ -15,7 +15,6 @@ while the shoulders swing in a slow sine, printing a JSON summary of the session
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from teleop.cli_types import float_in_interval, port as port_number, positive_int
+from teleop.json_safe import dumps
 from teleop.sim.lockstep import (BYE, ERROR, HELLO, MESSAGE_NAMES, MODE_POSITION, MODE_TORQUE, STATE,
                                  VERSION, WELCOME, E_PAYLOAD, E_SEQUENCE, E_UNEXPECTED, LockstepError,
                                  SequenceError, State,
@@ -321,7 +321,7 @@ def run_demo(args: argparse.Namespace) -> int:
                     "commands": report.commands, "seq_gaps": report.seq_gaps, "seq_repeats": report.seq_repeats,
                     "final_time_s": report.final_time_s, "client_wall_time_s": report.wall_time_s,
                     "server": report.server_stats, **stats})
-    print(json.dumps(out))
+    print(dumps(out))
     return 0 if out["ok"] else 1
 
 

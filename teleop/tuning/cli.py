@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import zipfile
@@ -12,6 +11,7 @@ from pathlib import Path
 from teleop.cli_types import (PreconditionError, UsageError, float_in_interval, non_negative_float, nonempty_path,
                               positive_int, unit_fraction)
 from teleop.data_args import check_out_folder
+from teleop.json_safe import dumps
 
 #: Fastest playback of the motions: ten times a human's pace. At 10000 the motions were a few
 #: samples long, every tracking error 0, and the comparison with the heuristics divided by it.
@@ -200,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"removed {len(removed)} file(s) an earlier run wrote in {args.out}/ for setups or methods "
                   "this run did not redo (summary.json lists what is current)", file=sys.stderr)
     if args.json:
-        print(json.dumps(json_summary(results)))
+        print(dumps(json_summary(results)))
     else:
         print(format_report(results))
         processes = min(args.jobs, len(numbers))     # as run_experiment runs them

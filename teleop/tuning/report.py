@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from teleop.json_safe import dumps
 from teleop.tuning.experiment import COLUMNS, OPTIMISER
 from teleop.tuning.heuristics import HEURISTICS, REFERENCE_LABELS
 
@@ -124,11 +125,11 @@ def save_outputs(results: dict[int, dict], out: Path) -> list[Path]:
             folder = out / f"setup{n}" / method
             gains = {j: PidGains(**g) for j, g in r["gains"][method].items()}
             writers[folder / "gains.json"] = functools.partial(save_gains, gains=gains)
-            writers[folder / "evaluation.json"] = text(json.dumps(r["evaluations"][method], indent=1))
+            writers[folder / "evaluation.json"] = text(dumps(r["evaluations"][method], indent=1))
             for rec in recs:
                 writers[folder / f"{rec.motion}.json"] = rec.save
         writers[out / f"setup{n}_errors.png"] = functools.partial(plot_errors, r)
-    writers[out / "summary.json"] = text(json.dumps(json_summary(results), indent=1))
+    writers[out / "summary.json"] = text(dumps(json_summary(results), indent=1))
     write_outputs_together(writers)
     return list(writers)
 
