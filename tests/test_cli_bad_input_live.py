@@ -246,7 +246,8 @@ def test_record_values(capsys, tmp_path, argv, expected):
     (["--port", "99999"], "argument --port: port must be 1-65535"),     # 0 is no destination
     (["--port", "-1"], "argument --port: port must be 1-65535"),
     (["--speed", "0"], "argument --speed: must be > 0"),
-    (["--unit", "0"], "argument --unit: must be > 0"),
+    (["--unit", "0"], "argument --unit: must be in [1e-06, 1000] m, got 0"),
+    (["--unit", "1e300"], "argument --unit: must be in [1e-06, 1000] m, got 1e300"),   # sent every position as 0
     (["--rate-hz", "-5"], "argument --rate-hz/--rate: must be in (0, 10000] Hz"),
     (["--rate", "0"], "argument --rate-hz/--rate: must be in (0, 10000] Hz"),
     (["--rate-hz", "1e9"], "argument --rate-hz/--rate: must be in (0, 10000] Hz"),

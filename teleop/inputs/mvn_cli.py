@@ -24,8 +24,8 @@ import numpy as np
 
 from retarget.human import HumanMotion
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import (PreconditionError, UsageError, int_in_range, nonempty_path, positive_float,
-                              sample_rate_hz)
+from teleop.cli_types import (PreconditionError, UsageError, float_in_interval, int_in_range, nonempty_path,
+                              positive_float, sample_rate_hz)
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, FLOAT32_MAX, MvnCodec
 from teleop.stop_request import raise_if_stop_lost, stop_handled
 
@@ -140,6 +140,17 @@ def _destination_port(text: str) -> int:
     return int_in_range(text, 1, 65535, "port")
 
 
+#: Range of ``--unit`` [m per wire unit]: MVN sends cm or m. Beyond it the positions on the
+#: wire lose their precision: with --unit 1e300 every position went out as 0 (float32
+#: underflow), without a word.
+MIN_UNIT_M, MAX_UNIT_M = 1e-6, 1e3
+
+
+def _position_unit(text: str) -> float:
+    """``--unit``: metres per position unit on the wire, within [MIN_UNIT_M, MAX_UNIT_M]."""
+    return float_in_interval(text, MIN_UNIT_M, MAX_UNIT_M, unit="m")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("stream-mvn", help="stream a motion file as Xsens MVN network datagrams (UDP)",
                             description=__doc__.split("\n\n")[1].replace("\n", " "))
@@ -158,8 +169,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--loop", action="store_true",
                         help="start over at the end (after returning to the first pose over 0.5-3 s)")
     parser.add_argument("--duration", type=positive_float, default=None, help="stop after this many seconds")
-    parser.add_argument("--unit", type=positive_float, default=0.01,
-                        help="metres per position unit on the wire (the spec's cm: 0.01)")
+    parser.add_argument("--unit", type=_position_unit, default=0.01,
+                        help="metres per position unit on the wire (the spec's cm: 0.01; MVN's metres: 1), "
+                             f"{MIN_UNIT_M:g} to {MAX_UNIT_M:g}")
     parser.set_defaults(func=runs_on_without_its_reader(_run))
 
 
