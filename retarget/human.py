@@ -30,14 +30,13 @@ Segment names (a subset may be present; sparse sources such as VR trackers only 
 from __future__ import annotations
 
 import os
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .npz_checks import NPZ_READ_ERRORS, CheckedNpz
+from .npz_checks import NPZ_READ_ERRORS, CheckedNpz, open_npz
 
 #: Canonical segment names, in MVN order.
 SEGMENTS: tuple[str, ...] = (
@@ -222,13 +221,8 @@ class HumanMotion:
     def load_npz(cls, path: str | os.PathLike[str]) -> "HumanMotion":
         """Read a motion written by :meth:`save_npz`; a foreign file gets a clear error."""
         try:
-            with open(path, "rb") as f:
-                if f.read(2) != b"PK":   # else np.load guesses a pickle and says so, which misleads
-                    raise MotionFormatError(f"{path}: not a .npz file (not a zip archive)")
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            if isinstance(exc, MotionFormatError):
-                raise
+            data = open_npz(path, MotionFormatError)
+        except OSError as exc:
             raise MotionFormatError(f"{path}: not a readable .npz file ({exc})") from None
         with data:
             try:

@@ -30,7 +30,7 @@ from typing import IO, Any, Callable, cast
 
 import numpy as np
 
-__all__ = ["CheckedNpz", "OversizedMember", "MAX_DEFLATE_RATIO"]
+__all__ = ["CheckedNpz", "OversizedMember", "MAX_DEFLATE_RATIO", "open_npz"]
 
 #: Deflate expands at most ~1032:1; a member claiming more than this was not written by numpy.
 MAX_DEFLATE_RATIO = 1100
@@ -41,6 +41,23 @@ MAX_DEFLATE_RATIO = 1100
 #: (cut short), and NotImplementedError, which zipfile raises for a compression method it
 #: does not support (not a stub).
 NPZ_READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError)
+
+
+def open_npz(path: str | os.PathLike[str] | IO[bytes], error: Callable[[str], Exception]) -> np.lib.npyio.NpzFile:
+    """``np.load(path, allow_pickle=False)`` of a .npz archive, or ``error(message)`` raised,
+    the message naming ``path``: for a file that is not a zip archive (else numpy takes a
+    text file for a pickle and says "This file contains pickled (object) data ...
+    allow_pickle", naming no file), or an archive it cannot read (a bare zip or EOF error).
+    An OSError (no such file) passes through; a file object is loaded as it is."""
+    if isinstance(path, (str, os.PathLike)):
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        if magic != b"PK":
+            raise error(f"{path}: not a .npz file (not a zip archive)")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise error(f"{path}: not a readable .npz file ({exc})") from None
 
 
 class OversizedMember(ValueError):

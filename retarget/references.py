@@ -41,14 +41,13 @@ live here and nowhere else.
 from __future__ import annotations
 
 import os
-import zipfile
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .npz_checks import NPZ_READ_ERRORS, CheckedNpz
+from .npz_checks import NPZ_READ_ERRORS, CheckedNpz, open_npz
 
 #: (name, size) of every signal in the flat vector, in order.
 SIGNALS: tuple[tuple[str, int], ...] = (
@@ -245,19 +244,7 @@ class ReferenceTrajectory:
                 shape. The values are not checked further (finite, times increasing).
             OSError: a file that cannot be opened (FileNotFoundError...).
         """
-        try:
-            if isinstance(path, (str, os.PathLike)):
-                with open(path, "rb") as f:
-                    # Else np.load takes a text file for a pickle and says "This file contains
-                    # pickled (object) data ... allow_pickle", naming no file.
-                    if f.read(2) != b"PK":
-                        raise InvalidReferences(f"{path}: not a .npz file (not a zip archive)")
-            data = np.load(path, allow_pickle=False)
-        except (ValueError, EOFError, zipfile.BadZipFile) as exc:
-            if isinstance(exc, InvalidReferences):
-                raise
-            raise InvalidReferences(f"{path}: not a readable .npz file ({exc})") from None
-        with data:
+        with open_npz(path, InvalidReferences) as data:
             members = CheckedNpz(data)
             if "values" not in members or "times" not in members:
                 raise InvalidReferences(f"{path}: not a reference trajectory file (needs 'times' and 'values')")

@@ -151,14 +151,15 @@ def unit_fraction(text: str) -> float:
     return _in_unit_interval(text, low_open=True, high_open=False)
 
 
-def int_at_least(text: str, minimum: int) -> int:
-    """``text`` as an integer >= ``minimum`` (for argparse types built on it)."""
+def int_at_least(text: str, minimum: int, why: str = "") -> int:
+    """``text`` as an integer >= ``minimum`` (for argparse types built on it); ``why`` ends
+    the message of a value below it ("(... fewer cannot)")."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < minimum:
-        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}")
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}" + (f" {why}" if why else ""))
     return value
 
 

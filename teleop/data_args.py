@@ -170,11 +170,23 @@ def check_recording_output(path: Path, option: str, force: bool) -> None:
                                 "choose another file")
 
 
-def robot_target_of(args: argparse.Namespace):
+def robot_model_of(args: argparse.Namespace):
+    """The robot model ``--robot`` names; PreconditionError ("--robot NAME: ...", the error
+    line alone) if no description has that name or the description is malformed: said
+    before any work, as what to change on the command line."""
+    from teleop.robot.description import DescriptionError
     from teleop.robot.model import RobotModel
+
+    try:
+        return RobotModel(args.robot)
+    except DescriptionError as exc:
+        raise PreconditionError(f"--robot {args.robot}: {exc}") from None
+
+
+def robot_target_of(args: argparse.Namespace):
     from teleop.robot.target import robot_target
 
-    return robot_target(RobotModel(args.robot))
+    return robot_target(robot_model_of(args))
 
 
 def read_take_files(args: argparse.Namespace, files: list[tuple[Path, str]], target=None) -> list[Take]:

@@ -372,8 +372,7 @@ def run_demo(out_dir: Path, settings: DemoSettings | None = None, progress: bool
 
     writers: dict[Path, Any] = {path: (lambda tmp, jpeg=jpeg: tmp.write_bytes(jpeg)) for path, jpeg in frames.items()}
     writers[out_dir / "demo.png"] = lambda tmp: plot_session(logs, tau_b, tmp, headline)
-    writers[out_dir / "summary.json"] = lambda tmp: tmp.write_text(dumps(summary, indent=1,
-                                                                              default=_json_default))
+    writers[out_dir / "summary.json"] = lambda tmp: tmp.write_text(dumps(summary, indent=1, default=_json_default))
     write_outputs_together(writers, remove=stale)
     return summary
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from teleop.cli_types import PreconditionError, UsageError, nonempty_path, sample_rate_hz
-from teleop.data_args import check_out_folder
+from teleop.data_args import check_out_folder, robot_model_of
 from teleop.json_safe import dumps
 from teleop.output_set import write_outputs_together
 
@@ -115,9 +115,8 @@ def _run(args: argparse.Namespace) -> int:
     from retarget.envelope import ReferenceEnvelope
     from retarget.human import MotionFormatError
     from retarget.mapping import retarget_motion
-    from teleop.robot.model import RobotModel
     from teleop.robot.target import robot_target
-    from teleop.takes import read_motion_file, reference_problem, takes_a_rate
+    from teleop.takes import RATE_HZ_APPLIES, read_motion_file, reference_problem, takes_a_rate
 
     for option, given in (("--view", args.view), ("--no-zmp-correction", args.no_zmp_correction)):
         if given and not args.execute:   # else silently ignored: the user expects a window or a raw CoM
@@ -137,22 +136,22 @@ def _run(args: argparse.Namespace) -> int:
             # replaced by its references: the only copy of the motion lost, exit code 0.
             raise PreconditionError(f"--out {out} would replace the motion file {args.file} with the {name} it "
                                     "writes: give another folder")
+    rate_given = args.rate_hz is not None and takes_a_rate(args.file)
     try:
         motion = read_motion_file(args.file, args.rate_hz)
     except MotionFormatError as exc:
-        if args.rate_hz is None or not takes_a_rate(args.file):
+        if not rate_given:
             raise
         # "moves 0.0126 m in 0.1 ms: a tracking glitch or a corrupt value" blamed the file for
         # the rate the user gave it (an HDM05 take at --rate-hz 10000).
         raise MotionFormatError(f"{exc} (read at --rate-hz {args.rate_hz:g}: is that the file's rate?)") from None
-    if args.rate_hz is not None and not takes_a_rate(args.file):
+    if args.rate_hz is not None and not rate_given:
         # Else silently ignored: the user expects the take to play at the rate given.
-        raise UsageError("--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); "
-                         f"{args.file} is read at {motion.rate_hz:g} Hz")
+        raise UsageError(f"{RATE_HZ_APPLIES}; {args.file} is read at {motion.rate_hz:g} Hz")
     if motion.source and Path(motion.source).resolve() != args.file.resolve():
         # An Xsens joint-angle file (N.csv): the poses retargeted are its partner's (pN.csv).
         print(f"teleop retarget: reading the segment poses of {args.file} from {motion.source}", file=sys.stderr)
-    robot = RobotModel(args.robot)
+    robot = robot_model_of(args)
     target = robot_target(robot)
     # A finite but absurd input (a pelvis x of 1e300) overflows here: said below, by frame
     # and signal, instead of as numpy's RuntimeWarning.

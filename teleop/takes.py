@@ -411,6 +411,11 @@ def check_human_motion_file(path: Path) -> None:
                                 f"{_file_label(path)!r}); here give the human motion file it was made from")
 
 
+#: Why ``--rate-hz`` is refused for a file that states its rate: said alike by every command
+#: that reads motion files (else it was ignored without a word, the take played at its own).
+RATE_HZ_APPLIES = "--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate)"
+
+
 def takes_a_rate(path: Path) -> bool:
     """Whether the motion file ``path`` needs the rate it is read at (``--rate-hz``): an
     Xsens CSV export or an AMC take, which do not state it (read at 100 and 120 Hz without

@@ -41,29 +41,14 @@ def basis_count(text: str) -> int:
     from promp.basis import RBFBasis
 
     low = min_basis()
-    try:
-        value = int_at_least(text, low)
-    except argparse.ArgumentTypeError as exc:
-        if not str(exc).startswith("must be >="):
-            raise
-        raise argparse.ArgumentTypeError(
-            f"must be >= {low}, got {text} (the basis functions span the motion plus a margin of "
-            f"{RBFBasis.margin_factor:g} width on each side, width {RBFBasis.width_factor:g} x their spacing: fewer "
-            f"than {low} cannot)") from None
+    value = int_at_least(text, low, why=f"(the basis functions span the motion plus a margin of "
+                                        f"{RBFBasis.margin_factor:g} width on each side, width "
+                                        f"{RBFBasis.width_factor:g} x their spacing: fewer than {low} cannot)")
     if value > MAX_BASIS:
         raise argparse.ArgumentTypeError(
             f"must be <= {MAX_BASIS}, got {text} (the full covariance of the 20 signals holds (20 × basis)² numbers: "
             f"{(20 * MAX_BASIS) ** 2 * 8 / 2 ** 20:.0f} MiB at {MAX_BASIS})")
     return value
-
-
-def library_path(text: str) -> Path:
-    """argparse type of train's -o: any path but an empty or blank one, refused (exit code 2)
-    as ``eval``'s and ``trial``'s ``--out ''``; ``Path("")`` is ``.``, and ``-o ''`` (an unset
-    shell variable) was called "-o . is a folder"."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"the path must not be empty, e.g. -o {DEFAULT_LIBRARY}")
-    return Path(text)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("data", nargs="+", type=nonempty_path,
                        help="folders of takes: one folder per task (the hdm05 layout), Xsens "
                             "pN.csv files, or the motion files of one task (named after its folder)")
-    train.add_argument("-o", "--out", type=library_path, default=DEFAULT_LIBRARY,
+    train.add_argument("-o", "--out", type=nonempty_path, default=DEFAULT_LIBRARY,
                        help=f"library file (default: {DEFAULT_LIBRARY}); an existing task library there is replaced, "
                             "any other file only with --force, and a take being learned from never")
     train.add_argument("--force", action="store_true",
@@ -201,14 +186,13 @@ def _check_rate(args: argparse.Namespace, files: list[tuple[Path, str]]) -> None
     """--rate-hz is for Xsens CSV and AMC files (they do not state their rate): given when no take
     is one, it would be ignored without a word (a user who expects the takes to be read at
     it), as ``teleop retarget`` refuses it. A UsageError (exit code 2)."""
-    from teleop.takes import takes_a_rate
+    from teleop.takes import RATE_HZ_APPLIES, takes_a_rate
 
     if args.rate_hz is None:
         return
     if not any(takes_a_rate(path) for path, _ in files):
-        raise UsageError("--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); none "
-                         f"of the {len(files)} take{'s' if len(files) != 1 else ''} is one: their files state their "
-                         "rate")
+        raise UsageError(f"{RATE_HZ_APPLIES}; none of the {len(files)} take{'s' if len(files) != 1 else ''} is "
+                         "one: their files state their rate")
 
 
 def _check_lengths(takes: list[Take], basis: int) -> None:

@@ -34,7 +34,7 @@ def _json_summary(out: str) -> dict:
 
 
 # --------------------------------------------------------------------------- 1. named pipe
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes (os.mkfifo: POSIX only, not Windows)")
 def test_a_named_pipe_as_camera_is_refused_instead_of_hanging(tmp_path):
     """OpenCV opened it and waited for a writer for ever, deaf to Ctrl-C and SIGTERM."""
     fifo = tmp_path / "fifo.mp4"

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from teleop.json_safe import dumps
 
 #: Frames excluded from the statistics at the start of each run.

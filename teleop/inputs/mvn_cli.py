@@ -176,7 +176,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from teleop.takes import read_motion_file, takes_a_rate
+    from teleop.takes import RATE_HZ_APPLIES, read_motion_file, takes_a_rate
 
     try:
         # Resolved first: with a host that does not resolve, every send fails and the stream
@@ -194,8 +194,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.rate is not None and not takes_a_rate(args.file):
         # Else silently ignored (BVH), while `teleop retarget --rate-hz` refused
         # it: one rule for both, and the user who expects the take at the rate given is told.
-        raise UsageError("--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); "
-                         f"{args.file} is read at {motion.rate_hz:g} Hz")
+        raise UsageError(f"{RATE_HZ_APPLIES}; {args.file} is read at {motion.rate_hz:g} Hz")
     problem = unstreamable(motion, args.unit)
     if problem:      # checked before the first datagram: one line, exit code 1, nothing sent
         raise PreconditionError(f"{args.file}: {problem}")

@@ -279,9 +279,7 @@ def _run_calibrate(args: argparse.Namespace) -> int:
 
     from teleop.data_args import check_out_folder, check_output_location
 
-    cols, rows = args.board
-    if args.pattern == "chessboard" and min(cols, rows) < 3:
-        raise UsageError(f"--board {cols}x{rows}: a chessboard needs at least 3x3 inner corners (OpenCV's finder)")
+    cols, rows = args.board     # (a chessboard under 3x3: refused by calibrate_chessboard)
     # The output is checked before the calibration, not when it is saved after it.
     if args.out.is_dir():
         raise fail(f"--out {args.out} is a folder: give the calibration file to write, e.g. {args.out / 'camera.json'}")

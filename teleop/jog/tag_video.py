@@ -256,8 +256,8 @@ def make_test_video(args: argparse.Namespace) -> int:
         + (f" --hfov {args.hfov:g}" if args.hfov != 60.0 else "")
     if args.json:
         print(dumps({"video": str(out), "frames": frames, "fps": fps, "duration_s": duration,
-                          "image_size": [640, 480], "tag_id": tag_id, "tag_size_m": args.tag_size,
-                          "hfov_deg": args.hfov, "try": command}))
+                     "image_size": [640, 480], "tag_id": tag_id, "tag_size_m": args.tag_size,
+                     "hfov_deg": args.hfov, "try": command}))
         return 0
     print(f"written: {out} ({frames} frames, {duration:g} s at {fps:g} frames/s, 640x480; AprilTag 36h11 id "
           f"{tag_id}, {args.tag_size * 100:g} cm, going round an upright ellipse 8 cm tall and 4 cm deep 0.5 m in "

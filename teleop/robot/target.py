@@ -17,6 +17,7 @@ import pinocchio as pin
 from retarget.robot_target import RobotTarget
 from teleop.robot.description import REFERENCE_POSTURE_SIGNALS
 from teleop.robot.model import NQ_BASE, RobotModel
+from teleop.wording import listed
 
 #: Posture signals of the references realised by joints (every description maps them).
 POSTURE_SIGNALS = REFERENCE_POSTURE_SIGNALS
@@ -207,7 +208,7 @@ def robot_notes_comparable(first: dict[str, str], second: dict[str, str]) -> boo
 def _differ_clause(differ: list[str], whose: str) -> str:
     """": its left sole differs" ("" for no field named)."""
     names = [FIELD_NAMES.get(name, name.replace("_", " ")) for name in differ]
-    return f": {whose} {_listed(names)} differ{'s' if len(differ) == 1 else ''}" if differ else ""
+    return f": {whose} {listed(names)} differ{'s' if len(differ) == 1 else ''}" if differ else ""
 
 
 def described_robot(note: dict[str, str]) -> str:
@@ -222,11 +223,6 @@ def robot_notes_mismatch(first: dict[str, str], second: dict[str, str]) -> str |
     if differ is None:
         return None
     return f"{described_robot(first)} and {described_robot(second)}{_differ_clause(differ, 'their')}"
-
-
-def _listed(names: list[str]) -> str:
-    """"a", "a and b", "a, b and c"."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def library_robot_mismatch(metadata: dict[str, str], target: RobotTarget) -> str | None:

@@ -12,6 +12,7 @@ from teleop.cli_types import (PreconditionError, UsageError, int_at_least, non_n
                               positive_float, positive_int)
 from teleop.json_safe import dumps
 from teleop.output_set import write_outputs_together
+from teleop.wording import listed
 
 
 #: What a fit writes into --out.
@@ -121,8 +122,7 @@ def _check_mode_options(args: argparse.Namespace) -> None:
         given = [f"--{dest.replace('_', '-')}" for dest in options
                  if getattr(args, dest) is not None and getattr(args, dest) is not False]
         if other != mode and given:
-            names = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
-            raise UsageError(f"{names} {'is an option' if len(given) == 1 else 'are options'} of {other} "
+            raise UsageError(f"{listed(given)} {'is an option' if len(given) == 1 else 'are options'} of {other} "
                              f"({MODE_WORDS[other]}), not of {mode} ({MODE_WORDS[mode]}): leave "
                              f"{'it' if len(given) == 1 else 'them'} out")
     for dest, default in MODE_DEFAULTS[mode].items():
@@ -133,8 +133,7 @@ def _check_mode_options(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     """Exit code 2 for an option value (checked before any work), 1 for a file or data the
     command cannot use (raised, as ValueError or OSError, for teleop.cli to report)."""
-    from teleop.robot.description import DescriptionError
-    from teleop.robot.model import RobotModel
+    from teleop.data_args import robot_model_of
     from teleop.sim.calibration import DEFAULT_FIT
 
     if (args.data is None) == (args.make_test_recording is None):
@@ -147,10 +146,7 @@ def _run(args: argparse.Namespace) -> int:
     problem = _test_recording_option_problem(args) if args.make_test_recording is not None else None
     if problem:
         raise UsageError(problem)
-    try:
-        robot = RobotModel(args.robot)
-    except DescriptionError as exc:   # the command line names no robot we have: said before any work
-        raise PreconditionError(f"--robot {args.robot}: {exc}") from None
+    robot = robot_model_of(args)
     groups = _groups(args.groups, robot) if args.groups else None
     fit = (("kp",) if args.fit_kp else ()) + DEFAULT_FIT
     if args.make_test_recording is not None:

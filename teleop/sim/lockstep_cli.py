@@ -8,7 +8,7 @@ import os
 import sys
 
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import PreconditionError, UsageError, port, positive_int
+from teleop.cli_types import UsageError, port, positive_int
 from teleop.json_safe import dumps
 
 
@@ -88,15 +88,11 @@ def _check_host(args: argparse.Namespace) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     _check_host(args)
-    from teleop.robot.description import DescriptionError
-    from teleop.robot.model import RobotModel
+    from teleop.data_args import robot_model_of
     from teleop.sim.lockstep import LockstepServer
     from teleop.sim.simulator import Simulation
 
-    try:
-        robot = RobotModel(args.robot)
-    except DescriptionError as exc:   # the command line names no robot we have: said before any work
-        raise PreconditionError(f"--robot {args.robot}: {exc}") from None
+    robot = robot_model_of(args)
     names = args.joints
     try:
         joints = [int(i) for name in names for i in robot.group_indices(name)]

@@ -250,7 +250,7 @@ def _check_operator_options(args: argparse.Namespace) -> None:
     """Refuse, before anything starts, an option that the chosen input or view would ignore
     (as --task without --record): the user expects it to act. Only options given are
     refused (their defaults are None or False), never a default."""
-    from teleop.takes import takes_a_rate      # here, not at the top: `teleop --help` loads no readers
+    from teleop.takes import RATE_HZ_APPLIES, takes_a_rate      # here, not at the top: `teleop --help` loads no readers
 
     if args.vr_config is not None and args.source != "openvr":
         raise UsageError(f"--vr-config configures the OpenVR input: give --input openvr too "
@@ -263,8 +263,7 @@ def _check_operator_options(args: argparse.Namespace) -> None:
                                  f"(not --input {args.source})")
     elif args.rate_hz is not None and Path(args.source).is_file() and not takes_a_rate(Path(args.source)):
         # As `teleop retarget` says it: else silently ignored, the take played at its own rate.
-        raise UsageError(f"--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); "
-                         f"{args.source} states its own")
+        raise UsageError(f"{RATE_HZ_APPLIES}; {args.source} states its own")
     if args.port is not None and args.view != "web":
         raise UsageError("--port is the web viewer's port: give --view web too")
 

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from retarget.references import SIGNAL_SLICES  # noqa: E402
+from teleop.wording import listed  # noqa: E402
 
 
 def _fmt(value, std=None, digits=2) -> str:
@@ -90,8 +91,7 @@ def _late_engagement_lines(summary: dict) -> list[str]:
 
 def _quoted(names: list[str]) -> str:
     """'a', 'b' and 'c'."""
-    quoted = [f"'{name}'" for name in names]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    return listed([f"'{name}'" for name in names])
 
 
 def _min_round_trip() -> float:
