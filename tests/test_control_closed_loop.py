@@ -46,7 +46,7 @@ def test_benchmark_result_shape():
     from teleop.benchmarks.wbc_bench import format_table, run
 
     result = run(quick=True)
-    assert set(result) == {"ours", "pink", "speedup_vs_pink"}
+    assert set(result) == {"ours", "pink", "speedup_vs_pink", "targets"}   # the keys + the verdicts
     assert set(result["ours"]) == {"weighted", "strict"}
     figures = {"median_ms", "p99_ms", "max_limit_violation_rad", "com_rms_mm", "hands_rms_mm", "feet_drift_max_mm"}
     assert set(result["ours"]["weighted"]) == figures

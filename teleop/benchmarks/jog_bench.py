@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from teleop.benchmarks.stages import verdict
 from teleop.jog.camera_intrinsics import CameraCalibration
 from teleop.jog.detection import BACKENDS, ArucoTagDetector, PupilTagDetector, TagDetector, pupil_available
 from teleop.jog.render import FACING_CAMERA, rotation_from_rpy, tag_scene
@@ -520,14 +521,16 @@ def format_table(result: dict) -> str:
     f8 = r["figure8"]
     cj = r["continuous_joint"]
     rows = [
-        ("detection + pose [frames/s]", f"{r['detection_fps']:.0f}", ">= 60", "not reported"),
+        ("detection + pose [frames/s]", f"{r['detection_fps']:.0f}",
+         f">= 60: {verdict(r['detection_fps'] >= 60)}", "not reported"),
         ("tag position error [mm RMS]", f"{r['pose_error_mm']:.2f}", "-", "not reported (noisy, Fig. 6.4)"),
-        ("command-to-motion, 50 % of a step [ms] (2)", f"{r['command_to_motion_ms']:.0f}", "<= 50",
-         PEER["command_to_motion_ms"]),
+        ("command-to-motion, 50 % of a step [ms] (2)", f"{r['command_to_motion_ms']:.0f}",
+         f"<= 50: {verdict(r['command_to_motion_ms'] <= 50)}", PEER["command_to_motion_ms"]),
         ("tag-to-motion (+ exposure, detection) [ms]", f"{r['step_response']['tag_to_motion_ms']:.0f}", "-", "-"),
         ("figure-eight tracking delay [ms] (1)", f"{r['figure8']['tracking_delay_ms']:.0f}", "-", "-"),
-        ("figure-eight hand error [mm RMS]", f"{r['figure8_rms_mm']:.1f}", "<= 10", "not reported"),
-        ("collisions, obstacle course [steps]", f"{r['collisions']}", "0",
+        ("figure-eight hand error [mm RMS]", f"{r['figure8_rms_mm']:.1f}",
+         f"<= 10: {verdict(r['figure8_rms_mm'] <= 10)}", "not reported"),
+        ("collisions, obstacle course [steps]", f"{r['collisions']}", f"0: {verdict(r['collisions'] == 0)}",
          f"hits between waypoints (waypoint-only here: {c['waypoint_only_contact_steps']})"),
         ("continuous joint 175 -> -179 deg", f"moves {abs(cj['ours_step_deg']):.0f} deg" if cj["ours_accepts"]
          else "refused", "-",
@@ -535,9 +538,9 @@ def format_table(result: dict) -> str:
         ("hand orientation, ticks on (gated)", f"{f8['orientation_valid_fraction']:.0%}", "-",
          "disabled (too noisy)"),
     ]
-    lines.append(f"{'':<44}{'ours':>14}{'target':>8}   jog_control (reference Part B)")
+    lines.append(f"{'':<44}{'ours':>14}   {'target: verdict':<16} jog_control (reference Part B)")
     for name, ours, target, peer in rows:
-        lines.append(f"{name:<44}{ours:>14}{target:>8}   {peer}")
+        lines.append(f"{name:<44}{ours:>14}   {target:<16} {peer}")
     lines.append("(1) the shift minimising RMS(hand(t) - command(t - delay)); below 0 when the filter's "
                  "extrapolation over the measurement's age runs ahead of the tag; the detection's wall time "
                  f"({f8['detect_ms_mean']:.1f} ms mean in this run) is in the loop, so a loaded machine shifts it")

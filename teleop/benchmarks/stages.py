@@ -56,3 +56,12 @@ def load_line(load: float | None) -> str:
         return "machine load: not known here (timings depend on what else runs)"
     busy = " (busy: timings above are slower than on an idle machine)" if load > 0.75 * cores else ""
     return f"machine load: 1-min average {load:.1f} on {cores} cores{busy}"
+
+
+def verdict(met: bool | None) -> str:
+    """How a benchmark's table words a target's verdict: "met", "NOT met" (in capitals: the
+    line a reader scans for), or "not measured" (None: the figure could not be measured,
+    e.g. a peer that is not installed, so there is nothing to judge)."""
+    if met is None:
+        return "not measured"
+    return "met" if met else "NOT met"
