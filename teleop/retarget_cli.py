@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
     from retarget.human import MotionFormatError
     from retarget.mapping import retarget_motion
     from teleop.robot.target import robot_target
-    from teleop.takes import RATE_HZ_APPLIES, read_motion_file, reference_problem, takes_a_rate
+    from teleop.takes import check_rate_hz, read_motion_file, reference_problem, takes_a_rate
 
     for option, given in (("--view", args.view), ("--no-zmp-correction", args.no_zmp_correction)):
         if given and not args.execute:   # else silently ignored: the user expects a window or a raw CoM
@@ -136,6 +136,9 @@ def _run(args: argparse.Namespace) -> int:
             # replaced by its references: the only copy of the motion lost, exit code 0.
             raise PreconditionError(f"--out {out} would replace the motion file {args.file} with the {name} it "
                                     "writes: give another folder")
+    # Else silently ignored: the user expects the take to play at the rate given. Refused
+    # before the reading, which takes seconds for a long take.
+    check_rate_hz(args.rate_hz, [args.file])
     rate_given = args.rate_hz is not None and takes_a_rate(args.file)
     try:
         motion = read_motion_file(args.file, args.rate_hz)
@@ -145,9 +148,6 @@ def _run(args: argparse.Namespace) -> int:
         # "moves 0.0126 m in 0.1 ms: a tracking glitch or a corrupt value" blamed the file for
         # the rate the user gave it (an HDM05 take at --rate-hz 10000).
         raise MotionFormatError(f"{exc} (read at --rate-hz {args.rate_hz:g}: is that the file's rate?)") from None
-    if args.rate_hz is not None and not rate_given:
-        # Else silently ignored: the user expects the take to play at the rate given.
-        raise UsageError(f"{RATE_HZ_APPLIES}; {args.file} is read at {motion.rate_hz:g} Hz")
     if motion.source and Path(motion.source).resolve() != args.file.resolve():
         # An Xsens joint-angle file (N.csv): the poses retargeted are its partner's (pN.csv).
         print(f"teleop retarget: reading the segment poses of {args.file} from {motion.source}", file=sys.stderr)

@@ -54,7 +54,7 @@ from retarget.mapping import retarget_motion
 from retarget.readers import read_motion, sniff_format
 from retarget.references import FLAT_LABELS, HAND_INDICES, ReferenceTrajectory
 from retarget.robot_target import RobotTarget
-from teleop.cli_types import PreconditionError
+from teleop.cli_types import PreconditionError, UsageError
 from teleop.output_set import is_hidden
 from teleop.progress import progress_bar
 
@@ -430,6 +430,51 @@ def takes_a_rate(path: Path) -> bool:
         return sniff_format(path) in ("xsens-csv", "amc")
     except ValueError:
         return False
+
+
+#: What states the rate of a motion file, by :func:`retarget.readers.sniff_format`'s name of
+#: its format (the formats that do not state it, Xsens CSV and AMC, are not here).
+_RATE_STATED_BY = {"bvh": "a BVH file", "mvnx": "an Xsens MVNX file", "vr-json": "a VR tracker JSON file",
+                   "vr-csv": "a VR tracker CSV file"}
+#: The product's own .npz files that state it (:func:`_npz_kind`): their times.
+_NPZ_STATING_A_RATE = {"humanmotion-v1": "a human motion .npz file", "references": "a references .npz file"}
+
+
+def rate_stated_by(path: Path) -> str | None:
+    """What the motion file ``path`` is, when it states its own rate ("a BVH file", "a
+    recording"), told from its name and first bytes only, never by reading it: the check of
+    ``--rate-hz`` comes before the reading, which took seconds for a large file and was all
+    for a refusal. None for a file that takes a rate (Xsens CSV, AMC), and for one that
+    cannot be told (missing, unrecognised, a damaged archive, a task library): reading it
+    then says what is wrong, naming it."""
+    path = Path(path)
+    if path.suffix.lower() == ".mcap":
+        return "a recording" if path.is_file() else None     # its input's times
+    try:
+        fmt = sniff_format(path)
+    except ValueError:
+        return None
+    if fmt == "npz":
+        return _NPZ_STATING_A_RATE.get(_npz_kind(path) or "")
+    return _RATE_STATED_BY.get(fmt)
+
+
+def check_rate_hz(rate_hz: float | None, paths: Sequence[Path]) -> None:
+    """Refuse ``--rate-hz`` (a UsageError, exit code 2) when none of the motion files
+    ``paths`` takes one: they state their rate, and it would be ignored without a word
+    while the user expects the takes read at it. Shared by every command that reads motion
+    files (retarget, stream-mvn, operator --input, train) and called before any of them is
+    read: told from the files' names and first bytes (:func:`rate_stated_by`). A file that
+    cannot be told does not refuse the rate: reading it says what is wrong with it."""
+    if rate_hz is None or not paths:
+        return
+    paths = list(dict.fromkeys(paths))    # eval/trial with one folder as both sets: each take once
+    stated = [rate_stated_by(path) for path in paths]
+    if None in stated:
+        return
+    if len(paths) == 1:
+        raise UsageError(f"{RATE_HZ_APPLIES}; {paths[0]} is {stated[0]}, which states its own")
+    raise UsageError(f"{RATE_HZ_APPLIES}; none of the {len(paths)} takes is one: their files state their rate")
 
 
 def read_motion_file(path: Path, rate_hz: float | None = None) -> HumanMotion:

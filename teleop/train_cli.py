@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from teleop.cli_types import PreconditionError, UsageError, int_at_least, nonempty_path
+from teleop.cli_types import PreconditionError, int_at_least, nonempty_path
 from teleop.data_args import (add_common, add_take_filters, check_filter_names, check_out_folder,
                               check_output_location, read_take_files, robot_target_of, take_files)
 from teleop.json_safe import dumps
-from teleop.takes import Take, check_left_out, check_take_kinds, list_take_files, same_take, tasks_not_learned
+from teleop.takes import (Take, check_left_out, check_rate_hz, check_take_kinds, list_take_files, same_take,
+                          tasks_not_learned)
 
 DEFAULT_LIBRARY = Path("out") / "library.npz"
 
@@ -186,13 +187,7 @@ def _check_rate(args: argparse.Namespace, files: list[tuple[Path, str]]) -> None
     """--rate-hz is for Xsens CSV and AMC files (they do not state their rate): given when no take
     is one, it would be ignored without a word (a user who expects the takes to be read at
     it), as ``teleop retarget`` refuses it. A UsageError (exit code 2)."""
-    from teleop.takes import RATE_HZ_APPLIES, takes_a_rate
-
-    if args.rate_hz is None:
-        return
-    if not any(takes_a_rate(path) for path, _ in files):
-        raise UsageError(f"{RATE_HZ_APPLIES}; none of the {len(files)} take{'s' if len(files) != 1 else ''} is "
-                         "one: their files state their rate")
+    check_rate_hz(args.rate_hz, [path for path, _ in files])
 
 
 def _check_lengths(takes: list[Take], basis: int) -> None:
@@ -427,6 +422,9 @@ def _eval(args: argparse.Namespace) -> int:
     check_out_folder(args.out, "--out")
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
     check_take_kinds(train_files + test_files)     # the file's own problem before any label mismatch
+    # --rate-hz that neither set would use, refused before the reading (as train and
+    # retarget do): HDM05's AMC takes use it, a folder of BVH takes ignored it silently.
+    check_rate_hz(args.rate_hz, [path for path, _ in train_files + test_files])
     check_test_tasks(train_files, test_files, args.leave_one_out)
     target = robot_target_of(args)
     train, test = read_take_files(args, train_files, target), read_take_files(args, test_files, target)

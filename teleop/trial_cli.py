@@ -12,7 +12,7 @@ from teleop.cli_types import burst_length, check_loss_burst, delay_list, nonempt
 from teleop.data_args import (add_common, add_take_filters, check_out_folder, read_take_files, robot_target_of,
                               take_files)
 from teleop.json_safe import dumps
-from teleop.takes import check_left_out, same_take, tasks_not_learned
+from teleop.takes import check_left_out, check_rate_hz, same_take, tasks_not_learned
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,6 +64,9 @@ def read_trial_takes(args: argparse.Namespace) -> tuple[list[str], list[float], 
 
     labels = args.rtt
     train_files, test_files = take_files(args, args.train, "train"), take_files(args, args.test, "test")
+    # --rate-hz that neither set would use, refused before the reading (as train and
+    # retarget do): HDM05's AMC takes use it, a folder of BVH takes ignored it silently.
+    check_rate_hz(args.rate_hz, [path for path, _ in train_files + test_files])
     # A library or a stray file given as --train is labelled by its folder: said as what it
     # is, not first as "1 of 1 test takes are of a task their library does not know".
     check_take_kinds(train_files + test_files)

@@ -202,7 +202,8 @@ def test_retarget_refuses_a_rate_for_a_file_other_than_an_xsens_csv(capsys, tmp_
     take = SYNTHETIC / "squat" / "squat_0.npz"
     rc, _, err = run_cli(capsys, "retarget", take, "--rate-hz", "60", "--out", tmp_path / "r")
     assert rc == 2 and error_line(err) == (
-        f"--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); {take} is read at 50 Hz")
+        f"--rate-hz applies to Xsens CSV and AMC files only (they do not state their rate); {take} is a human motion "
+        ".npz file, which states its own")
 
 
 def test_retarget_says_it_reads_a_joint_angle_files_poses_from_its_partner(capsys, tmp_path):

@@ -301,7 +301,7 @@ def test_stream_mvn_rate_follows_retargets_rule(tmp_path, capsys):
     assert main(["stream-mvn", str(SYNTHETIC), "--rate-hz", "50", "--port", "9"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"teleop stream-mvn: error: --rate-hz applies to Xsens CSV and AMC files only (they do not "
-                          f"state their rate); {SYNTHETIC} is read at 50 Hz\n"), err
+                          f"state their rate); {SYNTHETIC} is a human motion .npz file, which states its own\n"), err
 
 
 def test_stream_mvn_refuses_rate_for_bvh(capsys):

@@ -24,7 +24,7 @@ import numpy as np
 
 from retarget.human import HumanMotion
 from teleop.cli import runs_on_without_its_reader
-from teleop.cli_types import (PreconditionError, UsageError, float_in_interval, int_in_range, nonempty_path,
+from teleop.cli_types import (PreconditionError, float_in_interval, int_in_range, nonempty_path,
                               positive_float, sample_rate_hz)
 from teleop.inputs.mvn_protocol import DEFAULT_PORT, FLOAT32_MAX, MvnCodec
 from teleop.stop_request import raise_if_stop_lost, stop_handled
@@ -176,7 +176,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from teleop.takes import RATE_HZ_APPLIES, read_motion_file, takes_a_rate
+    from teleop.takes import check_rate_hz, read_motion_file
 
     try:
         # Resolved first: with a host that does not resolve, every send fails and the stream
@@ -190,11 +190,10 @@ def _run(args: argparse.Namespace) -> int:
     # references' errors): exit code 1 and one line from teleop.cli.run_command. A recording
     # (.mcap) gives its operator input; robot references are refused with what to give instead,
     # as retarget and operator --input say.
+    # Else silently ignored (BVH), while `teleop retarget --rate-hz` refused it: one rule for
+    # both, said before the reading (seconds for a long take).
+    check_rate_hz(args.rate, [args.file])
     motion = read_motion_file(args.file, args.rate)
-    if args.rate is not None and not takes_a_rate(args.file):
-        # Else silently ignored (BVH), while `teleop retarget --rate-hz` refused
-        # it: one rule for both, and the user who expects the take at the rate given is told.
-        raise UsageError(f"{RATE_HZ_APPLIES}; {args.file} is read at {motion.rate_hz:g} Hz")
     problem = unstreamable(motion, args.unit)
     if problem:      # checked before the first datagram: one line, exit code 1, nothing sent
         raise PreconditionError(f"{args.file}: {problem}")

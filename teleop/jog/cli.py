@@ -81,7 +81,8 @@ def _camera(text: str) -> str:
 
 #: ``teleop jog`` options that only a jog session uses: with --make-test-video (which renders
 #: its video through an ideal camera of --hfov, and jogs nothing) they would be ignored in
-#: silence, so they are refused (exit code 2) when given a value other than their default.
+#: silence, so they are refused (exit code 2) when given, whatever the value (their default
+#: too: see :func:`_jog_only_given`).
 JOG_ONLY_OPTIONS = ("calibration", "detector", "mode", "clutch", "damping", "hand", "scale", "axis_map", "offset",
                     "no_orientation", "no_collision_checks", "view", "port", "realtime", "loop")
 
@@ -122,7 +123,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--detector", default="auto", choices=("auto", "aruco", "pupil"),
                    help="detector back-end (default auto: pupil-apriltags if installed, else OpenCV ArUco)")
     p.add_argument("--mode", default="absolute", choices=("absolute", "relative"),
-                   help="absolute: the tag pose is the hand pose; relative: tag motion while the clutch is held")
+                   help="absolute: the tag pose is the hand pose; relative: tag motion while the clutch is held "
+                        "(default absolute)")
     p.add_argument("--clutch", choices=("held", "enter"),
                    help="relative mode's clutch: 'held' = engaged the whole run; 'enter' = Enter on the terminal "
                         "toggles it (default: enter on a terminal, else held)")
@@ -137,7 +139,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the tag is first seen so that the tag's pose then means the hand's pose then")
     p.add_argument("--no-orientation", action="store_true", help="follow the tag's position only")
     p.add_argument("--no-collision-checks", action="store_true", help="skip the collision checks (faster)")
-    p.add_argument("--view", default="none", choices=("none", "web"), help="web: browser view of camera and robot")
+    p.add_argument("--view", default="none", choices=("none", "web"),
+                   help="web: browser view of camera and robot (default none)")
     p.add_argument("--port", type=port, default=8080, help="web viewer port (default 8080; 0 = any free port)")
     p.add_argument("--duration", type=positive_float,
                    help="stop after this many seconds (default: end of file / Ctrl-C); with --make-test-video: its "
@@ -146,7 +149,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loop", action="store_true", help="restart a video file at its end")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--force", action="store_true", help="with --make-test-video: overwrite OUT if it exists")
-    p.set_defaults(func=_run_jog, jog_only_defaults={name: p.get_default(name) for name in JOG_ONLY_OPTIONS})
+    # The jog-only options are parsed with None for "not given" (argparse keeps no other trace
+    # of an option typed with its default value: `--mode absolute` was ignored in silence with
+    # --make-test-video); their defaults, declared above as --help says them, are kept
+    # aside and applied by _run_jog.
+    p.set_defaults(func=_run_jog, jog_only_defaults={name: p.get_default(name) for name in JOG_ONLY_OPTIONS},
+                   **dict.fromkeys(JOG_ONLY_OPTIONS))
 
     c = sub.add_parser("calibrate-camera", help="camera intrinsics from chessboard or ChArUco images",
                        description="Calibrate a camera from images of a chessboard (--board = inner corners, "
@@ -358,12 +366,26 @@ def cv2_error():
 
 
 # --------------------------------------------------------------------------- jog
+def _jog_only_given(args: argparse.Namespace) -> list[str]:
+    """The jog-only options given on the command line ("--mode"), whatever their value: parsed
+    with None for "not given" (see :func:`register`), so that one given its default counts too."""
+    return [f"--{name.replace('_', '-')}" for name in getattr(args, "jog_only_defaults", {})
+            if getattr(args, name) is not None]
+
+
+def _apply_jog_only_defaults(args: argparse.Namespace) -> None:
+    """Give the jog-only options not given their defaults (as declared in :func:`register`)."""
+    for name, default in getattr(args, "jog_only_defaults", {}).items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+
+
 def _refuse_jog_only_options(args: argparse.Namespace) -> None:
-    """With --make-test-video, refuse the options only a jog session uses (given a value
-    other than their default): ``--calibration cam.json`` was ignored in silence, the video
-    rendered through an ideal 60 deg camera all the same."""
-    defaults = getattr(args, "jog_only_defaults", {})
-    given = [f"--{name.replace('_', '-')}" for name, default in defaults.items() if getattr(args, name) != default]
+    """With --make-test-video, refuse the options only a jog session uses, whatever their
+    value: ``--calibration cam.json`` was ignored in silence, the video rendered through an
+    ideal 60 deg camera all the same; and one given its default value (``--mode absolute``)
+    still was while they were told apart by their values."""
+    given = _jog_only_given(args)
     if given:
         said = ", ".join(given)
         raise UsageError(f"{said} {'has' if len(given) == 1 else 'have'} no effect with --make-test-video, which "
@@ -384,7 +406,8 @@ def _run_jog(args: argparse.Namespace) -> int:
         if args.camera is not None:
             raise UsageError("give --camera SOURCE to jog, or --make-test-video OUT, not both")
         _refuse_jog_only_options(args)
-        return make_test_video(args)
+        return make_test_video(args)    # (which reads none of the jog-only options)
+    _apply_jog_only_defaults(args)
     if args.camera is None:
         raise UsageError("--camera SOURCE is required (a device index, a video file or a stream URL; "
                          "--make-test-video OUT writes a video to try it on)")

@@ -250,7 +250,7 @@ def _check_operator_options(args: argparse.Namespace) -> None:
     """Refuse, before anything starts, an option that the chosen input or view would ignore
     (as --task without --record): the user expects it to act. Only options given are
     refused (their defaults are None or False), never a default."""
-    from teleop.takes import RATE_HZ_APPLIES, takes_a_rate      # here, not at the top: `teleop --help` loads no readers
+    from teleop.takes import check_rate_hz      # here, not at the top: `teleop --help` loads no readers
 
     if args.vr_config is not None and args.source != "openvr":
         raise UsageError(f"--vr-config configures the OpenVR input: give --input openvr too "
@@ -261,9 +261,9 @@ def _check_operator_options(args: argparse.Namespace) -> None:
             if given:
                 raise UsageError(f"{option} is about replaying a motion file: give --input FILE "
                                  f"(not --input {args.source})")
-    elif args.rate_hz is not None and Path(args.source).is_file() and not takes_a_rate(Path(args.source)):
+    else:
         # As `teleop retarget` says it: else silently ignored, the take played at its own rate.
-        raise UsageError(f"{RATE_HZ_APPLIES}; {args.source} states its own")
+        check_rate_hz(args.rate_hz, [Path(args.source)])
     if args.port is not None and args.view != "web":
         raise UsageError("--port is the web viewer's port: give --view web too")
 
@@ -486,6 +486,36 @@ def _make_source(args: argparse.Namespace):
         raise SystemExit(f"teleop operator: error: {where}{message}") from None
 
 
+def _web_viewer(args: argparse.Namespace, resources: contextlib.ExitStack, *, robot_pose: Callable[[], dict],
+                stats: Callable[[], dict]):
+    """The web viewer of ``--view web``, started on ``--port`` (closed with ``resources``);
+    ``robot_pose`` and ``stats`` feed its 3D view and stats panel. Its URL is for the
+    caller to say, once the whole station has started."""
+    from teleop.video.web import VideoWebViewer
+
+    web_port = 8080 if args.port is None else args.port
+    viewer = VideoWebViewer(port=web_port, streams=("left",), title="Teleoperation: operator view",
+                            robot_pose_provider=robot_pose, stats_provider=stats)
+    _bound("--port", web_port, viewer.start)
+    resources.callback(viewer.stop)
+    return viewer
+
+
+def _headset(resources: contextlib.ExitStack):
+    """The VR headset display of ``--view headset`` (closed with ``resources``), or None
+    after saying that SteamVR is not there."""
+    from teleop.inputs.openvr_input import OpenVRUnavailable
+    from teleop.video.openvr_display import HeadsetDisplay
+
+    try:
+        headset = HeadsetDisplay()
+    except OpenVRUnavailable as exc:
+        print(f"teleop operator: error: --view headset: {exc}", file=sys.stderr)
+        return None
+    resources.callback(headset.close)
+    return headset
+
+
 def _operator_view_stats(station, video, endpoint) -> dict:
     """The operator's figures for the web viewer's stats panel (read from the HTTP thread)."""
     if station is None or video is None:
@@ -531,33 +561,9 @@ def _run_operator(args: argparse.Namespace) -> int:
     # --input, a port in use), which used to leave the web viewer and the sockets open.
     with contextlib.ExitStack() as resources:
         resources.callback(endpoint.close)
-        viewer = None
-        station = video = None  # bound below; the viewer's providers read them when a page asks
-        if args.view == "web":
-            from teleop.video.robot_view import RobotPoseView
-            from teleop.video.web import VideoWebViewer
-
-            # 3D view: ghost (operator's current references), actual and predicted robot pose
-            # (measured / commanded q of the FEEDBACK packets).
-            pose_view = RobotPoseView()
-            web_port = 8080 if args.port is None else args.port
-            viewer = VideoWebViewer(port=web_port, streams=("left",), title="Teleoperation: operator view",
-                                    robot_pose_provider=lambda: pose_view.from_station(station),
-                                    stats_provider=lambda: _operator_view_stats(station, video, endpoint))
-            _bound("--port", web_port, viewer.start)
-            resources.callback(viewer.stop)
-            print(f"web viewer on {viewer.url}", file=sys.stderr)   # the port bound (--port 0: any free one)
-        headset = recording = None
-        if args.view == "headset":
-            from teleop.inputs.openvr_input import OpenVRUnavailable
-            from teleop.video.openvr_display import HeadsetDisplay
-
-            try:
-                headset = HeadsetDisplay()
-            except OpenVRUnavailable as exc:
-                print(f"teleop operator: error: --view headset: {exc}", file=sys.stderr)
-                return 1     # what is missing is SteamVR, not a usage error: as for --input openvr
-            resources.callback(headset.close)
+        # Bound below; on_display and the viewer's providers read them when a frame comes or
+        # a page asks, both only once the loop runs.
+        viewer = headset = recording = station = video = None
 
         def on_display(frame, now):
             if viewer is not None:
@@ -576,14 +582,31 @@ def _run_operator(args: argparse.Namespace) -> int:
         from teleop.inputs.base import GatedSource
         from teleop.stations.recording import input_event_handler
 
+        if args.view == "headset":
+            # Before the input, as it always was: with --input openvr too, SteamVR is started
+            # as the overlay application the display needs. It says nothing when it starts.
+            headset = _headset(resources)
+            if headset is None:
+                return 1     # what is missing is SteamVR, not a usage error: as for --input openvr
+        # Opened before the web viewer: an input that cannot be opened (no SteamVR, the MVN
+        # port in use, a missing or malformed file) is then the only line the user sees, not
+        # one after "web viewer on http://...", a page that would never show anything.
         source = raw_source = _make_source(args)
         if hasattr(source, "close"):
             resources.callback(source.close)
+        if args.view == "web":
+            from teleop.video.robot_view import RobotPoseView
+
+            # 3D view: ghost (operator's current references), actual and predicted robot pose
+            # (measured / commanded q of the FEEDBACK packets).
+            pose_view = RobotPoseView()
+            viewer = _web_viewer(args, resources, robot_pose=lambda: pose_view.from_station(station),
+                                 stats=lambda: _operator_view_stats(station, video, endpoint))
         target = robot_target(RobotModel())
         if args.record:
-            # Opened once the ports and the input are there: a station that cannot start (a
-            # typo in --input, a port in use) leaves no empty recording behind to refuse the
-            # next run without --force.
+            # Opened once the ports, the input and the view are there: a station that cannot
+            # start (a typo in --input, a port in use) leaves no empty recording behind to
+            # refuse the next run without --force.
             from teleop.robot.target import library_metadata
             from teleop.stations.recording import OperatorRecording
 
@@ -592,6 +615,9 @@ def _run_operator(args: argparse.Namespace) -> int:
                                           metadata={"command": "teleop operator", "input": args.source,
                                                     **library_metadata(target)})
             resources.callback(recording.close)     # if the session fails: closed below otherwise
+        if viewer is not None:
+            # Said once everything the station opens is open: the page is worth opening.
+            print(f"web viewer on {viewer.url}", file=sys.stderr)   # the port bound (--port 0: any free one)
         # Pause / emergency stop buttons gate what is sent; calibrate and record act on the station.
         source = GatedSource(recording.wrap_source(source) if recording else source)
         station = OperatorStation(endpoint, robot_address, source, target, video,
