@@ -93,31 +93,42 @@ class StructuredPosterior:
         Args:
             phi: (n, k) basis rows at the observations' phases.
             values: (n, D) observed values (ignored where mask is False).
-            mask: (n, D) booleans, True where observed; None = everything observed.
+            mask: (n, D) booleans, True where signal d of row n is observed, or (D,)
+                booleans for the signals observed in every row (broadcast over the n rows,
+                as :meth:`promp.model.ProMP.condition` takes it); None = everything observed.
+
+        Raises:
+            ValueError: phi, values or mask of another shape, or a non-finite value in phi
+                or in an observed value (nothing is changed then).
         """
         self.reset()
         return self.add(phi, values, mask)
 
     def add(self, phi: npt.NDArray[np.floating[Any]], values: npt.NDArray[np.floating[Any]],
             mask: npt.NDArray[np.bool_] | None = None) -> "StructuredPosterior":
-        """Add observations (same arguments as :meth:`condition`); order is irrelevant."""
+        """Add observations (same arguments as :meth:`condition`: phi (n, k), values (n, D),
+        mask (n, D) or (D,) or None); order is irrelevant."""
         phi = np.atleast_2d(phi)
         values = np.atleast_2d(values)
         n = phi.shape[0]
-        # (n, 1) values used to broadcast over every signal, a (D,) mask over every row.
+        # Exact shapes: (n, 1) values used to broadcast over every signal.
         if phi.shape != (n, self._k) or values.shape != (n, self._D) or \
-                (mask is not None and np.shape(mask) not in ((n, self._D),) + (((self._D,),) if n == 1 else ())):
-            raise ValueError(f"phi ({n}, {self._k}), values and mask ({n}, {self._D}) expected, got "
-                             f"{phi.shape}, {values.shape}, {None if mask is None else np.shape(mask)}")
+                (mask is not None and np.shape(mask) not in ((n, self._D), (self._D,))):
+            raise ValueError(f"phi ({n}, {self._k}), values ({n}, {self._D}) and mask ({n}, {self._D}) or "
+                             f"({self._D},) expected, got {phi.shape}, {values.shape}, "
+                             f"{None if mask is None else np.shape(mask)}")
         if n == 0:
             return self
+        if mask is not None:
+            # A (D,) mask is the same pattern in every row: broadcast, it is the (n, D) mask
+            # the rest reads (as a (1, D) array it indexed n rows of phi with one flag).
+            mask = np.broadcast_to(np.asarray(mask, dtype=bool), (n, self._D))
         # The contributions first, checked, then added: NaN / inf in phi or in an observed
         # value made every later mean and covariance NaN (or failed in an eigensolver).
         if mask is None or np.all(mask):
             grams = [(self._full_key(), phi.T @ phi)]
             b_add = (values / self._noise).T @ phi
         else:
-            mask = np.atleast_2d(np.asarray(mask, dtype=bool))
             weighted = np.where(mask, values, 0.0) / self._noise
             b_add = weighted.T @ phi
             patterns, inverse = np.unique(mask, axis=0, return_inverse=True)

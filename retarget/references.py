@@ -173,12 +173,20 @@ class ReferenceTrajectory:
     """A time series of references, as learned by ProMPs and written by the recorder.
 
     Attributes:
-        times: (T,) sample times [s], increasing.
-        values: (T, 20) flat references (see :data:`SIGNALS`).
+        times: (T,) sample times [s], finite and strictly increasing.
+        values: (T, 20) flat references (see :data:`SIGNALS`) [m, rad], finite.
         label: task label, if known (e.g. "squat").
         source: where it came from (file path, generator name).
         valid: optional (20,) bool mask, True for the scalars the source measured (None:
             all). See the module docstring.
+
+    Raises:
+        InvalidReferences: arrays of the wrong shapes, a time that is NaN or inf or not
+            after the one before, or a value that is NaN or inf, naming the sample and the
+            signal (:data:`FLAT_LABELS`). Every value is checked, ``valid`` or not: a scalar
+            the source did not measure holds the robot's initial-posture value (module
+            docstring), and the ProMP training, the interpolation, the wire format and the
+            controller read all 20. Only :meth:`raw` builds a trajectory that is not checked.
     """
 
     times: npt.NDArray[np.floating[Any]]
@@ -189,6 +197,30 @@ class ReferenceTrajectory:
     valid: npt.NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
+        self._check(finite=True)
+
+    @classmethod
+    def raw(cls, times: npt.NDArray[np.floating[Any]], values: npt.NDArray[np.floating[Any]],
+            label: str | None = None, source: str | None = None, meta: dict[str, Any] | None = None,
+            valid: npt.NDArray[np.bool_] | None = None) -> "ReferenceTrajectory":
+        """A trajectory as it was recorded: shapes checked like the constructor's (same
+        arguments), times and values not (NaN or inf, times out of order).
+
+        For reading what a recording holds, which may be damaged (a NaN written as null):
+        the teleop recording reader returns one, so that an export can skip such an episode
+        and a plot show it, saying where. Nothing should learn from, interpolate or track
+        one before checking it (``ReferenceTrajectory(raw.times, raw.values, ...)``).
+        """
+        trajectory = cls.__new__(cls)
+        trajectory.times, trajectory.values, trajectory.label, trajectory.source = times, values, label, source
+        trajectory.meta = {} if meta is None else meta
+        trajectory.valid = valid
+        trajectory._check(finite=False)
+        return trajectory
+
+    def _check(self, finite: bool) -> None:
+        """Convert the arrays and check them (see the class docstring); times and values are
+        checked finite and increasing only with ``finite``."""
         self.times = np.asarray(self.times, dtype=float)
         self.values = np.asarray(self.values, dtype=float)
         if self.valid is not None:
@@ -199,6 +231,27 @@ class ReferenceTrajectory:
             raise InvalidReferences(f"values must be (T, {FLAT_SIZE}), got {self.values.shape}")
         if self.times.shape != (self.values.shape[0],):
             raise InvalidReferences("times and values disagree in length")
+        if not finite:
+            return
+        n = len(self.times)
+        if not np.isfinite(self.times).all():
+            k = int(np.argmax(~np.isfinite(self.times)))
+            raise InvalidReferences(f"non-finite time (NaN or inf) at sample {k} of {n}")
+        steps = np.diff(self.times)
+        if (steps <= 0).any():
+            # Interpolation (np.interp), the ProMP phases and the replay all read time as
+            # increasing: a time that goes back or stands still is a fault where it was made.
+            k = int(np.argmax(steps <= 0))
+            raise InvalidReferences(f"sample times must increase, but sample {k + 1} of {n} is at "
+                                    f"{self.times[k + 1]:.6g} s after sample {k} at {self.times[k]:.6g} s")
+        if not np.isfinite(self.values).all():
+            # One pass over the values (10 us with the time checks for 20 s at 100 Hz); the
+            # frame and signals are looked for only when there is one to name, in the words
+            # `teleop train` and `dataset export` use for a take or an episode.
+            bad = ~np.isfinite(self.values)
+            k = int(np.argmax(bad.any(axis=1)))
+            signals = ", ".join(FLAT_LABELS[j] for j in np.flatnonzero(bad[k]))
+            raise InvalidReferences(f"non-finite values (NaN or inf) at frame {k} of {n} ({signals})")
 
     def __len__(self) -> int:
         return len(self.times)
@@ -240,8 +293,9 @@ class ReferenceTrajectory:
             InvalidReferences: naming ``path``, for a file that is not a .npz archive, a
                 file without 'times' and 'values', a damaged member, a member whose .npy
                 header declares more data than the archive holds (refused before numpy
-                allocates it, see :mod:`retarget.npz_checks`), or arrays of the wrong
-                shape. The values are not checked further (finite, times increasing).
+                allocates it, see :mod:`retarget.npz_checks`), arrays of the wrong
+                shape, times that are not finite or do not increase, or values that are
+                not finite (the constructor's checks, with the sample and signal).
             OSError: a file that cannot be opened (FileNotFoundError...).
         """
         with open_npz(path, InvalidReferences) as data:

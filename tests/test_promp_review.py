@@ -95,8 +95,9 @@ def test_conditioning_refuses_inputs_of_the_wrong_shape(library):
         promp.belief().update(promp.basis(0.2), np.r_[y[0], 5.0])
     with pytest.raises(ValueError):
         StructuredPosterior(promp).condition(promp.basis(z), y[:, :1])
+    # A (D,) mask is broadcast over the rows (test_review_library_s38); one of D + 1 is refused.
     with pytest.raises(ValueError):
-        StructuredPosterior(promp).condition(promp.basis(z), y, np.ones(N_SIGNALS, dtype=bool))
+        StructuredPosterior(promp).condition(promp.basis(z), y, np.ones(N_SIGNALS + 1, dtype=bool))
     with pytest.raises(ValueError):
         TaskPhaseFilter(library.promps, task_log_prior=np.log([0.2, 0.2, 0.3, 0.3]))
     # The accepted forms still work and agree.

@@ -109,7 +109,9 @@ def to_human_motion(tracks: dict[str, SegmentTrack], times: npt.NDArray[np.float
     meta = dict(meta)
     meta.update({"length_unit_m": unit_m, "initial_heading_deg_in_source": float(np.degrees(yaw)),
                  "axes": "z up, x forward (facing at frame 0), y left; source was Y up"})
-    motion = HumanMotion(times, names, positions, orientations, source=source, rate_hz=rate_hz, meta=meta)
+    # Built raw, then checked here: the constructor would refuse the same values, but
+    # without saying why a file of finite numbers holds them.
+    motion = HumanMotion.raw(times, names, positions, orientations, source=source, rate_hz=rate_hz, meta=meta)
     # The readers check each number is finite, but a huge one (1e308) still overflows to
     # inf / NaN in unit scaling and forward kinematics: refuse the result, naming the frame.
     check_finite_motion(motion, source, "a value in the file too large")

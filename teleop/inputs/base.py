@@ -102,11 +102,14 @@ def check_frame(frame: Frame) -> Frame:
 
 
 def frame_to_motion(frame: Frame, source: str = "operator", rate_hz: float = 0.0) -> HumanMotion:
-    """A one-frame :class:`HumanMotion` (what the recorder's operator channel takes)."""
+    """A one-frame :class:`HumanMotion` (what the recorder's operator channel takes), built
+    :meth:`~retarget.human.HumanMotion.raw`: a segment a device glitched (NaN or inf) is
+    recorded as it came, while the operator station holds it like a lost one; refused here,
+    one glitch would stop a recorded session."""
     t, pose = frame
     names = tuple(pose)
-    return HumanMotion(np.array([t]), names, np.array([pose[n][0] for n in names])[None],
-                       np.array([pose[n][1] for n in names])[None], source=source, rate_hz=rate_hz)
+    return HumanMotion.raw(np.array([t]), names, np.array([pose[n][0] for n in names])[None],
+                           np.array([pose[n][1] for n in names])[None], source=source, rate_hz=rate_hz)
 
 
 class GatedSource:

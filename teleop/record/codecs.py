@@ -172,13 +172,15 @@ def encode_operator_frame(motion: HumanMotion, index: int = 0) -> bytes:
 
 
 def decode_operator_frame(data: bytes) -> HumanMotion:
-    """A one-frame :class:`HumanMotion`; the reader stacks frames into a longer one."""
+    """A one-frame :class:`HumanMotion`, raw (:meth:`~retarget.human.HumanMotion.raw`): a
+    glitched segment's NaN, written as null, reads back as NaN rather than making the
+    channel undecodable; the reader stacks frames into a longer, checked one."""
     obj = json.loads(data)
     names = tuple(obj["segments"])
     positions = np.array([[_array(obj["segments"][n]["position"]) for n in names]]).reshape(1, len(names), 3)
     orientations = np.array([[_array(obj["segments"][n]["orientation"]) for n in names]]).reshape(1, len(names), 4)
     com = _array(obj["com"]).reshape(1, 3) if obj.get("com") is not None else None
-    return HumanMotion(np.array([_float(obj["t"])]), names, positions, orientations, com)
+    return HumanMotion.raw(np.array([_float(obj["t"])]), names, positions, orientations, com)
 
 
 # ------------------------------------------------------------------------- robot state

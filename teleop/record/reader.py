@@ -303,6 +303,12 @@ class Recording:
         sample (a sample without a mask counts as all measured), or None when no kept
         sample carried one: a trajectory has one mask, and a scalar missing from some
         samples is not a measured signal over the episode.
+
+        The values are as recorded (:meth:`ReferenceTrajectory.raw`): a NaN written as null
+        stays NaN, for the caller to say where (``dataset export`` skips such an episode,
+        naming its first bad frame; a plot shows the rest). Check them before learning from
+        or tracking them (the constructor's checks: ``ReferenceTrajectory(t.times, t.values,
+        ...)``).
         """
         times: list[float] = []
         values: list[np.ndarray] = []
@@ -321,7 +327,7 @@ class Recording:
         t_arr, v_arr = t_arr[order], v_arr[order]
         kept_masks = [masks[i] for i in order if masks[i] is not None]
         valid = np.logical_and.reduce(kept_masks, axis=0) if kept_masks else None
-        return ReferenceTrajectory(t_arr, v_arr, label=label, source=source or str(self.path), valid=valid)
+        return ReferenceTrajectory.raw(t_arr, v_arr, label=label, source=source or str(self.path), valid=valid)
 
     def decoded_references(self, channel: str = "references", start_ns: int | None = None,
                            end_ns: int | None = None, *, newest_only: bool = False,

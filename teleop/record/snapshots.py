@@ -63,8 +63,9 @@ def snapshot_operator_frame(message: Any) -> HumanMotion:
                         f"got {type(message).__name__}")
     i = range(len(motion))[index]  # IndexError for a bad index, negative indices allowed
     com = None if motion.com is None else motion.com[i:i + 1].copy()
-    return HumanMotion(motion.times[i:i + 1].copy(), motion.segment_names, motion.positions[i:i + 1].copy(),
-                       motion.orientations[i:i + 1].copy(), com, motion.source, motion.rate_hz)
+    # Raw: the operator's input is recorded as it came, a glitched segment's NaN included.
+    return HumanMotion.raw(motion.times[i:i + 1].copy(), motion.segment_names, motion.positions[i:i + 1].copy(),
+                           motion.orientations[i:i + 1].copy(), com, motion.source, motion.rate_hz)
 
 
 def _field(message: Any, name: str) -> Any:
