@@ -411,6 +411,26 @@ def test_shipped_dataset_loads_and_is_small():
     assert size < 3.2e6
 
 
+def test_shipped_dataset_is_what_the_generator_writes(tmp_path):
+    """datasets/synthetic is tools/generate_synthetic_dataset.py's default output: the same
+    grid values, and no -0.0 (rounding a tiny negative value gave -0.0, and a regeneration
+    on another machine differed from the committed files in those signs alone). Checked on
+    one task's six takes (generating all 36 takes ~3 s). A generator change that moves the
+    data fails here: regenerate with the tool and re-measure what the README quotes."""
+    task = "reach_forward"
+    generate_dataset(tmp_path, 6, seed=0, tasks=(task,), rate_hz=50.0, n_performers=3, precision="compact")
+    for k in range(6):
+        name = f"{task}/{task}_{k}.npz"
+        with np.load(DATASET / name) as shipped, np.load(tmp_path / name) as regenerated:
+            for key in ("positions", "orientations", "com"):
+                committed = shipped[key]
+                assert not np.any((committed == 0) & np.signbit(committed)), f"{name} {key} holds -0.0"
+                # Within one grid step, not bit for bit: a last-bit difference of another
+                # numpy's sin/cos may move a value that sits on a rounding boundary.
+                np.testing.assert_allclose(regenerated[key], committed, rtol=0, atol=2.0 ** -13 + 1e-9,
+                                           err_msg=f"{name} {key}")
+
+
 def test_an_operator_winding_down_finishes_its_motion_then_rests_for_good():
     """`teleop demo --duration 6 --rtt 3` ran to its hidden 15 s cap and stopped mid-reach:
     the operator kept beginning tasks, and no rest (1.5-3 s) lasted the round trip plus 0.5 s

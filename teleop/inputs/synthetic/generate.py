@@ -128,10 +128,14 @@ def generate_dataset(out_dir, n_per_task: int, seed: int, *, tasks: tuple[str, .
             motion = generate(task, trial_seed, rate_hz, performer=k % n_performers)
             assert motion.com is not None             # generate() always computes the CoM
             if precision == "compact":
-                motion.positions = np.round(motion.positions / COMPACT_POSITION_STEP) * COMPACT_POSITION_STEP
-                motion.com = np.round(motion.com / COMPACT_POSITION_STEP) * COMPACT_POSITION_STEP
+                # "+ 0.0" turns the -0.0 that rounding gives a tiny negative value into +0.0:
+                # the committed dataset and one regenerated on another machine differed in
+                # these signs alone (last-bit differences of the generated values), so its
+                # bytes could not be checked against a regeneration.
+                motion.positions = np.round(motion.positions / COMPACT_POSITION_STEP) * COMPACT_POSITION_STEP + 0.0
+                motion.com = np.round(motion.com / COMPACT_POSITION_STEP) * COMPACT_POSITION_STEP + 0.0
                 motion.orientations = (np.round(motion.orientations / COMPACT_QUATERNION_STEP)
-                                       * COMPACT_QUATERNION_STEP)
+                                       * COMPACT_QUATERNION_STEP + 0.0)
             if precision != "float64":
                 # HumanMotion holds float64; save_npz writes whatever dtype the arrays hold.
                 motion.positions = motion.positions.astype(np.float32)
