@@ -35,7 +35,8 @@ class _StubEstimator:
 
     def predict_many(self, times, full_cov=False):
         times = np.asarray(times, dtype=float)
-        return np.repeat(times[:, None], FLAT_SIZE, axis=1), None
+        # Certain (variance 0): the change shrinkage (CompensatorConfig.shrunk_signals) keeps it.
+        return np.repeat(times[:, None], FLAT_SIZE, axis=1), np.zeros((len(times), FLAT_SIZE))
 
 
 #: No smoothing, one-tick blends, no rate limit: the output is the prediction itself.
@@ -246,3 +247,43 @@ def test_out_of_order_samples_and_a_clock_stepping_back_are_handled():
     back = comp.step(0.9, 0.5)
     np.testing.assert_array_equal(back.references, first.references)
     assert np.all(np.isfinite(comp.step(1.01, 0.5).references))
+
+
+class _UnsureEstimator(_StubEstimator):
+    """The stub's prediction (s at motion time s) with a predictive variance of VAR on every signal."""
+
+    VAR = 0.04
+
+    def predict_many(self, times, full_cov=False):
+        mean, _ = super().predict_many(times, full_cov)
+        return mean, np.full_like(mean, self.VAR)
+
+
+@pytest.mark.parametrize("shrunk", [(0, 1), ()])
+def test_an_uncertain_predicted_change_of_the_com_is_shrunk_towards_the_delayed_reference(shrunk):
+    """CompensatorConfig.shrunk_signals: output y + g (p - y), g = D^2 / (D^2 + var), with y the
+    newest delayed reference, p the prediction and D the model's change since y (here the
+    motion time between them): the CoM's; the hands' prediction is executed as it is."""
+    comp = PrescientCompensator(None, CompensatorConfig(blend_max_steps=1, smoothing_time=0.0, max_speed_cartesian=1e9,
+                                                        max_speed_angular=1e9, shrunk_signals=shrunk))
+    comp.estimator = _UnsureEstimator()
+    outs = _drive(comp, 200, 0.5, lambda s: 0.3)
+    t, last = outs[-1]
+    assert last.state is CompensationState.PREDICTING
+    p = last.motion_time                                   # the stub's prediction, every signal
+    change = p - (comp._latest_t - comp._t0)               # since the newest delayed sample (about 0.8 s)
+    assert change == pytest.approx(0.8, abs=0.02)
+    gain = change ** 2 / (change ** 2 + _UnsureEstimator.VAR) if shrunk else 1.0
+    y_com = 0.0                                            # the operator's CoM in _drive
+    np.testing.assert_allclose(last.references[[0, 1]], y_com + gain * (p - y_com), rtol=1e-12)
+    assert last.references[HAND_X] == pytest.approx(p, rel=1e-12)
+    assert last.references[POSTURE] == pytest.approx(p, rel=1e-12)
+
+
+def test_a_change_predicted_with_certainty_is_executed_whole():
+    """Zero variance and zero change (0 / 0) keep the prediction: nothing to shrink."""
+    comp = _compensator()
+    prediction = np.arange(FLAT_SIZE, dtype=float)
+    comp._latest_y = np.zeros(FLAT_SIZE)
+    out = comp._shrink_uncertain_change(prediction, change=np.zeros(FLAT_SIZE), variance=np.zeros(FLAT_SIZE))
+    np.testing.assert_array_equal(out, prediction)
