@@ -556,15 +556,15 @@ class PrescientCompensator:
         one says we should be) fades in over the time constant instead of in one tick.
         """
         assert self.estimator is not None and self._t0 is not None and self._latest_y is not None  # engaged
-        prev = self._last_prediction
         tau = self.config.smoothing_time
-        smooth = prev is not None and tau > 0 and 0 < motion_time - prev[0] <= 0.5
+        prev = self._last_prediction
+        if prev is not None and not (tau > 0 and 0 < motion_time - prev[0] <= 0.5):
+            prev = None      # nothing to smooth from
         # One call for every time needed: [the newest observation's, (the previous output's,)
         # the output's] (each call conditions and interpolates once).
-        times = [self._latest_t - self._t0] + ([prev[0]] if smooth else []) + [motion_time]
+        times = [self._latest_t - self._t0] + ([prev[0]] if prev is not None else []) + [motion_time]
         mean, var = self.estimator.predict_many(np.array(times), full_cov=False)
-        if smooth:
-            assert prev is not None
+        if prev is not None:
             out = mean[-1] + (prev[1] - mean[1]) * np.exp(-(motion_time - prev[0]) / tau)
         else:
             out = mean[-1]
