@@ -17,12 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description="Print the robot model in use (URDF, joints, mass, joint groups, task "
                                         "frames at the home posture) and which optional packages are installed; "
                                         "with FILE, what a task library (`teleop train`), a take of robot "
-                                        "references (`teleop retarget`, `teleop dataset export`) or a human "
-                                        "motion file holds.")
+                                        "references (`teleop retarget`, `teleop dataset export`), a human "
+                                        "motion file or a joint recording (`teleop calibrate-sim`) holds.")
     # Not an empty path: Path("") is ".", which was described as "a folder, not a file".
     parser.add_argument("file", nargs="?", type=nonempty_path, metavar="FILE",
-                        help="a task library, robot references or human motion file to describe (recordings: "
-                             "`teleop dataset inspect`)")
+                        help="a task library, robot references, human motion file or joint recording (calibrate-sim) "
+                             "to describe (MCAP recordings: `teleop dataset inspect`)")
     parser.add_argument("--robot", default=None,
                         help="robot description name or TOML path (default: icub); not with FILE")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -99,6 +99,8 @@ def _describe_file(path: Path, as_json: bool) -> int:
         info = _library_info(path)
     elif kind == "references":
         info = _references_info(path)
+    elif kind is None and _is_joint_recording(path):
+        info = _joint_recording_info(path)
     else:
         info = _motion_info(path)     # or the motion reader's error, naming the file
     return _print_info(path, info, as_json)
@@ -130,6 +132,16 @@ def _print_info(path: Path, info: dict, as_json: bool) -> int:
         if not info["rate_stated"]:
             print(f"  the file does not state its rate: read at {info['rate_hz']:g} Hz (the commands that play or "
                   "learn it take --rate-hz)")
+    elif info["kind"] == "joint recording":
+        print(f"{path}: joint recording (commanded vs measured angles, for teleop calibrate-sim --data), "
+              f"{info['samples']} samples x {len(info['joints'])} joints over {info['duration_s']:.2f} s "
+              f"({info['rate_hz']:.4g} Hz): {', '.join(info['joints'])}")
+        print("  " + "; ".join([
+            "commanded velocities recorded" if info["commanded_velocity"] else
+            "no commanded velocities (a fit takes a position-only servo)",
+            "base fixed to the world" if info["fixed_base"] else "robot on its feet",
+            "hidden parameters in its meta (a test recording: a fit reports how well it recovers them)"
+            if info["hidden_parameters"] else "no hidden parameters"]))
     else:
         print(f"{path}: robot references{' of ' + repr(info['label']) if info['label'] else ''}, "
               f"{info['samples']} samples over {info['duration_s']:.2f} s ({info['rate_hz']:.4g} Hz)"
@@ -170,6 +182,41 @@ def _references_info(path: Path) -> dict:
     rate = (len(take.times) - 1) / duration if duration > 0 else 0.0
     return {"kind": "references", "file": str(path), "label": take.label, "samples": int(len(take.times)),
             "duration_s": duration, "rate_hz": rate, "source": take.source, "robot": robot_note(path) or {}}
+
+
+#: The members (``.npz``) or keys (``.json``) of a joint recording (teleop.sim.recording_io).
+_JOINT_RECORDING_KEYS = frozenset({"time", "joint_names", "commanded", "measured"})
+
+
+def _is_joint_recording(path: Path) -> bool:
+    """Whether ``path`` is a recording of commanded vs measured joint angles, the file
+    ``teleop calibrate-sim`` fits (and ``--make-test-recording`` writes), by its member names
+    or keys: it was handed to the motion readers ("not a human motion file (expected format
+    humanmotion-v1)", "not a VR tracker file"), with the TELEOP_DEBUG hint."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npz" or (suffix != ".json" and zipfile.is_zipfile(path)):
+            with zipfile.ZipFile(path) as archive:
+                return _JOINT_RECORDING_KEYS <= {name.removesuffix(".npy") for name in archive.namelist()}
+        if suffix == ".json":
+            from teleop import json_input
+
+            data = json_input.loads(path.read_bytes())
+            return isinstance(data, dict) and _JOINT_RECORDING_KEYS <= data.keys()
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return False          # the motion reader then says what is wrong, naming the file
+    return False
+
+
+def _joint_recording_info(path: Path) -> dict:
+    from teleop.sim.recording_io import load_recording
+
+    rec = load_recording(path)     # or its error, naming the file (said alone: found before any work)
+    duration = float(rec.time[-1] - rec.time[0])
+    return {"kind": "joint recording", "file": str(path), "samples": int(len(rec.time)), "joints": rec.joint_names,
+            "duration_s": duration, "rate_hz": (len(rec.time) - 1) / duration,
+            "commanded_velocity": rec.commanded_velocity is not None, "fixed_base": bool(rec.meta.get("fixed_base")),
+            "hidden_parameters": "truth" in rec.meta}
 
 
 def _motion_info(path: Path) -> dict:

@@ -104,7 +104,14 @@ class OutputSet:
         folder = destination.parent
         self._made.update(f for f in (folder, *folder.parents) if not f.exists())
         folder.mkdir(parents=True, exist_ok=True)
-        self._temps[destination] = _temporary_beside(destination)
+        try:
+            self._temps[destination] = _temporary_beside(destination)
+        except OSError as exc:
+            # The hidden temporary's name is no one's ("/proc/.x.<hex>.tmp.mcap: No such file
+            # or directory"): the error names the output asked for, as write() does.
+            if exc.errno is None or exc.filename is None:
+                raise
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
         return self._temps[destination]
 
     def keep(self, path: Path) -> None:

@@ -99,13 +99,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     """Recordings under each DIR with their duration and episodes."""
     roots = [Path(d) for d in args.directories]
     found = [(root, recordings_in(root)) for root in roots]      # every path checked before any is listed
-    files = [file for _, in_root in found for file in in_root]
+    # Each file once: one given twice (`list d d`, a folder and a file in it) was listed twice,
+    # as two recordings (`export` reads it once).
+    seen: set[Path] = set()
+    entries = []
+    for root, in_root in found:
+        for file in in_root:
+            if file.resolve() not in seen:
+                seen.add(file.resolve())
+                entries.append((root, file))
+    files = [file for _, file in entries]
     if not files:
         print(f"{', '.join(map(str, roots))}: no .mcap recordings")
         return 0
     # Below one folder, named from it; from several, by their paths (two may share a name).
-    names = [str(file.relative_to(root) if root.is_dir() and len(roots) == 1 else file)
-             for root, in_root in found for file in in_root]
+    names = [str(file.relative_to(root) if root.is_dir() and len(roots) == 1 else file) for root, file in entries]
     width = max(len(name) for name in names)
     unreadable = 0
     for file, name in zip(files, names):
@@ -133,7 +141,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Channels, schemas, counts, rates, duration and episodes of one recording."""
-    recording = open_recording(args.file)
+    recording = _open_file(args.file)
     # A complete file's chunks are otherwise read only by the commands that need them:
     # checked here, a damaged one is reported by the command meant to find what is wrong.
     damage = recording.index.verify_chunks(progress=True) and recording.index.damage_report()
@@ -195,12 +203,23 @@ def _robot_state_summary(recording: Recording) -> str | None:
     return f"{joints}; per tick also: {', '.join(extras)}"
 
 
+def _open_file(file: str) -> Recording:
+    """The recording FILE names; a folder is refused in words that say what to give (it
+    was "FILE: Is a directory", but for ``plot``)."""
+    if Path(file).is_dir():
+        raise PreconditionError(f"{file} is a folder: give one recording (`teleop dataset list {file}` "
+                                "lists those in it)")
+    return open_recording(file)
+
+
 def _check_output(output: Path, force: bool) -> None:
     """Refuse an output that is a folder, or an existing file without --force (a recording
-    is often the only copy of a session)."""
+    is often the only copy of a session), or one whose folder cannot be written in (found
+    before the copy, not after it, as "/proc/.x.<hex>.tmp.mcap: No such file or directory")."""
     if output.is_dir():
         raise PreconditionError(f"-o {output} is a folder: give a file name")
     check_output_location(output, "-o")     # below a file: the OS's "File exists" when written
+    check_out_folder(output.parent, "-o", file=output)
     if output.exists() and not force:
         raise ValueError(f"-o {output} exists: pass --force to overwrite it, or choose another -o")
 
@@ -235,7 +254,7 @@ def _check_window_has_messages(recording: Recording, args: argparse.Namespace, s
 def cmd_trim(args: argparse.Namespace) -> int:
     """Copy the part between --start and --end (seconds from the first message)."""
     check_recording_name(args.output, "-o")
-    recording = open_recording(args.file)
+    recording = _open_file(args.file)
     _check_output(args.output, args.force)
     start_ns, end_ns = _window_ns(recording, args)
     _check_window_has_messages(recording, args, start_ns, end_ns, "to copy")
@@ -272,10 +291,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.suffix.lower() != ".png" and not args.output.is_dir():
         # A folder: _check_output says so.
         raise UsageError(f"-o {args.output}: the plot is a PNG image: give a .png file name")
-    if Path(args.file).is_dir():
-        raise ValueError(f"{args.file} is a folder: give one recording (`teleop dataset list {args.file}` "
-                         "lists those in it)")
-    recording = open_recording(args.file)
+    recording = _open_file(args.file)
     output = Path(args.output) if args.output is not None else recording.path.with_suffix(".png")
     _check_plot_output(output, recording, args.force, default=args.output is None)
     if not recording.message_count:
@@ -352,7 +368,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                          f"({args.start:g} s)")
     if args.output is not None:
         check_recording_name(args.output, "-o")
-    recording = open_recording(args.file)
+    recording = _open_file(args.file)
     output = _label_output(args, recording)
     existing = [ep.number for ep in recording.episodes()]
     if args.episode is not None:
@@ -455,7 +471,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     """Report what a (crashed) recording holds and write a complete copy."""
     check_recording_name(args.output, "-o")
     _check_output(args.output, args.force)
-    found = open_recording(args.file)
+    found = _open_file(args.file)
     # Checked before writing: the messages of damaged chunks are not there to recover.
     damage = found.index.verify_chunks(progress=True) and found.index.damage_report()
     if not found.index.readable_message_count:   # a copy of nothing helps no one

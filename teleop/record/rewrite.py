@@ -75,7 +75,8 @@ def write_copy(recording: Recording, output: str | os.PathLike, *, start_ns: int
     Returns the output path. On any error or interrupt ``output`` is left as it was.
     """
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    # (Its folder is made by write_outputs_together, and removed again if the copy fails or
+    # is interrupted: made here, it stayed behind, empty.)
     markers = episode_markers(recording.episodes() if episodes is None else episodes, start_ns, end_ns)
     index = recording.index
 

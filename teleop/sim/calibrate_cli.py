@@ -256,7 +256,7 @@ def _nominal(args: argparse.Namespace, robot):
 
 def _make_test_recording(args: argparse.Namespace, robot, groups: list[str], fit: tuple[str, ...]) -> int:
     """--make-test-recording: a recording made with hidden parameters, written to OUT."""
-    from teleop.data_args import check_output_location
+    from teleop.data_args import check_out_folder, check_output_location
     from teleop.sim.calibration import make_test_recording
     from teleop.sim.recording_io import save_recording
 
@@ -269,6 +269,9 @@ def _make_test_recording(args: argparse.Namespace, robot, groups: list[str], fit
         raise PreconditionError(f"--make-test-recording {out} exists: pass --force to overwrite it, "
                                 "or choose another file")
     check_output_location(out, "--make-test-recording")
+    # A folder that cannot be written in: said now, not after the simulation, naming a hidden
+    # temporary file ("/proc/.x.<hex>.tmp.npz: No such file or directory").
+    check_out_folder(out.parent, "--make-test-recording", file=out)
     rec = make_test_recording(robot, _nominal(args, robot), groups, args.perturb, args.seed,
                               duration=args.duration, noise_std=args.noise, perturbed=fit)
     save_recording(rec, out)

@@ -153,7 +153,8 @@ def save_recording(rec: Recording, path: str | Path) -> None:
     """Write a recording as ``.npz`` or ``.json`` (by suffix)."""
     path = Path(path)
     _validate(rec, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # (Its folder is made by write_outputs_together, and removed again if the write fails or
+    # is interrupted: made here, it stayed behind, empty.)
     if path.suffix.lower() == ".npz":
         # (Any: savez_compressed's stub would match the arrays against its allow_pickle too.)
         arrays: dict[str, Any] = {"time": rec.time, "joint_names": np.array(rec.joint_names),
