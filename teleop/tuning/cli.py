@@ -8,19 +8,29 @@ import time
 import zipfile
 from pathlib import Path
 
-from teleop.cli_types import (PreconditionError, UsageError, float_in_interval, non_negative_float, nonempty_path,
-                              positive_int, unit_fraction)
+from teleop.cli_types import (PreconditionError, UsageError, finite_float, float_in_interval, non_negative_float,
+                              nonempty_path, positive_int, unit_fraction)
 from teleop.data_args import check_out_folder
 from teleop.json_safe import dumps
 
 #: Fastest playback of the motions: ten times a human's pace. At 10000 the motions were a few
 #: samples long, every tracking error 0, and the comparison with the heuristics divided by it.
 MAX_SPEED = 10.0
+#: Slowest: a tenth of a human's pace (each simulation of a motion then takes 20 times the
+#: default's). ``--speed 1e-9`` asked for 35 TiB of set-points (a MemoryError traceback), and
+#: ``--speed 0.001`` for a run of days.
+MIN_SPEED = 0.1
 
 
 def _speed(text: str) -> float:
-    """``--speed``: a playback speed factor in (0, :data:`MAX_SPEED`]."""
-    return float_in_interval(text, 0.0, MAX_SPEED, low_open=True)
+    """``--speed``: a playback speed factor in [:data:`MIN_SPEED`, :data:`MAX_SPEED`]; written
+    as every number option's (``1_0`` was read as 10)."""
+    finite_float(text)
+    value = float_in_interval(text, 0.0, MAX_SPEED, low_open=True)
+    if value < MIN_SPEED:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_SPEED:g} (a tenth of a human's pace: the run "
+                                         f"lasts longer in proportion, days at 0.001), got {text}")
+    return value
 
 #: The setups of teleop.tuning.setups.SETUPS (not imported here: `teleop --help` stays fast).
 SETUP_NUMBERS = (1, 2, 3, 4)
@@ -61,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="optimiser budget: simulations of the training set, warm-start candidates included "
                         "(default: 70)")
     p.add_argument("--speed", type=_speed,
-                   help=f"playback speed of the motions, at most {MAX_SPEED:g} (default: 2, a 'fast' motion)")
+                   help=f"playback speed of the motions, {MIN_SPEED:g} to {MAX_SPEED:g} (default: 2, a 'fast' "
+                        "motion)")
     p.add_argument("--eval-motions", type=_motion_files,
                    help="comma-separated motion files for AE-A (default: synthetic demos)")
     p.add_argument("--train-motions", type=_motion_files, help="comma-separated motion files the optimiser trains on")
@@ -114,7 +125,7 @@ def _settings(args: argparse.Namespace):
     """The experiment's settings from the options, their files read: the checks made before
     any work (PreconditionError: the error line alone, exit code 1, for a file to change)."""
     from teleop.tuning.experiment import ExperimentSettings
-    from teleop.tuning.motions import read_human_motion
+    from teleop.tuning.motions import human_left_arm_angles, read_human_motion
 
     _check_options(args)
     settings = ExperimentSettings.quick() if args.quick else ExperimentSettings()
@@ -152,17 +163,58 @@ def _settings(args: argparse.Namespace):
                 raise PreconditionError(f"{option} {', '.join(missing)}: no such file{'s' if len(missing) > 1 else ''}")
             for path in paths:   # read now, not minutes later when a setup starts
                 try:
-                    read_human_motion(path)
+                    motion = read_human_motion(path)
+                    human_left_arm_angles(motion)    # the arm's segments are there
                 except (OSError, ValueError, zipfile.BadZipFile) as exc:
                     # The file's own error (it names the file): said alone, as a check before the work.
                     setattr(exc, "before_work", True)   # noqa: B010 (an attribute of no exception type)
                     raise
+                if len(motion.times) < 2:
+                    # It has no set-point to play: an IndexError traceback once the relay tests
+                    # (or, for --train-motions, the seven rules' evaluations too) were done.
+                    raise PreconditionError(f"{option} {path}: a single sample, no motion to play: give a "
+                                            "motion of at least two samples")
             setattr(settings, attr, paths)
     return settings
 
 
+def _check_out_layout(out: Path, numbers: list[int]) -> None:
+    """PreconditionError (before the work) when a path of the outputs in ``out`` is taken by
+    the wrong kind of entry: a file ``setup<N>`` where the setup's folder goes, a folder
+    where ``summary.json`` or a plot goes. The save failed on it after the whole run, whose
+    results were lost ("Not a directory")."""
+    for number in numbers:
+        folder = out / f"setup{number}"
+        if folder.exists() and not folder.is_dir():
+            raise PreconditionError(f"--out {out}: {folder} is a file where setup {number}'s folder goes: move it "
+                                    "or give another --out")
+    for path in [out / "summary.json", *(out / f"setup{n}_errors.png" for n in numbers)]:
+        if path.is_dir():
+            raise PreconditionError(f"--out {out}: {path} is a folder where the file goes: move it or give "
+                                    "another --out")
+
+
+def _say_what_was_kept(out: Path, stage: str, made_out: bool, save_start: float) -> None:
+    """On stderr, after a Ctrl-C (or SIGTERM / SIGHUP) in ``stage`` ("run", "save" or "saved"):
+    what ``out`` now holds. The outputs are written as one set (teleop/output_set.py): a stop
+    while saving leaves all of them (it came during the renames, which it waits for) or none;
+    this run's summary.json, renamed into place last-written, is newer than ``save_start``."""
+    summary = out / "summary.json"
+    if stage == "save" and summary.is_file() and summary.stat().st_mtime >= save_start:
+        stage = "saved"
+    earlier = "" if made_out else " (an earlier run's files there are as they were)"
+    if stage == "run":
+        kept = f"stopped before the results were saved: nothing was written in {out}/{earlier}"
+    elif stage == "save":
+        kept = f"stopped while saving: nothing was written in {out}/{earlier}"
+    else:
+        kept = f"stopped after saving: this run's outputs are in {out}/"
+    print(f"teleop tune: {kept}", file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
     from teleop.tuning.experiment import run_experiment
+    from teleop.tuning.relay import RelayTestError
     from teleop.tuning.report import (earlier_run, format_report, json_summary, remove_stale_outputs, save_outputs)
 
     numbers = args.setups
@@ -171,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
         # Now, not after minutes of simulation: an --out that is a file (or not writable)
         # would otherwise fail only when the results are saved, and they would be lost.
         check_out_folder(args.out)
+        _check_out_layout(args.out, numbers)
     # An earlier run's outputs that this one does not redo are removed after it, so that the
     # folder says one run's results: those its summary.json lists, no other file. A folder
     # whose summary.json is another tool's is refused: it would be replaced.
@@ -184,21 +237,33 @@ def _run(args: argparse.Namespace) -> int:
     if made_out:
         args.out.mkdir(parents=True)
     start = time.time()
+    stage = "run"          # then "save", "saved": what an interruption left in --out is said
+    save_start = 0.0
+    files: list[Path] = []
     try:
-        results = run_experiment(numbers, settings, jobs=args.jobs)
-    except BaseException:
+        try:
+            results = run_experiment(numbers, settings, jobs=args.jobs)
+        except RelayTestError as exc:
+            # A traceback before (--limited-torque 0.05, --payload-kg 50): exit code 1, one line.
+            raise ValueError(f"{exc}; the joint did not oscillate under the relay, so no rule has gains for it "
+                             "(too little torque to move it, as with a small --limited-torque, or a payload it "
+                             "cannot lift, as with a large --payload-kg)") from None
+        elapsed = time.time() - start
+        if not args.no_save:
+            stage, save_start = "save", time.time()
+            files = save_outputs(results, args.out)       # the plots too: one set
+            stage = "saved"
+            # After the new outputs are written (an interrupted run leaves the old ones whole).
+            removed = remove_stale_outputs(args.out, results, earlier) if earlier else []
+            if removed and not args.json:
+                print(f"removed {len(removed)} file(s) an earlier run wrote in {args.out}/ for setups or methods "
+                      "this run did not redo (summary.json lists what is current)", file=sys.stderr)
+    except BaseException as exc:
         if made_out and not any(args.out.iterdir()):   # an interrupted run leaves no empty --out
             args.out.rmdir()
+        if isinstance(exc, KeyboardInterrupt) and not args.no_save:
+            _say_what_was_kept(args.out, stage, made_out, save_start)
         raise
-    elapsed = time.time() - start
-    files = []
-    if not args.no_save:
-        files = save_outputs(results, args.out)       # the plots too: one set
-        # After the new outputs are written (an interrupted run leaves the old ones whole).
-        removed = remove_stale_outputs(args.out, results, earlier) if earlier else []
-        if removed and not args.json:
-            print(f"removed {len(removed)} file(s) an earlier run wrote in {args.out}/ for setups or methods "
-                  "this run did not redo (summary.json lists what is current)", file=sys.stderr)
     if args.json:
         print(dumps(json_summary(results)))
     else:

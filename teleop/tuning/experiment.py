@@ -35,7 +35,7 @@ from teleop.tuning.heuristics import HEURISTICS, heuristic_gains
 from teleop.tuning.metrics import evaluate_all
 from teleop.tuning.optimiser import OptimiserSettings, optimise_limb
 from teleop.tuning.pid import PidGains
-from teleop.tuning.relay import relay_test
+from teleop.tuning.relay import RelayTestError, relay_test
 from teleop.tuning.rig import ArmRig
 from teleop.tuning.setups import SETUPS, Setup
 
@@ -139,8 +139,11 @@ def run_setup(number: int, settings: ExperimentSettings | None = None) -> dict:
             gains = baseline_gains(rig)
             relays = {}
             for j in reversed(range(len(rig.joints))):
-                r = relay_test(rig, rig.joints[j], gains, warmup_s=settings.relay_warmup_s,
-                               duration_s=settings.relay_duration_s)
+                try:
+                    r = relay_test(rig, rig.joints[j], gains, warmup_s=settings.relay_warmup_s,
+                                   duration_s=settings.relay_duration_s)
+                except RelayTestError as exc:   # which setup (several run in parallel)
+                    raise RelayTestError(f"setup {number} ({setup.name}): {exc}") from None
                 gains[j] = heuristic_gains(rule, r.ku, r.tu)
                 relays[r.joint] = {"tu": r.tu, "ku": r.ku, "amplitude_deg": float(np.degrees(r.amplitude_angle)),
                                    "peaks": r.n_peaks}
@@ -210,7 +213,15 @@ def check_target(rows: dict[str, dict]) -> dict:
 
 
 def run_experiment(numbers=(1, 2, 3, 4), settings: ExperimentSettings | None = None, jobs: int = 2) -> dict[int, dict]:
-    """Run several setups, ``jobs`` at a time (one pybullet per process)."""
+    """Run several setups, ``jobs`` at a time (one pybullet per process).
+
+    Returns:
+        {setup number: :func:`run_setup`'s result}, in the order of ``numbers``.
+
+    Raises:
+        RelayTestError: a joint of a setup did not oscillate under the relay (the message
+            names the setup).
+    """
     settings = settings or ExperimentSettings()
     numbers = list(numbers)
     unknown = [n for n in numbers if n not in SETUPS]

@@ -24,16 +24,20 @@ class GainsFormatError(ValueError):
 
 
 def gains_to_json(gains: Mapping[str, PidGains]) -> dict:
+    """The ``PidConfiguration`` of ``gains`` (joint -> gains, units in the module docstring),
+    stamped with the current UTC time."""
     return {"createdTimestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "mapping": {joint: g.as_dict() for joint, g in gains.items()}}
 
 
 def save_gains(path: str | Path, gains: Mapping[str, PidGains]) -> None:
+    """Write :func:`gains_to_json` of ``gains`` to ``path`` (indented JSON)."""
     Path(path).write_text(json.dumps(gains_to_json(gains), indent=1) + "\n")
 
 
 def gains_from_json(data: object, joints: Iterable[str] | None = None, source: str = "gains") -> dict[str, PidGains]:
-    """Parse a configuration. ``joints``: the joints it must cover exactly (None: any)."""
+    """Parse a configuration (its gains: finite JSON numbers >= 0, units in the module
+    docstring). ``joints``: the joints it must cover exactly (None: any)."""
     if not isinstance(data, dict) or not isinstance(data.get("mapping"), dict):
         raise GainsFormatError(f"{source}: expected an object with a 'mapping' object of joint -> gains")
     out: dict[str, PidGains] = {}
@@ -41,9 +45,8 @@ def gains_from_json(data: object, joints: Iterable[str] | None = None, source: s
         if not isinstance(entry, dict) or set(entry) - {"kp", "ki", "kd"} or "kp" not in entry:
             raise GainsFormatError(f"{source}: joint {joint!r} needs {{'kp', 'ki', 'kd'}} numbers, got {entry!r}")
         try:
-            values = {k: float(v) for k, v in entry.items() if not isinstance(v, bool)}
-            if len(values) != len(entry):
-                raise TypeError
+            # JSON numbers only: float() also read the strings "120" and "nan" (and true as 1).
+            values = {k: json_input.finite_float(v, k) for k, v in entry.items()}
             out[joint] = PidGains(**values)
         except (TypeError, ValueError, OverflowError) as exc:
             raise GainsFormatError(f"{source}: bad gains for joint {joint!r}: {entry!r} ({exc})") from None

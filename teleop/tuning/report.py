@@ -86,6 +86,9 @@ def best_per_column(rows: dict[str, dict]) -> dict[str, str]:
 
 
 def format_report(results: dict[int, dict]) -> str:
+    """The printed report of :func:`teleop.tuning.experiment.run_experiment`'s ``results``:
+    each setup's table (:func:`format_setup_table`; errors and OS in degrees, times in
+    seconds), then the best heuristic per column, ours vs the reference's."""
     parts = [format_setup_table(results[n]) for n in sorted(results)]
     parts.append("Best heuristic per column, ours vs the reference's (A7 'best automatic heuristic'):")
     for n in sorted(results):
