@@ -18,6 +18,19 @@ from teleop.cli_types import (UsageError, address, burst_length, check_loss_burs
                               non_negative_float, positive_float)
 from teleop.net.delay import THESIS_JITTER_RATIO, DirectionModel
 
+#: Shortest --stats-interval [s] but 0: 1e-6 printed a line on every turn of the proxy's
+#: loop (52,597 lines in 0.5 s), which then spent its time printing instead of forwarding.
+MIN_STATS_INTERVAL_S = 0.1
+
+
+def _stats_interval(text: str) -> float:
+    """--stats-interval: 0 (only the final line) or at least :data:`MIN_STATS_INTERVAL_S`."""
+    value = non_negative_float(text)
+    if 0 < value < MIN_STATS_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"must be 0 (only the final line) or at least {MIN_STATS_INTERVAL_S:g} s, "
+                                         f"got {text}")
+    return value
+
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``netem`` subcommand to an application's subparsers; returns its parser."""
@@ -74,8 +87,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="longest wait behind the bandwidth cap before tail drop [ms] (default %(default)s)")
     bounds.add_argument("--seed", type=int, default=None,
                         help="seed of the impairment decisions, for reproducible runs (default random)")
-    bounds.add_argument("--stats-interval", type=non_negative_float, default=5.0,
-                        help="print statistics every this many seconds, 0 = only at exit (default %(default)s)")
+    bounds.add_argument("--stats-interval", type=_stats_interval, default=5.0,
+                        help=f"print statistics every this many seconds (at least {MIN_STATS_INTERVAL_S:g}), "
+                             "0 = only at exit (default %(default)s)")
     bounds.add_argument("--duration", type=positive_float, default=None,
                         help="stop after this many seconds (default: run until Ctrl-C / SIGTERM)")
     p.set_defaults(func=runs_on_without_its_reader(run_netem), keep_order=False)
@@ -100,16 +114,23 @@ def models_from_args(args: argparse.Namespace) -> tuple[DirectionModel, Directio
             raise UsageError(f"{option} {delay_ms:g} exceeds --max-delay-ms {args.max_delay_ms:g}; "
                              "raise --max-delay-ms")
     jitter_ms = THESIS_JITTER_RATIO * args.delay_ms if args.jitter_ms is None else args.jitter_ms
-    for option, sigma, delay_ms in (("--jitter-ms", jitter_ms, args.delay_ms),
-                                    ("--back-jitter-ms", args.back_jitter_ms, back_delay)):
+    jitters = (("--jitter-ms", jitter_ms, args.delay_ms), ("--back-jitter-ms", args.back_jitter_ms, back_delay))
+    for option, sigma, _ in jitters:
+        if sigma > args.max_delay_ms:
+            # Most delays would be clipped, to 0 or to the cap: no longer a jitter of sigma
+            # (--jitter-ms 1e308 was taken, and the banner printed a 309-digit sigma).
+            raise UsageError(f"{option} {sigma:g} exceeds --max-delay-ms {args.max_delay_ms:g}: most delays would be "
+                             "clipped to 0 or to the cap; give a smaller jitter (or raise --max-delay-ms)")
+    check_loss_burst(args.loss, args.loss_burst)
+    check_loss_burst(args.back_loss, args.back_loss_burst, "--back-loss", "--back-loss-burst")
+    # Warned of after the checks above: no warning before one of their error lines.
+    for option, sigma, delay_ms in jitters:
         if sigma > delay_ms:
             # Delays are clipped at 0: the link is then no longer the Gaussian the options describe.
             print(f"teleop netem: warning: {option} {sigma:g} is more than the delay {delay_ms:g} ms: "
                   f"{100 * _share_below_zero(delay_ms, sigma):.0f} % of the packets would have a negative delay "
                   "and are sent at once", file=sys.stderr)
     common = dict(max_delay=ms(args.max_delay_ms), queue_limit=ms(args.queue_ms))
-    check_loss_burst(args.loss, args.loss_burst)
-    check_loss_burst(args.back_loss, args.back_loss_burst, "--back-loss", "--back-loss-burst")
     forward = DirectionModel(delay=ms(args.delay_ms), jitter=ms_or_none(args.jitter_ms), loss=args.loss,
                              loss_burst=args.loss_burst,
                              duplicate=args.dup, keep_order=args.keep_order,

@@ -23,6 +23,28 @@ from teleop.stop_request import stop_handled
 from teleop.video.wire import DEFAULT_FEC_GROUP
 
 
+#: Newer commands in a row that end the robot's hold (RobotStationConfig.resume_after). With
+#: 1, over a jittery link (300 ms, 20 % loss) the last command an operator sent before it
+#: stopped or was killed often arrived alone, after the hold had begun: the robot said "the
+#: operator's commands are back", blended towards that stale pose and held again 0.5 s later
+#: (at the end of two of three 30 s review sessions). 3 delays a true resume by 20 ms.
+RESUME_AFTER = 3
+
+
+#: Shortest --stale-timeout [s]: 10 commands at 100 Hz. With 0.02 the robot held its pose at
+#: every ordinary gap between commands on loopback (17 holds in 6 s) and never followed.
+MIN_STALE_TIMEOUT_S = 0.1
+
+
+def _stale_timeout(text: str) -> float:
+    """--stale-timeout [s]: at least :data:`MIN_STALE_TIMEOUT_S`."""
+    value = positive_float(text)
+    if value < MIN_STALE_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_STALE_TIMEOUT_S:g} s (the operator sends 100 commands "
+                                         f"a second: a shorter timeout holds the robot between them), got {text}")
+    return value
+
+
 def _parity_group(text: str) -> int:
     """--video-fec: video datagrams per parity datagram, 0 (none) to 255."""
     return int_in_range(text, 0, 255, "parity group size")
@@ -48,8 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     robot.add_argument("--video-fec", type=_parity_group, default=DEFAULT_FEC_GROUP, metavar="N",
                        help=f"one parity datagram per N video datagrams, which restores any one of them lost on "
                             f"the way (default: {DEFAULT_FEC_GROUP}, 1/{DEFAULT_FEC_GROUP} more bytes; 0 = none)")
-    robot.add_argument("--stale-timeout", type=positive_float, default=0.5,
-                       help="hold a safe pose after this long without commands [s] (default: 0.5)")
+    robot.add_argument("--stale-timeout", type=_stale_timeout, default=0.5,
+                       help=f"hold a safe pose after this long without commands [s], at least "
+                            f"{MIN_STALE_TIMEOUT_S:g} (default: 0.5)")
     robot.add_argument("--duration", type=positive_float,
                        help="stop after this many seconds (default: run until Ctrl-C)")
     robot.add_argument("--secret-file", type=nonempty_path,
@@ -375,7 +398,8 @@ def _run_robot(args: argparse.Namespace) -> int:
         camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(320, 240), scene=scene)
         sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0], fec_group=args.video_fec)
         resources.callback(sender.close)
-        config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout)
+        config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout,
+                                    resume_after=RESUME_AFTER)
         recording = None
         if args.record:
             from teleop.stations.recording import RobotRecording
@@ -420,7 +444,11 @@ def _run_robot(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             stop_handled()
         events.finish()
-        telemetry = {**station.telemetry(), "loop": loop_timing.summary()}
+        # The watchdog's holds: said as they happen, and counted here (a --json summary
+        # said nothing of a session in which the robot held its pose for want of commands).
+        telemetry = {**station.telemetry(), "loop": loop_timing.summary(),
+                     "watchdog": {"state": station.watchdog.state.name, "stale_events": station.watchdog.stale_events,
+                                  "stale_timeout_s": station.config.stale_timeout}}
         recording_error = _close_recording(recording)
     if args.json:
         print(dumps(telemetry))
@@ -441,6 +469,8 @@ def _run_robot(args: argparse.Namespace) -> int:
               + (f" (it touched the scene for {telemetry['scene_contact_s']:.2f} s: {telemetry['first_scene_contact']})"
                  if telemetry["scene_contact_s"] else "")
               + (", the robot fell" if telemetry["fell"] else "")
+              + (f", it held a safe pose {_times(telemetry['watchdog']['stale_events'])} for want of commands"
+                 if telemetry["watchdog"]["stale_events"] else "")
               + (f", {telemetry['refused_other_operator']} commands of another operator refused"
                  if telemetry["refused_other_operator"] else "")
               + (f", {telemetry['refused_implausible']} implausible commands refused"
@@ -454,6 +484,10 @@ def _run_robot(args: argparse.Namespace) -> int:
               "restart the robot station to stand it up again", file=sys.stderr)
         return 1
     return 0
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 #: How the robot's summary names the packets it accepts, by type (see FilterStats.accepted_by_type).

@@ -80,6 +80,9 @@ class RobotStationConfig:
             operator station, on another port).
         resume_duration: shortest blend back to commands after a stale period [s] (longer when
             the commands are far from the held pose: :func:`resume_duration_for`).
+        resume_after: newer commands in a row (each within ``stale_timeout`` of the one
+            before) that end a hold (see :class:`teleop.net.watchdog.StaleCommandWatchdog`);
+            ``teleop robot`` takes 3 (see ``teleop.stations.cli.RESUME_AFTER``).
         compensation: predict the operator's commands when a task library is given.
         default_tau_b: backward delay [s] assumed until the operator reports one.
         feedback_hz: rate of FEEDBACK packets to the operator [Hz].
@@ -111,6 +114,7 @@ class RobotStationConfig:
     video_hz: float = 10.0
     stale_timeout: float = 0.5
     resume_duration: float = 1.0
+    resume_after: int = 1
     zmp_correction: bool = True
     compensation: bool = True
     default_tau_b: float = 0.0
@@ -137,6 +141,8 @@ class RobotStationConfig:
         if self.physics_steps < 1 or self.clock_window < 1:
             raise ValueError(f"physics_steps and clock_window must be >= 1, got {self.physics_steps}, "
                              f"{self.clock_window}")
+        if self.resume_after < 1:
+            raise ValueError(f"resume_after must be >= 1, got {self.resume_after}")
 
 
 #: Peak speeds of the resume blend, Cartesian references [m/s] and postures [rad/s]: about
@@ -208,7 +214,7 @@ class RobotStation:
         self.dt = 1.0 / cfg.control_hz
         self.compensator = PrescientCompensator(library if cfg.compensation else None, cfg.compensator)
         self.watchdog = StaleCommandWatchdog(endpoint.clock, timeout=cfg.stale_timeout,
-                                             resume_duration=cfg.resume_duration)
+                                             resume_duration=cfg.resume_duration, resume_after=cfg.resume_after)
         self.tracker = ReferenceTracker(robot, dt=self.dt, feedforward=cfg.feedforward)
         self.zmp = ZmpPrefilter(dt=self.dt, margin=cfg.zmp_margin) if cfg.zmp_correction else None
         self.smoother = CriticallyDampedFilter(cfg.smoothing_hz, self.dt) if cfg.smoothing_hz > 0 else None
