@@ -269,11 +269,10 @@ def test_what_states_its_rate_is_told_from_names_and_first_bytes(tmp_path):
         "absent.bvh": None}
 
 
-def test_a_long_take_is_refused_at_once(capsys, tmp_path):
-    """The point of it: a long BVH take (about 12 MB, 16000 frames) is refused at once, not
-    after its reading (a second or more)."""
-    import time
-
+def test_a_long_take_is_refused_without_being_read(capsys, tmp_path, no_reading):
+    """The point of it: a long BVH take (about 12 MB, 16000 frames; an 81 MB one took 6.5 s
+    to read before its refusal) is refused from its name and first bytes. Checked by making
+    every read fail the test, not by the clock (noisy on a shared machine)."""
     frames = 16000
     channels = " ".join(["0.0"] * 96)
     bvh = tmp_path / "long.bvh"
@@ -282,11 +281,8 @@ def test_a_long_take_is_refused_at_once(capsys, tmp_path):
                 "Xrotation Yrotation\n  End Site\n  {\n    OFFSET 0 1 0\n  }\n}\n")
         f.write(f"MOTION\nFrames: {frames}\nFrame Time: 0.008333\n")
         f.writelines(f"{channels}\n" for _ in range(frames))
-    start = time.perf_counter()
     rc, _, err = run_cli(capsys, "stream-mvn", bvh, "--rate-hz", "50", "--port", "9")
-    took = time.perf_counter() - start
     assert rc == 2 and error_line(err).startswith(RATE_HZ_APPLIES)
-    assert took < 1.0, f"refused after {took:.2f} s: was the file read?"
 
 
 # ------------------------------------------------------------------ 3. jog --make-test-video: options at their default

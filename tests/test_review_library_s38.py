@@ -4,7 +4,6 @@ sample and the segment or signal, while the raw operator input a recording keeps
 recordable and readable; StructuredPosterior takes a (D,) mask for any number of rows."""
 
 import re
-import time
 
 import numpy as np
 import pytest
@@ -98,30 +97,6 @@ def test_a_glitched_operator_frame_is_recorded_and_read_back_and_a_take_of_it_re
     with pytest.raises(MotionFormatError, match=re.escape(f"{path}: non-finite positions (NaN or inf) at frame 1 of 3, "
                                                           "segment right_hand")):
         recording.operator_motion()
-
-
-def test_the_finiteness_check_costs_well_under_a_millisecond_for_20_s_at_100_hz():
-    """np.isfinite over the arrays, once: 20 s x 100 Hz x 23 segments."""
-    times, positions, orientations, com = motion_arrays(2000, 23)
-    names = ("pelvis", "l5", "l3", "t12", "t8", "neck", "head", "right_shoulder", "right_upper_arm",
-             "right_forearm", "right_hand", "left_shoulder", "left_upper_arm", "left_forearm", "left_hand",
-             "right_upper_leg", "right_lower_leg", "right_foot", "right_toe", "left_upper_leg", "left_lower_leg",
-             "left_foot", "left_toe")
-    values = np.random.default_rng(0).normal(size=(2000, FLAT_SIZE))
-
-    def best(build) -> float:
-        runs = []
-        for _ in range(30):
-            start = time.perf_counter()
-            build()
-            runs.append(time.perf_counter() - start)
-        return min(runs)
-
-    motion_extra = best(lambda: HumanMotion(times, names, positions, orientations, com)) - \
-        best(lambda: HumanMotion.raw(times, names, positions, orientations, com))
-    references_extra = best(lambda: ReferenceTrajectory(times, values)) - \
-        best(lambda: ReferenceTrajectory.raw(times, values))
-    assert motion_extra < 1e-3 and references_extra < 1e-3
 
 
 # ------------------------------------------------------------------ ReferenceTrajectory
