@@ -259,11 +259,11 @@ class _UnsureEstimator(_StubEstimator):
         return mean, np.full_like(mean, self.VAR)
 
 
-@pytest.mark.parametrize("shrunk", [(0, 1), ()])
-def test_an_uncertain_predicted_change_of_the_com_is_shrunk_towards_the_delayed_reference(shrunk):
-    """CompensatorConfig.shrunk_signals: output y + g (p - y), g = D^2 / (D^2 + var), with y the
-    newest delayed reference, p the prediction and D the model's change since y (here the
-    motion time between them): the CoM's; the hands' prediction is executed as it is."""
+@pytest.mark.parametrize("shrunk", [(("com_xy", 1.0), ("left_hand", 0.1)), ()])
+def test_an_uncertain_predicted_change_is_shrunk_towards_the_delayed_reference(shrunk):
+    """CompensatorConfig.shrunk_signals: output y + g (p - y), g = D^2 / (D^2 + k var), with y
+    the newest delayed reference, p the prediction, D the model's change since y (here the
+    motion time between them) and k the signal's factor; the others executed as predicted."""
     comp = PrescientCompensator(None, CompensatorConfig(blend_max_steps=1, smoothing_time=0.0, max_speed_cartesian=1e9,
                                                         max_speed_angular=1e9, shrunk_signals=shrunk))
     comp.estimator = _UnsureEstimator()
@@ -273,11 +273,24 @@ def test_an_uncertain_predicted_change_of_the_com_is_shrunk_towards_the_delayed_
     p = last.motion_time                                   # the stub's prediction, every signal
     change = p - (comp._latest_t - comp._t0)               # since the newest delayed sample (about 0.8 s)
     assert change == pytest.approx(0.8, abs=0.02)
-    gain = change ** 2 / (change ** 2 + _UnsureEstimator.VAR) if shrunk else 1.0
-    y_com = 0.0                                            # the operator's CoM in _drive
-    np.testing.assert_allclose(last.references[[0, 1]], y_com + gain * (p - y_com), rtol=1e-12)
-    assert last.references[HAND_X] == pytest.approx(p, rel=1e-12)
+    var = _UnsureEstimator.VAR
+    gain_com = change ** 2 / (change ** 2 + var) if shrunk else 1.0
+    gain_hand = change ** 2 / (change ** 2 + 0.1 * var) if shrunk else 1.0
+    # In _drive the operator's CoM is 0 and its left hand x (HAND_X) 0.5 m/s x the newest time stamp.
+    np.testing.assert_allclose(last.references[[0, 1]], gain_com * p, rtol=1e-12)
+    y_hand = 0.5 * comp._latest_t
+    assert last.references[HAND_X] == pytest.approx(y_hand + gain_hand * (p - y_hand), rel=1e-12)
+    assert last.references[6] == pytest.approx(p, rel=1e-12)          # the right hand: not shrunk here
     assert last.references[POSTURE] == pytest.approx(p, rel=1e-12)
+
+
+@pytest.mark.parametrize("shrunk, words", [
+    ((("elbow", 1.0),), "at most once"), ((("com_xy", 1.0), ("com_xy", 2.0)), "at most once"),
+    ((("com_xy", 0.0),), "finite number > 0"), ((("left_hand", float("nan")),), "finite number > 0"),
+])
+def test_shrunk_signals_must_name_signals_once_with_positive_factors(shrunk, words):
+    with pytest.raises(ValueError, match=words):
+        PrescientCompensator(None, CompensatorConfig(shrunk_signals=shrunk))
 
 
 def test_a_change_predicted_with_certainty_is_executed_whole():
@@ -285,5 +298,5 @@ def test_a_change_predicted_with_certainty_is_executed_whole():
     comp = _compensator()
     prediction = np.arange(FLAT_SIZE, dtype=float)
     comp._latest_y = np.zeros(FLAT_SIZE)
-    out = comp._shrink_uncertain_change(prediction, change=np.zeros(FLAT_SIZE), variance=np.zeros(FLAT_SIZE))
+    out = comp._shrunk(prediction, comp._shrink_gain(change=np.zeros(FLAT_SIZE), variance=np.zeros(FLAT_SIZE)))
     np.testing.assert_array_equal(out, prediction)
