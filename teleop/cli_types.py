@@ -34,10 +34,14 @@ class PreconditionError(ValueError):
     has run yet (README: the checks before a command starts say what to change, no more)."""
 
 
-def _number(text: str) -> float:
+def _refuse_underscore(text: str) -> None:
     if "_" in text:
         # Python reads "1_5" as 15: a typo for 1.5 became a ten times longer value.
         raise argparse.ArgumentTypeError(f"{text!r}: write the number without '_' (e.g. 1.5)")
+
+
+def _number(text: str) -> float:
+    _refuse_underscore(text)
     try:
         value = float(text)
     except ValueError:
@@ -79,6 +83,7 @@ def float_in_interval(text: str, low: float, high: float, *, low_open: bool = Fa
                       unit: str = "") -> float:
     """A number in the interval from ``low`` to ``high`` (either end excluded); the message
     writes the interval and ``unit`` ("must be in (0, 180) degrees, got 200"); nan is outside."""
+    _refuse_underscore(text)
     try:
         value = float(text)
     except ValueError:

@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_take_filters(train)
     add_common(train)
     # None when not given (the Xsens reader's own default, 100 Hz, applies), so that a
-    # --rate-hz that no take would use is refused instead of ignored (see _check_rate).
+    # --rate-hz that no take would use is refused instead of ignored (see teleop.takes.check_rate_hz).
     train.set_defaults(func=_train, rate_hz=None)
 
     ev = sub.add_parser("eval", help="evaluate a component offline (eval promp: recognition and prediction, Table 5.2)",
@@ -183,13 +183,6 @@ def _check_out(args: argparse.Namespace, listed: list[tuple[Path, str]]) -> None
                                     "replace it, or give another file") from None
 
 
-def _check_rate(args: argparse.Namespace, files: list[tuple[Path, str]]) -> None:
-    """--rate-hz is for Xsens CSV and AMC files (they do not state their rate): given when no take
-    is one, it would be ignored without a word (a user who expects the takes to be read at
-    it), as ``teleop retarget`` refuses it. A UsageError (exit code 2)."""
-    check_rate_hz(args.rate_hz, [path for path, _ in files])
-
-
 def _check_lengths(takes: list[Take], basis: int) -> None:
     """Refuse a --basis the shortest take cannot carry, and warn of a take much shorter than
     the rest of its task. Measured on the moving part of each take (what the ProMP learns,
@@ -294,7 +287,7 @@ def _train(args: argparse.Namespace) -> int:
     _check_out(args, listed)
     files = _each_once([pair for files in chosen for pair in files])
     check_take_kinds(files)     # a recording or a library among the takes: said before any is read
-    _check_rate(args, files)
+    check_rate_hz(args.rate_hz, [path for path, _ in files])   # before any take is read
     target = robot_target_of(args)
     takes = _each_content_once(read_take_files(args, files, target))
     # Takes made for different robots are refused before the learning, not after it.

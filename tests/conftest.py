@@ -16,6 +16,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TELEOP_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
 #: The product's own demonstrations (human motion, one folder per task).
 SYNTHETIC = REPO_ROOT / "datasets" / "synthetic"
+#: A folder in which nothing can be made, whoever runs the tests (root too; a read-only
+#: folder does not stop root): Linux's /proc. The tests of "cannot write there" use it.
+UNWRITABLE = Path("/proc")
+needs_proc = pytest.mark.skipif(not (UNWRITABLE / "self").is_dir(),
+                                reason="needs Linux's /proc, a folder in which even root can make nothing "
+                                       "(the 'cannot write there' checks are tested there)")
 
 
 def shared_data(*parts: str, needs: tuple[str, ...] = ()) -> Path:

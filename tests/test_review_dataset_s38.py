@@ -15,15 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import error_line, run_cli
+from conftest import UNWRITABLE, error_line, needs_proc, run_cli
 from retarget.references import FLAT_SIZE, RobotReferences
 from teleop.record import Recorder
 
 STEP_NS = 10_000_000   # 100 Hz
-#: A folder no file can be made in, whoever runs the tests (root too): /proc.
-UNWRITABLE = Path("/proc")
-needs_proc = pytest.mark.skipif(not (UNWRITABLE / "self").exists(),
-                                reason="needs Linux's /proc (a folder no file can be made in, even by root)")
 
 
 @pytest.fixture

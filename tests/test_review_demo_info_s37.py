@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import error_line, run_cli
+from tests.conftest import error_line, needs_proc, run_cli
 from tests.test_demo_metrics import _still_session
 
 
@@ -183,14 +183,11 @@ def test_an_empty_images_item_is_a_usage_error(tmp_path, capsys, monkeypatch):
     assert "argument --images: an image file, folder or pattern must not be empty" in err
 
 
+@needs_proc
 def test_an_output_that_cannot_be_made_is_refused_before_the_work(capsys, grey_image):
     """--out below a folder that cannot be made, and --make-test-images there, failed after
     the calibration or the rendering, unnamed ("/proc/x: No such file or directory"). /proc
     refuses new folders even to root (a read-only folder does not)."""
-    from pathlib import Path
-
-    if not Path("/proc/self").is_dir():
-        pytest.skip("no /proc on this system: no folder that refuses a new one even to root")
     message = _failure(capsys, "--images", grey_image, "--out", "/proc/x/cam.json", "--force")
     assert message.startswith("teleop calibrate-camera: error: --out /proc/x/cam.json: cannot write in /proc/x")
     rc, _, err = run_cli(capsys, "calibrate-camera", "--make-test-images", "/proc/x")

@@ -99,6 +99,13 @@ class Station:
             self.process.wait()
 
 
+def kill_all(*stations: Station | None) -> None:
+    """Kill whichever of ``stations`` were started (a test's cleanup, whatever failed)."""
+    for station in stations:
+        if station is not None:
+            station.kill()
+
+
 @pytest.fixture(scope="module")
 def library(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("library") / "library.npz"
@@ -166,9 +173,7 @@ def test_a_killed_operator_leaves_the_robot_holding_and_the_next_one_takes_over_
         robot.wait_for("holding a safe pose", start=back, timeout=15)     # the second one stopped too
         assert robot.stop() == 0 and proxy.stop() == 0, (robot.err[-20:], proxy.err[-20:])
     finally:
-        for station in (first, second, robot, proxy):
-            if station is not None:
-                station.kill()
+        kill_all(first, second, robot, proxy)
 
     summary = _robot_summary(robot)
     # The link was the bad one: duplicates reached the robot and were dropped as replays,
@@ -228,9 +233,7 @@ def test_a_killed_and_restarted_proxy_leaves_the_robot_holding_then_following_th
         assert operator.stop() == 0, operator.err[-20:]
         assert robot.stop() == 0 and restarted.stop() == 0, (robot.err[-20:], restarted.err[-20:])
     finally:
-        for station in (operator, restarted, robot, proxy):
-            if station is not None:
-                station.kill()
+        kill_all(operator, restarted, robot, proxy)
 
     summary = _robot_summary(robot)
     assert summary["watchdog"]["stale_events"] >= 1

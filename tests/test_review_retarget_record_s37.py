@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import SYNTHETIC, error_line, run_cli, shared_data
+from conftest import SYNTHETIC, error_line, needs_proc, run_cli, shared_data
 
 SQUAT = SYNTHETIC / "squat" / "squat_0.npz"
 
@@ -159,6 +159,7 @@ def test_a_take_implausible_at_the_rate_given_names_the_rate(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@needs_proc
 @pytest.mark.parametrize("argv, option", [
     (["record", "--duration", "0.2", "-o", "/proc/x/session.mcap"], "-o"),
     (["robot", "--duration", "0.2", "--record", "/proc/x/session.mcap"], "--record"),
@@ -166,10 +167,6 @@ def test_a_take_implausible_at_the_rate_given_names_the_rate(tmp_path, capsys):
 def test_a_recording_where_nothing_can_be_written_is_refused_before_the_session(argv, option, capsys, secret):
     """-o /proc/x.mcap failed once the session had started ("No such file or directory",
     with the debug hint). /proc refuses new folders even to root."""
-    from pathlib import Path
-
-    if not Path("/proc/self").is_dir():
-        pytest.skip("no /proc on this system: no folder that refuses a new one even to root")
     rc, _, err = run_cli(capsys, *argv, *(["--secret-file", secret] if argv[0] == "robot" else []))
     assert rc == 1
     assert error_line(err) == f"{option} /proc/x/session.mcap: cannot write in /proc/x (No such file or directory)"

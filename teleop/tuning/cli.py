@@ -23,8 +23,8 @@ MIN_SPEED = 0.1
 
 
 def _speed(text: str) -> float:
-    """``--speed``: a playback speed factor in [:data:`MIN_SPEED`, :data:`MAX_SPEED`]; written
-    as every number option's (``1_0`` was read as 10)."""
+    """``--speed``: a playback speed factor in [:data:`MIN_SPEED`, :data:`MAX_SPEED`]; nan and
+    inf are said as not finite numbers, as every number option's."""
     finite_float(text)
     value = float_in_interval(text, 0.0, MAX_SPEED, low_open=True)
     if value < MIN_SPEED:
