@@ -56,6 +56,12 @@ class RBFBasis:
 
     phi_c(z) = exp(-(z - c_c)^2 / (2 width^2)) / sum_c' exp(-(z - c_c')^2 / (2 width^2))
 
+    The thesis prints Eq. 5.3 with unit width and centres (c - 1) / (m - 1) and gives no m;
+    ``RBFBasis(m, margin_factor=0.0, width=1.0)`` is that formula as printed. The default
+    width is relative to the centre spacing instead because a unit width on a [0, 1] phase
+    makes the m functions nearly equal and the ridge fit of Eq. 5.5 ill-conditioned (the
+    printed width is read as a transcription simplification, reference §5.2 [GAP]).
+
     Attributes:
         n_basis: number k of basis functions per signal.
         width_factor: standard deviation of each Gaussian, in units of the centre spacing.

@@ -74,6 +74,7 @@ class EstimatorConfig:
         task_log_prior: optional (K,) log prior over the library's tasks.
         conditioning_noise_scale: the weight posterior treats each observation as noisier
             than the ridge-fit residual by this factor on the variance (docs/promp_tuning.md).
+            This is the Sigma*_y of Eqs. 5.9-5.12, which the thesis does not give.
         variance_scale: factor on the returned predictive covariance (calibration).
         offset_fraction, ramp_fraction, amplitude_fraction: structured directions added
             to the prior of the weight posterior (:func:`promp.learning.augment_promp`);

@@ -14,6 +14,17 @@ execution differs from the mean (a higher lift, a wider reach) so that the timin
 judged on the shape, not on a fixed offset; with r = 0 this reduces to a variance-weighted
 version of the thesis's distance to the mean.
 
+Why not the thesis's rules as printed: Eq. 5.8 fixes alpha once, from the few speeds of the
+demonstrations (S_alpha), which the thesis itself lists as a limitation (§5.5): an operator
+faster or slower than every demonstration, or one who changes speed, keeps a wrong phase
+for the rest of the motion (tests/test_reference_promp.py: at 1.3x, S_alpha's best is 1.11,
+this filter 1.31). The L1 distance of Eq. 5.7 weighs a signal that varies a lot between
+demonstrations as much as one that never does and gives no probability; the likelihood
+weighs each by its learned variance and gives the task probabilities the estimator reports.
+M_k comes from the demonstrations' joint weights (U of :mod:`promp.model`) for a per-signal
+ProMP too: the filter scores the shape the demonstrations share across signals, while the
+per-signal choice applies to the weight posterior (conditioning) only.
+
 Sufficient statistics per hypothesis (Woodbury):
     Lambda = sum M^T W M (r x r), eta = sum M^T W (y - m), q = sum (y - m)^T W (y - m),
     log p(Y | h) = -1/2 [q - eta^T (I + Lambda)^-1 eta + log|I + Lambda| + sum log|2 pi W^-1|].
