@@ -305,10 +305,13 @@ def test_a_jitter_larger_than_the_delay_clips_delays_at_zero_and_says_how_many()
     ("0.02", "argument --stale-timeout: must be at least 0.1 s (the operator sends 100 commands a second: a shorter "
              "timeout holds the robot between them), got 0.02"),
     ("-1", "argument --stale-timeout: must be > 0, got -1"),
+    ("1e9", "argument --stale-timeout: must be at most 10 s (until it runs out a silent operator's robot goes on "
+            "moving, unheld), got 1e9"),
 ])
-def test_a_stale_timeout_shorter_than_the_gaps_between_commands_is_refused(capsys, value, message):
+def test_a_stale_timeout_out_of_its_range_is_refused(capsys, value, message):
     """--stale-timeout 0.02 on loopback: the robot held its pose at every ordinary gap between
-    commands (17 holds in 6 s), always RESUMING, never following the operator."""
+    commands (17 holds in 6 s), always RESUMING, never following the operator; 1e9 switched
+    the hold off."""
     from teleop.cli import main
 
     with pytest.raises(SystemExit) as exc:
@@ -324,7 +327,7 @@ def test_a_lone_late_command_after_the_operator_stopped_does_not_end_the_hold(ro
     killed) often arrives alone, after the robot began to hold: with one command enough to
     resume, the robot said "the operator's commands are back", blended towards that pose
     and held again 0.5 s later (the end of two of three 30 s sessions of this review).
-    `teleop robot` now waits for three commands in a row; an operator that comes back
+    The robot station (`teleop robot`, the demo) now waits for three commands in a row; an operator that comes back
     sends 100 a second, and is followed 20 ms later than before."""
     from retarget.references import RobotReferences
     from teleop.clock import VirtualClock
@@ -332,14 +335,14 @@ def test_a_lone_late_command_after_the_operator_stopped_does_not_end_the_hold(ro
     from teleop.net.delay import LinkModel
     from teleop.net.protocol import PacketCodec
     from teleop.net.virtual import connect_virtual
-    from teleop.stations.cli import RESUME_AFTER
     from teleop.stations.robot_station import RobotStation, RobotStationConfig
 
     clock = VirtualClock()
     operator, robot_ep = connect_virtual(PacketCodec(os.urandom(32)), LinkModel.thesis(0.0), clock, seed=1)
     station = RobotStation(robot_ep, robot, station_sim, None,
                            RobotStationConfig(video_hz=0, stale_timeout=0.2, resume_duration=0.3,
-                                              resume_after=resume_after or RESUME_AFTER, smoothing_hz=0))
+                                              resume_after=resume_after or RobotStationConfig().resume_after,
+                                              smoothing_hz=0))
     home = references_from_configuration(robot, station.tracker.q).to_flat()
     states = []
     for k in range(200):

@@ -23,25 +23,25 @@ from teleop.stop_request import stop_handled
 from teleop.video.wire import DEFAULT_FEC_GROUP
 
 
-#: Newer commands in a row that end the robot's hold (RobotStationConfig.resume_after). With
-#: 1, over a jittery link (300 ms, 20 % loss) the last command an operator sent before it
-#: stopped or was killed often arrived alone, after the hold had begun: the robot said "the
-#: operator's commands are back", blended towards that stale pose and held again 0.5 s later
-#: (at the end of two of three 30 s review sessions). 3 delays a true resume by 20 ms.
-RESUME_AFTER = 3
-
-
 #: Shortest --stale-timeout [s]: 10 commands at 100 Hz. With 0.02 the robot held its pose at
 #: every ordinary gap between commands on loopback (17 holds in 6 s) and never followed.
 MIN_STALE_TIMEOUT_S = 0.1
 
+#: Longest --stale-timeout [s]. Until it runs out, a robot whose operator went silent goes on
+#: executing the compensator's predictions (which bridge lost packets) and then its last
+#: command: 1e9 switched the safe hold off without a word.
+MAX_STALE_TIMEOUT_S = 10.0
+
 
 def _stale_timeout(text: str) -> float:
-    """--stale-timeout [s]: at least :data:`MIN_STALE_TIMEOUT_S`."""
+    """--stale-timeout [s]: from :data:`MIN_STALE_TIMEOUT_S` to :data:`MAX_STALE_TIMEOUT_S`."""
     value = positive_float(text)
     if value < MIN_STALE_TIMEOUT_S:
         raise argparse.ArgumentTypeError(f"must be at least {MIN_STALE_TIMEOUT_S:g} s (the operator sends 100 commands "
                                          f"a second: a shorter timeout holds the robot between them), got {text}")
+    if value > MAX_STALE_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_STALE_TIMEOUT_S:g} s (until it runs out a silent "
+                                         f"operator's robot goes on moving, unheld), got {text}")
     return value
 
 
@@ -71,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help=f"one parity datagram per N video datagrams, which restores any one of them lost on "
                             f"the way (default: {DEFAULT_FEC_GROUP}, 1/{DEFAULT_FEC_GROUP} more bytes; 0 = none)")
     robot.add_argument("--stale-timeout", type=_stale_timeout, default=0.5,
-                       help=f"hold a safe pose after this long without commands [s], at least "
-                            f"{MIN_STALE_TIMEOUT_S:g} (default: 0.5)")
+                       help=f"hold a safe pose after this long without commands [s], "
+                            f"{MIN_STALE_TIMEOUT_S:g} to {MAX_STALE_TIMEOUT_S:g} (default: 0.5)")
     robot.add_argument("--duration", type=positive_float,
                        help="stop after this many seconds (default: run until Ctrl-C)")
     robot.add_argument("--secret-file", type=nonempty_path,
@@ -398,8 +398,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         camera = LowPolyEyeCamera(sim, robot, "left_eye", CameraIntrinsics(320, 240), scene=scene)
         sender = VideoSender(parse_address(args.video_to), authenticate=video_mac(secret)[0], fec_group=args.video_fec)
         resources.callback(sender.close)
-        config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout,
-                                    resume_after=RESUME_AFTER)
+        config = RobotStationConfig(video_hz=args.video_hz, stale_timeout=args.stale_timeout)
         recording = None
         if args.record:
             from teleop.stations.recording import RobotRecording

@@ -81,8 +81,12 @@ class RobotStationConfig:
         resume_duration: shortest blend back to commands after a stale period [s] (longer when
             the commands are far from the held pose: :func:`resume_duration_for`).
         resume_after: newer commands in a row (each within ``stale_timeout`` of the one
-            before) that end a hold (see :class:`teleop.net.watchdog.StaleCommandWatchdog`);
-            ``teleop robot`` takes 3 (see ``teleop.stations.cli.RESUME_AFTER``).
+            before) that end a hold (see :class:`teleop.net.watchdog.StaleCommandWatchdog`).
+            With 1, over a jittery link (300 ms, 20 % loss) the last command an operator
+            sent before it stopped or was killed often arrived alone, after the hold had
+            begun: the robot said "the operator's commands are back", blended towards that
+            stale pose and held again 0.5 s later (at the end of two of three 30 s review
+            sessions). 3 delays a true resume by 20 ms.
         compensation: predict the operator's commands when a task library is given.
         default_tau_b: backward delay [s] assumed until the operator reports one.
         feedback_hz: rate of FEEDBACK packets to the operator [Hz].
@@ -114,7 +118,7 @@ class RobotStationConfig:
     video_hz: float = 10.0
     stale_timeout: float = 0.5
     resume_duration: float = 1.0
-    resume_after: int = 1
+    resume_after: int = 3
     zmp_correction: bool = True
     compensation: bool = True
     default_tau_b: float = 0.0
