@@ -9,7 +9,10 @@ For each setup (:mod:`teleop.tuning.setups`), on the left arm (shoulder ×3, elb
    the joints already tuned: by default one relay sequence gives every rule's gains, with
    ``relay_per_heuristic`` one sequence per rule as in §4.1); for each of the seven rules play the
    evaluation motion ("dance", played ``speed``× faster; AE-A) and the step animation (one
-   45° step per joint, pauses between; AE-S, OS, ST5, R50);
+   45° step per joint, pauses between; AE-S, OS, ST5, R50). The reference's "fast dance
+   animation" is not available: the "dance" is our recorded evaluation demonstrations
+   (:data:`teleop.tuning.motions.EVALUATION_MOTIONS`, by default the first two) played
+   ``speed`` = 2× faster, the motions the tuning (and the optimiser) never trains on;
 3. the optimiser (:mod:`teleop.tuning.optimiser`) warm-starts from the seven rules' gains
    (simulated first; the search starts from the best on its cost) and tunes the limb on
    *training* motions (other demonstrations than the evaluation motion) plus the step
@@ -73,7 +76,18 @@ class ExperimentSettings:
 
 
 def baseline_gains(rig: ArmRig) -> list[PidGains]:
-    """Baseline gains of §4.1 step 1, scaled to each joint's realistic torque limit τ."""
+    """Baseline gains of §4.1 step 1, scaled to each joint's realistic torque limit τ [N m]:
+    K_p = 10τ [N m/rad], K_i = τ [N m/(rad s)], K_d = 0.1τ [N m s/rad].
+
+    K_p : K_i is the reference's 10 : 1. K_d is *not* its ratio: the reference's 10000 / 1000 /
+    1000 has K_d = K_i (K_d/K_p = 0.1 s), ours K_d/K_p = 0.01 s, 10x less damping. The reason
+    is not recorded (the value dates from the toolkit's first version). The baseline only
+    holds the joints not yet relay-tuned (the inner ones, tuning runs hand first), but the
+    relay results depend on it: measured with ``--quick``, K_d = τ changes the wrist's K_u by
+    −40 to −54 % and the elbow's by +37 to +290 % across the four setups, and the AE-A of
+    Classic, PControl and PDControl by −12 % to +13 % (both ways, no consistent gain). It is
+    kept as it is: a change would move every table row for no measured benefit.
+    """
     effort = rig.robot.limits.effort[rig.idx]
     return [PidGains(10.0 * t, 1.0 * t, 0.1 * t) for t in effort]
 

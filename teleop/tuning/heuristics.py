@@ -3,9 +3,18 @@
 The coefficients are [not in source] in the thesis; they are the standard ZN-family table the
 reference points to (row names match). Each maps the ultimate gain K_u [N m/rad] and the
 ultimate period T_u [s] from a relay test to parallel-form gains.
+
+The table is stored in parallel form (K_i and K_d as multiples of K_u/T_u and K_u T_u), as the
+reference's A6 table writes it. In the textbook's standard form u = K_p(e + (1/T_i)∫e + T_d ė)
+(K_i = K_p/T_i, K_d = K_p T_d, :meth:`PidGains.to_standard`) the rows are: Classic T_i = T_u/2,
+T_d = T_u/8; Pessen T_i = 0.4 T_u, T_d = 0.15 T_u; Some/No overshoot T_i = T_u/2, T_d = T_u/3
+(0.11/0.33 and 0.066/0.2, the table's two-digit rounding of 1/3); PI T_i = T_u/1.2; PD
+T_d = T_u/8.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from teleop.tuning.pid import PidGains
 
@@ -32,8 +41,11 @@ def heuristic_gains(name: str, ku: float, tu: float) -> PidGains:
     """Gains of rule ``name`` for ultimate gain ``ku`` [N m/rad] and period ``tu`` [s]."""
     if name not in HEURISTICS:
         raise KeyError(f"unknown heuristic {name!r}; known: {', '.join(HEURISTICS)}")
-    if not (ku > 0 and tu > 0):
-        raise ValueError(f"K_u and T_u must be > 0, got K_u={ku}, T_u={tu}")
+    # Each argument named on its own; inf is refused here too (it gave an inf K_p or a NaN
+    # K_i = c_i·inf/inf, reported by PidGains as a bad "kp"/"ki", not as a bad K_u or T_u).
+    for arg, value in (("ku (K_u)", ku), ("tu (T_u)", tu)):
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{arg} must be finite and > 0, got {value!r}")
     cp, ci, cd = HEURISTICS[name]
     return PidGains(cp * ku, ci * ku / tu, cd * ku * tu)
 

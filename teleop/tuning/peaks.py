@@ -33,8 +33,12 @@ def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 
             slightly early, which the reference calls negligible.
     """
     x = np.asarray(signal, dtype=float)
-    if decimation < 1 or min_separation < 0:
-        raise ValueError("decimation must be >= 1 and min_separation >= 0")
+    # Whole sample counts, each named: a fractional decimation made float indices (an
+    # IndexError deep inside numpy), a NaN one passed the old "< 1" check.
+    if not (isinstance(decimation, (int, np.integer)) and decimation >= 1):
+        raise ValueError(f"decimation must be a whole number of samples >= 1, got {decimation!r}")
+    if not (isinstance(min_separation, (int, np.integer)) and min_separation >= 0):
+        raise ValueError(f"min_separation must be a whole number of samples >= 0, got {min_separation!r}")
     if x.ndim != 1 or not np.all(np.isfinite(x)):
         raise ValueError("peak detection needs a 1-D signal of finite samples (NaN or inf found)")
     kept = np.arange(0, len(x), decimation)

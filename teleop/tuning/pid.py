@@ -72,10 +72,17 @@ class PidController:
     def __init__(self, gains: list[PidGains], dt: float, torque_limit: np.ndarray,
                  derivative_filter_s: float = 0.002) -> None:
         self.n = len(gains)
+        # Checked here, not in the 1 kHz loop: dt = 0 divided by zero at the second update,
+        # a NaN dt or T_f ran on with NaN torques, T_f = −dt divided by zero, and a NaN torque
+        # limit passed "limit <= 0" and left the output unclipped.
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be a finite control period > 0 [s], got {dt!r}")
+        if not (np.isfinite(derivative_filter_s) and derivative_filter_s >= 0):
+            raise ValueError(f"derivative_filter_s must be finite and >= 0 [s], got {derivative_filter_s!r}")
         self.dt = float(dt)
         self.torque_limit = np.broadcast_to(np.asarray(torque_limit, dtype=float), (self.n,)).copy()
-        if np.any(self.torque_limit <= 0):
-            raise ValueError("torque limits must be > 0")
+        if not np.all(self.torque_limit > 0):   # also refuses NaN (+inf: no limit, allowed)
+            raise ValueError(f"torque_limit must be > 0 [N m] on every joint, got {self.torque_limit.tolist()}")
         self.derivative_filter_s = float(derivative_filter_s)
         self._alpha = self.dt / (self.derivative_filter_s + self.dt)
         self.set_gains(gains)

@@ -24,8 +24,14 @@ from teleop.tuning.rig import ArmRig, Relay
 MIN_PEAKS = 6
 
 
-class RelayTestError(RuntimeError):
-    """The relay test did not oscillate enough to measure T_u and K_u."""
+class RelayTestError(RuntimeError, ValueError):
+    """The relay test did not oscillate enough to measure T_u and K_u (too few peaks, peaks
+    that do not alternate, no amplitude).
+
+    A RuntimeError for :func:`relay_test` (the joint did not oscillate), and also a ValueError:
+    for :func:`ultimate_from_peaks` a series with too few peaks is bad input, and a caller that
+    checks its input with ``except ValueError`` gets it too.
+    """
 
 
 @dataclass
@@ -44,8 +50,17 @@ def ultimate_from_peaks(t: np.ndarray, y: np.ndarray, relay_torque: float, decim
                         min_separation: int = 4, min_peaks: int = MIN_PEAKS, joint: str = "") -> RelayResult:
     """T_u and K_u from a relay oscillation: (N,) times [s] and measured angles [rad].
 
+    Args:
+        t: (N,) sample times [s], increasing.
+        y: (N,) measured angles [rad] (the error's peaks are the angle's: r is constant).
+        relay_torque: relay amplitude d [N m], > 0.
+        decimation, min_separation: peak detection's thresholds (:func:`detect_peaks`).
+        min_peaks: peaks required (reference §3.5.2: ">= 6", the default); at least 3, the
+            fewest with two same-sign peaks for T_u.
+
     Raises ValueError on bad input (mismatched or non-finite series, times not increasing, a
-    relay torque d that is not > 0) and :class:`RelayTestError` on too weak an oscillation.
+    relay torque d that is not > 0, min_peaks < 3) and :class:`RelayTestError` (also a
+    ValueError) on too weak an oscillation (fewer than ``min_peaks`` peaks).
     """
     t = np.asarray(t, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -57,6 +72,9 @@ def ultimate_from_peaks(t: np.ndarray, y: np.ndarray, relay_torque: float, decim
         raise ValueError(f"{joint}: relay sample times are not increasing")
     if not (np.isfinite(relay_torque) and relay_torque > 0):
         raise ValueError(f"{joint}: the relay torque d must be > 0, got {relay_torque!r}")
+    if not (isinstance(min_peaks, (int, np.integer)) and min_peaks >= 3):
+        # Fewer cannot hold two same-sign peaks: min_peaks = 2 failed as "peaks do not alternate".
+        raise ValueError(f"{joint}: min_peaks must be a whole number >= 3, got {min_peaks!r}")
     peaks = detect_peaks(y, decimation, min_separation)
     if len(peaks.index) < min_peaks:
         raise RelayTestError(f"{joint}: relay test found {len(peaks.index)} peaks, needs >= {min_peaks} "
@@ -87,9 +105,27 @@ def relay_test(rig: ArmRig, joint: str, gains, relay_torque: float | None = None
         relay_torque: d [N m] (default: the joint's torque limit in this setup).
         start_angle_deg: ``RelayStartAngle``, offset of the start from the target [deg].
         target: ``RelayTargetAngle`` [rad] (default: home).
+        warmup_s: ``TestWarmupSeconds`` [s], >= 0; the samples before it are not measured.
+        duration_s: ``TestDurationSeconds`` [s], > 0; doubled (up to ``max_duration_s``)
+            while fewer than 6 peaks are found.
+
+    Raises ValueError naming the argument on bad input (checked before any simulation) and
+    :class:`RelayTestError` when even ``max_duration_s`` holds too few peaks.
     """
     if joint not in rig.joints:
         raise ValueError(f"unknown joint {joint!r}; the rig tunes {list(rig.joints)}")
+    # Before any simulation: duration_s = 0 (or < 0) never grew by doubling and looped for
+    # ever, a NaN ended in "cannot convert float NaN to integer", and a relay torque <= 0 was
+    # refused only after the whole relay run.
+    checks = (("warmup_s", warmup_s, ">= 0"), ("duration_s", duration_s, "> 0"),
+              ("max_duration_s", max_duration_s, "> 0"), ("start_angle_deg", start_angle_deg, ""),
+              ("relay_torque", relay_torque, "> 0"), ("target", target, ""))
+    for arg, value, bound in checks:
+        if value is None:       # relay_torque, target: their defaults
+            continue
+        ok = np.isfinite(value) and (bound != "> 0" or value > 0) and (bound != ">= 0" or value >= 0)
+        if not ok:
+            raise ValueError(f"{joint}: {arg} must be finite{' and ' + bound if bound else ''}, got {value!r}")
     j = rig.joints.index(joint)
     d = float(rig.torque_limit[j] if relay_torque is None else relay_torque)
     setpoint = rig.home[rig.idx].copy()
