@@ -30,7 +30,7 @@ that the position was noisy too. Here:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pinocchio as pin
@@ -183,7 +183,8 @@ class PoseFilter:
                rotation: np.ndarray | None = None) -> FilteredPose | None:
         """Feed one measurement (position (3,) [m], rotation (3, 3) or None for position only)
         at ``t`` [s], or ``position=None`` when the tag was not seen. Returns the current
-        estimate (None before the first sighting)."""
+        estimate (None before the first sighting). A measurement not newer than the last one
+        used is dropped (reference §B.3 A): the estimate is returned unchanged, not fresh."""
         if position is None:
             if self.last is None:
                 return None
@@ -195,6 +196,13 @@ class PoseFilter:
             self.last = FilteredPose(self.last.t, self.last.position, self.last.rotation, self.last.orientation_valid,
                                      self.last.orientation_noise_deg, self.last.position_noise_mm, False, age)
             return self.last
+        if self.last is not None and t <= self.last.t:
+            # Not newer than the last measurement used: dropped, as jog_control drops a
+            # message older than the last one (reference §B.3 A). Taken, it left the
+            # estimate as it was but stamped it with its older time: the jogging tick then
+            # extrapolated the goal over that larger age (8.5 mm ahead for one sample
+            # 33 ms stale of a tag moving at 0.1 m/s).
+            return replace(self.last, fresh=False, age_s=0.0)
         position = np.asarray(position, dtype=float)
         previous_t = self.position_filter.t
         dt = 0.0 if previous_t is None else max(t - previous_t, 0.0)

@@ -27,6 +27,14 @@ absolute-jogging node runs at 10 Hz and waits on two ROS service round trips per
    whole-body controller is told which step that was (its next tick's acceleration
    window and ZMP rows start from the committed velocity, not from the one it solved).
 
+Deliberate differences from the reference's absolute-jogging node (§B.5): no cycle is
+skipped when the hand is within a threshold of the target (§B.5 B; the thesis gives no
+threshold): the QP keeps tracking and the tag filter, not a dead band, keeps a still hand
+still; the damped target j = c + s d is the hand task's target, reached at ``hand_gain``
+within the speed limits, not solved by IK in one cycle (s = 1 is "no slow-down", not "there
+in 10 ms"); a step stopped before a collision slides along the contact where it can instead
+of halting there (§B.8: jog_control halts and stays short of the target).
+
 The hand task is the default stack's hand position task with a higher gain (the default
 10/s is tuned for whole-body teleoperation with feed-forward; jogging wants a snappy hand)
 plus a hand orientation task composed from :class:`FrameOrientationTask`; no control file

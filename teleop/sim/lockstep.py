@@ -20,6 +20,21 @@ plugin must park that loop until a reader thread has the packet. Here the server
 the loop, so "wait for ``readyForStep``" is simply a blocking ``recv`` between sending
 state k and stepping: the alternation is strict by construction, and the three timing
 cases of §A.5 collapse into one.
+
+Where it deliberately differs from the reference:
+
+* no free-running start (§A.5: Gazebo steps freely until Simulink's first packet): every
+  step here, the first included, waits for its command, and the robot is reset at rest
+  before STATE 0, so a session is reproducible from its first step;
+* STATE k carries t = k * dt exactly (each step counts as dt however long it took, §A.3);
+* one ``mode`` per COMMAND for all controlled joints, not Table 3.2's per-joint ``control``
+  array, and only 0 (position) and 1 (torque): Table 3.2's "0 or 4 = position" is the
+  real drives' code, and 4 here is refused (BAD_PAYLOAD), not read as position;
+* position mode (Table 3.3's state space) drives the simulator's own joint position
+  servos, whose gains are the simulator's: the ``zr_kp`` / D gains of Table 3.2 and
+  §4.2.1 are not sent (the controller is ours, not DLR's), and the synchronisation and
+  real-robot-only fields of Tables 3.1/3.2 (``have_command``, ``state``, ``datacontainer``,
+  ``speed``) have no counterpart.
 """
 
 from __future__ import annotations
@@ -461,7 +476,11 @@ class LockstepServer:
             while True:
                 st = sim.state()
                 final = self.max_steps is not None and seq >= self.max_steps
-                conn.sendall(encode_state(seq, st.t - t0_sim, st.q, st.v, self._applied_torques(),
+                # t = seq * dt (one physics step per command, §A.3), not st.t - t0_sim: that
+                # difference carries the rounding of the steps taken before the session (1e-15 s
+                # off after 12345 of them), so a controller reading t (the demo's sine) got other
+                # bits in every session and reset sessions were not reproducible.
+                conn.sendall(encode_state(seq, seq * sim.dt, st.q, st.v, self._applied_torques(),
                                           flags | (FLAG_FINAL if final else 0)))
                 report.states_sent += 1
                 if final:
