@@ -21,6 +21,7 @@ robot station does; ``"linear"`` keeps the ramp, ``False`` the step.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import replace
@@ -47,6 +48,7 @@ def synthetic_references(robot: RobotModel, duration: float = 6.0, rate: float =
     CoM sways 3 cm to the left, 3 cm to the right and back to the middle, the waist goes
     down 8 cm and back up, and the torso pitches forward by 0.25 rad and back.
     """
+    _check_positive(duration=duration, rate=rate)
     start = references_from_configuration(robot, robot.home_configuration() if q0 is None else q0)
     times = np.arange(0.0, duration + 0.5 / rate, 1.0 / rate)
     bump = 0.5 * (1.0 - np.cos(2.0 * np.pi * times / duration))   # 0 -> 1 -> 0, zero slope at the ends
@@ -61,6 +63,17 @@ def synthetic_references(robot: RobotModel, duration: float = 6.0, rate: float =
                                right_hand=start.right_hand + reach,
                                torso=start.torso + np.array([0.25 * b, 0.0, 0.0])))
     return ReferenceTrajectory.from_samples(samples, label="synthetic whole-body", source="synthetic_references")
+
+
+def _check_positive(**values: float | None) -> None:
+    """ValueError naming the first argument that is not a positive finite number (None
+    skipped): a zero period divided by zero deep inside, and a NaN one made NaN tick counts."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
 def _per_tick(references, n_ticks: int, dt: float, t0: float) -> list[RobotReferences]:
@@ -118,6 +131,13 @@ def run_closed_loop(references: ReferenceTrajectory | Sequence[RobotReferences],
         ticks (after settling), measured in the simulation against the references; the
         foot slip is over every tick.
     """
+    # Checked before anything starts (the simulation, the tracker).
+    _check_positive(control_dt=control_dt, physics_steps=physics_steps, duration=duration)
+    if int(physics_steps) != physics_steps:  # (2.5 steps per tick would truncate silently)
+        raise ValueError(f"physics_steps must be a whole number, got {physics_steps!r}")
+    if not (isinstance(settle_time, (int, float, np.integer, np.floating)) and math.isfinite(settle_time)
+            and settle_time >= 0):
+        raise ValueError(f"settle_time must be a finite number >= 0 [s], got {settle_time!r}")
     from teleop.sim.simulator import Simulation  # pybullet only when running in the loop
     from teleop.sim.target_spline import TickInterpolator
 

@@ -108,7 +108,14 @@ class WholeBodyController:
         if self.mode not in ("strict", "weighted"):
             raise ValueError(f"mode must be 'strict' or 'weighted', got {self.mode!r}")
         self.dt = float(dt if dt is not None else self.config.dt)
-        self.damping = self.config.damping
+        # Checked here, not only at the first step: a StackConfig built in code skips
+        # parse_stack's checks, and a NaN/negative dt or damping would otherwise only show
+        # up ticks later as NaN bounds or an indefinite Hessian.
+        if not (math.isfinite(self.dt) and self.dt > 0):
+            raise ValueError(f"dt must be a positive, finite control period [s], got {self.dt}")
+        self.damping = float(self.config.damping)
+        if not (math.isfinite(self.damping) and self.damping >= 0):
+            raise ValueError(f"damping (epsilon of eps * ||v||^2) must be finite and >= 0, got {self.damping}")
         elimination = contact_elimination or self.config.contact_elimination
         if elimination not in ("auto", "nullspace", "equality"):
             raise ValueError("contact_elimination must be 'auto', 'nullspace' or 'equality'")
@@ -248,6 +255,7 @@ class WholeBodyController:
             self.polygon.set_polygon(self.robot.support_polygon(self._polygon_sides))
             n_edges = self.polygon.n_rows
             self.polygon.reset_motion()
+            self.polygon.linearise(self.kin)   # for a commit() before the first step
         # One matrix for the tasks' rows sqrt(w) J (right-hand sides sqrt(w) b) and, below
         # them, the polygon's rows G (bounds h): a single product maps them all to z.
         n_tasks = self._n_task_rows
@@ -315,7 +323,11 @@ class WholeBodyController:
             q = self.q
         else:
             q = np.asarray(q, dtype=float)
-            if q.shape != (self.robot.nq,) or not np.all(np.isfinite(q)):
+            if q.shape != (self.robot.nq,):
+                # A wrong shape is a caller's bug, not numerical trouble: refused, not held
+                # (holding hid it behind the message "not finite").
+                raise ValueError(f"q must be the ({self.robot.nq},) measured configuration, got shape {q.shape}")
+            if not np.all(np.isfinite(q)):
                 return self.hold(SolveStatus.HELD, "measured configuration is not finite", started)
             # The kinematics read the base quaternion as a unit one: normalise it (a copy:
             # the caller's array is left alone), and refuse one that is no rotation at all.
@@ -412,7 +424,7 @@ class WholeBodyController:
             return self.hold(SolveStatus.HELD, "non-finite solution", started)
         # The internal state is the command (open loop); the caller gets a copy it may keep
         # or modify without corrupting either.
-        self.commit(q_next, v)
+        self._record(q_next, v)
         self.status_message = message
         finished = time.perf_counter()
         timings = TickTimings((built - started) * 1e3, (solved - built) * 1e3, (finished - started) * 1e3)
@@ -425,7 +437,21 @@ class WholeBodyController:
         refused or shortened it commits what was left (none: ``v`` = 0), since the recorded
         velocity bounds the next tick's (the joint acceleration limit) and its ZMP rows: left
         to believe refused steps were taken, the controller kept accelerating a robot that
-        stood still (see :class:`teleop.jog.session.JogController`)."""
+        stood still (see :class:`teleop.jog.session.JogController`).
+
+        Raises ValueError, before any state changes, if ``q`` or ``v`` has the wrong shape
+        or a non-finite entry (a NaN committed here became every later command)."""
+        q = np.array(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        if q.shape != (self.robot.nq,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"q must be {self.robot.nq} finite values, got shape {q.shape}")
+        if v.shape != (self.robot.nv,) or not np.all(np.isfinite(v)):
+            raise ValueError(f"v must be {self.robot.nv} finite values, got shape {v.shape}")
+        self._record(q, v)
+
+    def _record(self, q: np.ndarray, v: np.ndarray) -> None:
+        """:meth:`commit` without its checks, for :meth:`step`, whose (nq,) ``q`` and (nv,)
+        ``v`` are already known finite (the checks would cost every tick)."""
         self.q = self.last_command = np.array(q, dtype=float)
         if self.polygon is not None:
             self.polygon.commanded(v)

@@ -80,6 +80,15 @@ def _joint_indices(robot: RobotModel, joints) -> np.ndarray:
     return idx
 
 
+def _non_negative(value, name: str) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` unless it is finite and >= 0
+    (NaN included: ``NaN < 0`` is False, and a NaN ratio made every torque NaN)."""
+    value = float(value)
+    if not (np.isfinite(value) and value >= 0.0):
+        raise ValueError(f"{name} must be finite and >= 0, got {value}")
+    return value
+
+
 def _per_joint(value, k: int, name: str) -> np.ndarray:
     arr = np.broadcast_to(np.asarray(value, dtype=float), (k,)).copy()
     if np.any(arr < 0) or not np.all(np.isfinite(arr)):
@@ -137,7 +146,7 @@ class JointImpedance:
         self.joints = _joint_indices(robot, joints)
         k = len(self.joints)
         self.stiffness = _per_joint(stiffness, k, "stiffness")
-        self.damping_ratio = float(damping_ratio)
+        self.damping_ratio = _non_negative(damping_ratio, "damping_ratio")
         self.damping = None if damping is None else _per_joint(damping, k, "damping")
         self.clip_to_limits = clip_to_limits
         self._v_idx = NV_BASE + self.joints
@@ -231,14 +240,15 @@ class CartesianImpedance:
         if self.m > k:
             raise ValueError(f"a {self.m}-D task needs at least {self.m} joints, got {k}")
         self.stiffness = np.diag(gains)
-        self.damping_ratio = float(damping_ratio)
+        self.damping_ratio = _non_negative(damping_ratio, "damping_ratio")
         self.posture_stiffness = _per_joint(posture_stiffness, k, "posture_stiffness")
-        self.posture_damping_ratio = float(posture_damping_ratio)
-        self.point_offset = np.asarray(point_offset, dtype=float).reshape(3)
-        if payload_mass < 0:
-            raise ValueError("payload_mass must be >= 0")
-        self.payload_mass = float(payload_mass)
-        self.pinv_damping = float(pinv_damping)
+        self.posture_damping_ratio = _non_negative(posture_damping_ratio, "posture_damping_ratio")
+        offset = np.asarray(point_offset, dtype=float)
+        if offset.size != 3 or not np.all(np.isfinite(offset)):
+            raise ValueError(f"point_offset must be 3 finite values [m], got {point_offset!r}")
+        self.point_offset = offset.reshape(3).copy()
+        self.payload_mass = _non_negative(payload_mass, "payload_mass")
+        self.pinv_damping = _non_negative(pinv_damping, "pinv_damping")
         self.clip_to_limits = clip_to_limits
         self._v_idx = NV_BASE + self.joints
         self._q_idx = NQ_BASE + self.joints

@@ -3,6 +3,20 @@ r"""The IK-QP solves: one weighted level (Eq. 1.3) or a strict hierarchy (Eqs. 1
 Both work on reduced coordinates ``z`` (see ``limits.contacts.Reduction``) and on the
 task rows already scaled by :math:`\sqrt{w_k}`, so a level's cost is simply
 :math:`\|A z - b\|^2 + \epsilon \|z\|^2`.
+
+Deliberate differences from the reference's iCub IK-QP, Eq. (1.16)
+:math:`\sum_k w_k [(J_k v - b_k)^T C_q (J_k v - b_k) + v^T C_\epsilon v]`:
+
+* the task metric is :math:`C_q = I` (every task row counts alike; the weights do the
+  scaling), as in Eqs. (1.2)-(1.3);
+* the regulariser is Eq. (1.3)'s single :math:`\epsilon\|v\|^2` per level, not one per
+  task inside the weighted sum (which would be :math:`(\sum_k w_k)\, v^T C_\epsilon v`):
+  the damping then stays the same when weights are changed at run time or a level gains
+  a task, instead of growing with the level's total weight;
+* Eq. (1.17)'s linear regulariser :math:`C \dot q` is zero (the reference gives no value);
+* ``z`` are the reduced coordinates, but since the contact offset :math:`v_0` is
+  orthogonal to the basis :math:`P` (see ``ContactConstraint.reduction``),
+  :math:`\|v\|^2 = \|v_0\|^2 + \|z\|^2`: damping z is damping v up to a constant.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +111,8 @@ class ContactConstraint:
         self.frames = tuple(frames)
         self.frame_ids = [robot.frame_id(f) for f in self.frames]
         self.gain = float(gain)
+        if not (math.isfinite(self.gain) and self.gain >= 0):  # NaN too: min(nan, 1/dt) is nan
+            raise ValueError(f"contact gain must be finite and >= 0 [1/s], got {gain}")
         self.targets: list[pin.SE3] = [pin.SE3.Identity() for _ in self.frames]
         model = robot.model
         columns = set(range(NV_BASE))

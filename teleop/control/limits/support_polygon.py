@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
 import numpy as np
@@ -84,9 +85,18 @@ class SupportPolygonConstraint:
         if zmp_model not in ("centroidal", "lip"):
             raise ValueError(f"support polygon: zmp_model must be 'centroidal' or 'lip', got {zmp_model!r}")
         self.zmp_model = zmp_model
-        if margin < 0 or active_distance <= 0 or recovery_speed <= 0:
-            raise ValueError("support polygon: margin >= 0, active_distance > 0 and recovery_speed > 0")
-        if zmp_margin is not None and (zmp_margin < 0 or robot is None):
+        # Written so that NaN fails too (NaN < 0 is False: a NaN margin passed the old
+        # checks and made every bound NaN).
+        if not (margin >= 0 and math.isfinite(margin)):
+            raise ValueError(f"support polygon: margin must be finite and >= 0 [m], got {margin}")
+        if not active_distance > 0:
+            raise ValueError(f"support polygon: active_distance must be > 0 [m] (inf: every edge), "
+                             f"got {active_distance}")
+        if not (recovery_speed > 0 and math.isfinite(recovery_speed)):
+            raise ValueError(f"support polygon: recovery_speed must be finite and > 0 [m/s], got {recovery_speed}")
+        if zmp_margin is not None and not (zmp_margin >= 0 and math.isfinite(zmp_margin)):
+            raise ValueError(f"support polygon: zmp_margin must be finite and >= 0 [m], got {zmp_margin}")
+        if zmp_margin is not None and robot is None:
             raise ValueError("support polygon: zmp_margin >= 0 needs the robot model")
         self.zmp_margin = None if zmp_margin is None else float(zmp_margin)
         if self.zmp_margin is not None:
@@ -109,6 +119,8 @@ class SupportPolygonConstraint:
         vertices = np.asarray(vertices, dtype=float)
         if vertices.ndim != 2 or vertices.shape[1] != 2 or len(vertices) < 3:
             raise ValueError("support polygon needs at least 3 (x, y) vertices")
+        if not np.all(np.isfinite(vertices)):  # checked before anything is replaced
+            raise ValueError(f"support polygon vertices must be finite, got {vertices.tolist()}")
         edges = np.roll(vertices, -1, axis=0) - vertices
         lengths = np.linalg.norm(edges, axis=1)
         # Hull points that are nearly collinear (sole corners at slightly different
@@ -150,6 +162,18 @@ class SupportPolygonConstraint:
                 self._com_velocity = self._com_jacobian_xy @ v
             else:
                 np.dot(self._centroidal_map, v, out=self._momentum)
+
+    def linearise(self, kin: Kinematics) -> None:
+        """Compute what :meth:`commanded` maps ``v`` with (the centroidal map, or the CoM
+        Jacobian's (2, nv) x, y rows for ``"lip"``) at the configuration of ``kin``.
+        :meth:`fill` does it every tick; the controller calls this at a reset, so that a
+        :meth:`commanded` before the first tick does not fail on a map never computed."""
+        if self.zmp_margin is None:
+            return
+        if self.zmp_model == "lip":
+            self._com_jacobian_xy = kin.com_jacobian()[:2].copy()
+        else:
+            self._centroidal_map = pin.computeCentroidalMap(self._model, self._data, kin.q)
 
     def reset_motion(self) -> None:
         """The robot is at rest (after a reset)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 
@@ -36,8 +38,9 @@ class FramePoseTask(Task):
         super().__init__(name, 6, weight, gain)
         self.frame_id = frame_id
         self.orientation_gain = float(gain if orientation_gain is None else orientation_gain)
-        if self.orientation_gain < 0:
-            raise ValueError(f"task {name!r}: orientation gain and weight must be >= 0")
+        if not (math.isfinite(self.orientation_gain) and self.orientation_gain >= 0):   # NaN < 0 is False
+            raise ValueError(f"task {name!r}: orientation gain must be finite and >= 0 [1/s], "
+                             f"got {self.orientation_gain}")
         self.orientation_weight = weight if orientation_weight is None else orientation_weight
         self.target = pin.SE3.Identity()
 

@@ -40,6 +40,9 @@ class WaistHeightTask(FramePositionTask):
         self._orientation_weight = float(orientation_weight)
         self._orientation_scale = math.sqrt(self._orientation_weight)
         self.orientation_gain = float(gain if orientation_gain is None else orientation_gain)
+        if not (math.isfinite(self.orientation_gain) and self.orientation_gain >= 0):
+            raise ValueError(f"task {name!r}: orientation gain must be finite and >= 0 [1/s], "
+                             f"got {self.orientation_gain}")
         self.orientation_target = np.eye(3)
         if self._orientation_weight > 0.0:
             self.dim = 4
