@@ -11,6 +11,25 @@ the measured angles (B5: "noise ... measured and modelled", no model given, so w
 Gaussian per joint is our choice) and per-link mass / centre-of-mass scale factors (B1:
 "CAD mass, COM ... are off"; B2 calibrates them).
 
+Where this deliberately differs from Part B [not in the reference], and why:
+
+* B3's dynamics M(q) q'' + C(q, q') = tau + J f are integrated by pybullet (Bullet's
+  constraint solver for the contacts), not DART: the rest of the product runs on pybullet.
+* B4's tau is the *physically consistent* form (restoring stiffness, friction opposing
+  motion), not the one "as written in the source", whose signs push away from q_bar. B4's
+  lumped damping (k_v + k_tau^2/R) is split in two: the servo's K_d (back-EMF and the
+  servo's D term, motor side, so inside the torque limit) and the joint's friction k_v
+  (outside it: friction is not produced by the motor, so the motor's limit does not cap
+  it). Below the limit the two forms agree with K_d + k_v = k_v + k_tau^2/R. A velocity
+  command qdot_bar and the gravity feed-forward tau_ff are added: our controller sends
+  velocities and the robot is position-controlled under gravity (teleop.sim.servo).
+  B4's compliance margins B, D and punch E are left out, as in B4's own simplification.
+* B5 models latency as a zero-order hold that updates q_bar every 16 physics steps. Here
+  latency is a pure delay of every command (a FIFO), and the command rate is the caller's
+  (100 Hz ticks interpolated to every physics step, teleop.sim.target_spline): our
+  controller's rate and the link's delay are separate figures. B5's model is the special
+  case latency = 0 with a command every 16 steps (held until the next one).
+
 File format (TOML or JSON, same structure; every key optional)::
 
     latency = 0.016            # command latency [s] (between physics steps: the two neighbouring commands blended)
@@ -88,13 +107,61 @@ class ActuatorParams:
 
     @classmethod
     def uniform(cls, joint_names: list[str], torque_limit: np.ndarray, **values) -> "ActuatorParams":
-        """Every joint the same: ``values`` are per-joint keys (scalars) and top-level keys."""
+        """Every joint the same.
+
+        Args:
+            joint_names: the n joint names.
+            torque_limit: scalar or (n,) torque limit [N m] (``values["torque_limit"]`` wins).
+            values: per-joint keys of :data:`JOINT_KEYS` as scalars (kp [N m/rad], kd
+                [N m s/rad], viscous [N m s/rad], coulomb [N m], noise_std [rad]) and
+                top-level fields (latency [s], seed, feedforward, link_scales).
+
+        Raises ValueError naming the field for a NaN, a negative value or a wrong shape
+        (:meth:`check`)."""
         n = len(joint_names)
         # (Keyword arguments of the dataclass: mypy would match the arrays against every field.)
         arrays: dict[str, Any] = {k: np.full(n, float(values.pop(k, d if d is not None else 0.0)))
                                   for k, d in JOINT_KEYS.items() if k != "torque_limit"}
-        limit = np.asarray(values.pop("torque_limit", torque_limit), dtype=float) * np.ones(n)
-        return cls(list(joint_names), torque_limit=limit, **arrays, **values)
+        limit = np.asarray(values.pop("torque_limit", torque_limit), dtype=float)
+        if limit.shape not in ((), (n,)):
+            raise ValueError(f"ActuatorParams.uniform: torque_limit must be a number or {n} numbers (one per "
+                             f"joint), got shape {limit.shape}")
+        limit = limit * np.ones(n)
+        params = cls(list(joint_names), torque_limit=limit, **arrays, **values)
+        params.check("ActuatorParams.uniform")   # a negative gain or NaN named here, not in a run-away servo
+        return params
+
+    def check(self, name: str = "actuator parameters") -> None:
+        """Raise ValueError, naming ``name`` and the field, unless every per-joint array is
+        (n,) with n = len(joint_names), gains, friction and noise are finite and >= 0, the
+        torque limit >= 0 (+inf: none), the latency finite and >= 0, the feed-forward known
+        and the link scales finite (mass > 0, CoM >= 0). A negative gain, friction or
+        latency has no physical meaning in B4/B5 (a negative K_p pushes away from q_bar, a
+        negative latency asks for a command before it is sent) and made the servo run away
+        or apply commands early without a word."""
+        n = len(self.joint_names)
+        for key in JOINT_KEYS:
+            value = getattr(self, key)
+            try:
+                array = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name}: {key} must be {n} numbers (one per joint), got {value!r:.60}") from None
+            if array.shape != (n,):
+                raise ValueError(f"{name}: {key} must have shape ({n},) (one per joint), got shape {array.shape}")
+            # The torque limit may be +inf (no limit); everything else finite.
+            bad = np.isnan(array) | (array < 0) if key == "torque_limit" else ~np.isfinite(array) | (array < 0)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(f"{name}: {key} of {self.joint_names[i]} must be a finite number >= 0, "
+                                 f"got {array[i]!r}")
+        if not isinstance(self.latency, (int, float)) or not np.isfinite(self.latency) or self.latency < 0:
+            raise ValueError(f"{name}: latency must be a finite number of seconds >= 0, got {self.latency!r}")
+        if self.feedforward not in FEEDFORWARD_KINDS:
+            raise ValueError(f"{name}: feedforward must be one of {FEEDFORWARD_KINDS}, got {self.feedforward!r}")
+        for link, (mass, com) in self.link_scales.items():
+            if not (np.isfinite(mass) and mass > 0 and np.isfinite(com) and com >= 0):
+                raise ValueError(f"{name}: link_scales of {link!r} must be (mass scale > 0, CoM scale >= 0), "
+                                 f"finite, got {(mass, com)!r}")
 
     def copy(self) -> "ActuatorParams":
         return replace(self, joint_names=list(self.joint_names), kp=self.kp.copy(), kd=self.kd.copy(),

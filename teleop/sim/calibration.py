@@ -30,6 +30,18 @@ recorded real data") and B6, which leaves the loss and the optimiser to us. Our 
 
 The replay runs the robot hung from its root (``fixed_base``) in a collision-free scene
 when the recording says so, as a bench test of the limbs would be recorded.
+
+Where this differs from B1-B2 [not in the reference], and why:
+
+* only the **calibration step** of B2's loop is here; the loop itself (optimise a
+  controller in simulation, run it on the robot, calibrate, repeat) is the user's: our
+  controller is a feedback whole-body controller, not B1's optimised feedforward one. A
+  second iteration is ``teleop calibrate-sim --params`` the previous fit, on a new recording.
+* B2's "mass, inertia" are **one** scale per group: mass and rotational inertia together
+  (a link uniformly heavier). From joint angles a joint sees only its apparent inertia,
+  I_c + m |c|^2 about its axis, so a separate inertia scale would form a ridge with the
+  mass and CoM scales (as K_p does, above).
+* B2's simulator is DART; ours is pybullet (teleop.sim.actuator's docstring).
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ from teleop import json_input
 from teleop.progress import progress_bar
 from teleop.robot.model import NQ_BASE, RobotModel
 from teleop.sim.actuator import ActuatorParams, link_scale_for
-from teleop.sim.recording_io import Recording, RecordingError
+from teleop.sim.recording_io import Recording, RecordingError, validate_recording
 
 #: Scale factors per group, in parameter-vector order.
 GROUP_PARAMETERS = ("mass_scale", "com_scale", "kp", "kd", "viscous", "coulomb")
@@ -189,7 +201,12 @@ class CalibrationParameters:
     @classmethod
     def from_vector(cls, x: np.ndarray, nominal_latency: float, groups: list[str],
                     fit: tuple[str, ...] = GROUP_PARAMETERS) -> "CalibrationParameters":
-        """Inverse of :meth:`vector`; scales not in ``fit`` are 1 (nominal)."""
+        """Inverse of :meth:`vector`; scales not in ``fit`` are 1 (nominal). ValueError for
+        an ``x`` whose length is not 1 + len(fit) x len(groups)."""
+        expected = 1 + len(fit) * len(groups)
+        if np.shape(x) != (expected,):
+            raise ValueError(f"x must have shape ({expected},) (the latency, then {len(fit)} scales for each of "
+                             f"{len(groups)} groups), got shape {np.shape(x)}")
         scales = {}
         for i, g in enumerate(groups):
             scales[g] = {k: 1.0 for k in GROUP_PARAMETERS}
@@ -201,7 +218,19 @@ class CalibrationParameters:
 
 
 def apply_parameters(robot: RobotModel, nominal: ActuatorParams, point: CalibrationParameters) -> ActuatorParams:
-    """The nominal actuator parameters with ``point``'s latency and group scales applied."""
+    """The nominal actuator parameters with ``point``'s latency and group scales applied.
+    ValueError (nothing changed) for a latency that is not a finite number >= 0 or a scale
+    that is not a finite number > 0 (a factor of the nominal)."""
+    if not math.isfinite(point.latency) or point.latency < 0:
+        raise ValueError(f"point.latency must be a finite number of seconds >= 0, got {point.latency!r}")
+    for group, scales in point.scales.items():
+        missing = [k for k in GROUP_PARAMETERS if k not in scales]
+        if missing:
+            raise ValueError(f"point.scales[{group!r}] lacks {missing}")
+        bad = [k for k in GROUP_PARAMETERS if not (math.isfinite(scales[k]) and scales[k] > 0)]
+        if bad:
+            raise ValueError(f"point.scales[{group!r}][{bad[0]!r}] must be a finite number > 0, got "
+                             f"{scales[bad[0]]!r}")
     params = nominal.copy()
     params.latency = point.latency
     for group, scales in point.scales.items():
@@ -227,7 +256,12 @@ def check_recording(robot: RobotModel, rec: Recording, source: str = "recording"
     :func:`replay` would otherwise fail with a bare numpy or key error, run with the last
     of the duplicates' commands (repeated joints), or fit nonsense parameters from an
     impossible start; a malformed ``truth`` failed only after the whole fit, comparing the
-    result with it (:func:`recovery_errors`: a TypeError, a division by zero)."""
+    result with it (:func:`recovery_errors`: a TypeError, a division by zero). The arrays
+    themselves (shapes, NaN) are checked first (:func:`validate_recording`): a recording
+    made in Python skips the file reader's check, and a NaN failed only in the optimiser."""
+    validate_recording(rec, source)
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
+        raise ValueError(f"dt must be a finite physics step > 0 [s], got {dt!r}")
     unknown = [j for j in rec.joint_names if j not in robot.joint_names]
     if unknown:
         raise RecordingError(f"{source}: joints {unknown} are not joints of {robot.description.name}")
@@ -347,6 +381,15 @@ def check_truth(truth, source: str = "recording") -> None:
                                      f"of the nominal), got {_shown(values[key])}")
 
 
+def _check_nominal(robot: RobotModel, nominal: ActuatorParams) -> None:
+    """ValueError unless ``nominal`` is valid (:meth:`ActuatorParams.check`) and for
+    ``robot``'s joints in model order: another robot's parameters were applied by index."""
+    if list(nominal.joint_names) != list(robot.joint_names):
+        raise ValueError(f"nominal: actuator parameters of other joints than {robot.description.name}'s "
+                         f"({len(nominal.joint_names)} joints, {len(robot.joint_names)} expected, in model order)")
+    nominal.check("nominal")
+
+
 def replay(robot: RobotModel, rec: Recording, params: ActuatorParams, dt: float = 0.001) -> np.ndarray:
     """Play a recording's commands in the simulation; returns (T, k) simulated angles
     [rad] sampled as the recording's measured angles (read before each command), without
@@ -356,6 +399,8 @@ def replay(robot: RobotModel, rec: Recording, params: ActuatorParams, dt: float 
     """
     from teleop.sim.simulator import PRECISE_SOLVER_ITERATIONS, Simulation
 
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
+        raise ValueError(f"dt must be a finite physics step > 0 [s], got {dt!r}")
     params = params.copy()
     params.noise_std = np.zeros_like(params.noise_std)
     idx = np.array([robot.joint_index(j) for j in rec.joint_names])
@@ -385,7 +430,10 @@ def replay(robot: RobotModel, rec: Recording, params: ActuatorParams, dt: float 
 
 
 def rmse(a: np.ndarray, b: np.ndarray) -> float:
-    """Root-mean-square difference over all samples and joints [rad]."""
+    """Root-mean-square difference of two (T, k) arrays over all samples and joints [rad].
+    ValueError for different shapes: broadcast, a (T, 1) against a (T, k) gave a number."""
+    if np.shape(a) != np.shape(b):
+        raise ValueError(f"a and b must have the same shape, got {np.shape(a)} and {np.shape(b)}")
     return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
@@ -394,8 +442,12 @@ def excitation(robot: RobotModel, joints: list[str], duration: float, sample_dt:
     """A persistently exciting command: per joint, three sines of random phase (0.3-2 Hz)
     around the home posture, faded in and out over 0.3 s, kept 0.05 rad inside the limits.
 
-    Returns (time (T,) [s], angles (T, k) [rad], velocities (T, k) [rad/s]).
+    Returns (time (T,) [s], angles (T, k) [rad], velocities (T, k) [rad/s]). ValueError for
+    a ``duration``, ``sample_dt`` or ``amplitude`` [rad] that is not a finite number > 0.
     """
+    for name, value in (("duration", duration), ("sample_dt", sample_dt), ("amplitude", amplitude)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     t = np.arange(int(round(duration / sample_dt))) * sample_dt
     fade = np.clip(np.minimum(t, duration - t) / 0.3, 0.0, 1.0)
     fade = fade * fade * (3 - 2 * fade)  # smoothstep: the command starts and ends at rest
@@ -429,6 +481,15 @@ def make_test_recording(robot: RobotModel, nominal: ActuatorParams, groups: list
     recording's minimum; :func:`min_samples` says how many a meaningful fit needs)."""
     if not 0.0 <= perturb < 0.7:
         raise ValueError("perturb must be in [0, 0.7)")
+    # Checked before the replay: a negative noise_std failed in numpy after it ("scale < 0").
+    if not (math.isfinite(noise_std) and noise_std >= 0):
+        raise ValueError(f"noise_std must be a finite number of radians >= 0, got {noise_std!r}")
+    for name, value in (("duration", duration), ("sample_dt", sample_dt)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    if not groups:
+        raise ValueError("groups must name at least one joint group or joint")
+    _check_nominal(robot, nominal)
     samples = int(round(duration / sample_dt))   # as excitation() makes them
     if samples < 3:   # np.gradient in excitation() fails on fewer than 2; a recording holds 3
         raise ValueError(f"duration {duration:g} s gives {samples} samples at {1 / sample_dt:g} Hz: "
@@ -559,6 +620,9 @@ def calibrate(robot: RobotModel, rec: Recording, nominal: ActuatorParams, groups
     unknown = set(fit) - set(GROUP_PARAMETERS)
     if unknown:
         raise ValueError(f"cannot fit {sorted(unknown)}: parameters are {GROUP_PARAMETERS}")
+    if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, int) or max_evaluations < 1:
+        raise ValueError(f"max_evaluations must be an integer >= 1, got {max_evaluations!r}")
+    _check_nominal(robot, nominal)
     fit = tuple(k for k in GROUP_PARAMETERS if k in fit)
     check_recording(robot, rec, source)   # before any replay: a bad recording fails at once
     groups = groups_to_fit(robot, rec, groups, source)

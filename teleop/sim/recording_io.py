@@ -67,8 +67,15 @@ class Recording:
         return float(self.time[1] - self.time[0])
 
 
-def _validate(rec: Recording, source: str) -> Recording:
-    t = rec.time
+def validate_recording(rec: Recording, source: str = "recording") -> Recording:
+    """``rec`` if its arrays are consistent, else :class:`RecordingError` naming ``source``
+    and the field: ``time`` (T,) finite, increasing, evenly spaced, T >= 3; ``joint_names``
+    not empty; ``commanded``, ``measured`` (and ``commanded_velocity``) (T, k) and finite;
+    ``meta`` a dict. Run on every file read or written, and by the calibration on a
+    recording made in Python (teleop.sim.calibration.check_recording)."""
+    t = np.asarray(rec.time)
+    if t.dtype.kind not in "iuf":
+        raise RecordingError(f"{source}: 'time' must be numbers [s]")
     if t.ndim != 1 or len(t) < 3:
         raise RecordingError(f"{source}: 'time' must be a 1-D array of at least 3 samples")
     steps = np.diff(t)
@@ -81,6 +88,9 @@ def _validate(rec: Recording, source: str) -> Recording:
         value = getattr(rec, key)
         if value is None:
             continue
+        value = np.asarray(value)
+        if value.dtype.kind not in "iuf":
+            raise RecordingError(f"{source}: '{key}' must be numbers (angles [rad], velocities [rad/s])")
         if value.shape != (len(t), k):
             raise RecordingError(f"{source}: '{key}' has shape {value.shape}, expected ({len(t)}, {k}) "
                                  f"= (len(time), len(joint_names))")
@@ -89,6 +99,9 @@ def _validate(rec: Recording, source: str) -> Recording:
     if not isinstance(rec.meta, dict):
         raise RecordingError(f"{source}: 'meta' must be an object")
     return rec
+
+
+_validate = validate_recording   # (the former private name)
 
 
 def load_recording(path: str | Path) -> Recording:

@@ -125,6 +125,22 @@ class GravityFeedForward:
         return gravity[NV_BASE:] - jac[:, NV_BASE:].T @ wrench
 
 
+def _joint_vector(value, n: int, name: str) -> np.ndarray:
+    """``value`` as an (n,) float array, or ValueError naming ``name`` (wrong shape, NaN/inf).
+    Checked before the servo's state changes: a wrong-shaped command broadcast into every
+    later torque, a NaN one made NaN torques that pybullet turned into a blow-up."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {n} numbers (one per joint), got {value!r:.60}") from None
+    if array.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (one per joint), got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite, got {array[~np.isfinite(array)][0]!r} at joint "
+                         f"{int(np.argmax(~np.isfinite(array)))}")
+    return array
+
+
 class JointServo:
     """Per-joint position servo with friction, torque limit and command latency.
 
@@ -137,9 +153,18 @@ class JointServo:
     """
 
     def __init__(self, params: ActuatorParams, inertia: np.ndarray, dt: float) -> None:
+        # Everything checked before anything is set (ValueError naming the argument).
+        params.check("JointServo params")
+        n = len(params.joint_names)
+        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not np.isfinite(dt) or dt <= 0:
+            raise ValueError(f"JointServo dt must be a finite physics step > 0 [s], got {dt!r}")
+        inertia = _joint_vector(inertia, n, "JointServo inertia")
+        if np.any(inertia <= 0):
+            raise ValueError(f"JointServo inertia must be > 0 [kg m^2] for every joint, got "
+                             f"{inertia[inertia <= 0][0]!r} for {params.joint_names[int(np.argmax(inertia <= 0))]}")
         self.params = params
         self.dt = dt
-        self.inertia = np.asarray(inertia, dtype=float)
+        self.inertia = inertia
         steps = params.latency / dt
         self.latency_steps = int(np.floor(steps + 1e-9))
         self._latency_fraction = max(0.0, steps - self.latency_steps) if steps - self.latency_steps > 1e-9 else 0.0
@@ -182,7 +207,7 @@ class JointServo:
 
     @feedforward.setter
     def feedforward(self, tau: np.ndarray) -> None:
-        self._feedforward = np.asarray(tau, dtype=float)
+        self._feedforward = _joint_vector(tau, len(self.inertia), "JointServo feedforward")
         self._update_constant()
 
     def _update_constant(self) -> None:
@@ -222,6 +247,10 @@ class JointServo:
             self._coupling = None
             return
         n = len(self.inertia)
+        inverse = np.asarray(inverse, dtype=float)
+        if inverse.shape != (n, n) or not np.all(np.isfinite(inverse)):
+            raise ValueError(f"JointServo inverse inertia must be a finite ({n}, {n}) matrix, got shape "
+                             f"{inverse.shape}")
         servoed = np.ones(n, dtype=bool)
         if unservoed is not None:
             servoed[np.asarray(unservoed, dtype=int)] = False
@@ -233,7 +262,7 @@ class JointServo:
 
     def reset(self, q: np.ndarray) -> None:
         """Hold the (n,) angles q [rad]; forget commands in flight."""
-        self.target = np.asarray(q, dtype=float).copy()
+        self.target = _joint_vector(q, len(self.inertia), "JointServo.reset q").copy()
         self.target_velocity = np.zeros_like(self.target)
         self._previous_target, self._previous_velocity = self.target, self.target_velocity
         self._queue.clear()
@@ -242,12 +271,19 @@ class JointServo:
 
     def command(self, q_bar: np.ndarray, qdot_bar: np.ndarray | None = None) -> None:
         """Send a (n,) position [rad] (and velocity [rad/s]) command; it takes effect
-        ``latency`` later (B5)."""
-        qdot_bar = np.zeros_like(q_bar) if qdot_bar is None else np.asarray(qdot_bar, dtype=float)
-        self._queue.append((self._step + self.latency_steps, np.array(q_bar, dtype=float), qdot_bar.copy()))
+        ``latency`` later (B5). Raises ValueError (nothing queued) for a wrong shape or NaN."""
+        n = len(self.inertia)
+        q_bar = _joint_vector(q_bar, n, "JointServo.command q_bar")
+        qdot_bar = np.zeros(n) if qdot_bar is None else _joint_vector(qdot_bar, n, "JointServo.command qdot_bar")
+        self._queue.append((self._step + self.latency_steps, q_bar.copy(), qdot_bar.copy()))
 
     def hold(self, idx: np.ndarray, q: np.ndarray) -> None:
-        """Make joints ``idx`` hold angles q (len(idx),) now and in every queued command."""
+        """Make joints ``idx`` hold angles q (len(idx),) [rad] now and in every queued command."""
+        idx = np.asarray(idx, dtype=int).reshape(-1)
+        # (A scalar idx holds one joint: q may be a scalar too.)
+        q = _joint_vector(np.atleast_1d(np.asarray(q, dtype=float)), len(idx), "JointServo.hold q")
+        if np.any((idx < 0) | (idx >= len(self.inertia))):
+            raise ValueError(f"JointServo.hold idx must be joint indices in [0, {len(self.inertia)}), got {idx}")
         self.target[idx] = q
         self.target_velocity[idx] = 0.0
         self._previous_target = self._previous_target.copy()
@@ -262,7 +298,12 @@ class JointServo:
     def torques(self, q: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Advance one physics step; returns ((n,) motor torque, (n,) friction torque or
         None when there is no friction) [N m] for the true (noise-free) joint state
-        q [rad], qdot [rad/s]."""
+        q [rad], qdot [rad/s]. Raises ValueError (the step not taken) for a wrong shape or
+        a NaN state (a simulation that blew up), which made NaN torques."""
+        n = len(self.inertia)
+        if np.shape(q) != (n,) or np.shape(qdot) != (n,) or not (np.isfinite(q).all() and np.isfinite(qdot).all()):
+            _joint_vector(q, n, "JointServo.torques q")
+            _joint_vector(qdot, n, "JointServo.torques qdot")
         queue = self._queue
         if self._latency_fraction > 0.0:
             if self._previous_target is not self.target:

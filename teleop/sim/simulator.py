@@ -342,6 +342,13 @@ class Simulation:
         self._explicit_torques: np.ndarray | None = None   # the explicit servo's last torques [N m]
         if self.actuator is not None and np.any(self.actuator.noise_std > 0):
             self._noise_rng = np.random.default_rng(self.actuator.seed)
+        if self.actuator is not None:
+            # The actuator model is the joint's whole damping (B4: K_d + k_v): pybullet also
+            # applied the URDF's <dynamics damping> (1 N m s/rad on every iCub joint, 5x the
+            # wrists' K_d + k_v), unseen by the parameter file and fitted around by the
+            # calibration (tests/test_reference_sim.py, B3 check: 106 rad/s^2 off at 0.5 rad/s).
+            for joint_id in self._joint_id_list:
+                pb.changeDynamics(self.body, joint_id, jointDamping=0.0, **self._pb_kwargs)
         n = robot.n_joints
         pb.setJointMotorControlArray(self.body, self._joint_id_list, pb.VELOCITY_CONTROL,
                                      targetVelocities=[0.0] * n, forces=[0.0] * n, **self._pb_kwargs)

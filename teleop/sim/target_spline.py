@@ -22,6 +22,10 @@ servos run at 1 kHz. How the ten targets in between are chosen matters to balanc
   limit). The curve stays inside the convex hull of the commands, hence inside the joint
   limits. The price is half a tick of latency (5 ms at 100 Hz): the segment played after
   :math:`q_{k+1}` is known ends at the midpoint :math:`m_k`.
+
+Reference (pid_tuning_and_sim_to_real.md, B5) holds the command q_bar for 16 physics steps
+(a zero-order hold at 62.5 Hz). We interpolate instead [not in the reference], for the
+reasons above: our servos are stiffer than an AX-18 and a held step makes the robot hop.
 """
 
 from __future__ import annotations
@@ -46,8 +50,11 @@ class TickInterpolator:
         self.reset(q0)
 
     def reset(self, q0: np.ndarray) -> None:
-        """Hold ``q0`` (n,) [rad]: the next segment starts at rest there."""
+        """Hold ``q0`` (n,) [rad]: the next segment starts at rest there. ValueError for a
+        q0 that is not a finite 1-D array."""
         q0 = np.array(q0, dtype=float)
+        if q0.ndim != 1 or not np.all(np.isfinite(q0)):
+            raise ValueError(f"q0 must be a finite 1-D array of joint angles [rad], got shape {q0.shape}")
         self._previous = q0.copy()   # q_{k-1}
         self._current = q0.copy()    # q_k
 
@@ -56,8 +63,24 @@ class TickInterpolator:
 
         Returns ((n, n_joints) positions [rad], (n, n_joints) velocities [rad/s]) at the end of
         each physics step; ``tick`` is the control period [s].
+
+        Raises ValueError (the interpolator unchanged) for a q_next of another shape than
+        q0 or not finite, ``n`` < 0 or (for n > 0) ``tick`` not a finite number > 0. n = 0
+        gives empty arrays (``Simulation.step_ramped`` over no step) and still takes the command.
         """
         q_next = np.asarray(q_next, dtype=float)
+        if q_next.shape != self._current.shape or not np.all(np.isfinite(q_next)):
+            raise ValueError(f"q_next must be {self._current.shape[0]} finite joint angles [rad] (the shape of q0), "
+                             f"got shape {q_next.shape}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n (physics steps per tick) must be an integer >= 0, got {n!r}")
+        if n > 0 and (isinstance(tick, bool) or not isinstance(tick, (int, float, np.floating))
+                      or not np.isfinite(tick) or tick <= 0):
+            raise ValueError(f"tick (control period) must be a finite number of seconds > 0, got {tick!r}")
+        if n == 0:
+            self._previous, self._current = self._current, q_next.copy()
+            empty = np.zeros((0, len(q_next)))
+            return empty, empty.copy()
         s = (np.arange(1, n + 1) / n)[:, None]
         if self.kind == "linear":
             start = self._current
