@@ -75,6 +75,18 @@ class ActuatorFileError(ValueError):
     """A malformed actuator parameter file (the message names the file)."""
 
 
+def per_joint_array(value: Any, n: int, name: str) -> np.ndarray:
+    """``value`` as an (n,) float array (one entry per joint), or ValueError naming ``name``
+    (not numbers, or another shape: a wrong-shaped array broadcast into every joint)."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {n} numbers (one per joint), got {value!r:.60}") from None
+    if array.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (one per joint), got shape {array.shape}")
+    return array
+
+
 @dataclass
 class ActuatorParams:
     """Per-joint actuator parameters, (n,) arrays in model joint order.
@@ -141,13 +153,7 @@ class ActuatorParams:
         or apply commands early without a word."""
         n = len(self.joint_names)
         for key in JOINT_KEYS:
-            value = getattr(self, key)
-            try:
-                array = np.asarray(value, dtype=float)
-            except (TypeError, ValueError):
-                raise ValueError(f"{name}: {key} must be {n} numbers (one per joint), got {value!r:.60}") from None
-            if array.shape != (n,):
-                raise ValueError(f"{name}: {key} must have shape ({n},) (one per joint), got shape {array.shape}")
+            array = per_joint_array(getattr(self, key), n, f"{name}: {key}")
             # The torque limit may be +inf (no limit); everything else finite.
             bad = np.isnan(array) | (array < 0) if key == "torque_limit" else ~np.isfinite(array) | (array < 0)
             if bad.any():

@@ -44,7 +44,7 @@ import numpy as np
 import pinocchio as pin
 
 from teleop.robot.model import NV_BASE, RobotModel
-from teleop.sim.actuator import ActuatorParams
+from teleop.sim.actuator import ActuatorParams, per_joint_array
 
 
 def inverse_inertia(robot: RobotModel, q: np.ndarray, fixed_base: bool,
@@ -129,12 +129,7 @@ def _joint_vector(value, n: int, name: str) -> np.ndarray:
     """``value`` as an (n,) float array, or ValueError naming ``name`` (wrong shape, NaN/inf).
     Checked before the servo's state changes: a wrong-shaped command broadcast into every
     later torque, a NaN one made NaN torques that pybullet turned into a blow-up."""
-    try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be {n} numbers (one per joint), got {value!r:.60}") from None
-    if array.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) (one per joint), got shape {array.shape}")
+    array = per_joint_array(value, n, name)
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} must be finite, got {array[~np.isfinite(array)][0]!r} at joint "
                          f"{int(np.argmax(~np.isfinite(array)))}")
