@@ -10,6 +10,15 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property-based tests (the fuzzing of what arrives from the network or a file) run the same
+# examples on every run, so that CI passes or fails for a change and not for a draw, keep no
+# example database in the checkout, and set no per-example deadline (a loaded 2-core machine
+# is slow at times, not wrong). TELEOP_FUZZ=explore draws new examples, for a fuzzing session.
+settings.register_profile("teleop", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", database=None, deadline=None, max_examples=2000)
+settings.load_profile("explore" if os.environ.get("TELEOP_FUZZ") == "explore" else "teleop")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: The real recorded motion: ../shared/data beside the repository, or TELEOP_SHARED_DATA.

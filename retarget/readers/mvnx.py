@@ -187,6 +187,10 @@ def read_mvnx(path: str | os.PathLike[str], label: str = "") -> HumanMotion:
         except ET.ParseError as exc:
             where = exc.position[0] if getattr(exc, "position", None) else line_no
             raise error(path, where, f"malformed XML ({exc})") from None
+        except LookupError as exc:
+            # An XML declaration naming an encoding Python does not know (encoding="ANSI"):
+            # expat asks Python for the codec, whose LookupError escaped as a traceback.
+            raise error(path, line_no, f"malformed XML ({exc})") from None
     if not saw_root:
         raise error(path, None, "empty file: not MVNX")
     if not oris:

@@ -137,7 +137,14 @@ def load_secret(path: str | os.PathLike | None = None, *, create_default: bool =
         return read_secret_file(path)
     from_env = os.environ.get(ENV_VAR)
     if from_env is not None:
-        return _checked(from_env.encode("utf-8"), f"${ENV_VAR}")
+        try:
+            encoded = from_env.encode("utf-8")
+        except UnicodeEncodeError:
+            # Bytes that are not UTF-8 (set in a Latin-1 terminal) reach os.environ as lone
+            # surrogates, and encoding them raised UnicodeEncodeError: a traceback at start-up.
+            raise SecretError(f"${ENV_VAR} is not UTF-8 text (set it in a UTF-8 terminal, or use a secret "
+                              "file, whose bytes are used as they are)") from None
+        return _checked(encoded, f"${ENV_VAR}")
     default = default_secret_path()
     if default.exists() or create_default:
         return read_secret_file(create_secret_file(default) if create_default else default)

@@ -159,10 +159,17 @@ class _PartialFrame:
         if len(missing) != 1:
             return None
         index, last = missing[0], len(self.chunks) - 1
-        length = self.header.frame_bytes - last * self.slice_bytes if index == last else self.slice_bytes
+        last_length = self.header.frame_bytes - last * self.slice_bytes
+
+        def expected(i: int) -> int:
+            return last_length if i == last else self.slice_bytes
+
+        length = expected(index)
         # Slices of another size than the parity's would rebuild garbage: not a frame of ours.
-        if not 0 < length <= self.slice_bytes or any(len(p) != self.slice_bytes for i, p in present.items()
-                                                     if i != last):
+        # The last slice is checked too: one longer than the parity (a forged 6-byte last
+        # slice over 5-byte slices passes wire.parse, which bounds it by frame_bytes only)
+        # made wire.recover_slice raise OverflowError out of handle_datagram.
+        if not 0 < length <= self.slice_bytes or any(len(p) != expected(i) for i, p in present.items()):
             return None
         return index, wire.recover_slice(parity, list(present.values()), length)
 
