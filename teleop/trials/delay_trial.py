@@ -16,7 +16,11 @@ error is the motion over a whole round trip.
 Reported per take, as the thesis does, over the window after compensation has engaged and
 blended in (the same window for the uncompensated run of that take), and also over the whole
 take. Cartesian errors are per-axis RMS averaged over axes (and hands), reported in [cm]
-(hands: 6 axes, CoM: x, y; the waist height is not scored); postures [rad].
+(hands: 6 axes, CoM: x, y; the waist height is not scored); postures [rad]. Table 5.3
+(reference §6.5) lists each axis of the right hand, CoM x, CoM y, the waist height and 7
+joints apart; the issue asks for one figure per group over both hands ("hands", "CoM",
+"postures"), and the waist height is neither the CoM's x, y nor a hand, so it is in no group.
+Over the takes (:mod:`teleop.trials.sweep`): mean and population SD, like the table's mean ± SD.
 
 Rest before and after the motion (:func:`pad_take`). A live operator stands still before a
 motion and holds its final pose afterwards; cut clips (HDM05, the Xsens demos) start and end
@@ -94,8 +98,11 @@ class TakeResult:
         window: errors after engagement (dict of "hand_cm", "com_cm", "posture_rad").
         whole: the same over the whole take.
         times, executed, truth: (K,) tick times [s since the padded take's start], (K, 20)
-            executed references (NaN before the first output), (K, 20) operator references
-            at tick time + τ_b [m, rad].
+            executed references [m, rad] (NaN where nothing was executed: the real-time
+            station's home pose before the first reference; the virtual trial shows the
+            take's first pose there, see :func:`run_take`), (K, 20) operator references at
+            tick time + τ_b [m, rad] (the realignment of thesis §5.4: what the operator does
+            when the video of the tick reaches them).
         states: (K,) compensation states.
         take_duration: duration of the padded take [s].
         packets_lost: references sent but never observed by the compensator.
@@ -281,6 +288,21 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
         if engaged_at is None and out.state is CompensationState.PREDICTING:
             engaged_at = float(t)
 
+    # Before the first command arrives (a forward delay into the take) the compensator has
+    # output nothing. A live operator has streamed the rest pose for longer than that before
+    # moving (the real-time trial rests link_settle_s first, and scores those ticks at that
+    # pose), so the robot is seen at the take's first pose. Left NaN, these ticks were dropped
+    # from the whole-take error, and with them the start of the operator's motion whenever a
+    # round trip outlasts the lead-in rest (at 3 s round trip and 1 s lead-in: the robot's
+    # first ~1.5 s, against the operator's motion from 0.5 s to 2 s after its onset, where
+    # the seen robot has not moved yet): the issue's "whole take" was not whole. (Ticks start
+    # at 0, so the operator's first τ_b - lead_in of motion, 0.5 s there, is still no truth
+    # sample; a smooth onset has barely moved by then.) Ticks after the first output are left
+    # as the compensator gave them; a run whose every command was lost stays unmeasured (all
+    # NaN), as before.
+    has_output = np.all(np.isfinite(executed), axis=1)
+    if has_output.any():
+        executed[:int(np.argmax(has_output))] = take.values[0]
     # What the operator does when the video of tick t reaches them: G(t + τ_b).
     truth = take.interpolate(ticks + tau_b + t0)
     delivered = len({round(float(s), 9) for s in send_times[:k_send]})

@@ -362,7 +362,8 @@ def take_result(rec: dict, take: ReferenceTrajectory, rtt: float, compensated: b
     engaged = [t for t, w, s in zip(times, wall, states) if s == ENGAGED and w >= 0]
     began = [task for w, s, task in zip(wall, states, rec["tasks"]) if s == BLENDING_IN and w >= 0]
     # Until the first reference arrives the station holds its home pose: nothing of the
-    # operator's is executed yet, which the virtual trial scores as no output (NaN) too.
+    # operator's is executed yet: no output (NaN). (Those ticks fall in the extra rest before
+    # ``whole_from``; the virtual trial shows the operator's first pose there, see run_take.)
     executed = np.array(rec["executed"], dtype=float)
     executed[[w == WAITING for w in rec["watchdog"]]] = np.nan
     result = TakeResult(rtt, compensated, engaged[0] if engaged else None, times=times,
