@@ -352,3 +352,40 @@ def test_a_second_controller_is_told_why_no_welcome_comes(server):
     with LockstepClient(port=srv.address[1], timeout=5):
         with pytest.raises(TimeoutError, match="no WELCOME within 0.5 s: another controller's session may be"):
             LockstepClient(port=srv.address[1], timeout=0.5)
+
+
+def test_a_server_stopped_mid_session_tells_the_controller_and_reports_the_session():
+    """Ctrl-C (or SIGTERM) of `teleop lockstep serve` while a controller is connected: the
+    controller gets ERROR STOPPED, where a bare closed connection looked like a crash, and
+    the server's log has the session cut short (ended by stopped) before "interrupted"."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "teleop", "lockstep", "serve", "--port", "0",
+                             "--joints", "r_elbow", "--timeout", "60"], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = proc.stdout.readline()
+        assert "waiting for a controller" in banner, banner + proc.stderr.read()
+        port = int(banner.split(" on ")[1].split(":")[1].split(":")[0])
+        with LockstepClient(port=port, timeout=60.0) as client:
+            for _ in range(5):
+                state = client.receive_state()
+                client.send_command(state.seq, ls.MODE_POSITION, np.array([0.3]))
+            deadline = time.monotonic() + 60     # a guard against hanging, not a timing check
+            proc.send_signal(signal.SIGINT)
+            with pytest.raises(ls.PeerError, match="STOPPED") as exc:
+                while time.monotonic() < deadline:
+                    state = client.receive_state()
+                    client.send_command(state.seq, ls.MODE_POSITION, np.array([0.3]))
+            assert exc.value.code == ls.E_STOPPED
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "ended by stopped: ERROR STOPPED: the simulator was stopped (Ctrl-C or SIGTERM)" in out, out
+    assert err.strip().splitlines()[-1] == "interrupted"

@@ -384,10 +384,13 @@ def test_the_robot_station_abandons_the_predicted_motion_when_commands_go_stale(
     with Simulation(robot, visual=False) as sim:
         station = RobotStation(robot_ep, robot, sim, library, RobotStationConfig(video_hz=0, stale_timeout=0.2))
         station.compensator = comp                    # mid-motion, predicting
-        operator.send(RobotReferences.from_flat(0.0, take.values[k - 1]), robot_ep.address)
         states = []
-        for i in range(60):                           # then silence: 0.6 s > stale_timeout
+        # The commands that start the robot following (resume_after in a row, 10 ms apart),
+        # then silence: 0.6 s > stale_timeout.
+        for i in range(60):
             clock.set(i * 0.01)
+            if i < station.config.resume_after:
+                operator.send(RobotReferences.from_flat(i * 0.01, take.values[k - 1]), robot_ep.address)
             record = station.tick()
             states.append((record.watchdog, station.compensator.state))
     assert ("STALE", CompensationState.PASSTHROUGH) in states

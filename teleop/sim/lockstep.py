@@ -86,9 +86,10 @@ MODE_POSITION, MODE_TORQUE = 0, 1
 MODE_NAMES = {MODE_POSITION: "position", MODE_TORQUE: "torque"}
 
 # Error codes.
-E_FRAMING, E_VERSION, E_UNEXPECTED, E_SEQUENCE, E_PAYLOAD, E_TIMEOUT, E_INTERNAL = 1, 2, 3, 4, 5, 6, 7
+E_FRAMING, E_VERSION, E_UNEXPECTED, E_SEQUENCE, E_PAYLOAD, E_TIMEOUT, E_INTERNAL, E_STOPPED = 1, 2, 3, 4, 5, 6, 7, 8
 ERROR_NAMES = {E_FRAMING: "FRAMING", E_VERSION: "VERSION", E_UNEXPECTED: "UNEXPECTED_MESSAGE",
-               E_SEQUENCE: "SEQUENCE", E_PAYLOAD: "BAD_PAYLOAD", E_TIMEOUT: "TIMEOUT", E_INTERNAL: "INTERNAL"}
+               E_SEQUENCE: "SEQUENCE", E_PAYLOAD: "BAD_PAYLOAD", E_TIMEOUT: "TIMEOUT", E_INTERNAL: "INTERNAL",
+               E_STOPPED: "STOPPED"}
 
 
 class LockstepError(RuntimeError):
@@ -268,7 +269,8 @@ class SessionReport:
         error: None, or "CODE: message" of the error that ended the session (the
             controller's own with ``ended_by`` "client_error").
         ended_by: "client" (BYE), "max_steps", "error" (the server's: it sent the ERROR),
-            "client_error" (the controller sent an ERROR: not answered) or "disconnect".
+            "client_error" (the controller sent an ERROR: not answered), "disconnect" or
+            "stopped" (the server was stopped mid-session: it sent ERROR STOPPED).
     """
 
     client: str = ""
@@ -355,14 +357,25 @@ class LockstepServer:
         and the server waits for the next one: the simulator never dies silently."""
         served = 0
         while max_sessions is None or served < max_sessions:
-            report = self.serve_one()
+            try:
+                report = self.serve_one()
+            except KeyboardInterrupt:
+                # Stopped: the session cut short is reported too (its ERROR went to the controller).
+                if log is not None and self.reports and self.reports[-1].ended_by == "stopped":
+                    log(self._describe(served + 1, self.reports[-1]))
+                raise
             served += 1
             if log is not None:
-                status = ("ok" if report.error is None else f"the controller reported ERROR {report.error}"
-                          if report.ended_by == "client_error" else f"ERROR {report.error}")
-                log(f"session {served} ({report.client or 'unknown client'}): {report.steps} steps, "
-                    f"{report.sim_time_s:.3f} s simulated in {report.wall_time_s:.3f} s, RTF {report.rtf:.2f}, "
-                    f"ended by {report.ended_by}: {status}")
+                log(self._describe(served, report))
+
+    @staticmethod
+    def _describe(number: int, report: "SessionReport") -> str:
+        """One line of session ``number``'s report, as ``serve_forever`` logs it."""
+        status = ("ok" if report.error is None else f"the controller reported ERROR {report.error}"
+                  if report.ended_by == "client_error" else f"ERROR {report.error}")
+        return (f"session {number} ({report.client or 'unknown client'}): {report.steps} steps, "
+                f"{report.sim_time_s:.3f} s simulated in {report.wall_time_s:.3f} s, RTF {report.rtf:.2f}, "
+                f"ended by {report.ended_by}: {status}")
 
     def serve_one(self, accept_timeout: float | None = None) -> SessionReport:
         """Accept one controller and run its session to the end; returns its report."""
@@ -395,6 +408,13 @@ class LockstepServer:
         except Exception as exc:  # a bug here must reach the controller and the log, not vanish
             report.error, report.error_code, report.ended_by = f"INTERNAL: {exc!r}", E_INTERNAL, "error"
             self._send_quietly(conn, encode_error(E_INTERNAL, repr(exc)))
+        except KeyboardInterrupt:
+            # The simulator stopped (Ctrl-C, SIGTERM) mid-session: the controller is told so,
+            # where a bare closed connection could not be told from a crash.
+            msg = "the simulator was stopped (Ctrl-C or SIGTERM)"
+            report.error, report.error_code, report.ended_by = f"STOPPED: {msg}", E_STOPPED, "stopped"
+            self._send_quietly(conn, encode_error(E_STOPPED, msg))
+            raise
         finally:
             conn.close()
             if report.wall_time_s > 0:
