@@ -38,7 +38,9 @@ def test_the_project_declares_a_lower_bound_for_every_dependency(tmp_path):
     assert result.returncode == 0, result.stderr
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     pinned = result.stdout.split()
-    assert len(pinned) == len(declared["dependencies"]) + 1       # + pytest
+    # The dependencies and the test extra's (pytest, hypothesis), each pinned at its bound.
+    assert len(pinned) == len(declared["dependencies"]) + len(declared["optional-dependencies"]["test"])
+    assert {"pytest==7.4", "hypothesis==6.100"} <= set(pinned)
     assert all("==" in pin for pin in pinned)
 
 
