@@ -243,9 +243,9 @@ def test_b6_apply_parameters_by_hand(robot):
     scales = {"mass_scale": 1.2, "com_scale": 0.9, "kp": 2.0, "kd": 1.5, "viscous": 0.5, "coulomb": 3.0}
     params = apply_parameters(robot, nominal, CalibrationParameters(0.02, {"r_elbow": scales}))
     elbow = robot.joint_index("r_elbow")
-    # Description: *_elbow kp 50, kd 1, viscous 0.2, coulomb 0.15.
+    # Description: *_elbow kp 50, kd 1, viscous 1.2 (the URDF's 1 N m s/rad included), coulomb 0.15.
     assert (params.kp[elbow], params.kd[elbow]) == (pytest.approx(100.0), pytest.approx(1.5))
-    assert (params.viscous[elbow], params.coulomb[elbow]) == (pytest.approx(0.1), pytest.approx(0.45))
+    assert (params.viscous[elbow], params.coulomb[elbow]) == (pytest.approx(0.6), pytest.approx(0.45))
     others = np.arange(robot.n_joints) != elbow
     np.testing.assert_array_equal(params.kp[others], nominal.kp[others])
     assert params.latency == 0.02 and nominal.latency == 0.016                 # the nominal untouched
