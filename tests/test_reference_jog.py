@@ -128,7 +128,9 @@ def test_absolute_goal_is_the_mapped_pose_of_a_rendered_tag_moved_by_a_known_tra
         # ...and, within the detector's error, the hand-worked motion.
         np.testing.assert_allclose(r.goal.position - hand0.position, [0.020, 0.015, 0.010], atol=1.5e-3)
         assert r.orientation_followed
-        assert _angle_deg(r.goal.rotation, _rot([0, 1, 0], 8.0) @ hand0.rotation) < 0.5
+        # (The detector's rotation error on this rendered tag: under 0.5 deg with OpenCV 5, 0.52 deg
+        # with 4.10, the lower bound; a wrong axis mapping would be off by 8 deg or more.)
+        assert _angle_deg(r.goal.rotation, _rot([0, 1, 0], 8.0) @ hand0.rotation) < 1.0
         # Absolute: back where it was seen first = back where the hand started.
         k, r = _feed(jog, d0, k, 150)
         np.testing.assert_allclose(r.goal.position, hand0.position, atol=2e-4)
