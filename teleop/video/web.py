@@ -52,6 +52,7 @@ import re
 import select
 import socket
 import string
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -73,6 +74,11 @@ _FRAME_ROUTE = re.compile(r"^/frame/([A-Za-z0-9_-]+)\.jpg$")
 MJPEG_SEND_BUFFER_BYTES = 64 * 1024
 #: Host header names accepted by a viewer bound to a loopback address (any port).
 LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+#: Connections served at once (see _ViewerHTTPServer): a few open tabs use a handful each
+#: (a stream per camera and short polls), the backlog's reconnect burst 64.
+MAX_CONNECTIONS = 128
+_TOO_MANY_CONNECTIONS = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                         b"Retry-After: 1\r\n\r\ntoo many connections to the viewer")
 #: Methods other than GET and HEAD that get 405 instead of the stdlib's 501.
 _REFUSED_METHODS = ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
 
@@ -96,10 +102,62 @@ _ROBOT_VIEW_JS = Path(__file__).with_name("robot_view.js")
 class _ViewerHTTPServer(http.server.ThreadingHTTPServer):
     """The viewer's server: a deep listen backlog. After a stall every open tab's polls and
     streams reconnect at once; the stdlib's 5 would drop the rest (retried a second or
-    more later by the client's SYN backoff)."""
+    more later by the client's SYN backoff).
+
+    At most :data:`MAX_CONNECTIONS` connections are served at once. The stdlib's server
+    takes every connection it is offered, each with a thread and a descriptor, so any
+    program on the machine (the port is open to every local user) could open connections
+    until the station's process ran out of descriptors: it then could open no file, and the
+    accept loop spun on EMFILE. A connection over the limit gets a 503 and is closed.
+    """
 
     request_queue_size = 64
     daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._connections = 0
+        self._connections_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            refused = self._connections >= MAX_CONNECTIONS
+            if not refused:
+                self._connections += 1
+        if refused:
+            try:   # best effort and never blocking: the accept loop must not wait on this client
+                request.send(_TOO_MANY_CONNECTIONS, socket.MSG_DONTWAIT)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:   # no thread started (the caller closes the socket): not counted
+            self._connection_ended()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connection_ended()
+
+    def _connection_ended(self) -> None:
+        with self._connections_lock:
+            self._connections -= 1
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay silent when the client went away: the stdlib's handler reads the request and
+        writes its own error answers (400, 414, 431, ...) outside the handler's own guards,
+        so a client that closed or reset the connection meanwhile (a tab closed while
+        loading, an oversized URL refused and the client gone, a port scanner) printed a
+        ConnectionResetError/BrokenPipeError traceback on the operator's console, one per
+        connection: any local program could flood it. Other exceptions are viewer bugs and
+        keep the stdlib's traceback."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 def _host_name(host_header: str) -> str:
@@ -401,13 +459,20 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
 
         def _client_gone(self) -> bool:
             """True if the client closed or reset the connection (the socket reads EOF).
-            A browser sends nothing after its GET, so a readable socket means it left."""
+            A browser sends nothing after its GET; whatever else a client sends is dropped."""
             try:
                 poller = select.poll()  # not select.select: it fails on descriptors >= 1024
                 poller.register(self.connection, select.POLLIN)
                 if not poller.poll(0):
                     return False
-                return self.connection.recv(1, socket.MSG_PEEK) == b""
+                # Read and drop, not peek: a client that sent anything after its GET and
+                # then closed kept that byte in front of the EOF, so a peek never saw it
+                # leave; while no frame came, its handler thread and socket stayed (and
+                # counted in mjpeg_clients) until the viewer stopped. The stream reads
+                # nothing else from the client, so the bytes are of no use.
+                return self.connection.recv(65536, socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:  # readable, then nothing to read after all
+                return False
             except OSError:  # reset by the peer
                 return True
 
