@@ -120,7 +120,12 @@ class ClockOffsetEstimator:
         # Cached: a station reads the offset several times per 10 ms tick, over a window of
         # a hundred exchanges that changes a few times per second.
         if self._median is None and self.samples:
-            self._median = statistics.median(s.offset for s in self.samples)
+            # The middle two halved before adding: statistics.median adds them first, which
+            # overflows to inf for two finite offsets above ~9e307 (a peer's absurd pong stamp),
+            # and an infinite offset made every time the station converts infinite.
+            low = statistics.median_low(s.offset for s in self.samples)
+            high = statistics.median_high(s.offset for s in self.samples)
+            self._median = low if low == high else low / 2.0 + high / 2.0
         return self._median
 
     @property

@@ -446,7 +446,9 @@ class PrescientCompensator:
             ValueError: ``t_op_now`` is not finite, or ``tau_b`` is not finite and >= 0,
                 before anything changes (a NaN time gave NaN references, for good once
                 they were the rate limit's previous output; a negative τ̂_b predicted
-                the past).
+                the past). A finite time whose motion time lies beyond +-MAX_TIME_S of the
+                onset (a wild clock-offset estimate) does not raise: the motion under way is
+                blended out, and none is predicted until the next one.
         """
         if not math.isfinite(t_op_now):
             raise ValueError(f"the current time t_op_now must be finite, got {t_op_now!r}")
@@ -472,10 +474,18 @@ class PrescientCompensator:
             return CompensatorOutput(y_d.copy(), self.state, tau_f=tau_f)
 
         motion_time = None if self._t0 is None else t_op_now + tau_b - self._t0
+        # The estimator refuses (ValueError) motion times beyond +-MAX_TIME_S: t_op_now is the
+        # robot's time plus the clock-offset estimate, which a peer's absurd pong stamp can put
+        # 1e12 s away (found by tests/test_fuzz_live_path.py), and the robot station then died
+        # mid-motion. No motion lasts that long: stop predicting it, as on a rejection.
+        predictable = motion_time is None or abs(motion_time) <= MAX_TIME_S
+        if not predictable and self.state in (CompensationState.BLEND_IN, CompensationState.PREDICTING):
+            assert self._out_prev is not None   # every engaged step ends in _limit_rate
+            self.state = self._start_blend_out(self._out_prev[1], rejected=True)
         state = self.state
         if state is CompensationState.PASSTHROUGH:
             out = y_d
-            if self._ready_to_engage():
+            if predictable and self._ready_to_engage():
                 assert motion_time is not None   # _ready_to_engage() requires the onset t_0
                 y_p = self._predict(motion_time)
                 self._blend = SigmoidBlend(y_d, y_p, self.config.blend_step_scale,

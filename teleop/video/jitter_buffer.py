@@ -33,10 +33,11 @@ Playout rule:
   is released at the next :meth:`pop_due` after it arrives, and the displayed age is
   its own backward delay.
 * In both modes frames are released in capture order; a frame not newer than one already
-  released cannot be shown in order and is dropped (``frames_out_of_order``) -- unless it
-  is older by more than ``restart_gap_s``: that means the sender restarted with a reset clock
-  (e.g. robot host reboot), so the buffer starts over (ordering, delay statistics and
-  held frames are discarded; ``sender_restarts`` counts it).
+  released (or of the same capture time as one held) cannot be shown in order and is dropped
+  (``frames_out_of_order``) -- unless it is older by more than ``restart_gap_s``: that
+  means the sender restarted with a reset clock (e.g. robot host reboot), so the buffer
+  starts over (ordering, delay statistics and held frames are discarded;
+  ``sender_restarts`` counts it).
 
 :meth:`report` gives the numbers the operator station sends back to the robot.
 """
@@ -104,7 +105,7 @@ class JitterBuffer:
         self.frames_pushed = 0
         self.frames_released = 0
         self.frames_late = 0  # arrived after their playout time
-        self.frames_out_of_order = 0  # older than a frame already released
+        self.frames_out_of_order = 0  # not newer than a frame already released (or held)
         self.frames_overflow = 0
         self.frames_discarded_on_restart = 0
         self.sender_restarts = 0
@@ -149,7 +150,12 @@ class JitterBuffer:
         # The measurement counts every frame, late ones included: it describes the link.
         self._delays_s.append(delay_s)
 
-        if frame.timing.capture_s <= self._last_released_capture_s:
+        if frame.timing.capture_s <= self._last_released_capture_s or any(
+                held[0] == frame.timing.capture_s for held in self._heap):
+            # A second frame of an instant already held would be shown twice: a duplicate the
+            # network delayed past the receiver's memory of finished frames (64, ~2 s at 30 fps)
+            # while a longer buffer (up to 10 s) still holds the first copy, or a replay.
+            # Not newer than a frame already queued for display: dropped like an old one.
             self.frames_out_of_order += 1
             return False
         if arrival_s > playout_s:
