@@ -101,9 +101,6 @@ def validate_recording(rec: Recording, source: str = "recording") -> Recording:
     return rec
 
 
-_validate = validate_recording   # (the former private name)
-
-
 def load_recording(path: str | Path) -> Recording:
     """Read a ``.npz`` or ``.json`` recording (see the module docstring); raises
     :class:`RecordingError` naming the file if it is malformed."""
@@ -154,7 +151,7 @@ def load_recording(path: str | Path) -> Recording:
         )
     except (TypeError, ValueError, OverflowError) as exc:
         raise RecordingError(f"{path}: arrays are not numeric or ragged ({exc})") from None
-    return _validate(rec, str(path))
+    return validate_recording(rec, str(path))
 
 
 def _savez(path: Path, arrays: dict[str, Any]) -> None:
@@ -165,7 +162,7 @@ def _savez(path: Path, arrays: dict[str, Any]) -> None:
 def save_recording(rec: Recording, path: str | Path) -> None:
     """Write a recording as ``.npz`` or ``.json`` (by suffix)."""
     path = Path(path)
-    _validate(rec, str(path))
+    validate_recording(rec, str(path))
     # (Its folder is made by write_outputs_together, and removed again if the write fails or
     # is interrupted: made here, it stayed behind, empty.)
     if path.suffix.lower() == ".npz":
