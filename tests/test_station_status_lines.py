@@ -102,3 +102,16 @@ def test_the_first_video_rate_is_counted_from_the_first_frame(capsys):
     events._last_status = (time.monotonic() - 2.0, 200, 11)
     events.print_status(SimpleNamespace(short=lambda: "loop ok"))
     assert "video 20.0 fps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("watchdog", [WatchdogState.WAITING, WatchdogState.STALE])
+def test_a_robot_that_holds_is_said_to_hold(watchdog):
+    """While the watchdog holds the robot's pose, the line said "STALE passthrough": what
+    the compensator would do with commands, not what the robot does."""
+    feedback = Feedback(watchdog_state=watchdog, compensation_state=STATE_CODES[CompensationState.PASSTHROUGH],
+                        forward_delay=0.75, clock_offset=0.0)
+    line = status_line(2.0, 0, 0, feedback, {"tau_b_s": 0.8}, "")
+    assert f"robot {watchdog.name:8s} holding     tau_f 0.750 s" in line
+    resuming = Feedback(watchdog_state=WatchdogState.RESUMING,
+                        compensation_state=STATE_CODES[CompensationState.PASSTHROUGH], forward_delay=0.75)
+    assert "robot RESUMING passthrough tau_f 0.750 s" in status_line(2.0, 0, 0, resuming, {"tau_b_s": 0.8}, "")

@@ -43,6 +43,11 @@ class WatchdogState(enum.IntEnum):
     RESUMING = 3  #: commands are back, blending from the hold pose to them
 
 
+#: The states in which the robot holds its pose instead of following commands (whatever
+#: the compensator would make of them): the stations' status lines say "holding" there.
+HOLDING_STATES = frozenset({WatchdogState.WAITING, WatchdogState.STALE})
+
+
 def minimum_jerk(u: float) -> float:
     """Minimum-jerk profile 10u³ − 15u⁴ + 6u⁵ on [0, 1] (clamped outside).
 
@@ -143,7 +148,7 @@ class StaleCommandWatchdog:
             self.state = WatchdogState.STALE
             self.stale_events += 1
         self._gap_seen = False
-        if self.state in (WatchdogState.WAITING, WatchdogState.STALE) and since <= self.timeout \
+        if self.state in HOLDING_STATES and since <= self.timeout \
                 and self._streak >= self.resume_after:
             self.state = WatchdogState.RESUMING
             self._resume_start = now

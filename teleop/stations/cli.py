@@ -345,6 +345,7 @@ def _run_robot(args: argparse.Namespace) -> int:
     from teleop.net.auth import video_mac
     from teleop.net.protocol import PacketCodec
     from teleop.net.udp import UdpEndpoint, parse_address, reaches_own_socket
+    from teleop.net.watchdog import HOLDING_STATES, WatchdogState
     from teleop.robot.model import RobotModel
     from teleop.robot.target import library_robot_mismatch, robot_target
     from teleop.sim.camera import CameraIntrinsics
@@ -430,7 +431,8 @@ def _run_robot(args: argparse.Namespace) -> int:
             if time.monotonic() - last_print[0] > STATUS_INTERVAL_S:
                 last_print[0] = time.monotonic()
                 tel = station.telemetry()
-                print(f"[robot] {record.watchdog:8s} {record.compensation:11s}"
+                doing = "holding" if WatchdogState[record.watchdog] in HOLDING_STATES else record.compensation
+                print(f"[robot] {record.watchdog:8s} {doing:11s}"
                       f"{_recognised(station.last_compensator_output)} "
                       f"tau_f {_seconds(tel['tau_f_mean_s'])} "
                       f"tau_b {_tau_b(tel, args.video_hz)}  "

@@ -12,7 +12,7 @@ import math
 from enum import Enum
 
 from teleop.net.protocol import Feedback
-from teleop.net.watchdog import WatchdogState
+from teleop.net.watchdog import HOLDING_STATES, WatchdogState
 from teleop.prescient.compensator import CompensationState
 
 
@@ -59,7 +59,10 @@ def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | N
         robot = "robot: no feedback yet"
     else:
         watchdog = state_name(WatchdogState, feedback.watchdog_state).upper()
-        compensation = state_name(CompensationState, feedback.compensation_state)
+        # While the robot holds, what the compensator would do ("passthrough") is not what
+        # the robot does.
+        compensation = "holding" if feedback.watchdog_state in HOLDING_STATES \
+            else state_name(CompensationState, feedback.compensation_state)
         if feedback_silent_s is not None and feedback_silent_s > SILENT_AFTER_S:
             # Not the last report as if it were current: the robot (or the link) went quiet.
             robot = f"robot: silent {feedback_silent_s:.1f} s (last: {watchdog} {compensation})"

@@ -43,7 +43,7 @@ from retarget.zmp import ZmpPrefilter
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
 from teleop.net.clock_sync import ClockOffsetEstimator, ClockSyncClient, answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport, format_address, sample_time_problem
-from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
+from teleop.net.watchdog import HOLDING_STATES, StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import (CompensationState, CompensatorConfig, CompensatorOutput,
                                           PrescientCompensator)
 from teleop.robot.model import NQ_BASE, NV_BASE, RobotModel
@@ -487,7 +487,7 @@ class RobotStation:
         if status.changed and status.state == WatchdogState.RESUMING:
             # The blend's length is set by how far it goes (see resume_duration_for).
             self.watchdog.resume_duration = resume_duration_for(self.hold, commanded, self.config.resume_duration)
-        if status.state in (WatchdogState.WAITING, WatchdogState.STALE):
+        if status.state in HOLDING_STATES:
             executed = self.hold
         elif status.state == WatchdogState.RESUMING:
             executed = (1.0 - status.blend) * self.hold + status.blend * commanded
