@@ -140,55 +140,11 @@ class CompensatorConfig:
             variance, the output is y + g (p − y), g = Δ² / (Δ² + k σ²), per scalar: the
             oracle shrinkage of an estimate whose noise is √k σ, so that a change the model
             is unsure of is not executed at full size, while a large, certain one is.
-            Measured with `teleop trial` (choice made on synthetic and Xsens leave-one-out
-            and the HDM05 inner folds learn bk -> test dg, learn dg -> test bk; held-out
-            performers reported after it), window errors comp / nocomp [cm] at 1.5 / 3 s.
-            The CoM (k = 1): the CoM of a performer held out of HDM05 was predicted worse
-            than the delayed CoM itself: it moves little over a round trip, less than the
-            performers' CoM paths differ.
-                                    none            g on p − y      g from Δ (this)
-                syn               0.34 / 0.25     0.34 / 0.25     0.34 / 0.26   (0.64 / 0.69)
-                xsens             0.48 / 0.43     0.48 / 0.46     0.47 / 0.44   (0.72 / 0.64)
-                ->dg              4.45 / 4.38     3.70 / 3.69     3.50 / 3.53   (3.24 / 3.27)
-                ->bk              3.38 / 3.50     3.04 / 3.11     2.90 / 2.92   (3.00 / 2.86)
-                held out bd       6.05 / 6.08     5.66 / 5.83     5.43 / 5.58   (4.80 / 5.05)
-                held out bk       3.89 / 3.80     2.91 / 2.80     2.76 / 2.66   (3.42 / 3.40)
-                held out dg       3.66 / 3.55     3.09 / 3.04     2.95 / 2.89   (3.24 / 3.21)
-            k = 3 brings ->dg to 3.28 and ->bk to 2.78 at 1.5 s but costs where the library
-            knows the operator (syn 0.36, Xsens 0.53); executing the delayed CoM costs there
-            twice that (0.64, 0.72).
-            The hands (k = 0.1), hands' window errors [cm] at 1.5 / 3 s, and the mean over
-            takes of the largest excess of the compensated hand error over the uncompensated
-            one held for 0.2 s (worst_excess_cm) at 1.5 s:
-                            none               k = 1        k = 0.3      k = 0.1            k = 0.03
-                syn         1.86 / 1.52, 2.27  2.04 / 1.83  1.88 / 1.60  1.85 / 1.53, 1.89  1.85 / 1.52
-                xsens       1.51 / 1.37, 1.59  1.72 / 1.58  1.60 / 1.45  1.57 / 1.41, 1.28  1.56 / 1.41
-                ->dg        4.71 / 4.48, 7.04  4.27 / 3.98  4.33 / 4.11  4.44 / 4.25, 5.85  4.54 / 4.33
-                ->bk        4.34 / 4.01, 3.86  4.20 / 3.79  4.15 / 3.74  4.16 / 3.75, 1.86  4.18 / 3.78
-                held out bd 4.26 / 3.50, 6.46  3.72 / 3.19               3.98 / 3.27, 5.34
-                held out bk 3.36 / 3.05, 2.75  3.37 / 3.09               3.20 / 2.88, 1.74
-                held out dg 3.97 / 3.41, 4.01  4.01 / 3.47               3.75 / 3.23, 2.84
-            k = 1 (the calibrated variance) pulls the hands back towards the delayed stream
-            even where the library knows the operator; 0.1 keeps most of the gain across
-            performers for 0.06 / 0.04 cm on the Xsens takes, and lowers the worst excess
-            everywhere. With k = 0.1 the window, the time to engage and the no-compensation
-            figures are those without shrinkage (the blend-in ends with its slowest signal,
-            a posture).
-            The tables above were measured with the gain unfiltered; with it low-passed
-            (:meth:`PrescientCompensator._predict`: the hands jumped 5 mm in a tick), at
-            1.5 / 3 s, hands and CoM [cm]: syn 1.86 / 1.57, 0.35 / 0.27; xsens 1.57 / 1.39,
-            0.48 / 0.45; ->dg 4.42 / 4.19, 3.46 / 3.47; ->bk 4.37 / 3.82, 2.89 / 2.95;
-            held out bd / bk / dg hands 3.94 / 3.31 / 3.84 and 3.31 / 2.97 / 3.31, CoM
-            5.34 / 2.83 / 2.96 and 5.55 / 2.69 / 2.89; worst excess (mean, 1.5 s) syn 1.64,
-            xsens 1.38, held out 4.99 / 1.43 / 2.94.
-            Shrinking the postures too: their whole-take error falls on the HDM05 folds
-            (held out bd / bk / dg 0.236 / 0.248 / 0.277 -> 0.203 / 0.233 / 0.265 rad at
-            1.5 s), rises on the synthetic takes (0.160 -> 0.162, 3 s 0.156 -> 0.164), and
-            the hands' whole-take error stays the same; but the smaller posture gaps shorten
-            the blend-in (which is timed on every signal), the scored window then starts
-            earlier in the motion, and the hands' window figure rises with the motion it
-            holds (held out bd 4.26 -> 4.67 cm, its no-compensation figure 8.35 -> 9.21):
-            left out until the figures are compared on a common window.
+            CoM k = 1 (its predicted change over a round trip is smaller than the
+            performers' CoM paths differ), hands k = 0.1 (most of the gain across
+            performers, little cost where the library knows the operator); postures not
+            shrunk. How these were chosen, and the variants measured and left out:
+            docs/promp_tuning.md, ninth round.
         smoothing_time: time constant [s] with which a change of the prediction (the
             estimator's belief moved: new observations, a new speed or offset estimate) is
             passed to the output. The output follows the *new* predicted trajectory with its
