@@ -28,6 +28,21 @@ def stop_handled() -> None:
     """The KeyboardInterrupt of the stop has been caught: forget the request."""
     global _pending
     _pending = False
+    _forget_unhandled_keyboard_interrupt()
+
+
+def _forget_unhandled_keyboard_interrupt() -> None:
+    """Tell CPython that the KeyboardInterrupt was handled after all.
+
+    CPython (3.11 ``_Py_UnhandledKeyboardInterrupt``, 3.12+ ``_PyRuntime.signals``) marks a
+    KeyboardInterrupt that leaves the code of a *string* ``exec``/``eval`` (``PyRun_String``:
+    ``collections.namedtuple`` and ``dataclasses`` build their methods that way, e.g. numpy.random
+    imported mid-command) as unhandled, even when we catch it further up. Under ``python -m
+    teleop`` ``Py_RunMain`` then ends the process by SIGINT after our ``sys.exit``: exit code -2
+    instead of 130 after "interrupted" (or 0 for a station that stopped cleanly), with no
+    traceback. Every string exec clears the mark when it starts: an empty one forgets it. (A
+    KeyboardInterrupt that really reaches the top is marked again by ``pymain_run_module``.)"""
+    exec("pass", {})
 
 
 def stop_pending() -> bool:

@@ -95,6 +95,21 @@ def test_interrupted_test_video_leaves_the_previous_file(tmp_path):
     assert _partials(video) == []
 
 
+def test_interrupt_leaving_a_string_exec_still_exits_130(tmp_path):
+    """A Ctrl-C that lands in a string exec/eval (a namedtuple's or a dataclass's methods being
+    built: numpy.random is imported mid-render) ended `python -m teleop` by SIGINT (-2) after
+    "interrupted": CPython took it for unhandled (teleop/stop_request.py)."""
+    (tmp_path / "interrupted_in_exec.py").write_text(
+        "import argparse, sys\n"
+        "from teleop.cli import run_command\n"
+        "def command(args):\n"
+        "    exec('raise KeyboardInterrupt', {})\n"
+        "sys.exit(run_command(argparse.Namespace(func=command, command='jog')))\n")
+    proc = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (130, "interrupted\n")
+
+
 def test_complete_test_video_replaces_the_file_and_leaves_no_temporary(tmp_path, capsys):
     video = tmp_path / "tag.avi"
     video.write_bytes(b"old")
