@@ -12,7 +12,11 @@ native .npz        HumanMotion.load_npz        as saved
 =================  ==========================  ===========================================
 
 :func:`read_motion` picks the reader from the extension, or from the content when the
-extension says nothing (``.txt``, no extension).
+extension says nothing (``.txt``, no extension). When the reader chosen by the extension
+refuses the file, and its first few KB look like another format (:func:`looks_like`: an AMC
+take named .bvh, an MVNX or a C3D named .bvh, a BVH named .amc...), the error says what the
+content looks like and what to rename the file to; a file that reads is read exactly as
+before (the content is looked at only after the reader refused it).
 """
 
 from __future__ import annotations
@@ -41,7 +45,22 @@ XSENS_CSV_LAYOUT = (f"an Xsens CSV has no header and one line per sample of comm
                     "N.csv (22 joints x 3 angles [deg], read with pN.csv beside it)")
 
 __all__ = ["read_motion", "read_xsens_csv", "read_mvnx", "write_mvnx", "read_asf_amc", "read_bvh",
-           "read_vr_trackers", "write_vr_csv", "sniff_format"]
+           "read_vr_trackers", "write_vr_csv", "sniff_format", "looks_like"]
+
+#: Format picked from the extension (:func:`sniff_format`), where the extension decides.
+FORMAT_BY_SUFFIX = {".npz": "npz", ".mvnx": "mvnx", ".amc": "amc", ".asf": "asf", ".bvh": "bvh",
+                    ".json": "vr-json"}
+#: Bytes of a file looked at to say what it looks like (:func:`looks_like`).
+LOOK_BYTES = 4096
+#: What a renamed file should be called, by the format its content looks like (formats read).
+_SUFFIX_OF = {"bvh": ".bvh", "amc": ".amc", "asf": ".asf", "mvnx": ".mvnx", "npz": ".npz", "vr-json": ".json",
+              "vr-csv": ".csv", "xsens-csv": ".csv"}
+#: The formats :func:`sniff_format` tells apart (and the product reads): for comparing with
+#: what a file looks like.
+_READ_FORMATS = frozenset(_SUFFIX_OF)
+#: What the formats are called in a message (the extension's format: "not a ... file").
+_FORMAT_NAMES = {"bvh": "a BVH file", "amc": "an AMC take", "asf": "an ASF skeleton", "mvnx": "an MVNX file",
+                 "npz": "a .npz motion", "vr-json": "a VR tracker JSON file"}
 
 
 def sniff_format(path: str | os.PathLike[str]) -> str:
@@ -54,9 +73,8 @@ def sniff_format(path: str | os.PathLike[str]) -> str:
     if not path.is_file():
         raise MotionFormatError(f"{path}: no such file")
     ext = path.suffix.lower()
-    by_ext = {".npz": "npz", ".mvnx": "mvnx", ".amc": "amc", ".asf": "asf", ".bvh": "bvh", ".json": "vr-json"}
-    if ext in by_ext:
-        return by_ext[ext]
+    if ext in FORMAT_BY_SUFFIX:
+        return FORMAT_BY_SUFFIX[ext]
     head = head_bytes(path)
     if head.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark: the readers drop it too
         head = head[3:]
@@ -93,6 +111,90 @@ def sniff_format(path: str | os.PathLike[str]) -> str:
                             "files' in the README)")
 
 
+def _is_c3d(head: bytes) -> bool:
+    """A C3D file's header: byte 1 is 0x50, byte 0 the 512-byte block of the parameter
+    section, whose header's byte 3 is the processor type (84 Intel, 85 DEC, 86 MIPS)."""
+    if len(head) < 4 or head[1] != 0x50 or not 2 <= head[0] <= 127:
+        return False
+    start = (head[0] - 1) * 512
+    return len(head) < start + 4 or head[start + 3] in (84, 85, 86)
+
+
+def looks_like(head: bytes) -> tuple[str, str] | None:
+    """What the first bytes of a file (a few KB: :data:`LOOK_BYTES`) look like, as
+    (format, description for a message), or None when nothing is recognised. The formats the
+    product reads ("bvh", "amc", "asf", "mvnx", "npz", "vr-json", "vr-csv", "xsens-csv", the
+    names of :func:`sniff_format`) and some it does not ("c3d", "mcap", "zip", "gzip", "xml",
+    "json", "binary"). Cheap and only a guess: for error messages, never to pick a reader."""
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    if head.startswith(b"\x89MCAP"):
+        return "mcap", "an MCAP recording (a ROS 2 / Foxglove log)"
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        if b".npy" in head:
+            return "npz", "a NumPy .npz archive"
+        return "zip", "a zip archive"
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip", "gzip-compressed data"
+    if _is_c3d(head):
+        return "c3d", "a C3D motion capture file (binary)"
+    if b"\x00" in head:
+        return "binary", "binary data (not text)"
+    text = head.decode("utf-8", "replace")
+    stripped = text.lstrip()
+    if stripped.startswith("<"):
+        if "<mvnx" in text:
+            return "mvnx", "an Xsens MVNX file (XML)"
+        return "xml", "an XML file but not MVNX (no <mvnx> element)"
+    if stripped.upper().startswith("HIERARCHY"):
+        return "bvh", "a BVH file (it starts with HIERARCHY)"
+    if ":FULLY-SPECIFIED" in text or ":DEGREES" in text or re.search(r"(?m)^\s*\d+\s*\n\s*root(\s+\S+){6}", text):
+        return "amc", "an ASF/AMC motion file (AMC frames: a frame number, then one line per bone)"
+    if ":bonedata" in text or ":hierarchy" in text or (":version" in text and ":units" in text):
+        return "asf", "an ASF skeleton (:bonedata, :hierarchy)"
+    if stripped.startswith("{") or stripped.startswith("["):
+        if "vr-trackers" in text:
+            return "vr-json", "a VR tracker JSON file"
+        return "json", "a JSON file but not a VR tracker one (no \"format\": \"vr-trackers-v1\")"
+    if "vr-trackers" in text or re.search(r"^\s*t(ime)?\s*,[^\n]*_px", text, re.MULTILINE):
+        return "vr-csv", "a VR tracker CSV (a header line t,head_px,...)"
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.count(",") in (160, 65) and _is_number_row(first):
+        return "xsens-csv", "an Xsens CSV export (rows of numbers)"
+    return None
+
+
+def mislabel_hint(path: str | os.PathLike[str], fmt: str) -> str | None:
+    """What to tell about ``path``, read as ``fmt`` from its extension and refused, when its
+    content looks like something else (:func:`looks_like`); None when it looks like ``fmt``
+    (a damaged file of the right format: the reader's message says it all) or like nothing
+    recognised."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(LOOK_BYTES)
+    except (OSError, ValueError):
+        return None
+    seen = looks_like(head)
+    if seen is None or seen[0] == fmt:
+        return None
+    kind, what = seen
+    said = f"{path.name} looks like {what}, not {_FORMAT_NAMES.get(fmt, fmt)} as its name says"
+    if kind in _READ_FORMATS:
+        rename = path.with_suffix(_SUFFIX_OF[kind]).name
+        if kind == "amc":
+            return (f"{said}; rename it {rename} and put its ASF skeleton beside it "
+                    f"({path.with_suffix('.asf').name})")
+        if kind == "asf":
+            return (f"{said}; an ASF file is a skeleton without motion: rename it {rename} and give one of its "
+                    ".amc takes")
+        return f"{said}; rename it {rename}"
+    if kind in ("zip", "gzip"):
+        return f"{said}; unpack it and give the motion file inside"
+    return (f"{said}, and is no motion file teleop reads: export the take as one (supported: Xsens CSV/MVNX, "
+            "ASF/AMC, BVH, VR tracker CSV/JSON, .npz; see 'Motion files' in the README)")
+
+
 def _is_number_row(line: str) -> bool:
     """True for two or more comma-separated numbers."""
     tokens = line.strip().split(",")
@@ -116,6 +218,21 @@ def read_motion(path: str | os.PathLike[str], **opts: Any) -> HumanMotion:
     RuntimeWarnings first.
     """
     fmt = sniff_format(path)
+    try:
+        return _read_checked(path, fmt, opts)
+    except MotionFormatError as exc:
+        if Path(path).suffix.lower() not in FORMAT_BY_SUFFIX:   # the content chose the reader
+            raise
+        hint = mislabel_hint(path, fmt)
+        if hint is None:
+            raise
+        said = MotionFormatError(f"{exc}; {hint}")
+        said.__dict__.update(exc.__dict__)     # e.g. before_work, for teleop's command line
+        raise said from exc
+
+
+def _read_checked(path: str | os.PathLike[str], fmt: str, opts: dict[str, Any]) -> HumanMotion:
+    """The motion of ``path`` read as ``fmt``, checked (see :func:`read_motion`)."""
     # The readers check the numbers they parse, but a finite 1e308 can still overflow in
     # what follows; the user then saw NumPy's "overflow encountered" warnings (source lines
     # of this package) before the error. Silenced here: the checks below, and those in the

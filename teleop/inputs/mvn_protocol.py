@@ -49,6 +49,14 @@ Units and axes (made explicit here because the product uses metres and N-pose fr
 * joint angles (type 20): the specification gives no unit; MVN reports joint angles in
   degrees and the codec passes them through unchanged.
 
+Plausibility: a decoded position must be finite and within :data:`MAX_POSITION_M` of MVN's
+origin. Type 01, 02 and 03 items that are not are skipped (counted in
+:attr:`MvnMessage.ignored_items`, the far ones also in ``implausible_items`` with the reason);
+a type-24 centre of mass that is not raises :class:`MvnFormatError` (reasons "bad_content",
+"implausible_com"). :func:`implausible_pose` also checks that a pose's segments are not
+farther apart than a body (:data:`MAX_SEGMENT_SPAN_M`); the live source
+(:mod:`teleop.inputs.xsens_live`) drops such poses whole.
+
 Segment IDs are 1..23 in MVN order (index + 1): Pelvis=1 ... LeftToe=23, mapped to the
 names of :data:`retarget.human.SEGMENTS`; props (24-27) and finger segments are counted and
 ignored.
@@ -101,6 +109,25 @@ _SCALE_POINT = struct.Struct(">I3f")
 #: Largest magnitude a 32-bit float holds: the protocol's positions, quaternions and angles
 #: are all big-endian float32 (spec 2.5); a value beyond it cannot be put on the wire.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+#: Farthest a decoded position may be from MVN's origin [m]; a segment, point or centre of
+#: mass beyond it is not a body in a capture volume but a garbage or forged value (1e30 m is
+#: finite and fits the wire's float32). Not tight on purpose: MVN's global position is
+#: integrated from inertial data and drifts over a long session (about 1-2 % of the distance
+#: walked), and an operator may walk a hall or a field, so a few hundred metres of drift
+#: must still pass. 10 km is beyond any of that, and where float32 positions in centimetres
+#: (the wire's unit, spec 2.5.6) stop resolving a millimetre (a spacing of 1.2 mm above
+#: 2^20 cm = 10.5 km): a pose there could not be tracked to the precision of a hand anyway.
+MAX_POSITION_M = 10_000.0
+#: Farthest apart two segment origins of one character may be in one pose [m]. The tallest
+#: person on record was 2.72 m; arms raised overhead, the wrist-to-toe distance (MVN's
+#: hand and toe origins are at the wrist and the ball of the foot, not the finger or toe
+#: tips) is about 1.2 x stature, 3.3 m. 4 m leaves room for MVN's fit errors (a segment
+#: length off, a magnetic disturbance) while refusing what is no human: segments of two
+#: people mixed, a unit read 100 times too large (a 1.7 m body spanning 170 m), garbage.
+#: Not used by :meth:`MvnCodec.decode` (a partial pose may be any stray segments): see
+#: :func:`implausible_pose` and :mod:`teleop.inputs.xsens_live`.
+MAX_SEGMENT_SPAN_M = 4.0
 
 #: MVN segment ID (1..23) -> canonical segment name, and back.
 SEGMENT_BY_ID: dict[int, str] = {i + 1: name for i, name in enumerate(SEGMENTS)}
@@ -160,13 +187,21 @@ class MvnMessage:
             (3,) [deg])} (Y up, raw); 03 -> {point ID: position (3,) [m]} (Y up);
             12 -> {tag: value}; 13 -> :class:`CharacterScale`; 20 -> list of
             :class:`JointAngle`; 24 -> CoM (3,) [m]; 25 -> "HH:MM:SS.mmm"; others -> bytes.
-        ignored_items: type-02 items skipped (props, finger segments, unknown segment IDs,
-            non-finite positions, quaternion norms outside (0.5, 2)).
+        ignored_items: items skipped: type 02 props, finger segments, unknown segment IDs,
+            non-finite positions, quaternion norms outside (0.5, 2); types 01 and 03
+            non-finite values; and, of types 01, 02 and 03, positions farther than
+            :data:`MAX_POSITION_M` from the origin (also counted in ``implausible_items``).
+        implausible_items: of ``ignored_items``, those skipped as finite but absurd (farther
+            than :data:`MAX_POSITION_M` from the origin).
+        implausible: why the first of those was skipped (e.g. "segment pelvis is 1e+30 m
+            from MVN's origin, more than 10000 m"), or None.
     """
 
     header: MvnHeader
     data: Any                       # its type depends on header.message_type (above)
     ignored_items: int = 0
+    implausible_items: int = 0
+    implausible: str | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +290,35 @@ def _unpack_string(buffer: bytes, offset: int) -> tuple[str, int]:
 
 
 # ----------------------------------------------------------------------- codec
+def _too_far(what: str, position: np.ndarray) -> str | None:
+    """Why ``position`` [m] is implausible (farther than :data:`MAX_POSITION_M` from the
+    origin), or None."""
+    distance = float(np.linalg.norm(position))
+    if distance <= MAX_POSITION_M:
+        return None
+    return f"{what} is {distance:.3g} m from MVN's origin, more than {MAX_POSITION_M:g} m"
+
+
+def implausible_pose(pose: dict) -> str | None:
+    """Why a decoded type-02 ``pose`` ({segment: (position [m], quaternion)}) is not one
+    person's, or None: a segment farther than :data:`MAX_POSITION_M` from the origin, or
+    two segments farther than :data:`MAX_SEGMENT_SPAN_M` apart."""
+    if not pose:
+        return None
+    names = list(pose)
+    positions = np.array([pose[name][0] for name in names], dtype=float)
+    for name, position in zip(names, positions):
+        reason = _too_far(f"segment {name}", position)
+        if reason:
+            return reason
+    gaps = np.linalg.norm(positions[:, None] - positions[None], axis=-1)
+    i, j = np.unravel_index(int(np.argmax(gaps)), gaps.shape)
+    if gaps[i, j] > MAX_SEGMENT_SPAN_M:
+        return (f"segments {names[i]} and {names[j]} are {gaps[i, j]:.3g} m apart, more than a human body spans "
+                f"({MAX_SEGMENT_SPAN_M:g} m)")
+    return None
+
+
 class MvnCodec:
     """Encodes and decodes MVN datagrams with explicit units.
 
@@ -374,7 +438,7 @@ class MvnCodec:
         """Decode a (reassembled) payload; raises :class:`MvnFormatError` on bad content."""
         t, n = header.message_type, header.item_count
         if t == POSE_QUATERNION:
-            pose, ignored = {}, 0
+            pose, ignored, far, why = {}, 0, 0, None
             for k in range(n):
                 sid, x, y, z, qw, qx, qy, qz = _QUAT_ITEM.unpack_from(payload, 32 * k)
                 name = SEGMENT_BY_ID.get(sid)
@@ -383,20 +447,44 @@ class MvnCodec:
                 if name is None or not (0.5 < norm < 2.0) or not np.all(np.isfinite([x, y, z])):
                     ignored += 1                       # props, fingers, or garbage values
                     continue
+                position = np.array([x, y, z]) * self.unit
+                reason = _too_far(f"segment {name}", position)
+                if reason:                             # finite but absurd: garbage too
+                    ignored, far, why = ignored + 1, far + 1, why or reason
+                    continue
                 q = q / norm
                 if name in _ARM_FIX:                   # MVN T-pose arm frame -> N-pose frame
                     q = quat.mul(q, quat.conj(_ARM_FIX[name]))
-                pose[name] = (np.array([x, y, z]) * self.unit, q)
-            return MvnMessage(header, pose, ignored)
+                pose[name] = (position, q)
+            return MvnMessage(header, pose, ignored, far, why)
         if t == POSE_EULER:
-            items = {}
+            items, ignored, far, why = {}, 0, 0, None
             for k in range(n):
                 sid, *v = _EULER_ITEM.unpack_from(payload, 28 * k)
-                items[sid] = (np.array(v[:3]) * self.unit, np.array(v[3:]))
-            return MvnMessage(header, items)
+                if not np.all(np.isfinite(v)):
+                    ignored += 1
+                    continue
+                position = np.array(v[:3]) * self.unit
+                reason = _too_far(f"segment ID {sid}", position)
+                if reason:
+                    ignored, far, why = ignored + 1, far + 1, why or reason
+                    continue
+                items[sid] = (position, np.array(v[3:]))
+            return MvnMessage(header, items, ignored, far, why)
         if t == POINTS:
-            return MvnMessage(header, {pid: np.array(v) * self.unit
-                                       for pid, *v in (_POINT_ITEM.unpack_from(payload, 16 * k) for k in range(n))})
+            points, ignored, far, why = {}, 0, 0, None
+            for k in range(n):
+                pid, *v = _POINT_ITEM.unpack_from(payload, 16 * k)
+                if not np.all(np.isfinite(v)):
+                    ignored += 1
+                    continue
+                position = np.array(v) * self.unit
+                reason = _too_far(f"point {pid}", position)
+                if reason:
+                    ignored, far, why = ignored + 1, far + 1, why or reason
+                    continue
+                points[pid] = position
+            return MvnMessage(header, points, ignored, far, why)
         if t == JOINT_ANGLES:
             return MvnMessage(header, [JointAngle(a, b, (x, y, z))
                                        for a, b, x, y, z in (_JOINT_ITEM.unpack_from(payload, 20 * k)
@@ -404,7 +492,13 @@ class MvnCodec:
         if t == CENTER_OF_MASS:
             if n < 1:
                 raise MvnFormatError("bad_size", "centre-of-mass message without an item")
-            return MvnMessage(header, np.array(_COM_ITEM.unpack_from(payload, 0)) * self.unit)
+            com = np.array(_COM_ITEM.unpack_from(payload, 0)) * self.unit
+            if not np.all(np.isfinite(com)):
+                raise MvnFormatError("bad_content", "non-finite centre of mass")
+            reason = _too_far("the centre of mass", com)
+            if reason:
+                raise MvnFormatError("implausible_com", reason)
+            return MvnMessage(header, com)
         if t == CHARACTER_META:
             text = bytes(payload)
             if len(text) >= 4 and struct.unpack_from(">i", text)[0] == len(text) - 4:

@@ -58,6 +58,17 @@ sample) of jitter (0.2 ms per second). The offset is re-estimated:
   have made every real sample of the next second "older" and dropped them all; a second one
   in a row is a real jump forward (playback scrubbed forward) and taken.
 
+Implausible poses: a pose with a segment farther than ``MAX_POSITION_M`` (10 km) from MVN's
+origin, or two segments farther than ``MAX_SEGMENT_SPAN_M`` (4 m) apart, is finite but no
+person's (garbage, a forger, a wrong position unit, two characters mixed): it is dropped
+whole (``dropped_implausible_pose``), with the reason kept in
+:attr:`XsensLiveSource.implausible` and said by :meth:`XsensLiveSource.pose_stream_hint`,
+instead of being passed on for the operator station's reach check to withhold. The span is
+checked in the unit in use (after the unit is decided; before, read as centimetres, so that a
+stream in metres is never refused for it). A centre of mass (24) that is non-finite or
+beyond ``MAX_POSITION_M`` is dropped too (``dropped_bad_content``,
+``dropped_implausible_com``). See :mod:`teleop.inputs.mvn_protocol` for why these bounds.
+
 A frame is returned only if its time is later than the previous frame's (else
 ``dropped_duplicate``): a stalled time code gives the same time again, and a recording of
 the session with two frames at one time cannot be replayed (`teleop retarget` refuses
@@ -82,6 +93,8 @@ from teleop.inputs.mvn_protocol import (
     DEFAULT_PORT,
     JOINT_ANGLES,
     KNOWN_TYPES,
+    MAX_POSITION_M,
+    MAX_SEGMENT_SPAN_M,
     MESSAGE_NAMES,
     POSE_QUATERNION,
     SEGMENT_BY_ID,
@@ -89,6 +102,7 @@ from teleop.inputs.mvn_protocol import (
     MvnCodec,
     MvnFormatError,
     Reassembler,
+    implausible_pose,
     parse_header,
 )
 
@@ -185,7 +199,9 @@ class XsensLiveSource:
             "ignored_items", "ignored_meta_tags", "receive_errors", "sender_switches" and drops
             by reason, keyed "dropped_<reason>" ("foreign", "truncated", "bad_size",
             "bad_type", "unknown_type", "other_sender", "other_character", "stale_sample",
-            "ahead_sample", "duplicate", "incomplete", "bad_content").
+            "ahead_sample", "duplicate", "incomplete", "bad_content", "implausible_pose",
+            "implausible_com"; module docstring).
+        implausible: why the newest implausible pose or centre of mass was dropped, or None.
         com: newest centre of mass (3,) [m] (type 24), or None. Exposed for the caller;
             not part of the frames :meth:`poll` returns (see the module docstring).
         joint_angles: newest joint angles (list of JointAngle, type 20), or None; likewise.
@@ -234,6 +250,8 @@ class XsensLiveSource:
         self.meta: dict[str, str] = {}
         self.scale = None
         self.time_code: str | None = None
+        self.implausible: str | None = None
+        self._implausible_pose: str | None = None      # the newest pose's reason (for the hint)
         # (sender, character) each of the above came from: those a stray stream left before
         # the first complete pose are forgotten when the stream followed is chosen.
         self._aux_origin: dict[str, tuple] = {}
@@ -307,7 +325,14 @@ class XsensLiveSource:
         header, payload = whole
         try:
             message = self.codec.decode(header, payload)
-        except (MvnFormatError, ValueError, UnicodeError):   # inconsistent content: drop it
+        except MvnFormatError as exc:                 # inconsistent or absurd content: drop it
+            if exc.reason.startswith("implausible"):
+                self.implausible = str(exc)
+                self._count(f"dropped_{exc.reason}")
+            else:
+                self._count("dropped_bad_content")
+            return
+        except (ValueError, UnicodeError):            # inconsistent content: drop it
             self._count("dropped_bad_content")
             return
         if candidate:
@@ -317,8 +342,10 @@ class XsensLiveSource:
             self._switch_sender(sender, header.character_id, arrival)
         self._count(f"messages_{header.message_type}")
         origin = (sender, header.character_id)
+        if message.ignored_items and header.message_type != POSE_QUATERNION:
+            self._count("ignored_items", message.ignored_items)   # types 01, 03: not used, but counted
         if header.message_type == POSE_QUATERNION:
-            self._take_pose(header, message.data, message.ignored_items, arrival, sender)
+            self._take_pose(header, message, arrival, sender)
         elif header.message_type == CENTER_OF_MASS:
             self._keep("com", message.data, origin)
         elif header.message_type == JOINT_ANGLES:
@@ -378,18 +405,29 @@ class XsensLiveSource:
         self._other_sender_said = False
         self._reset_timing(None)
 
-    def _take_pose(self, header, pose: dict, ignored: int, arrival: float, sender) -> None:
-        if ignored:
-            self._count("ignored_items", ignored)
+    def _take_pose(self, header, message, arrival: float, sender) -> None:
+        pose = message.data
+        if message.ignored_items:
+            self._count("ignored_items", message.ignored_items)
+        if message.implausible_items:
+            # A segment at an absurd distance: the datagram is garbage, not a pose missing
+            # one segment (dropped whole, as one with segments too far apart below).
+            self._drop_implausible(message.implausible)
+            return
         if not pose:
             self._count("dropped_bad_content")
             return
         complete = _complete(pose)
+        if self.position_unit_m is None and complete:
+            pose = self._detect_unit(pose)
+        # Checked in the unit in use, before an implausible pose can lock the sender.
+        problem = implausible_pose(pose)
+        if problem:
+            self._drop_implausible(problem)
+            return
         if complete and not self._sender_locked:
             self._lock(sender, header.character_id)
             self._sender_pose_at = arrival
-        if self.position_unit_m is None and complete:
-            pose = self._detect_unit(pose)
         origin = (sender, header.character_id)
         if origin != self._timing_origin:              # another stream's clock (before the lock)
             self._reset_timing(origin)
@@ -408,6 +446,10 @@ class XsensLiveSource:
         if self._sender_locked and sender == self.sender:
             self._sender_pose_at = arrival
         self._recent, self._recent_since = Counter(), "pose"
+
+    def _drop_implausible(self, reason: str | None) -> None:
+        self.implausible = self._implausible_pose = reason
+        self._count("dropped_implausible_pose")
 
     def _frame_time(self, code: int, arrival: float) -> float | None:
         """The caller's-clock time of a sample of time code ``code`` [ms] that arrived at
@@ -472,6 +514,8 @@ class XsensLiveSource:
             return pose
         if self.com is not None:          # a CoM that came before the first pose: same wire unit
             self.com = self.com * factor
+            if float(np.linalg.norm(self.com)) > MAX_POSITION_M:   # plausible only in the wrong unit
+                self.com = None
         if self.scale is not None:
             self.scale.segments = [(name, origin * factor) for name, origin in self.scale.segments]
             self.scale.points = [(*point[:4], point[4] * factor) for point in self.scale.points]
@@ -496,7 +540,8 @@ class XsensLiveSource:
         """Why no pose has come for a while, and what to do, from what arrived since the last
         pose or the last hint (a user-facing warning; the counts start again after it):
         nothing on the port, the stream stopped, a second sender or another character that is
-        not followed, MVN datagrams damaged or cut on the way, poses that could not be used,
+        not followed, MVN datagrams damaged or cut on the way, poses that are no person's
+        (implausible: the reason of the newest), poses that could not be used,
         MVN messages of other types only (the streamer set to Euler angles or points instead
         of quaternions), or datagrams that are not MVN's."""
         recent, since = self._recent, self._recent_since
@@ -521,6 +566,11 @@ class XsensLiveSource:
             return (f"MVN streams character {self._other_character}, but character {self.character_id} is followed "
                     f"(its complete pose came first) and sends no usable pose (dropped: {dropped}): stream one "
                     f"character only, or restart the operator station to follow character {self._other_character}")
+        if recent["dropped_implausible_pose"]:
+            return (f"MVN's poses arrive but are no person's: {self._implausible_pose} (dropped: {dropped}); is the "
+                    f"position unit right ({self._unit_text()}), is the streamer sending one character, is MVN's "
+                    f"tracking lost (re-calibrate)? Poses farther than {MAX_POSITION_M:g} m from MVN's origin or with "
+                    f"segments more than {MAX_SEGMENT_SPAN_M:g} m apart are not used")
         if POSE_QUATERNION in seen:
             drops = {k for k, n in recent.items() if k.startswith("dropped_") and n}
             if drops == {"dropped_duplicate"}:
@@ -536,6 +586,12 @@ class XsensLiveSource:
             return (f"MVN sends message types {names} but no {POSE_QUATERNION} ({MESSAGE_NAMES[POSE_QUATERNION]}): "
                     f"tick \"Position + Orientation (Quaternion)\" in MVN's Network Streamer")
         return f"datagrams arrive on this port but are not an MVN stream (dropped: {dropped})"
+
+    def _unit_text(self) -> str:
+        if self.position_unit_m is None:
+            return "not decided yet: read as centimetres"
+        how = "given" if self._unit_given else "found from the first human-sized pose"
+        return f"{self.position_unit_m:g} m per unit, {how}"
 
     # --------------------------------------------------------------- interface
     def poll(self, now: float | None = None) -> Frame | None:
