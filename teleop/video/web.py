@@ -39,6 +39,10 @@ renderer (``/robot_view.js``): it polls ``/robot-pose`` every ``robot_pose_perio
 and draws the three poses with a perspective projection on the 2D canvas (drag to orbit,
 wheel to zoom); it registers itself through the same hook.
 
+Connections: at most ``MAX_CONNECTIONS`` at once, each given ``REQUEST_DEADLINE_S`` to send
+its whole request; when all are taken a newcomer evicts the one waiting longest for its
+request, and only slots serving requests (streams) earn it a 503 (see _ViewerHTTPServer).
+
 Shutdown: :meth:`stop` ends the accept loop, wakes every streaming client so its
 handler returns, closes the listening socket and joins the threads (bounded waits).
 """
@@ -47,6 +51,7 @@ from __future__ import annotations
 
 import html
 import http.server
+from http import HTTPStatus
 import json
 import re
 import select
@@ -79,6 +84,16 @@ LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 MAX_CONNECTIONS = 128
 _TOO_MANY_CONNECTIONS = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
                          b"Retry-After: 1\r\n\r\ntoo many connections to the viewer")
+#: Time a connection has to deliver a whole request (request line and headers) [s], counted
+#: from when the viewer starts waiting for it (the accept; after a keep-alive response, the
+#: end of that response). A browser sends its request (about a kilobyte) in one segment right
+#: after connecting: on loopback or a LAN it arrives within milliseconds, and 10 s is more
+#: than even three lost segments cost (TCP retransmits after 1, 2 and 4 s). The socket
+#: timeout (``client_timeout_s``) alone restarts at every byte, so a client trickling a byte
+#: every few seconds (slowloris) held its connection, thread and descriptor for ever.
+REQUEST_DEADLINE_S = 10.0
+_REQUEST_TIMEOUT = (b"HTTP/1.0 408 Request Timeout\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                    b"request not received in time")
 #: Methods other than GET and HEAD that get 405 instead of the stdlib's 501.
 _REFUSED_METHODS = ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
 
@@ -99,53 +114,196 @@ _ROBOT_VIEW_SCRIPT = '<script src="/robot_view.js" data-poll-ms="{poll_ms}"></sc
 _ROBOT_VIEW_JS = Path(__file__).with_name("robot_view.js")
 
 
+def _send_without_waiting(sock: socket.socket, data: bytes) -> None:
+    """Send what fits in ``sock``'s buffer now, or nothing; never wait (best effort, for the
+    accept thread). MSG_DONTWAIT alone is not enough: on a socket with a timeout (a handler's,
+    ``client_timeout_s``) CPython first waits up to that timeout for the socket to be
+    writable, so the writability is checked here without waiting."""
+    try:
+        poller = select.poll()  # not select.select: it fails on descriptors >= 1024
+        poller.register(sock, select.POLLOUT)
+        if poller.poll(0):
+            sock.send(data, socket.MSG_DONTWAIT)
+    except OSError:
+        pass
+
+
+class _Connection:
+    """Bookkeeping of one admitted connection (see _ViewerHTTPServer), under its lock.
+
+    ``waiting_since_s`` and ``deadline_s`` (monotonic seconds) describe the request being
+    waited for; ``finished`` is set once that request has been read whole (or an answer
+    started), ``evicted`` once the viewer closed the connection from outside its handler
+    thread, and ``closing`` once the handler thread closes the socket itself (the socket
+    must then no longer be touched: its descriptor number may be reused at once).
+    """
+
+    __slots__ = ("sock", "waiting_since_s", "deadline_s", "finished", "evicted", "closing")
+
+    def __init__(self, sock: socket.socket, now_s: float) -> None:
+        self.sock = sock
+        self.waiting_since_s = now_s
+        self.deadline_s = now_s + REQUEST_DEADLINE_S
+        self.finished = False
+        self.evicted = False
+        self.closing = False
+
+    def waiting(self) -> bool:
+        """True while the request has not been read whole and the connection is not closed."""
+        return not (self.finished or self.evicted or self.closing)
+
+
 class _ViewerHTTPServer(http.server.ThreadingHTTPServer):
     """The viewer's server: a deep listen backlog. After a stall every open tab's polls and
     streams reconnect at once; the stdlib's 5 would drop the rest (retried a second or
     more later by the client's SYN backoff).
 
-    At most :data:`MAX_CONNECTIONS` connections are served at once. The stdlib's server
+    At most :data:`MAX_CONNECTIONS` connections hold a slot at once. The stdlib's server
     takes every connection it is offered, each with a thread and a descriptor, so any
     program on the machine (the port is open to every local user) could open connections
     until the station's process ran out of descriptors: it then could open no file, and the
-    accept loop spun on EMFILE. A connection over the limit gets a 503 and is closed.
+    accept loop spun on EMFILE.
+
+    When every slot is taken, a new connection evicts the connection that has waited
+    longest for its request (not read whole yet, or idle between keep-alive requests): one
+    local program opening connections and never finishing their requests would otherwise
+    lock every browser out (on loopback every client is 127.0.0.1, so a cap per address
+    cannot tell them apart). A browser's request is read within milliseconds of its
+    connection, so a flood must bring a slot's worth of newer connections in that time to
+    evict it. Only when every slot serves a request read whole (an MJPEG stream, a response
+    being written) does the newcomer get a 503 and get closed. A connection that has not
+    delivered its whole request within :data:`REQUEST_DEADLINE_S` is closed the same way
+    (a slowloris client, whose trickled bytes restart the socket timeout each time).
+
+    Closing a connection from outside its handler thread (the accept thread does it, in
+    :meth:`process_request` and :meth:`service_actions`, every poll interval): a 408 sent
+    without blocking (best effort: a full buffer or a reset drops it), then
+    ``shutdown(SHUT_RDWR)``, which wakes the handler's blocked read with an end of file; the
+    handler then answers nothing more (see ``_request_received``) and ends, and the count
+    drops in :meth:`_connection_ended` as for any other connection. An evicted connection
+    holds no slot while its thread ends (at once: its read returns), nor does one whose
+    handler is closing its socket (a client that saw the end of its answer finds the slot
+    free), but each still holds a thread and a descriptor, so no connection is admitted
+    while twice :data:`MAX_CONNECTIONS` threads run: threads and descriptors stay bounded
+    whatever the clients do.
     """
 
     request_queue_size = 64
     daemon_threads = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._connections = 0
+        self._connections = 0   # handler threads running (admitted, not ended), evicted ones included
+        # Of which released: evicted, or closing their socket at their handler's end. They
+        # hold no slot: their threads end at once, and a client that saw its connection
+        # close finds the slot free.
+        self._released = 0
+        self._records: dict[socket.socket, _Connection] = {}
         self._connections_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        now_s = monotonic_s()
         with self._connections_lock:
-            refused = self._connections >= MAX_CONNECTIONS
-            if not refused:
+            admitted = self._connections < 2 * MAX_CONNECTIONS and (
+                self._connections - self._released < MAX_CONNECTIONS or self._evict_oldest_waiting())
+            if admitted:
                 self._connections += 1
-        if refused:
-            try:   # best effort and never blocking: the accept loop must not wait on this client
-                request.send(_TOO_MANY_CONNECTIONS, socket.MSG_DONTWAIT)
-            except OSError:
-                pass
+                self._records[request] = _Connection(request, now_s)
+        if not admitted:
+            # Best effort and never blocking: the accept loop must not wait on this client.
+            _send_without_waiting(request, _TOO_MANY_CONNECTIONS)
             self.shutdown_request(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:   # no thread started (the caller closes the socket): not counted
-            self._connection_ended()
+            self._connection_ended(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._connection_ended()
+            self._connection_ended(request)
 
-    def _connection_ended(self) -> None:
+    def shutdown_request(self, request: Any) -> None:
+        # Marked under the lock before the socket is closed: an eviction must never shut
+        # down a closed socket's descriptor number, which another connection may already
+        # reuse; and the slot is released before the client can see the close.
+        with self._connections_lock:
+            record = self._records.get(request)
+            if record is not None and not record.closing:
+                record.closing = True
+                if not record.evicted:
+                    self._released += 1
+        super().shutdown_request(request)
+
+    def _connection_ended(self, request: Any) -> None:
         with self._connections_lock:
             self._connections -= 1
+            record = self._records.pop(request, None)
+            if record is not None and (record.evicted or record.closing):
+                self._released -= 1
+
+    def service_actions(self) -> None:
+        """Close the connections past their request deadline (run by serve_forever in the
+        accept thread after each accept and each poll interval, 0.1 s): a watchdog apart from
+        the reads, which the stdlib makes many at a time (a readline is a recv per segment,
+        each restarting the socket timeout), so trickled bytes cannot defer it."""
+        now_s = monotonic_s()
+        with self._connections_lock:
+            for record in self._records.values():
+                if record.waiting() and now_s >= record.deadline_s:
+                    self._evict(record)
+
+    def _evict_oldest_waiting(self) -> bool:
+        """Evict the connection waiting longest for its request; True if there was one.
+        Caller holds the lock."""
+        oldest: _Connection | None = None
+        for record in self._records.values():
+            if record.waiting() and (oldest is None or record.waiting_since_s < oldest.waiting_since_s):
+                oldest = record
+        if oldest is None:
+            return False
+        self._evict(oldest)
+        return True
+
+    def _evict(self, record: _Connection) -> None:
+        """Close a waiting connection from outside its handler thread: a 408 (best effort,
+        never blocking), then shutdown, which wakes its handler. Caller holds the lock."""
+        record.evicted = True
+        self._released += 1
+        _send_without_waiting(record.sock, _REQUEST_TIMEOUT)
+        try:
+            record.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:   # already reset by the client
+            pass
+
+    def _await_request(self, request: Any) -> bool:
+        """A handler starts waiting for a request: the deadline restarts if the previous one
+        was finished (keep-alive). False if the connection was evicted."""
+        now_s = monotonic_s()
+        with self._connections_lock:
+            record = self._records.get(request)
+            if record is None:
+                return True
+            if record.finished and not record.evicted:
+                record.finished = False
+                record.waiting_since_s = now_s
+                record.deadline_s = now_s + REQUEST_DEADLINE_S
+            return not record.evicted
+
+    def _request_received(self, request: Any) -> bool:
+        """A handler has read a whole request, or starts an answer: the connection is no
+        longer evicted nor timed out. False if it was evicted before: the 408 has been sent
+        and the socket shut down, so the handler must answer nothing."""
+        with self._connections_lock:
+            record = self._records.get(request)
+            if record is None:
+                return True
+            if not record.evicted:
+                record.finished = True
+            return not record.evicted
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay silent when the client went away: the stdlib's handler reads the request and
@@ -362,6 +520,40 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             """Silence per-request logging (it would flood the operator console)."""
+
+        def handle_one_request(self) -> None:
+            # Each request gets its own REQUEST_DEADLINE_S. (With protocol_version HTTP/1.0
+            # the stdlib closes after every answer: a second request on a connection only
+            # comes if that changes, and then an idle keep-alive connection counts as waiting.)
+            if not self.server._await_request(self.request):
+                self.close_connection = True
+                return
+            super().handle_one_request()
+
+        def parse_request(self) -> bool:
+            if not super().parse_request():
+                return False
+            if not self.server._request_received(self.request):   # evicted or timed out meanwhile
+                self.close_connection = True
+                return False
+            if self.request_version == "HTTP/0.9":
+                # No browser has sent HTTP/0.9 for decades, and the stdlib answers it with
+                # a bare body, no status line ("GET / HTTP/0.9" got a 404 page a client
+                # cannot tell from content): refused with a status line every client reads.
+                self.request_version = "HTTP/1.0"
+                self.close_connection = True
+                self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/0.9 is not supported: use HTTP/1.x")
+                return False
+            return True
+
+        def send_response_only(self, code: int, message: str | None = None) -> None:
+            # Every answer, the stdlib's own errors (400, 414, 431, ...) included, starts
+            # here: an evicted connection, already answered 408 and shut down, gets nothing
+            # more (the handler's callers take a ConnectionError as the client gone).
+            if not self.server._request_received(self.request):
+                self.close_connection = True
+                raise ConnectionAbortedError("connection closed by the viewer (request deadline or eviction)")
+            super().send_response_only(code, message)
 
         head_only = False   # a HEAD request: every response stops after its headers
 
