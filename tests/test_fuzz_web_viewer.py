@@ -538,7 +538,7 @@ def test_connections_past_the_limit_evict_the_oldest_unfinished_and_bound_the_de
     request (so the flood cannot lock a browser out either: tests/test_web_viewer_slow_clients.py);
     a stream opened before keeps getting frames; once the flood ends, new clients are served
     again."""
-    from teleop.video.web import MAX_CONNECTIONS
+    from teleop.video.http_server import MAX_CONNECTIONS
 
     # A client timeout longer than the flood takes, so that no flooding connection is let
     # go by it: every one past the limit must be evicted, not timed out.

@@ -1,5 +1,5 @@
-"""The operator's web viewer (teleop/video/web.py) against clients that hold connections
-without finishing their requests, on the real server over real loopback sockets.
+"""The operator's web viewer (teleop/video/web.py; its server, teleop/video/http_server.py)
+against clients that hold connections without finishing their requests, on the real server over real loopback sockets.
 
 Two gaps this holds the viewer to: a client trickling a byte every few seconds restarted
 the socket timeout at each byte and kept its connection for ever (slowloris): now every
@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from teleop.video import web
+from teleop.video import http_server
 from teleop.video.web import VideoWebViewer
 from tests.test_fuzz_web_viewer import (
     DEADLINE_S,
@@ -44,9 +44,9 @@ TRICKLE_PERIOD_S = 0.3
 FEW_SLOTS = 4
 
 
-def server_of(viewer: VideoWebViewer) -> web._ViewerHTTPServer:
+def server_of(viewer: VideoWebViewer) -> http_server.ViewerHTTPServer:
     server = viewer._server
-    assert isinstance(server, web._ViewerHTTPServer)
+    assert isinstance(server, http_server.ViewerHTTPServer)
     return server
 
 
@@ -108,7 +108,7 @@ def viewer():
 
 @pytest.fixture()
 def few_slots(monkeypatch):
-    monkeypatch.setattr(web, "MAX_CONNECTIONS", FEW_SLOTS)
+    monkeypatch.setattr(http_server, "MAX_CONNECTIONS", FEW_SLOTS)
 
 
 # --------------------------------------------------------------------------- request deadline
@@ -121,7 +121,7 @@ def test_a_trickling_client_is_closed_by_the_request_deadline(viewer, monkeypatc
     """A client sending its request a little at a time, each piece well within the socket
     timeout, is closed once its request is REQUEST_DEADLINE_S old (with a 408 when it can
     be read), however the stdlib reads it; meanwhile and after, the viewer serves others."""
-    monkeypatch.setattr(web, "REQUEST_DEADLINE_S", SHORT_DEADLINE_S)
+    monkeypatch.setattr(http_server, "REQUEST_DEADLINE_S", SHORT_DEADLINE_S)
     start = time.monotonic()
     sock = unfinished(viewer, head)
     sock.settimeout(TRICKLE_PERIOD_S)
@@ -154,7 +154,7 @@ def test_a_trickling_client_is_closed_by_the_request_deadline(viewer, monkeypatc
 def test_a_request_read_whole_is_not_closed_by_the_deadline(viewer, monkeypatch):
     """The deadline is for receiving the request only: a stream that has been served for
     longer than it keeps getting frames."""
-    monkeypatch.setattr(web, "REQUEST_DEADLINE_S", SHORT_DEADLINE_S)
+    monkeypatch.setattr(http_server, "REQUEST_DEADLINE_S", SHORT_DEADLINE_S)
     publisher = Publisher(viewer, size=1000)
     client = MjpegClient(viewer.port)
     try:
@@ -308,7 +308,7 @@ def test_the_best_effort_answers_never_wait_on_a_full_socket():
             pass
         ours.settimeout(DEADLINE_S)
         start = time.monotonic()
-        web._send_without_waiting(ours, web._REQUEST_TIMEOUT)
+        http_server._send_without_waiting(ours, http_server._REQUEST_TIMEOUT)
         assert time.monotonic() - start < DEADLINE_S / 2
     finally:
         ours.close()

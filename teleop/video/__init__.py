@@ -9,7 +9,8 @@ Pipeline (robot side, then operator side)::
 Modules: :mod:`~teleop.video.sources`, :mod:`~teleop.video.codec`,
 :mod:`~teleop.video.wire` (datagram format), :mod:`~teleop.video.sender`,
 :mod:`~teleop.video.receiver`, :mod:`~teleop.video.jitter_buffer`,
-:mod:`~teleop.video.playback` (operator loop), :mod:`~teleop.video.web` (browser viewer),
+:mod:`~teleop.video.playback` (operator loop), :mod:`~teleop.video.web` (browser viewer;
+its server with bounded connections, :mod:`~teleop.video.http_server`),
 :mod:`~teleop.video.clock` (the single clock: ``CLOCK_MONOTONIC`` seconds).
 """
 
