@@ -475,7 +475,9 @@ def _run_robot(args: argparse.Namespace) -> int:
               + (f", {telemetry['refused_other_operator']} commands of another operator refused"
                  if telemetry["refused_other_operator"] else "")
               + (f", {telemetry['refused_implausible']} implausible commands refused"
-                 if telemetry["refused_implausible"] else ""))
+                 if telemetry["refused_implausible"] else "")
+              + (f", {telemetry['coalesced_references']} commands coalesced (more in one tick than the "
+                 "prediction is conditioned on)" if telemetry["coalesced_references"] else ""))
     if recording_error is not None:
         raise recording_error
     if telemetry["fell"]:

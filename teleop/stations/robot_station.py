@@ -238,6 +238,7 @@ class RobotStation:
         self.implausible_references = 0   # references refused by :meth:`implausibility`
         #: The first of them, as "host:port: what is implausible" (None: none yet).
         self.first_implausible: str | None = None
+        self._coalesced_earlier = 0       # coalesced_references of the compensators of earlier operators
         self._last_ref_arrival = -np.inf
         #: The references taken as the operator's commands in the last tick, as (references,
         #: arrival time on the station's clock [s]), in arrival order: what a recording holds
@@ -349,6 +350,14 @@ class RobotStation:
         return self._video_age_raw is not None and self.clock_estimator.offset is not None
 
     @property
+    def coalesced_references(self) -> int:
+        """Commands taken (executed, recorded, timed) but not conditioned on by the estimator:
+        more arrived in one tick than its budget allows
+        (``CompensatorConfig.estimator_updates_per_step``, ``max_estimator_updates``), e.g. a
+        queue flushed after a network stall or an operator sending too fast."""
+        return self._coalesced_earlier + self.compensator.observations_coalesced
+
+    @property
     def last_joint_command(self) -> np.ndarray:
         """(N,) joint angles the whole-body controller commanded in the last tick [rad], in the
         order of the measured joints (``sim.state().q[NQ_BASE:]``); the home posture before the
@@ -359,6 +368,7 @@ class RobotStation:
         """Take ``peer`` as the operator: a clock estimate of its own and, for a replacement
         (a restarted operator station), a fresh compensator and counters."""
         if self.operator is not None:
+            self._coalesced_earlier += self.compensator.observations_coalesced
             self.compensator = PrescientCompensator(self.compensator.library, self.config.compensator)
             self._last_seq, self._last_ref_time = 0, float("nan")
             self._delays.clear()
@@ -577,4 +587,5 @@ class RobotStation:
                 "scene_contact_s": self.scene_contact_ticks * self.dt, "first_scene_contact": self.first_scene_contact,
                 "refused_other_operator": self.foreign_references,
                 "refused_implausible": self.implausible_references,
+                "coalesced_references": self.coalesced_references,
                 "nonfinite_commands_held": self.nonfinite_commands}
