@@ -113,11 +113,13 @@ def sniff_format(path: str | os.PathLike[str]) -> str:
 
 def _is_c3d(head: bytes) -> bool:
     """A C3D file's header: byte 1 is 0x50, byte 0 the 512-byte block of the parameter
-    section, whose header's byte 3 is the processor type (84 Intel, 85 DEC, 86 MIPS)."""
+    section, whose header's byte 3 is the processor type (84 Intel, 85 DEC, 86 MIPS).
+    That header must be within ``head``: two bytes alone are any text whose second
+    character is "P" ("OPEN", "SPINE": byte 0 >= 0x20 puts the parameter block past 15 KB)."""
     if len(head) < 4 or head[1] != 0x50 or not 2 <= head[0] <= 127:
         return False
     start = (head[0] - 1) * 512
-    return len(head) < start + 4 or head[start + 3] in (84, 85, 86)
+    return len(head) >= start + 4 and head[start + 3] in (84, 85, 86)
 
 
 def looks_like(head: bytes) -> tuple[str, str] | None:
@@ -176,7 +178,9 @@ def mislabel_hint(path: str | os.PathLike[str], fmt: str) -> str | None:
     except (OSError, ValueError):
         return None
     seen = looks_like(head)
-    if seen is None or seen[0] == fmt:
+    if seen is None or seen[0] == fmt or (seen[0], fmt) == ("json", "vr-json"):
+        # JSON named .json: the VR reader says itself whether it is a VR tracker file (whose
+        # "format" key may lie past the head looked at).
         return None
     kind, what = seen
     said = f"{path.name} looks like {what}, not {_FORMAT_NAMES.get(fmt, fmt)} as its name says"

@@ -334,6 +334,11 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
             if not self.server.request_received(self.request):
                 self.close_connection = True
                 raise ConnectionAbortedError("connection closed by the viewer (request deadline or eviction)")
+            if self.request_version == "HTTP/0.9":
+                # The stdlib's own refusal of an HTTP/0.9-style line ("POST /": 400) would
+                # otherwise go out as a bare body too, without a status line.
+                self.request_version = "HTTP/1.0"
+                self.close_connection = True
             super().send_response_only(code, message)
 
         head_only = False   # a HEAD request: every response stops after its headers
