@@ -302,3 +302,31 @@ def test_a_second_authenticated_sender_is_refused_and_does_not_feed_the_estimato
     np.testing.assert_array_equal(station.compensator.latest_delayed, operator_sample(take, session.newest_taken))
     assert max(session.updates) <= BOUND and station.coalesced_references == 0
     assert session.commanded_speed_ratio() <= 1.0
+
+
+def test_before_the_first_clock_exchange_the_estimator_keeps_up_and_nothing_is_coalesced(robot, station_sim,
+                                                                                         library_and_take):
+    """An operator at 100 Hz whose clock pings go unanswered for the first 2 s of its motion:
+    the robot passes its delayed commands through (it cannot put them on its clock yet), and
+    the estimator is still conditioned on them tick by tick. It used to be fed only when the
+    compensator stepped, so the samples of those ticks piled up (without bound, for an
+    operator that never answers) and were thinned at the first step."""
+    library, take = library_and_take
+    session = Session(robot, station_sim, library)
+    answering_from = 200           # tick: 2 s in, the motion well under way (it starts at 0.8 s)
+    for k in range(400):
+        now = k * DT
+        session.clock.set(now)
+        for received in session.operator.poll():
+            if k >= answering_from:
+                answer_ping(session.operator, received)
+        session.operator.send(RobotReferences.from_flat(now, operator_sample(take, now)), session.robot_ep.address)
+        session.counting.follow(session.station)
+        before = session.counting.calls
+        session.station.tick()
+        session.updates.append(session.counting.calls - before)
+    unsynced = session.updates[:answering_from]
+    assert sum(unsynced) > 50, "the estimator was not conditioned before the first clock exchange"
+    assert max(session.updates) <= BOUND
+    assert session.station.clock_estimator.offset is not None     # it did synchronise later
+    assert session.station.coalesced_references == 0

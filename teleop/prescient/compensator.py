@@ -335,7 +335,7 @@ class PrescientCompensator:
         self._last_gain: np.ndarray | None = None
         self._estimate: Estimate | None = None
         # Samples of the motion observed since the last step, in arrival order, that the
-        # estimator has not been conditioned on yet (see _condition_pending).
+        # estimator has not been conditioned on yet (see condition_observed).
         self._pending: list[tuple[float, np.ndarray]] = []
         if self.estimator is not None:
             self.estimator.reset()
@@ -397,12 +397,17 @@ class PrescientCompensator:
         if t_op >= self._t0:
             self._pending.append((float(t_op), flat))
 
-    def _condition_pending(self) -> None:
-        """Condition the estimator on the samples observed since the last step, in arrival
-        order as :meth:`observe` used to, but no more than the step's budget
+    def condition_observed(self) -> None:
+        """Condition the estimator on the samples observed since the last call, in arrival
+        order as :meth:`observe` used to, but no more than this call's budget
         (``CompensatorConfig.estimator_updates_per_step`` / ``max_estimator_updates``): then
         on that many of them, evenly spread over their time stamps with the newest kept. A
-        step's work no longer grows with the packets that arrived."""
+        step's work no longer grows with the packets that arrived.
+
+        :meth:`step` calls it; a caller that ticks without stepping (the robot station
+        before its first clock exchange, when it passes the delayed commands through) calls
+        it once per tick instead, or the samples of those ticks would pile up and be thinned
+        at the first step."""
         cfg = self.config
         self._update_budget = min(cfg.max_estimator_updates, self._update_budget + cfg.estimator_updates_per_step)
         pending, self._pending = self._pending, []
@@ -464,7 +469,7 @@ class PrescientCompensator:
             raise ValueError(f"the backward delay tau_b must be a finite number of seconds >= 0, got {tau_b!r}")
         if self._latest_y is None:
             return CompensatorOutput(None, self.state)
-        self._condition_pending()
+        self.condition_observed()
         y_d = self._latest_y
         # Measured forward delay (per packet, at arrival), else the sample's age.
         tau_f = self.tau_f if self.tau_f is not None else t_op_now - self._latest_t

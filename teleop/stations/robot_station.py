@@ -483,6 +483,7 @@ class RobotStation:
         if self.clock_sync is not None:
             self.clock_sync.tick()
         if self.clock_estimator.offset is None:
+            self.compensator.condition_observed()    # the estimator keeps up, as when stepping
             latest = self.compensator.latest_delayed
             out = CompensatorOutput(None if latest is None else latest.copy(), CompensationState.PASSTHROUGH)
         else:
