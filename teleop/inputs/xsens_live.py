@@ -65,7 +65,9 @@ whole (``dropped_implausible_pose``), with the reason kept in
 :attr:`XsensLiveSource.implausible` and said by :meth:`XsensLiveSource.pose_stream_hint`,
 instead of being passed on for the operator station's reach check to withhold. The span is
 checked in the unit in use (after the unit is decided; before, read as centimetres, so that a
-stream in metres is never refused for it). A centre of mass (24) that is non-finite or
+stream in metres is never refused for it; after a sender switch, in the previous stream's unit
+until the new stream's first complete pose decides its own, so a centimetre stream following
+one in metres has its incomplete poses refused until then). A centre of mass (24) that is non-finite or
 beyond ``MAX_POSITION_M`` is dropped too (``dropped_bad_content``,
 ``dropped_implausible_com``). See :mod:`teleop.inputs.mvn_protocol` for why these bounds.
 
