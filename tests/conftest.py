@@ -18,7 +18,15 @@ from hypothesis import settings
 # is slow at times, not wrong). TELEOP_FUZZ=explore draws new examples, for a fuzzing session.
 settings.register_profile("teleop", derandomize=True, database=None, deadline=None)
 settings.register_profile("explore", database=None, deadline=None, max_examples=2000)
-settings.load_profile("explore" if os.environ.get("TELEOP_FUZZ") == "explore" else "teleop")
+EXPLORING = os.environ.get("TELEOP_FUZZ") == "explore"
+settings.load_profile("explore" if EXPLORING else "teleop")
+
+
+def fuzz_examples(n: int) -> int:
+    """Examples a property draws: ``n`` in the tests' deterministic runs, at least 2000 in a
+    fuzzing session (a property's own ``@settings(max_examples=n)`` overrides the profile's,
+    so the explore profile alone would draw only ``n`` new ones)."""
+    return max(n, 2000) if EXPLORING else n
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: The real recorded motion: ../shared/data beside the repository, or TELEOP_SHARED_DATA.

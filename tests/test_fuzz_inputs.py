@@ -47,6 +47,7 @@ from teleop.record import Recorder, RecordingFormatError, open_recording
 from teleop.video import wire
 from teleop.video.codec import CodecError, JpegCodec, jpeg_size
 from teleop.video.receiver import VideoReceiver
+from tests.conftest import fuzz_examples
 
 SECRET = b"a fuzzing secret of more than 16 bytes"
 #: Finite values in the ranges a station really sends (metres, radians, seconds).
@@ -165,7 +166,7 @@ def _decode_or_protocol_error(codec: protocol.PacketCodec, data: bytes) -> proto
         return None
 
 
-@settings(max_examples=200)
+@settings(max_examples=fuzz_examples(200))
 @given(message=MESSAGES, fields=HEADER_FIELDS)
 def test_valid_packets_round_trip(message, fields):
     """Encode then decode gives back what was sent, for every built-in message and any
@@ -182,7 +183,7 @@ def test_valid_packets_round_trip(message, fields):
         assert packet.message == message
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(data=st.binary(max_size=2000))
 @example(data=b"TELE\x01" + bytes(31) + bytes(16))       # a header announcing no payload, MAC all zero
 def test_packet_decode_of_arbitrary_bytes_raises_only_protocol_errors(data):
@@ -195,7 +196,7 @@ def test_packet_decode_of_arbitrary_bytes_raises_only_protocol_errors(data):
     assert accept.stats.dropped_total == 1 and "internal_error" not in accept.stats.dropped
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(message=MESSAGES, fields=HEADER_FIELDS, damage=DAMAGE)
 def test_damaged_packets_are_dropped_and_counted(message, fields, damage):
     """A valid packet with bits flipped, cut short or extended is refused with a
@@ -211,7 +212,7 @@ def test_damaged_packets_are_dropped_and_counted(message, fields, damage):
     assert "internal_error" not in accept.stats.dropped
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(packet_type=st.sampled_from(list(protocol.PacketType)), message=MESSAGES, fields=HEADER_FIELDS,
        payload_damage=st.one_of(DAMAGE, st.tuples(st.just("replace"), st.binary(max_size=1200))),
        send_time=st.one_of(TIMES, ANY_FLOAT))
@@ -242,7 +243,7 @@ def test_signed_malformed_payloads_are_refused_cleanly(packet_type, message, fie
 # =========================================================================== teleop.net.secret
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(100), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=st.binary(max_size=80))
 def test_secret_files_of_any_content(tmp_path, content):
     """A secret file of any bytes (owner-only): its stripped bytes, used verbatim, or a
@@ -258,7 +259,7 @@ def test_secret_files_of_any_content(tmp_path, content):
     assert secret == content.strip() and len(secret) >= 16
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(100), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=st.binary(min_size=1, max_size=40).filter(lambda b: b"\x00" not in b))
 @example(value=b"passphrase-caf\xe9-0123456789")   # Latin-1 bytes: UnicodeEncodeError before the fix
 def test_secret_from_the_environment_of_any_bytes(monkeypatch, value):
@@ -297,7 +298,7 @@ CRAFTED_DATAGRAM = st.builds(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(data=st.binary(max_size=200))
 def test_video_parse_of_arbitrary_bytes_raises_only_malformed_datagram(data):
     """wire.parse of any bytes returns a header and a slice, or raises MalformedDatagram
@@ -310,7 +311,7 @@ def test_video_parse_of_arbitrary_bytes_raises_only_malformed_datagram(data):
     assert len(piece) <= len(data) - wire.HEADER_BYTES and header.chunk_index < header.chunk_count
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(grams=st.lists(st.one_of(CRAFTED_DATAGRAM, st.binary(max_size=120)), min_size=1, max_size=12))
 @example(grams=[
     # A frame of 10 bytes in 2 slices of 5: its last slice arrives 6 bytes long, then the
@@ -337,7 +338,7 @@ def test_video_receiver_never_raises_on_crafted_datagrams(grams):
         receiver.close()
 
 
-@settings(max_examples=200)
+@settings(max_examples=fuzz_examples(200))
 @given(payload=st.binary(min_size=1, max_size=120), fec_group=st.sampled_from([0, 2, 3]),
        order=st.randoms(use_true_random=False), duplicates=st.lists(st.integers(0, 100), max_size=3),
        dropped=st.lists(st.integers(0, 100), max_size=2, unique=True),
@@ -371,7 +372,7 @@ def test_video_reassembly_of_reordered_duplicated_damaged_datagrams(payload, fec
     assert receiver.stats.datagrams == len(delivered)
 
 
-@settings(max_examples=150)
+@settings(max_examples=fuzz_examples(150))
 @given(payload=st.binary(min_size=1, max_size=120), fec_group=st.sampled_from([2, 3]),
        bodies=st.lists(st.binary(min_size=0, max_size=24), min_size=1, max_size=4),
        group_sizes=st.lists(st.integers(0, 6), min_size=1, max_size=4))
@@ -402,7 +403,7 @@ def small_jpeg() -> bytes:
     return JpegCodec().encode(image)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(300), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.one_of(st.binary(max_size=400), st.binary(max_size=400).map(lambda b: b"\xff\xd8" + b)),
        damage=st.none() | DAMAGE)
 def test_jpeg_decode_of_arbitrary_or_damaged_bytes(small_jpeg, data, damage):
@@ -422,7 +423,7 @@ def test_jpeg_decode_of_arbitrary_or_damaged_bytes(small_jpeg, data, damage):
         assert width * height <= 4096 * 4096
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(100), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(width=st.sampled_from([0, 1, 7, 8, 9, 16, 17, 24, 4097, 65535]),
        height=st.sampled_from([0, 1, 7, 8, 9, 16, 17, 24, 4097, 65535]),
        components=st.sampled_from([None, 0, 1, 2, 4, 255]))
@@ -458,7 +459,7 @@ def mvn_poses(draw) -> dict:
     return pose
 
 
-@settings(max_examples=150)
+@settings(max_examples=fuzz_examples(150))
 @given(pose=mvn_poses(), counter=st.integers(0, 2**32 - 1), code=st.integers(0, 2**32 - 1),
        max_bytes=st.sampled_from([1472, 24 + 44, 200]))
 def test_mvn_pose_round_trips(pose, counter, code, max_bytes):
@@ -504,7 +505,7 @@ CRAFTED_MVN = st.builds(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(grams=st.lists(st.one_of(st.binary(max_size=120), CRAFTED_MVN), min_size=1, max_size=8),
        pose=mvn_poses(), damage=st.lists(st.tuples(st.integers(0, 100), DAMAGE), max_size=3))
 def test_mvn_stream_never_raises(grams, pose, damage):
@@ -529,7 +530,7 @@ def test_mvn_stream_never_raises(grams, pose, damage):
         source.close()
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(gram=CRAFTED_MVN)
 def test_mvn_codec_decode_raises_only_format_errors(gram):
     """parse_header then decode of any datagram with an MVN header: a message or an
@@ -542,7 +543,7 @@ def test_mvn_codec_decode_raises_only_format_errors(gram):
 
 
 # =========================================================================== JSON input
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(text=st.one_of(st.binary(max_size=200), st.text(max_size=200),
                       st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
                                    lambda inner: st.lists(inner, max_size=3)
@@ -565,7 +566,7 @@ def test_json_loads_raises_only_value_error(text):
             pass
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=st.one_of(
     st.binary(max_size=100),
     st.fixed_dictionaries({}, optional={
@@ -764,7 +765,7 @@ def _write(path, text: str):
     return path
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(suffix=st.sampled_from([".bvh", ".amc", ".asf", ".csv", ".json", ".mvnx", ".txt", ""]),
        content=st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode),
                          st.sampled_from(["HIERARCHY\n", ":FULLY-SPECIFIED\n1\nroot 0 0 0 0 0 0\n", "{", "<mvnx>",
@@ -778,7 +779,7 @@ def test_motion_files_of_arbitrary_content(tmp_path, suffix, content):
     _read_refusing_cleanly(path)
 
 
-@settings(max_examples=250, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(250), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(TEXT_EDIT, min_size=1, max_size=3))
 def test_damaged_bvh(tmp_path, edits):
     """A valid BVH take with lines deleted, duplicated, replaced, tokens made hostile (NaN,
@@ -788,7 +789,7 @@ def test_damaged_bvh(tmp_path, edits):
     _read_refusing_cleanly(path)
 
 
-@settings(max_examples=250, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(250), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(TEXT_EDIT, min_size=1, max_size=3), which=st.sampled_from(["asf", "amc"]))
 def test_damaged_asf_amc(tmp_path, edits, which):
     """A valid ASF skeleton and AMC take, one of the two damaged: a finite motion or a
@@ -800,7 +801,7 @@ def test_damaged_asf_amc(tmp_path, edits, which):
     _read_refusing_cleanly(amc)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(TEXT_EDIT, min_size=1, max_size=3), layout=st.sampled_from(["vr.csv", "mvnx", "vr.json"]))
 def test_damaged_vr_and_mvnx_files(tmp_path, reference_motion, edits, layout):
     """A valid VR tracker CSV or JSON, or MVNX, written by the product itself, then damaged:
@@ -830,7 +831,7 @@ def test_damaged_vr_and_mvnx_files(tmp_path, reference_motion, edits, layout):
     _read_refusing_cleanly(path)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(TEXT_EDIT, min_size=1, max_size=3),
        positions=st.lists(st.floats(-2, 2, allow_nan=False), min_size=69, max_size=69),
        damaged_file=st.sampled_from(["pN.csv", "N.csv"]))
@@ -862,7 +863,7 @@ XML_PROLOGUES = st.sampled_from([
 ])
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prologue=XML_PROLOGUES, edits=st.lists(TEXT_EDIT, max_size=2))
 @example(prologue='<?xml version="1.0" encoding="x-unknown"?>\n', edits=[])   # LookupError before the fix
 def test_mvnx_with_foreign_prologues(tmp_path, reference_motion, prologue, edits):
@@ -884,7 +885,7 @@ HOSTILE_NUMBERS = st.one_of(st.floats(allow_nan=False, allow_infinity=False).map
                             st.sampled_from(["1e308", "-1e308", "1.7e308", "5e-324", "-0", "1e200", "nan", "inf"]))
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 80), HOSTILE_NUMBERS), min_size=1, max_size=4),
        frame_line=st.none() | st.sampled_from(["Frames: 0", "Frames: -3", "Frames: 99999999999", "Frames: 2",
                                                 "Frame Time: 0", "Frame Time: -1", "Frame Time: 1e-300",
@@ -952,7 +953,7 @@ def test_the_seed_recording_reads(tmp_path, recording_bytes):
     _read_everything(path)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=st.lists(DAMAGE, min_size=1, max_size=3))
 def test_damaged_recordings_raise_only_recording_format_errors(tmp_path, recording_bytes, capsys, damage):
     """A recording cut short (a crash), with bits flipped (bit rot, a bad copy) or with

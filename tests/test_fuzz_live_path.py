@@ -34,6 +34,7 @@ from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import CompensationState, PrescientCompensator
 from teleop.video.jitter_buffer import JitterBuffer
 from teleop.video.receiver import FrameTiming, ReceivedFrame
+from tests.conftest import fuzz_examples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +64,7 @@ class MutableClock:
 
 
 # ====================================================================== 1. clock offset
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(window=st.integers(1, 8), method=st.sampled_from(ClockOffsetEstimator.METHODS),
        exchanges=st.lists(st.tuples(EXTREME_TIMES, EXTREME_TIMES, EXTREME_TIMES, EXTREME_TIMES)
                           | st.tuples(ANY_FINITE, ANY_FINITE, ANY_FINITE, ANY_FINITE), max_size=40))
@@ -179,7 +180,7 @@ class ClockSyncMachine(RuleBasedStateMachine):
 
 
 TestClockSync = ClockSyncMachine.TestCase
-TestClockSync.settings = settings(max_examples=60, stateful_step_count=40)
+TestClockSync.settings = settings(max_examples=fuzz_examples(60), stateful_step_count=40)
 
 
 # ====================================================================== 2. watchdog
@@ -212,7 +213,7 @@ WATCHDOG_EVENT = st.one_of(
 )
 
 
-@settings(max_examples=400)
+@settings(max_examples=fuzz_examples(400))
 @given(timeout=st.sampled_from([0.05, 0.3, 1.0]), resume_duration=st.sampled_from([0.0, 0.5, 1.0]),
        resume_after=st.integers(1, 3), max_age=st.sampled_from([None, 0.5]),
        events=st.lists(WATCHDOG_EVENT, max_size=60))
@@ -265,7 +266,7 @@ PLAYOUT_EVENT = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_examples(300))
 @given(buffer_length=st.sampled_from([0.0, 0.05, 0.2]), anchor=st.sampled_from([None, 0.0, 0.1]),
        offset=st.sampled_from([0.0, 100.0, -1e9]), max_frames=st.integers(1, 6),
        events=st.lists(PLAYOUT_EVENT, max_size=60))
@@ -411,7 +412,8 @@ def _run_compensator(library, take, events, junk_values, tau_f=0.75, tau_b=0.75)
     return comp, visited
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(150),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(st.one_of(st.tuples(st.just("tick"), st.floats(0.01, 0.1), st.just(False)),
                                  COMPENSATOR_EVENT), min_size=40, max_size=150),
        junk=st.lists(st.floats(-2.0, 2.0), min_size=FLAT_SIZE, max_size=FLAT_SIZE),

@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teleop.video.web import MJPEG_BOUNDARY, VideoWebViewer
+from tests.conftest import fuzz_examples
 
 #: Hang guard of every wait [s]: far above what a loaded 2-core machine needs.
 DEADLINE_S = 30.0
@@ -234,7 +235,7 @@ def test_fuzzed_requests_get_a_clear_answer_and_the_viewer_keeps_serving(viewer,
                 else st.tuples(REQUEST_LINES, HEADER_LINES, st.sampled_from([b"\r\n", b"", b"\n", b"\r\n\r\n"]))
                 .map(lambda parts: parts[0] + b"".join(parts[1]) + parts[2]))
 
-    @settings(max_examples=250)
+    @settings(max_examples=fuzz_examples(250))
     @given(request=requests)
     def hostile_then_good(request: bytes) -> None:
         check_answer(request, exchange(viewer.port, request))
