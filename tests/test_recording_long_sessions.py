@@ -204,3 +204,34 @@ def test_a_disk_that_fills_mid_recording_is_one_error_line_and_keeps_what_was_wr
     monkeypatch.undo()                 # the copy goes to a disk with room
     assert dataset_cli.main(["recover", str(path), "-o", str(tmp_path / "copy.mcap")]) == 0
     assert open_recording(tmp_path / "copy.mcap").channel("references").count == count
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_finished_recording_is_synced_to_the_disk_once(tmp_path, monkeypatch, threaded):
+    """close() puts the finished file on the disk (fsync), so that a session that ended
+    survives a power cut; the flushes during the session are not synced (two disk syncs a
+    second would cost more than the recording)."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    monkeypatch.setattr(recorder_module.os, "fsync", fsync)
+    path = tmp_path / "synced.mcap"
+    rec = Recorder(path, threaded=threaded, flush_interval_s=1e-9)
+    for k in range(50):
+        rec.log("/network/stats", {"sent": k}, log_time_ns=k + 1)
+    assert synced == []
+    rec.close()
+    assert synced == [path.stat().st_ino]
+    assert open_recording(path).complete
+
+
+def test_a_recording_to_a_device_is_not_synced(monkeypatch):
+    """/dev/null cannot be synced (EINVAL): the recording ends as before, without an error."""
+    monkeypatch.setattr(recorder_module.os, "fsync", lambda fd: pytest.fail("a device was synced"))
+    rec = Recorder(Path("/dev/null"), threaded=False)
+    rec.log("/network/stats", {"sent": 1}, log_time_ns=1)
+    rec.close()
