@@ -460,6 +460,9 @@ def _run_robot(args: argparse.Namespace) -> int:
         # wrong secret or forged packets.
         dropped = f"{sum(reasons.values())} dropped" + (
             ": " + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items())) if reasons else "")
+        # Never read, so neither accepted nor among the reasons: lost to a full receive buffer.
+        kernel = _kernel_dropped(network.get("kernel_dropped"), "more")
+        dropped += f"; {kernel}" if kernel else ""
         timing = telemetry["controller_timing_ms"]
         print(f"accepted {network.get('accepted', 0)} packets{_accepted_kinds(network)} ({dropped}), "
               "whole-body control "
@@ -536,6 +539,11 @@ def _web_viewer(args: argparse.Namespace, resources: contextlib.ExitStack, *, ro
     _bound("--port", web_port, viewer.start)
     resources.callback(viewer.stop)
     return viewer
+
+
+def _kernel_dropped(count: int | None, what: str) -> str:
+    """"N <what> dropped by the kernel: ..." for a final line, or "" (none, or not known)."""
+    return f"{count} {what} dropped by the kernel: receive buffer full" if count else ""
 
 
 def _headset(resources: contextlib.ExitStack):
@@ -711,6 +719,7 @@ def _run_operator(args: argparse.Namespace) -> int:
              "image_age_s": image_age_s(report, station.feedback),
              # Lost and rebuilt from parity (not those the parity merely overtook).
              "video": report, "video_datagrams_restored": video.receiver.stats.chunks_lost_recovered,
+             "video_kernel_dropped": video.receiver.stats.kernel_dropped,
              "network": endpoint.stats.summary(), "loop": loop_timing.summary()}
     if args.json:
         print(dumps(stats))
@@ -721,8 +730,12 @@ def _run_operator(args: argparse.Namespace) -> int:
         withheld = f" ({station.implausible} withheld: outside the robot's reach)" if station.implausible else ""
         restored = stats["video_datagrams_restored"]
         shown += f" ({restored} lost video datagrams rebuilt from parity)" if restored else ""
+        video_lost = _kernel_dropped(stats["video_kernel_dropped"], "video datagrams")
+        shown += f" ({video_lost})" if video_lost else ""
+        feedback_lost = _kernel_dropped(stats["network"].get("kernel_dropped"), "packets")
+        feedback_lost = f" ({feedback_lost})" if feedback_lost else ""
         print(f"sent {station.sent} reference packets{withheld}, received {station.feedback_received} feedback "
-              f"packets, {shown}, {loop_timing.short()}")
+              f"packets{feedback_lost}, {shown}, {loop_timing.short()}")
     if recording_error is not None:
         raise recording_error
     video_stats = video.receiver.stats

@@ -39,6 +39,7 @@ import socket
 from dataclasses import asdict, dataclass, field
 import numpy as np
 
+from teleop.net.udp import KernelDropCounter, ancillary_size, enable_kernel_drop_counts, parse_drop_count
 from teleop.video import wire
 from teleop.video.clock import Clock, monotonic_s
 from teleop.video.codec import CODEC_JPEG, CodecError, JpegCodec
@@ -112,6 +113,9 @@ class ReceiverStats:
     parity_unused: int = 0         # of which arrived after their frame was complete or dropped
     chunks_recovered: int = 0      # slices rebuilt from a parity: lost, or overtaken by it (then duplicates)
     recovered_then_arrived: int = 0  # of which arrived after all (overtaken, not lost; also duplicates)
+    # Dropped by the kernel before they were read (receive buffer full), not in ``datagrams``;
+    # None where the OS does not tell (see teleop.net.udp.KernelDropCounter).
+    kernel_dropped: int | None = None
 
     @property
     def chunks_lost_recovered(self) -> int:
@@ -234,6 +238,11 @@ class VideoReceiver:
         self._buffer = bytearray(65536)  # any UDP payload fits; larger ones are impossible
         self._selector = selectors.DefaultSelector()
         self._selector.register(sock, selectors.EVENT_READ)
+        self._kernel_drops = KernelDropCounter()
+        # A socket passed in may have dropped datagrams before: its count starts from those.
+        self._drops_ancillary = ancillary_size(False, True) if enable_kernel_drop_counts(sock) else 0
+        if self._drops_ancillary:
+            self.stats.kernel_dropped = 0
 
     @property
     def address(self) -> tuple[str, int]:
@@ -258,7 +267,13 @@ class VideoReceiver:
         completed: list[ReceivedFrame] = []
         for _ in range(max_datagrams):
             try:
-                size = self._sock.recv_into(self._buffer)
+                if self._drops_ancillary:
+                    size, ancillary, _, _ = self._sock.recvmsg_into([self._buffer], self._drops_ancillary)
+                    drops = parse_drop_count(ancillary)
+                    if drops is not None:
+                        self.stats.kernel_dropped = self._kernel_drops.update(drops)
+                else:
+                    size = self._sock.recv_into(self._buffer)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
