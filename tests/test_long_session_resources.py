@@ -108,7 +108,9 @@ def test_an_operator_station_restarted_in_process_leaves_no_socket_or_thread_beh
         fds, threads = open_fds(), threading.active_count()
         for _ in range(7):
             assert main(argv) == 1
-            assert open_fds() <= fds and threading.active_count() <= threads
+        # A margin for other tests' threads still ending in this process, below the 7 x 3
+        # sockets (command link, video port, viewer) and 7 threads a leaking run would leave.
+        assert open_fds() <= fds + 5 and threading.active_count() <= threads + 2
         assert capsys.readouterr().err.count("never answered") == 8
     finally:
         silent_robot.close()
