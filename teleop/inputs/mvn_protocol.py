@@ -319,6 +319,34 @@ def implausible_pose(pose: dict) -> str | None:
     return None
 
 
+class _SkippedItems:
+    """The items of one pose or point message skipped so far, and why (the counts of
+    :class:`MvnMessage`): non-finite values, and positions beyond :data:`MAX_POSITION_M`."""
+
+    def __init__(self, unit_m: float) -> None:
+        self.unit_m = unit_m
+        self.ignored = 0                   # all skipped items
+        self.far = 0                       # of which too far from the origin
+        self.why: str | None = None        # the first of those, said
+
+    def position(self, what: str, values, also_finite=()) -> np.ndarray | None:
+        """``values`` (3,) in wire units as metres, or None (counted) if it or ``also_finite``
+        holds a non-finite value or it is farther than :data:`MAX_POSITION_M`."""
+        if not (np.all(np.isfinite(values)) and np.all(np.isfinite(also_finite))):
+            self.ignored += 1
+            return None
+        position = np.array(values, dtype=float) * self.unit_m
+        reason = _too_far(what, position)
+        if reason:                         # finite but absurd: garbage too
+            self.ignored, self.far, self.why = self.ignored + 1, self.far + 1, self.why or reason
+            return None
+        return position
+
+    def counts(self) -> tuple[int, int, str | None]:
+        """(ignored_items, implausible_items, implausible) of :class:`MvnMessage`."""
+        return self.ignored, self.far, self.why
+
+
 class MvnCodec:
     """Encodes and decodes MVN datagrams with explicit units.
 
@@ -438,53 +466,39 @@ class MvnCodec:
         """Decode a (reassembled) payload; raises :class:`MvnFormatError` on bad content."""
         t, n = header.message_type, header.item_count
         if t == POSE_QUATERNION:
-            pose, ignored, far, why = {}, 0, 0, None
+            pose, skipped = {}, _SkippedItems(self.unit)
             for k in range(n):
                 sid, x, y, z, qw, qx, qy, qz = _QUAT_ITEM.unpack_from(payload, 32 * k)
                 name = SEGMENT_BY_ID.get(sid)
                 q = np.array([qw, qx, qy, qz])
                 norm = float(np.linalg.norm(q))
-                if name is None or not (0.5 < norm < 2.0) or not np.all(np.isfinite([x, y, z])):
-                    ignored += 1                       # props, fingers, or garbage values
+                if name is None or not (0.5 < norm < 2.0):
+                    skipped.ignored += 1               # props, fingers, or garbage values
                     continue
-                position = np.array([x, y, z]) * self.unit
-                reason = _too_far(f"segment {name}", position)
-                if reason:                             # finite but absurd: garbage too
-                    ignored, far, why = ignored + 1, far + 1, why or reason
+                position = skipped.position(f"segment {name}", (x, y, z))
+                if position is None:
                     continue
                 q = q / norm
                 if name in _ARM_FIX:                   # MVN T-pose arm frame -> N-pose frame
                     q = quat.mul(q, quat.conj(_ARM_FIX[name]))
                 pose[name] = (position, q)
-            return MvnMessage(header, pose, ignored, far, why)
+            return MvnMessage(header, pose, *skipped.counts())
         if t == POSE_EULER:
-            items, ignored, far, why = {}, 0, 0, None
+            items, skipped = {}, _SkippedItems(self.unit)
             for k in range(n):
                 sid, *v = _EULER_ITEM.unpack_from(payload, 28 * k)
-                if not np.all(np.isfinite(v)):
-                    ignored += 1
-                    continue
-                position = np.array(v[:3]) * self.unit
-                reason = _too_far(f"segment ID {sid}", position)
-                if reason:
-                    ignored, far, why = ignored + 1, far + 1, why or reason
-                    continue
-                items[sid] = (position, np.array(v[3:]))
-            return MvnMessage(header, items, ignored, far, why)
+                position = skipped.position(f"segment ID {sid}", v[:3], also_finite=v[3:])
+                if position is not None:
+                    items[sid] = (position, np.array(v[3:]))
+            return MvnMessage(header, items, *skipped.counts())
         if t == POINTS:
-            points, ignored, far, why = {}, 0, 0, None
+            points, skipped = {}, _SkippedItems(self.unit)
             for k in range(n):
                 pid, *v = _POINT_ITEM.unpack_from(payload, 16 * k)
-                if not np.all(np.isfinite(v)):
-                    ignored += 1
-                    continue
-                position = np.array(v) * self.unit
-                reason = _too_far(f"point {pid}", position)
-                if reason:
-                    ignored, far, why = ignored + 1, far + 1, why or reason
-                    continue
-                points[pid] = position
-            return MvnMessage(header, points, ignored, far, why)
+                position = skipped.position(f"point {pid}", v)
+                if position is not None:
+                    points[pid] = position
+            return MvnMessage(header, points, *skipped.counts())
         if t == JOINT_ANGLES:
             return MvnMessage(header, [JointAngle(a, b, (x, y, z))
                                        for a, b, x, y, z in (_JOINT_ITEM.unpack_from(payload, 20 * k)
