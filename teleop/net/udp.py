@@ -151,9 +151,7 @@ def enable_kernel_drop_counts(sock: socket.socket) -> bool:
     """Ask the kernel to attach its count of datagrams dropped on ``sock`` (receive buffer
     full) to the datagrams received (SO_RXQ_OVFL); True if it will. False, and nothing
     changed, where the option or ``recvmsg`` is missing (macOS, Windows)."""
-    if not sys.platform.startswith("linux") or not hasattr(sock, "recvmsg") or not hasattr(socket, "CMSG_SPACE"):
-        return False
-    if not hasattr(socket, "SO_RXQ_OVFL") and not _linux_socket_option_known():
+    if not hasattr(sock, "recvmsg") or not hasattr(socket, "CMSG_SPACE") or not _linux_socket_option_known():
         return False
     try:
         sock.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
