@@ -318,11 +318,8 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 self.close_connection = True
                 return False
             if self.request_version == "HTTP/0.9":
-                # No browser has sent HTTP/0.9 for decades, and the stdlib answers it with
-                # a bare body, no status line ("GET / HTTP/0.9" got a 404 page a client
-                # cannot tell from content): refused with a status line every client reads.
-                self.request_version = "HTTP/1.0"
-                self.close_connection = True
+                # No browser has sent HTTP/0.9 for decades: refused (with a status line,
+                # see send_response_only), not served.
                 self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/0.9 is not supported: use HTTP/1.x")
                 return False
             return True
@@ -335,8 +332,8 @@ def _make_handler(viewer: VideoWebViewer) -> type[http.server.BaseHTTPRequestHan
                 self.close_connection = True
                 raise ConnectionAbortedError("connection closed by the viewer (request deadline or eviction)")
             if self.request_version == "HTTP/0.9":
-                # The stdlib's own refusal of an HTTP/0.9-style line ("POST /": 400) would
-                # otherwise go out as a bare body too, without a status line.
+                # The stdlib answers an HTTP/0.9-style line ("GET /", "POST /": its 400) with
+                # a bare body, no status line: a page a client cannot tell from content.
                 self.request_version = "HTTP/1.0"
                 self.close_connection = True
             super().send_response_only(code, message)
