@@ -83,15 +83,19 @@ def test_the_first_video_rate_is_counted_from_the_first_frame(capsys):
 
     now = 100.0                                     # the station's clock [s]
     clock = SimpleNamespace(now=lambda: now)
-    station = SimpleNamespace(sent=200, feedback=None, feedback_at=None, endpoint=SimpleNamespace(clock=clock))
-    stats = SimpleNamespace(frames_completed=11, frames_dropped_timeout=0, frames_dropped_evicted=0)
+    station = SimpleNamespace(sent=200, feedback=None, feedback_at=None,
+                              endpoint=SimpleNamespace(clock=clock, stats=SimpleNamespace(kernel_dropped=0)))
+    stats = SimpleNamespace(frames_completed=11, frames_dropped_timeout=0, frames_dropped_evicted=0,
+                            kernel_dropped=None)
     video = SimpleNamespace(displayed=11, first_displayed_at=now - 0.5, displayed_at=now,
                             buffer=SimpleNamespace(report=lambda: {}),
                             receiver=SimpleNamespace(stats=stats, frame_timeout_s=0.2))
     events = OperatorEvents(station, video, "synthetic", None, "127.0.0.1:9003")
     events._last_status = (time.monotonic() - 2.0, 0, 0)     # the first line, 2 s after the start
     events.print_status(SimpleNamespace(short=lambda: "loop ok"))
-    assert "video 20.0 fps" in capsys.readouterr().err   # 10 intervals in 0.5 s (not 11 frames in 2 s)
+    err = capsys.readouterr().err
+    assert "video 20.0 fps" in err   # 10 intervals in 0.5 s (not 11 frames in 2 s)
+    assert err.endswith("loop ok\n")                      # no kernel drops: nothing said of them
     # Two frames shown back to back just before the line: no rate over 10 ms (100 fps).
     video.displayed, video.first_displayed_at = 2, now - 0.01
     events._last_status = (time.monotonic() - 2.0, 0, 0)
@@ -100,8 +104,11 @@ def test_the_first_video_rate_is_counted_from_the_first_frame(capsys):
     video.displayed, video.first_displayed_at = 11, now - 0.5
     video.displayed, video.displayed_at = 51, now + 2.0         # the next line: over its whole interval
     events._last_status = (time.monotonic() - 2.0, 200, 11)
+    stats.kernel_dropped, station.endpoint.stats.kernel_dropped = 4, 2
     events.print_status(SimpleNamespace(short=lambda: "loop ok"))
-    assert "video 20.0 fps" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "video 20.0 fps" in err
+    assert err.endswith("loop ok  4 video datagrams and 2 packets dropped by the kernel\n")
 
 
 @pytest.mark.parametrize("watchdog", [WatchdogState.WAITING, WatchdogState.STALE])

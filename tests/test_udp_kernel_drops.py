@@ -3,7 +3,7 @@
 The kernel stamps each datagram with the socket's drop counter when it queues it, so the
 drops of a burst that overflowed the buffer are seen with the first datagram queued after
 them: the tests send one more once the queue is drained, as the next command of a live
-session would be.
+session would be. Those after the last datagram are read from /proc/net/udp at the end.
 """
 
 import socket
@@ -32,6 +32,24 @@ def _probe_supported() -> bool:
 needs_drop_counts = pytest.mark.skipif(not _probe_supported(),
                                        reason="the OS does not count a socket's dropped datagrams for us "
                                               "(SO_RXQ_OVFL is Linux-only)")
+
+
+def _proc_lists_sockets() -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return udp.read_drop_count(sock) == 0
+
+
+needs_proc = pytest.mark.skipif(not _proc_lists_sockets(), reason="no /proc/net/udp (Linux-only)")
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
 
 
 def _drain(endpoint: UdpEndpoint) -> int:
@@ -114,6 +132,85 @@ def test_the_video_receiver_counts_its_kernel_drops():
         sender.close()
 
 
+def _overflow(receiver: UdpEndpoint, sender: UdpEndpoint) -> int:
+    """Sends a burst that overflows the receiver's buffer and reads what it kept; that count."""
+    _shrink_receive_buffer(receiver.sock)
+    for i in range(BURST):
+        sender.send(ClockPing(i), receiver.address)
+    _drain(receiver)
+    queued = _received(receiver)
+    assert 0 < queued < BURST
+    return queued
+
+
+@needs_drop_counts
+@needs_proc
+@pytest.mark.parametrize("host", ["127.0.0.1", pytest.param("::1", marks=pytest.mark.skipif(
+    not _ipv6_loopback(), reason="no IPv6 loopback"))])
+def test_drops_after_the_last_datagram_read_are_counted_at_the_end(host):
+    """No datagram came after the burst: none carried its drops, the session's end reads them."""
+    codec = PacketCodec(SECRET)
+    with UdpEndpoint(codec, (host, 0)) as receiver, UdpEndpoint(codec, (host, 0)) as sender:
+        queued = _overflow(receiver, sender)
+        assert receiver.stats.kernel_dropped == 0        # what the datagrams read told
+        receiver.count_late_kernel_drops()
+        assert receiver.stats.kernel_dropped == BURST - queued
+        # A datagram after it carries the same counter: not counted twice.
+        sender.send(ClockPing(BURST), receiver.address)
+        _drain(receiver)
+        receiver.count_late_kernel_drops()
+        assert receiver.stats.kernel_dropped == BURST - queued
+        assert _received(receiver) + receiver.stats.kernel_dropped == BURST + 1
+
+
+@needs_drop_counts
+@needs_proc
+def test_the_proc_count_is_the_counter_the_datagrams_carry():
+    codec = PacketCodec(SECRET)
+    with UdpEndpoint(codec) as receiver, UdpEndpoint(codec) as sender:
+        queued = _overflow(receiver, sender)
+        sender.send(ClockPing(BURST), receiver.address)
+        _drain(receiver)
+        assert receiver.stats.kernel_dropped == BURST - queued       # told by the last datagram
+        assert udp.read_drop_count(receiver.sock) == BURST - queued
+
+
+@needs_drop_counts
+@needs_proc
+def test_the_video_receiver_counts_its_drops_after_the_last_datagram_at_the_end():
+    receiver = VideoReceiver(decode=False, receive_buffer_bytes=SMALL_BUFFER)
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _ in range(BURST):
+            sender.sendto(b"not video", receiver.address)
+        receiver.poll(max_datagrams=10 * BURST)
+        assert receiver.stats.kernel_dropped == 0
+        receiver.count_late_kernel_drops()
+        assert 0 < receiver.stats.datagrams < BURST
+        assert receiver.stats.kernel_dropped == BURST - receiver.stats.datagrams
+    finally:
+        receiver.close()
+        sender.close()
+
+
+@needs_drop_counts
+def test_without_proc_the_end_keeps_what_the_datagrams_told(monkeypatch, tmp_path):
+    """Where /proc/net/udp is absent the count stays the one the datagrams carried."""
+    monkeypatch.setattr(udp, "_PROC_NET_UDP", {socket.AF_INET: str(tmp_path / "absent")})
+    codec = PacketCodec(SECRET)
+    with UdpEndpoint(codec) as receiver, UdpEndpoint(codec) as sender:
+        _overflow(receiver, sender)
+        assert udp.read_drop_count(receiver.sock) is None
+        receiver.count_late_kernel_drops()
+        assert receiver.stats.kernel_dropped == 0
+
+
+def test_a_socket_proc_does_not_list_has_no_count():
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with left, right:
+        assert udp.read_drop_count(left) is None
+
+
 def test_without_the_option_nothing_is_claimed(monkeypatch):
     """Where the OS does not count (macOS, Windows), the endpoint still works and says
     nothing of kernel drops rather than a 0 it does not know."""
@@ -125,6 +222,8 @@ def test_without_the_option_nothing_is_claimed(monkeypatch):
         received = receiver.poll(1.0)
         assert [r.packet.message for r in received] == [ClockPing(1)]
         assert receiver.stats.kernel_dropped is None
+        assert "kernel_dropped" not in receiver.stats.summary()
+        receiver.count_late_kernel_drops()                  # nor at the end
         assert "kernel_dropped" not in receiver.stats.summary()
 
 

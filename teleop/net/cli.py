@@ -193,7 +193,7 @@ def run_netem(args: argparse.Namespace) -> int:
                   f"backward {_describe(backward)}", flush=True)
             proxy.run(duration=args.duration, stats_interval=args.stats_interval or None)
             if not args.stats_interval:   # the one line: final, as run()'s last line is
-                print(proxy.stats_line() + f" (final, {proxy.pending} in flight dropped)", flush=True)
+                print(proxy.final_line(), flush=True)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -14,7 +14,9 @@ Scheduling: every datagram gets its delivery time(s) from :class:`teleop.net.del
 (the same code the virtual-clock trials use) and waits in one heap; the loop sleeps in
 ``select`` until the next delivery or the next datagram, whichever comes first. Arrival
 times come from kernel receive timestamps when available, so a busy loop does not add its
-own latency to the configured delay. Everything is bounded: delays by the model's
+own latency to the configured delay. Datagrams the kernel dropped at the proxy's own sockets
+(their receive buffers full: the proxy fell behind) are counted where the OS tells (Linux),
+apart from the impairments. Everything is bounded: delays by the model's
 ``max_delay``, memory by ``max_pending`` queued datagrams, ``max_pending_bytes`` of them
 and ``max_clients``.
 """
@@ -34,8 +36,8 @@ from typing import TextIO
 
 from teleop.net.delay import ChannelStats, DelayLine, DirectionModel, make_rng
 from teleop.net.udp import (
-    Address, NonLoopbackRefused, enable_kernel_timestamps, is_loopback, open_udp_socket, parse_address,
-    receive_datagram, resolve,
+    Address, KernelDropCounter, NonLoopbackRefused, enable_kernel_drop_counts, enable_kernel_timestamps, is_loopback,
+    open_udp_socket, parse_address, read_drop_count, receive_datagram_counted, resolve,
 )
 
 #: Largest UDP payload; the proxy forwards anything a UDP socket can carry.
@@ -51,6 +53,9 @@ class DirectionStats:
 
     ``delay_*`` is from kernel arrival to the ``sendto`` of the copy [s]; ``lateness_*``
     is from the scheduled delivery time to that ``sendto`` [s] (the scheduler's error).
+    ``kernel_dropped``: datagrams the kernel dropped at the proxy's sockets of this direction
+    (forward: the listen socket; backward: the upstream ones) before the proxy read them, for
+    their receive buffer was full; not among ``received``, None where the OS does not tell.
     """
 
     received: int = 0
@@ -59,6 +64,7 @@ class DirectionStats:
     send_errors: int = 0
     overflow: int = 0        # dropped because max_pending datagrams (or max_pending_bytes) were queued
     no_client: int = 0       # backward datagrams from an address other than the target
+    kernel_dropped: int | None = None
     delay_sum: float = 0.0
     delay_sq_sum: float = 0.0
     delay_max: float = 0.0
@@ -89,8 +95,15 @@ class DirectionStats:
         delay = (f"delay={1e3 * self.delay_mean:.1f}±{1e3 * (self.delay_std if self.delivered > 1 else 0.0):.1f}ms "
                  f"late≤{1e3 * self.lateness_max:.2f}ms" if self.delivered else "delay=n/a")
         errors = f" send_errors={self.send_errors}" if self.send_errors else ""   # else unseen in the report
+        # Not the link's impairments (lost=, qdrop=): the proxy's own, so said apart, and only when some.
+        errors += f" kernel_dropped={self.kernel_dropped}" if self.kernel_dropped else ""
         return (f"rx={self.received} tx={self.delivered} lost={self.line.lost} "
                 f"dup={self.line.duplicated} qdrop={self.line.queue_dropped + self.overflow}{errors} {delay}")
+
+    def add_kernel_drops(self, counter: KernelDropCounter, value: int | None) -> None:
+        """Take one socket's drop counter (None: not told) into :attr:`kernel_dropped`."""
+        before = counter.total
+        self.kernel_dropped = (self.kernel_dropped or 0) + counter.update(value) - before
 
 
 class NetemProxy:
@@ -132,6 +145,12 @@ class NetemProxy:
         self._selector = selectors.DefaultSelector()
         self.listen_sock = open_udp_socket(listen, allow_remote=allow_remote)
         self._listen_timestamps = enable_kernel_timestamps(self.listen_sock)
+        # The sockets read whose kernel drops the OS counts (Linux), each with its counter: the
+        # listen socket (forward) and the upstream ones (backward).
+        self._kernel_drops: dict[socket.socket, KernelDropCounter] = {}
+        if enable_kernel_drop_counts(self.listen_sock):
+            self._kernel_drops[self.listen_sock] = KernelDropCounter()
+            self.forward_stats.kernel_dropped = self.backward_stats.kernel_dropped = 0
         self._selector.register(self.listen_sock, selectors.EVENT_READ, None)
         # Self-pipe: stop() from a signal handler or another thread wakes select at once.
         self._wake_r, self._wake_w = socket.socketpair()
@@ -188,7 +207,7 @@ class NetemProxy:
             # Capped wait: stop() wakes the loop anyway, this only bounds a missed wake-up.
             self.step(min(deadline, next_stats, now + 1.0) - now)
         if stats_interval:
-            print(self.stats_line() + f" (final, {self.pending} in flight dropped)", file=out, flush=True)
+            print(self.final_line(), file=out, flush=True)
 
     def step(self, max_wait: float) -> None:
         """Wait up to ``max_wait`` seconds for traffic or a due delivery, then handle both."""
@@ -216,24 +235,31 @@ class NetemProxy:
 
     # ------------------------------------------------------------------ receiving
     def _read_clients(self) -> None:
+        drops = self._kernel_drops.get(self.listen_sock)
         for _ in range(_READS_PER_STEP):
             try:
-                data, client, age = receive_datagram(self.listen_sock, _MAX_UDP, self._listen_timestamps)
+                data, client, age, dropped = receive_datagram_counted(self.listen_sock, _MAX_UDP,
+                                                                      self._listen_timestamps, drops is not None)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 continue
+            if drops is not None:
+                self.forward_stats.add_kernel_drops(drops, dropped)
             upstream = self._upstream_for(client)
             self._enqueue(data, self._arrival(age), self.forward_line, self.forward_stats, upstream, self.target)
 
     def _read_target(self, upstream: socket.socket, client: Address, timestamps: bool) -> None:
+        drops = self._kernel_drops.get(upstream)
         for _ in range(_READS_PER_STEP):
             try:
-                data, source, age = receive_datagram(upstream, _MAX_UDP, timestamps)
+                data, source, age, dropped = receive_datagram_counted(upstream, _MAX_UDP, timestamps, drops is not None)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 continue
+            if drops is not None:
+                self.backward_stats.add_kernel_drops(drops, dropped)
             if source[:2] != self.target[:2]:
                 self.backward_stats.no_client += 1  # not from the target: not ours to relay
                 continue
@@ -252,12 +278,15 @@ class NetemProxy:
         if len(self._clients) >= self.max_clients:
             _, oldest = self._clients.popitem(last=False)
             self._selector.unregister(oldest)
+            self._kernel_drops.pop(oldest, None)     # no longer read: its count so far stays in the stats
             # Closed once its queued datagrams are out (one scan of the queue, here, not per delivery).
             last_due = max((entry[0] for entry in self._heap if entry[3] is oldest), default=-math.inf)
             self._retired.append((last_due, oldest))
         # allow_remote: the caller already vetted the target; this only picks the interface.
         upstream = open_udp_socket(self._upstream_bind, allow_remote=True)
         timestamps = enable_kernel_timestamps(upstream)
+        if enable_kernel_drop_counts(upstream):
+            self._kernel_drops[upstream] = KernelDropCounter()
         self._selector.register(upstream, selectors.EVENT_READ, (client, timestamps))
         self._clients[client] = upstream
         return upstream
@@ -304,6 +333,14 @@ class NetemProxy:
         return (f"netem forward: {self.forward_stats.line_summary()} | "
                 f"backward: {self.backward_stats.line_summary()}")
 
+    def final_line(self) -> str:
+        """The last statistics line, with the kernel drops after the last datagram each socket
+        read (:func:`teleop.net.udp.read_drop_count`; before :meth:`close`)."""
+        for sock, drops in self._kernel_drops.items():
+            stats = self.forward_stats if sock is self.listen_sock else self.backward_stats
+            stats.add_kernel_drops(drops, read_drop_count(sock))
+        return self.stats_line() + f" (final, {self.pending} in flight dropped)"
+
     def close(self) -> None:
         """Close every socket; datagrams still in flight are dropped."""
         self._heap.clear()
@@ -312,6 +349,7 @@ class NetemProxy:
             upstream.close()
         self._clients.clear()
         self._retired.clear()
+        self._kernel_drops.clear()
         self._selector.close()
         for sock in (self.listen_sock, self._wake_r, self._wake_w):
             sock.close()

@@ -14,7 +14,9 @@ flushed at once after a stall: of 1000 commands, ~835 did not fit the default ~2
 loopback) is dropped by the kernel before the endpoint sees it. Where the OS counts them
 per socket (Linux, SO_RXQ_OVFL), the endpoint reads the count from each datagram's
 ancillary data and reports it as ``kernel_dropped``. The kernel stamps a datagram with the
-count when it queues it, so drops are seen with the next datagram that arrives after them.
+count when it queues it, so drops are seen with the next datagram that arrives after them;
+those after the last one are read from /proc/net/udp at the session's end
+(:meth:`UdpEndpoint.count_late_kernel_drops`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import abc
 import errno
 import ipaddress
+import os
 import platform
 import secrets
 import selectors
@@ -181,8 +184,8 @@ def parse_drop_count(ancillary: Iterable[tuple[int, int, bytes]]) -> int | None:
 
 class KernelDropCounter:
     """Datagrams the kernel dropped on one socket, from the wrapping 32-bit SO_RXQ_OVFL
-    counters of the datagrams received (counted since the socket was created, so the
-    first counter seen is taken from 0).
+    counters of the datagrams received, and of :func:`read_drop_count` (counted since the
+    socket was created, so the first counter seen is taken from 0).
 
     A step is the counter's difference modulo 2**32 from the last one seen. One of 2**31
     or more is the counter going back, not forward (serial-number arithmetic, RFC 1982):
@@ -204,6 +207,43 @@ class KernelDropCounter:
                 self.total += step
                 self._last = counter
         return self.total
+
+
+#: The files listing a family's UDP sockets with their drop counters (Linux).
+_PROC_NET_UDP = {socket.AF_INET: "/proc/net/udp", socket.AF_INET6: "/proc/net/udp6"}
+
+
+def read_drop_count(sock: socket.socket) -> int | None:
+    """The kernel's counter of datagrams dropped on the UDP socket ``sock``, read now: the
+    "drops" column of /proc/net/udp (/proc/net/udp6 for IPv6) in the row of the socket's
+    inode; None where the file is absent or does not list the socket (macOS, Windows, a
+    socket of another network namespace).
+
+    It is the counter SO_RXQ_OVFL attaches to the datagrams (the socket's ``sk_drops``,
+    counted since it was created, 32 bits wrapping: give it to
+    :meth:`KernelDropCounter.update`): datagrams the kernel dropped before they could be
+    read, nearly always for a full receive buffer (also a bad checksum, or a socket filter's
+    refusal). Read after the last datagram, it includes the drops no datagram carried. It
+    lists every UDP socket of the host's network namespace: read it at a session's end, not
+    once a tick.
+    """
+    path = _PROC_NET_UDP.get(sock.family)
+    if path is None:
+        return None
+    try:
+        inode = os.fstat(sock.fileno()).st_ino
+        with open(path, encoding="ascii") as table:
+            header = table.readline().split()
+            # Counted from the end: the header splits some of the first columns differently.
+            inode_at, drops_at = header.index("inode") - len(header), header.index("drops") - len(header)
+            for row in table:
+                fields = row.split()
+                if int(fields[inode_at]) == inode:
+                    # Printed as a signed int: back to the 32-bit counter.
+                    return int(fields[drops_at]) % 2**32
+    except (OSError, ValueError, IndexError):   # no such file, or not the layout known
+        return None
+    return None
 
 
 #: The oldest a kernel receive stamp is believed [s]: a datagram waits in the socket for a
@@ -430,6 +470,14 @@ class UdpEndpoint(PacketEndpoint):
             if received is not None:
                 accepted.append(received)
         return accepted
+
+    def count_late_kernel_drops(self) -> None:
+        """Bring ``stats.kernel_dropped`` up to the kernel's count now (:func:`read_drop_count`),
+        adding the drops after the last datagram read, which no datagram told of. For a
+        session's end, before the socket is closed; nothing changes where the count is not
+        known (then the drops told by the datagrams read stand)."""
+        if self.kernel_drop_counts:
+            self.stats.kernel_dropped = self._kernel_drops.update(read_drop_count(self.sock))
 
     def close(self) -> None:
         self._selector.close()

@@ -21,6 +21,7 @@ from teleop.stations.loop_timing import LoopTiming, run_loop
 from teleop.stations.watches import STATUS_INTERVAL_S, CommandLinkWatch, SilenceWatch, robot_silence_hint
 from teleop.stop_request import stop_handled
 from teleop.video.wire import DEFAULT_FEC_GROUP
+from teleop.wording import dropped_by_the_kernel
 
 
 #: Shortest --stale-timeout [s]: 10 commands at 100 Hz. With 0.02 the robot held its pose at
@@ -437,7 +438,7 @@ def _run_robot(args: argparse.Namespace) -> int:
                       f"tau_f {_seconds(tel['tau_f_mean_s'])} "
                       f"tau_b {_tau_b(tel, args.video_hz)}  "
                       f"qp p50 {tel['controller_timing_ms'].get('total_p50_ms', 0):.2f} ms  "
-                      f"{loop_timing.short()}",
+                      f"{loop_timing.short()}{_status_kernel_drops(endpoint.stats.kernel_dropped)}",
                       file=sys.stderr)
 
         try:
@@ -445,6 +446,7 @@ def _run_robot(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             stop_handled()
         events.finish()
+        endpoint.count_late_kernel_drops()   # those after the last command read too (Linux)
         # The watchdog's holds: said as they happen, and counted here (a --json summary
         # said nothing of a session in which the robot held its pose for want of commands).
         telemetry = {**station.telemetry(), "loop": loop_timing.summary(),
@@ -539,6 +541,13 @@ def _web_viewer(args: argparse.Namespace, resources: contextlib.ExitStack, *, ro
     _bound("--port", web_port, viewer.start)
     resources.callback(viewer.stop)
     return viewer
+
+
+def _status_kernel_drops(count: int | None) -> str:
+    """"  835 packets dropped by the kernel" (since the start) to end the robot's status line,
+    or "" (none, or not known): last, so that the columns before stay where they were."""
+    kernel = dropped_by_the_kernel([(count, "packets")])
+    return f"  {kernel}" if kernel else ""
 
 
 def _kernel_dropped(count: int | None, what: str) -> str:
@@ -708,6 +717,9 @@ def _run_operator(args: argparse.Namespace) -> int:
         for watch in watches:
             watch.finish()
         command_link.finish()
+        # Those after the last datagram read too (Linux), while the sockets are open.
+        endpoint.count_late_kernel_drops()
+        video.receiver.count_late_kernel_drops()
         recording_error = _close_recording(recording)
     from teleop.stations.operator_status import image_age_s
 

@@ -110,7 +110,8 @@ class OperatorEvents:
                           video.buffer.report(), loop_timing.short(),
                           None if station.feedback_at is None else clock_now - station.feedback_at,
                           None if video.displayed_at is None else clock_now - video.displayed_at,
-                          video_fps=video_fps),
+                          video_fps=video_fps, video_kernel_dropped=video.receiver.stats.kernel_dropped,
+                          kernel_dropped=station.endpoint.stats.kernel_dropped),
               file=sys.stderr)
         stats = video.receiver.stats
         frames = (stats.frames_completed, stats.frames_dropped_timeout + stats.frames_dropped_evicted)

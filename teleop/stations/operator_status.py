@@ -14,6 +14,7 @@ from enum import Enum
 from teleop.net.protocol import Feedback
 from teleop.net.watchdog import HOLDING_STATES, WatchdogState
 from teleop.prescient.compensator import CompensationState
+from teleop.wording import dropped_by_the_kernel
 
 
 def state_name(states: type[Enum], code: int) -> str:
@@ -40,7 +41,8 @@ SILENT_AFTER_S = 1.0
 
 def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | None, video_report: dict,
                 loop_text: str, feedback_silent_s: float | None = None,
-                image_shown_s_ago: float | None = None, video_fps: float | None = None) -> str:
+                image_shown_s_ago: float | None = None, video_fps: float | None = None,
+                video_kernel_dropped: int | None = None, kernel_dropped: int | None = None) -> str:
     """One status line.
 
     Args:
@@ -54,6 +56,9 @@ def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | N
         image_shown_s_ago: time since the last image was shown [s] (None: none yet).
         video_fps: the video rate [frames/s] where not shown / interval_s (the interval of
             the first frames, counted from the first).
+        video_kernel_dropped: video datagrams the kernel dropped since the start (receive
+            buffer full; None: not known), said when above 0.
+        kernel_dropped: likewise, packets of the command link (the robot's FEEDBACK, clock pings).
     """
     if feedback is None:
         robot = "robot: no feedback yet"
@@ -76,7 +81,10 @@ def status_line(interval_s: float, sent: int, shown: int, feedback: Feedback | N
     if image_shown_s_ago is not None and image_shown_s_ago > SILENT_AFTER_S:
         # The image on screen has aged since: its transit delay alone understated that.
         video += f", last image shown {image_shown_s_ago:.1f} s ago"
-    return f"[operator] {robot}  sent {sent / interval_s:5.1f}/s  {video}  {loop_text}"
+    # Last, and only when some were dropped: the columns before stay where they were.
+    kernel = dropped_by_the_kernel([(video_kernel_dropped, "video datagrams"), (kernel_dropped, "packets")])
+    line = f"[operator] {robot}  sent {sent / interval_s:5.1f}/s  {video}  {loop_text}"
+    return line + (f"  {kernel}" if kernel else "")
 
 
 #: Incomplete frames (dropped by the reassembly's timeout) in one status interval, at least,

@@ -39,7 +39,9 @@ import socket
 from dataclasses import asdict, dataclass, field
 import numpy as np
 
-from teleop.net.udp import KernelDropCounter, ancillary_size, enable_kernel_drop_counts, parse_drop_count
+from teleop.net.udp import (
+    KernelDropCounter, ancillary_size, enable_kernel_drop_counts, parse_drop_count, read_drop_count,
+)
 from teleop.video import wire
 from teleop.video.clock import Clock, monotonic_s
 from teleop.video.codec import CODEC_JPEG, CodecError, JpegCodec
@@ -433,6 +435,12 @@ class VideoReceiver:
             first_arrival_s=partial.first_arrival_s, complete_s=complete_s, decode_end_s=decode_end_s,
         )
         return ReceivedFrame(timing=timing, payload=payload, image=image)
+
+    def count_late_kernel_drops(self) -> None:
+        """Bring ``stats.kernel_dropped`` up to the kernel's count now, with the drops after the
+        last datagram read (see :meth:`teleop.net.udp.UdpEndpoint.count_late_kernel_drops`)."""
+        if self._drops_ancillary:
+            self.stats.kernel_dropped = self._kernel_drops.update(read_drop_count(self._sock))
 
     def close(self) -> None:
         """Close the selector and, if created here, the socket. Idempotent."""
