@@ -484,7 +484,12 @@ class PrescientCompensator:
             self.state = self._start_blend_out(self._out_prev[1], rejected=True)
         if low_delay and self.state is CompensationState.PASSTHROUGH:
             self._forget_finished_motion()
-            self._out_prev = None
+            # Remember what was executed, as any pass-through tick does (_limit_rate): the
+            # motion goes on being recognised meanwhile, so the first tick after the delay
+            # returns may engage at once, and with no previous output that tick was not rate
+            # limited: a burst of packets arriving with the delay moved the output by the
+            # whole gap in one tick (0.77 rad of an arm, tests/test_compensator_adversarial.py).
+            self._out_prev = (float(t_op_now), y_d.copy())
             return CompensatorOutput(y_d.copy(), self.state, tau_f=tau_f)
 
         motion_time = None if self._t0 is None else t_op_now + tau_b - self._t0
@@ -515,17 +520,22 @@ class PrescientCompensator:
             out = self._blend.step(y_d, y_p)
             if self._ood_run >= self.config.ood_consecutive:
                 # Back from where the blend-in has brought the robot, not from the rejected
-                # prediction (the robot would first rush towards it, then come back).
-                state = self._start_blend_out(out, rejected=True)
+                # prediction (the robot would first rush towards it, then come back), nor from
+                # this tick's blend, which the rate limit may not have caught up with (below).
+                state = self._start_blend_out(self._executed(), rejected=True)
             elif self._blend.done:
                 state = CompensationState.PREDICTING
         elif state is CompensationState.PREDICTING:
             assert motion_time is not None   # engaged: the onset is set
             out = self._predict(motion_time)
+            # Blend out from where the robot is (the last executed output), not from the
+            # prediction: when the rate limit lags behind it (τ̂_b jumped, 0.75 -> 3 s) the
+            # robot went on towards the prediction it had just rejected, 7 -> 22 cm away from
+            # the delayed reference, before coming back (tests/test_compensator_adversarial.py).
             if self._ood_run >= self.config.ood_consecutive:
-                state = self._start_blend_out(out, rejected=True)
+                state = self._start_blend_out(self._executed(), rejected=True)
             elif self._motion_over():
-                state = self._start_blend_out(out, rejected=False)
+                state = self._start_blend_out(self._executed(), rejected=False)
         else:  # BLEND_OUT: from the frozen last prediction back to the delayed stream (Eq. 5.27)
             assert self._blend is not None and self._frozen_prediction is not None   # _start_blend_out
             out = self._blend.step(self._frozen_prediction, y_d)
@@ -547,6 +557,11 @@ class PrescientCompensator:
                                  task=est.task if est is not None else None, task_probability=prob,
                                  speed=est.speed if est is not None else 1.0, tau_f=tau_f,
                                  motion_time=motion_time, phase=est.phase if est is not None else None)
+
+    def _executed(self) -> np.ndarray:
+        """(20,) the output of the last step, where the robot is while engaged."""
+        assert self._out_prev is not None   # every engaged step ends in _limit_rate
+        return self._out_prev[1]
 
     def _limit_rate(self, out: np.ndarray, t_now: float, passthrough: bool) -> np.ndarray:
         """Bound the per-tick change of the output (not in pass-through, which is exact).
