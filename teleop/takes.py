@@ -539,6 +539,22 @@ def reference_problem(traj: ReferenceTrajectory, envelope: ReferenceEnvelope) ->
     return None
 
 
+def _export_command(path: Path) -> str:
+    """The export that makes takes of recording ``path``: a robot station's has no
+    /references, and the plain command it was told failed on it ("no channel /references");
+    its commands are exported with --channel delivered."""
+    from teleop.record.channels import COMMANDS_DELIVERED, REFERENCES
+    from teleop.record.mcap_index import RecordingFormatError
+    from teleop.record.reader import open_recording
+
+    try:
+        channels = open_recording(path).channels
+    except (RecordingFormatError, OSError, ValueError):   # said by the export itself
+        channels = {}
+    delivered = REFERENCES not in channels and COMMANDS_DELIVERED in channels
+    return f"teleop dataset export {path}{' --channel delivered' if delivered else ''} -o DIR"
+
+
 def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None = None) -> Take:
     """Read and retarget one take (reference trajectories are read as they are), checked
     where the file is known, so that the error can name it: at least
@@ -549,7 +565,7 @@ def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None
     if path.suffix.lower() == ".mcap":
         # A take is robot references: what `dataset export` writes of a recording's episodes.
         raise ValueError(f"{path}: a recording, not a motion file: export its labelled episodes first "
-                         f"(teleop dataset export {path} -o DIR) and give DIR")
+                         f"({_export_command(path)}) and give DIR")
     retargeted = not (path.suffix == ".npz" and _is_reference_npz(path))
     note = None
     if not retargeted:
@@ -644,7 +660,7 @@ def check_take_kinds(files: list[tuple[Path, str]]) -> None:
         suffix = path.suffix.lower()
         if suffix == ".mcap":   # load_take's message, said before the labels are compared
             raise PreconditionError(f"{path}: a recording, not a motion file: export its labelled episodes first "
-                             f"(teleop dataset export {path} -o DIR) and give DIR")
+                                    f"({_export_command(path)}) and give DIR")
         if suffix != ".npz":
             sniff_format(path)            # "unsupported motion format", "empty file", ...
             continue

@@ -84,9 +84,9 @@ def test_export_keeps_the_mask(tmp_path):
     path = tmp_path / "data" / "vr.mcap"
     with Recorder(path, threaded=False) as rec:
         rec.start_episode("wave", log_time_ns=0)
-        for i in range(5):
+        for i in range(10):   # the fewest samples export writes (teleop train's MIN_TAKE_FRAMES)
             rec.log_references(refs_at(i, hands_only()), log_time_ns=i * STEP_NS)
-        rec.stop_episode(log_time_ns=5 * STEP_NS)
+        rec.stop_episode(log_time_ns=10 * STEP_NS)
     result = export_episodes(tmp_path / "data", tmp_path / "out")
     [written] = result.written
     np.testing.assert_array_equal(ReferenceTrajectory.load_npz(written).valid, hands_only())

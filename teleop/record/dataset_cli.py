@@ -18,9 +18,10 @@ writes as training data.
 
 Editing and MCAP: the format is append-only, so ``trim`` and ``label`` write a new complete
 file (``label`` without ``-o`` replaces FILE through a temporary file and an atomic rename,
-keeping every message; a FILE without its footer, still being written or cut short by a
-crash, needs ``-o`` or ``--force``, as what is not readable yet would be lost). An existing
-``-o`` file is never overwritten without ``--force``.
+keeping every message; a FILE without its footer, cut short by a crash, needs ``-o`` or
+``--force``, as what is not readable yet would be lost). An existing ``-o`` file is never
+overwritten without ``--force``, and a file a recorder is still writing (its lock) not even
+with it: the rest of the session would be lost.
 Crashed recordings are read as far as they are intact, by every subcommand.
 
 ``plot`` draws, on one time axis (seconds from the first message), the panels the recording
@@ -42,8 +43,10 @@ recording's delivered and compensated commands get the same names), is kept unle
 exported, in its earlier task's folder (``--force`` removes it once the new one is written).
 Two labels that would share a folder (``pick up`` and ``pick_up``) are refused: ``teleop
 train`` would learn them as one task. A recording or episode that cannot be read is skipped
-and said, the others exported, and the exit code is 1; so is, by rule, an episode with no
-sample for longer than ``--max-gap`` (a damaged chunk skipped, a link gone quiet).
+and said, the others exported, and the exit code is 1; an episode with no sample for longer
+than ``--max-gap`` (a damaged chunk skipped, a link gone quiet), or with fewer samples than
+``teleop train`` takes of a take, is skipped and said by rule (exit code 0 if others were
+written, 1 if nothing was).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from teleop.cli import describe, end_output_quietly, stdout_reader_gone
 from teleop.cli_types import (PreconditionError, UsageError, int_at_least, nonempty_path, positive_or_inf,
                               recording_seconds, task_label)
 from teleop.data_args import check_out_folder, check_output_location, check_recording_name
+from teleop.takes import MIN_TAKE_FRAMES
 
 from .channels import EPISODES, ROBOT_STATE
 from .file_lock import being_written
@@ -220,8 +224,20 @@ def _check_output(output: Path, force: bool) -> None:
         raise PreconditionError(f"-o {output} is a folder: give a file name")
     check_output_location(output, "-o")     # below a file: the OS's "File exists" when written
     check_out_folder(output.parent, "-o", file=output)
+    _refuse_live_recording(output, f"-o {output}", "choose another -o")
     if output.exists() and not force:
         raise ValueError(f"-o {output} exists: pass --force to overwrite it, or choose another -o")
+
+
+def _refuse_live_recording(path: Path, named: str, instead: str) -> None:
+    """Refuse to replace a file a live recorder holds (its lock, :mod:`.file_lock`), --force or
+    not: the recorder goes on writing into the file it opened, now unlinked, and the rest of the
+    session is lost (``trim``/``label --force`` over a station's live --record kept the 3 s it
+    had so far, and the station ended with "this session's recording is lost"). The recorders
+    refuse such a file the same way."""
+    if being_written(path):
+        raise ValueError(f"{named} is being written by a recorder (a session under way): replacing it would lose "
+                         f"the rest of the session, --force or not; {instead}")
 
 
 def _window_ns(recording: Recording, args: argparse.Namespace) -> tuple[int | None, int | None]:
@@ -336,6 +352,9 @@ def _label_output(args: argparse.Namespace, recording: Recording) -> Path:
     if output.exists() and output.resolve() == recording.path.resolve():
         if not args.force:
             _check_complete(args.file, recording)
+        # --force replaces a crashed FILE, not one a recorder is still writing (see _refuse_live_recording).
+        _refuse_live_recording(output, str(args.file), "label it once the session is over, or write a labelled "
+                               "copy of what it holds so far with -o OUT")
         return output
     _check_output(output, args.force)
     return output
@@ -351,7 +370,9 @@ def _check_complete(file: str, recording: Recording) -> None:
     raise ValueError(f"{file} is incomplete (no MCAP footer{tail}: still being written, or cut short by a "
                      "crash): replacing it would lose what is not readable yet; label it once it is closed, "
                      f"a crashed one after `teleop dataset recover {file} -o OUT`, or write the labelled copy "
-                     "with -o OUT (--force: replace it anyway)")
+                     # --force does not replace a file a recorder holds (_refuse_live_recording): not offered then.
+                     "with -o OUT" + (" (a recorder has it open: a session under way)" if being_written(file) else
+                                      " (--force: replace it anyway)"))
 
 
 def cmd_label(args: argparse.Namespace) -> int:
@@ -412,14 +433,21 @@ def _check_new_episode(recording: Recording, new, span: str) -> None:
 
 def _check_episode_samples(recording: Recording, new, span: str) -> None:
     """Refuse a new episode with fewer than two samples on every references channel:
-    ``export`` skips it (a take of one sample shows no motion)."""
+    ``export`` skips it (a take of one sample shows no motion); warn of one with fewer than
+    :data:`MIN_TAKE_FRAMES`, which ``export`` skips too (``teleop train`` refuses it)."""
     channels = reference_channels(recording)
-    counts = {topic: sum(1 for _ in itertools.islice(recording.messages(topic, new.start_ns, new.stop_ns + 1), 2))
+    counts = {topic: sum(1 for _ in itertools.islice(recording.messages(topic, new.start_ns, new.stop_ns + 1),
+                                                     MIN_TAKE_FRAMES))
               for topic in channels}
+    held = ", ".join(f"{n} on {topic}" for topic, n in counts.items())
     if counts and max(counts.values()) < 2:
-        held = ", ".join(f"{n} on {topic}" for topic, n in counts.items())
         raise ValueError(f"{recording.path}: the new episode ({span}) holds {held}: `export` needs two samples at "
                          "least; give a longer --start..--end; nothing written")
+    if counts and max(counts.values()) < MIN_TAKE_FRAMES:
+        # Labelled, but `export` skips it (teleop train refuses such a take): said now, not at export.
+        print(f"teleop dataset label: warning: the new episode ({span}) holds {held}: `export` skips an episode "
+              f"of fewer than {MIN_TAKE_FRAMES} samples (teleop train refuses such a take); give a longer "
+              "--start..--end", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -575,8 +603,8 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=nonempty_path, default=None, metavar="OUT",
                    help="write a labelled copy here (default: replace FILE atomically, every message kept)")
     p.add_argument("--force", action="store_true",
-                   help="overwrite an existing OUT, or replace a FILE without its footer (still being written "
-                        "or cut short by a crash: what is not readable yet is lost)")
+                   help="overwrite an existing OUT, or replace a FILE without its footer (cut short by a "
+                        "crash: what is not readable yet is lost; one a recorder is still writing is refused)")
 
     p = _subcommand(sub, "export", cmd_export)
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or folders searched for .mcap files")

@@ -20,10 +20,10 @@ recording's resolved path, and ``channel``, the exported channel's topic
 :func:`_overwrite_problems`: the channels of one recording share the file names, and a
 folder holds one of them). Recordings without episodes (label them with
 ``teleop dataset label FILE --task NAME``), unlabelled episodes, episodes with fewer than
-two samples, with NaN or infinite references (``teleop train`` refuses them), or with a gap
-between samples longer than ``max_gap_s`` (a damaged chunk skipped, a link that went quiet:
-``teleop train`` would learn a straight line across the hole), and
-recordings without the channel are skipped and reported; so are unreadable recordings and
+:data:`teleop.takes.MIN_TAKE_FRAMES` samples, with NaN or infinite references (``teleop train``
+refuses them), or with a gap between samples longer than ``max_gap_s`` (a damaged chunk
+skipped, a link that went quiet: ``teleop train`` would learn a straight line across the
+hole), and recordings without the channel are skipped and reported; so are unreadable recordings and
 episodes, and files that cannot be written, which :attr:`ExportResult.errors` also lists:
 one damaged file among many does not stop the others' export.
 
@@ -75,6 +75,7 @@ from retarget.npz_checks import CheckedNpz
 from retarget.references import FLAT_LABELS, ReferenceTrajectory
 from teleop.output_set import OutputSet, is_hidden
 from teleop.progress import progress_bar
+from teleop.takes import MIN_TAKE_FRAMES
 
 from .channels import COMMANDS_DELIVERED, REFERENCES_SPEC, ROBOT_STATE, ROBOT_STATE_SPEC, resolve_topic
 from .labels import printable_label, task_folder_name
@@ -570,6 +571,14 @@ def _export_episode(plan: _Planned, episode: Episode, output_dir: Path, channel:
         trajectory.times = trajectory.times - trajectory.times[0]
     if len(trajectory) < 2:
         result.skipped.append(f"{name}: {len(trajectory)} samples on {channel}")
+        return None
+    if len(trajectory) < MIN_TAKE_FRAMES:
+        # `teleop train` refuses such a take, and with it the whole folder: a 0.05 s episode
+        # (`teleop record --duration 0.05 --task T`, a short --start..--end) was written, and
+        # training from the export then failed on it, to be found and deleted by hand.
+        result.skipped.append(f"{name}: {len(trajectory)} samples on {channel} "
+                              f"({trajectory.times[-1] - trajectory.times[0]:.2g} s): not exported, as teleop train "
+                              f"refuses a take of fewer than {MIN_TAKE_FRAMES} frames (label a longer window)")
         return None
     problem = _non_finite(trajectory)
     if problem is not None:
