@@ -368,3 +368,34 @@ def test_the_station_holds_when_commands_stall_and_resumes_smoothly_into_compens
     assert hands_step.max() <= CFG.max_speed_cartesian * 0.01 + 1e-9
     assert CompensationState.PREDICTING in comp_states[stale[-1]:], "the next motion is compensated again"
     assert station.nonfinite_commands == 0
+
+
+@pytest.mark.parametrize("take, fraction", [(0, 0.5), (1, 0.3), (1, 0.5), (2, 0.5), (2, 0.7)])
+def test_an_operator_who_stops_partway_is_soon_passed_through(library, operator_takes, take, fraction):
+    """An operator who stops a known motion partway and stays there: the filter fits the rest
+    by slowing its speed estimate, and under that warp the model expected too little motion
+    for the rest to count as the motion's end, so the robot went on executing the rest of the
+    motion, the hands ~20 cm off the resting operator, for up to 8 s (until the speed reached
+    the grid's floor). Judged at the pace the operator had, the model expects the hands to move
+    on: back to the delayed stream within 4 s of the stop (the forward delay, the rest's
+    duration and the blend-out included)."""
+    motion = operator_takes[take]
+    cut = int(fraction * len(motion.times))
+    home = motion.values[0]
+    values = np.concatenate([_rest(home, 1.0), motion.values[:cut], _rest(motion.values[cut - 1], 10.0)])
+    stop = (100 + cut) * 0.01
+    comp = PrescientCompensator(library)
+    check = Checker(comp)
+    tau, k, t = 0.75, 0, 0.0
+    engaged, back_at = False, None
+    while t < len(values) * 0.01:
+        t += 0.01
+        while k < len(values) and k * 0.01 + tau <= t + 1e-9:
+            comp.observe(k * 0.01, values[k], arrival_op=t)
+            k += 1
+        out = check.step(t, tau)
+        engaged = engaged or out.state is S.PREDICTING
+        if engaged and back_at is None and out.state is S.PASSTHROUGH:
+            back_at = t
+    assert engaged, "the motion was predicted before the stop"
+    assert back_at is not None and back_at - stop < 4.0, f"passed through {back_at} s, the stop at {stop:.2f} s"
