@@ -29,7 +29,7 @@ class _StubEstimator:
     def reset(self) -> None:
         pass
 
-    def update(self, t, y):
+    def update(self, t, y, mask=None):
         return SimpleNamespace(task="a", task_index=0, task_probabilities=np.array([1.0]), speed=1.0,
                                phase=0.5, out_of_distribution=False)
 

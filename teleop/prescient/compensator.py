@@ -43,12 +43,18 @@ import numpy as np
 from promp.estimator import MAX_TIME_S, Estimate, EstimatorConfig, OnlineEstimator
 from promp.library import TaskLibrary
 from promp.onset import OnsetDetector
+from promp.phase_filter import as_mask
 from retarget.references import CARTESIAN_INDICES, FLAT_SIZE, HAND_INDICES, SIGNAL_SLICES
 from teleop.prescient.blending import SigmoidBlend
 
 
 #: Longest time [s] one tick's rate limit allows for (see PrescientCompensator._limit_rate).
 MAX_RATE_LIMIT_DT = 0.1
+
+
+#: A delayed sample as the estimator is fed it: (time stamp [s, operator clock], (20,) flat
+#: references, (20,) mask of the measured signals or None when every signal was measured).
+_Sample = tuple[float, np.ndarray, "np.ndarray | None"]
 
 
 class CompensationState(str, Enum):
@@ -61,6 +67,19 @@ class CompensationState(str, Enum):
 @dataclass(frozen=True)
 class CompensatorConfig:
     """Settings of :class:`PrescientCompensator` (the thesis leaves most of them open).
+
+    Every setting applies alike to an operator whose input measures only some signals (a VR
+    set-up: the hands and the neck; :meth:`PrescientCompensator.observe`'s ``valid``): the
+    estimator is conditioned on the measured signals alone and the others are passed
+    through. The hands (``onset_indices``, the Δσ test, the hands' shrinkage) must be
+    measured for compensation to engage. Measured with VR versions of the 36 synthetic takes
+    (head and hand trackers written as VR files; each predicted by a library learned from the
+    35 other full-body takes, i.e. from mocap), hands window comp / nocomp [cm], wrong first
+    task, takes whose prediction the Δσ test rejected, of 36, at 1.5 / 3 s:
+    placeholders conditioned on as measured (before) 5.31 / 6.40, 7, 27 / 5.47 / 7.84, 8, 23;
+    mask passed (now) 2.78 / 6.34, 0, 5 / 2.65 / 8.29, 0, 4; the compensated CoM now stays
+    where the operator's input put it (whole-take error 0.20 -> 0 cm at 1.5 s). Full-body
+    input is unchanged to the bit.
 
     Attributes:
         onset_indices: signals whose speed detects motion onset and rest (the hands).
@@ -325,9 +344,12 @@ class PrescientCompensator:
         else:
             self.estimator = None
         self._onset = OnsetDetector(config.onset_indices, config.onset_speed, config.onset_min_duration)
-        self._recent: deque[tuple[float, np.ndarray]] = deque()
+        self._recent: deque[_Sample] = deque()
         self._latest_t = -np.inf
         self._latest_y: np.ndarray | None = None
+        # The signals the newest delayed reference did not measure (None: it measured all):
+        # the output passes them through (see observe).
+        self._latest_unmeasured: np.ndarray | None = None
         self._rest_since: float | None = None
         # The estimate (speed, phase) when the operator came to rest (None: no estimate then):
         # where and how fast _motion_over judges the model's expected motion (see there).
@@ -364,12 +386,13 @@ class PrescientCompensator:
         self._estimate: Estimate | None = None
         # Samples of the motion observed since the last step, in arrival order, that the
         # estimator has not been conditioned on yet (see condition_observed).
-        self._pending: list[tuple[float, np.ndarray]] = []
+        self._pending: list[_Sample] = []
         if self.estimator is not None:
             self.estimator.reset()
 
     # ---------------------------------------------------------------- input
-    def observe(self, t_op: float, flat: np.ndarray, arrival_op: float | None = None) -> None:
+    def observe(self, t_op: float, flat: np.ndarray, arrival_op: float | None = None, *,
+                valid: np.ndarray | None = None) -> None:
         """A delayed sample produced at operator time ``t_op`` [s] has arrived.
 
         Samples may arrive out of order; every one at or after the detected onset t_0 feeds
@@ -386,19 +409,40 @@ class PrescientCompensator:
                 A negative delay (arrival before the time stamp: an error of the clock-offset
                 estimate on a short link) is averaged as measured; it only makes the
                 pass-through decision (``min_round_trip``) see a shorter round trip.
+            valid: (20,) booleans, True where the operator's input measured the signal
+                (:attr:`retarget.references.RobotReferences.valid`, which the REFERENCES
+                packet carries); None (or all True): every signal was. A VR operator (head
+                and hand trackers) measures the hands and the neck only: the other signals
+                hold the robot's initial references, which the operator did not command. The
+                estimator is conditioned on the measured signals alone (recognition, speed
+                and phase, the weight posterior and the Δσ test ignore the others), and while
+                compensating the output keeps the newest delayed value of every signal that
+                newest reference did not measure (pass-through per signal, under the same
+                rate limit as the rest): the library's correlations would otherwise "predict"
+                a torso or CoM motion the operator never made. A sample that measured no
+                signal is not conditioned on. The onset and rest detection
+                (``CompensatorConfig.onset_indices``, the hands) read the values as they
+                are: with the hands unmeasured no onset is found, and the delayed references
+                pass through.
 
         Raises:
             ValueError: ``flat`` is not 20 finite values, ``t_op`` or ``arrival_op`` is not
-                finite, or ``t_op`` lies beyond +-MAX_TIME_S of the current motion's onset
-                (a clock error). Nothing changes when it raises (a NaN arrival time made the
-                averaged τ_f NaN for good; a time stamp the estimator refused had already
-                become the newest delayed reference, which no later sample could replace).
+                finite, ``valid`` is not (20,) booleans (or 0 / 1), or ``t_op`` lies beyond
+                +-MAX_TIME_S of the current motion's onset (a clock error). Nothing changes
+                when it raises (a NaN arrival time made the averaged τ_f NaN for good; a time
+                stamp the estimator refused had already become the newest delayed reference,
+                which no later sample could replace).
         """
         flat = np.asarray(flat, dtype=float)
         if flat.shape != (FLAT_SIZE,) or not np.all(np.isfinite(flat)) or not np.isfinite(t_op):
             raise ValueError("a reference sample must be 20 finite values with a finite time")
         if arrival_op is not None and not np.isfinite(arrival_op):
             raise ValueError(f"the arrival time must be finite (or None), got {arrival_op!r}")
+        mask = None
+        if valid is not None:
+            mask = as_mask(valid, FLAT_SIZE).copy()
+            if mask.all():
+                mask = None       # all measured: exactly as without a mask
         if self._t0 is not None and abs(float(t_op) - self._t0) > MAX_TIME_S:
             raise ValueError(f"time stamp {float(t_op):g} s is beyond +-{MAX_TIME_S:g} s of the motion onset "
                              f"{self._t0:g} s (a clock error?)")
@@ -411,19 +455,21 @@ class PrescientCompensator:
         if t_op > self._latest_t:
             self._track_rest(t_op, flat)
             self._latest_t, self._latest_y = float(t_op), flat
+            self._latest_unmeasured = None if mask is None else ~mask
         if self.estimator is None:
             return
-        self._recent.append((float(t_op), flat))
+        if mask is None or mask.any():     # a sample that measured nothing tells the estimator nothing
+            self._recent.append((float(t_op), flat, mask))
         while self._recent and self._recent[0][0] < self._latest_t - self.config.history:
             self._recent.popleft()
         if self._t0 is None:
             onset = self._onset.push(t_op, flat)
             if onset is not None and not self._ended:
                 self._t0 = onset
-                self._pending += [(t, y) for t, y in sorted(self._recent, key=lambda s: s[0]) if t >= onset]
+                self._pending += [s for s in sorted(self._recent, key=lambda s: s[0]) if s[0] >= onset]
             return
-        if t_op >= self._t0:
-            self._pending.append((float(t_op), flat))
+        if t_op >= self._t0 and (mask is None or mask.any()):
+            self._pending.append((float(t_op), flat, mask))
 
     def condition_observed(self) -> None:
         """Condition the estimator on the samples observed since the last call, in arrival
@@ -447,14 +493,14 @@ class PrescientCompensator:
             kept = {by_time[k] for k in picks}
             self.observations_coalesced += len(pending) - len(kept)
         self._update_budget -= len(kept)
-        for i, (t, y) in enumerate(pending):
+        for i, (t, y, mask) in enumerate(pending):
             if i in kept:
-                self._update_estimator(t, y)
+                self._update_estimator(t, y, mask)
 
-    def _update_estimator(self, t_op: float, flat: np.ndarray) -> None:
+    def _update_estimator(self, t_op: float, flat: np.ndarray, mask: np.ndarray | None = None) -> None:
         # observe() feeds the estimator only when there is one, from the onset on.
         assert self.estimator is not None and self._t0 is not None
-        self._estimate = self.estimator.update(t_op - self._t0, flat)
+        self._estimate = self.estimator.update(t_op - self._t0, flat, mask)
         if self.state in (CompensationState.BLEND_IN, CompensationState.PREDICTING):
             self._ood_run = self._ood_run + 1 if self._estimate.out_of_distribution else 0
 
@@ -572,7 +618,11 @@ class PrescientCompensator:
             out = self._blend.step(self._frozen_prediction, y_d)
             if self._blend.done:
                 state = CompensationState.PASSTHROUGH
-        out = self._limit_rate(np.array(out, dtype=float), t_op_now,
+        out = np.array(out, dtype=float)
+        if self._latest_unmeasured is not None:
+            # What the operator's input did not measure is passed through (see observe).
+            out[self._latest_unmeasured] = y_d[self._latest_unmeasured]
+        out = self._limit_rate(out, t_op_now,
                                passthrough=state is CompensationState.PASSTHROUGH
                                and self.state is CompensationState.PASSTHROUGH)
         if (state is CompensationState.PASSTHROUGH and self.state is CompensationState.BLEND_OUT

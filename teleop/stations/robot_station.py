@@ -460,7 +460,9 @@ class RobotStation:
                 # Before the first clock exchange an arrival time cannot be put on the
                 # operator's clock: the sample still feeds the estimator, not τ_f.
                 arrival_op = None if offset is None else received.arrival_time + offset
-                self.compensator.observe(refs.t, refs.to_flat(), arrival_op)
+                # The signals the operator's input did not measure (VR: all but the hands and
+                # the neck) are neither conditioned on nor predicted (see observe).
+                self.compensator.observe(refs.t, refs.to_flat(), arrival_op, valid=refs.valid)
                 if arrival_op is not None:
                     self._delays.append(arrival_op - refs.t)
                 if packet.seq > self._last_seq:

@@ -274,11 +274,14 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
     for i, t in enumerate(ticks):
         clock.set(float(t))
         while k_send < len(send_times) and send_times[k_send] <= t + 1e-12:
-            operator.send(RobotReferences.from_flat(send_times[k_send], sent[k_send]), robot.address)
+            # With the take's validity mask, as a live operator's station sends it (a VR take
+            # measures the hands and the neck only).
+            valid = None if take.valid is None else take.valid.copy()
+            operator.send(RobotReferences.from_flat(send_times[k_send], sent[k_send], valid=valid), robot.address)
             k_send += 1
         for received in robot.poll():
             refs = received.packet.message
-            compensator.observe(refs.t, refs.to_flat(), received.arrival_time)
+            compensator.observe(refs.t, refs.to_flat(), received.arrival_time, valid=refs.valid)
         out = compensator.step(float(t), tau_b)
         if out.references is not None:
             executed[i] = out.references

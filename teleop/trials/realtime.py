@@ -202,7 +202,8 @@ class _ReferenceReplay:
         now = time.monotonic() if now is None else now
         s = min(max(now - self.start_wall, 0.0), self.take.duration)
         flat = self.take.interpolate(np.array([s + self.t0]))[0]
-        return now, RobotReferences.from_flat(now, flat)
+        valid = None if self.take.valid is None else self.take.valid.copy()
+        return now, RobotReferences.from_flat(now, flat, valid=valid)
 
 
 def run_take_realtime(take: ReferenceTrajectory, rtt: float, library_path: Path | None, *, seed: int = 0,
