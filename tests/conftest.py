@@ -4,6 +4,7 @@ secret file for the stations, free loopback ports, and running the CLI in-proces
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -33,6 +34,27 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TELEOP_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
 #: The product's own demonstrations (human motion, one folder per task).
 SYNTHETIC = REPO_ROOT / "datasets" / "synthetic"
+
+
+@functools.cache
+def synthetic_takes(tasks: tuple[str, ...]) -> tuple:
+    """The product's demonstrations of ``tasks`` (datasets/synthetic), retargeted to the iCub
+    once per test session (a second or two a task) for every module that learns a library
+    from them: tuple of :class:`teleop.takes.Take`, in :func:`teleop.takes.load_takes`'s
+    order. Shared, so their arrays are read-only: a test that changed them in place would
+    change them for the next module."""
+    from teleop.robot.model import RobotModel
+    from teleop.robot.target import robot_target
+    from teleop.takes import load_takes
+
+    takes = tuple(load_takes(SYNTHETIC, robot_target(RobotModel("icub")), tasks=list(tasks), progress=False))
+    for take in takes:
+        for array in (take.trajectory.times, take.trajectory.values, take.trajectory.valid):
+            if array is not None:
+                array.setflags(write=False)
+    return takes
+
+
 #: A folder in which nothing can be made, whoever runs the tests (root too; a read-only
 #: folder does not stop root): Linux's /proc. The tests of "cannot write there" use it.
 UNWRITABLE = Path("/proc")

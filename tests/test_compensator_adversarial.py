@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from retarget.references import CARTESIAN_INDICES, FLAT_SIZE, HAND_INDICES
 from teleop.prescient.compensator import (MAX_RATE_LIMIT_DT, CompensationState, CompensatorConfig,
                                           PrescientCompensator)
-from tests.conftest import fuzz_examples
+from tests.conftest import fuzz_examples, synthetic_takes
 
 S = CompensationState
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,13 +35,7 @@ MAX_SPEED[list(CARTESIAN_INDICES)] = CFG.max_speed_cartesian
 
 @pytest.fixture(scope="module")
 def takes():
-    from teleop.robot.model import RobotModel
-    from teleop.robot.target import robot_target
-    from teleop.takes import load_takes
-
-    target = robot_target(RobotModel("icub"))
-    return [t.trajectory for t in load_takes(ROOT / "datasets" / "synthetic", target,
-                                             tasks=["reach_forward", "squat"], progress=False)]
+    return [t.trajectory for t in synthetic_takes(("reach_forward", "squat"))]
 
 
 @pytest.fixture(scope="module")

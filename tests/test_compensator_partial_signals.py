@@ -29,6 +29,7 @@ from teleop.net.virtual import VirtualEndpoint
 from teleop.prescient.compensator import CompensationState
 from teleop.stations.robot_station import RobotStation, RobotStationConfig
 from teleop.trials.delay_trial import run_take
+from tests.conftest import synthetic_takes
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC = ROOT / "datasets" / "synthetic"
@@ -48,9 +49,8 @@ def target():
 @pytest.fixture(scope="module")
 def library(target):
     from teleop.prescient.training import learn_library
-    from teleop.takes import load_takes
 
-    takes = load_takes(SYNTHETIC, target, tasks=TASKS, progress=False)
+    takes = synthetic_takes(tuple(TASKS))
     return learn_library([t.trajectory for t in takes if t.path.stem != OPERATOR])
 
 

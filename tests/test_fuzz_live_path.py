@@ -34,7 +34,7 @@ from teleop.net.watchdog import StaleCommandWatchdog, WatchdogState
 from teleop.prescient.compensator import CompensationState, PrescientCompensator
 from teleop.video.jitter_buffer import JitterBuffer
 from teleop.video.receiver import FrameTiming, ReceivedFrame
-from tests.conftest import fuzz_examples
+from tests.conftest import fuzz_examples, synthetic_takes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -316,14 +316,8 @@ def test_jitter_buffer_releases_in_order_and_stays_bounded(buffer_length, anchor
 # ====================================================================== 4. compensator
 @pytest.fixture(scope="module")
 def takes():
-    """Two tasks of the synthetic operator, retargeted once for the module (a few seconds)."""
-    from teleop.robot.model import RobotModel
-    from teleop.robot.target import robot_target
-    from teleop.takes import load_takes
-
-    target = robot_target(RobotModel("icub"))
-    return [t.trajectory for t in load_takes(ROOT / "datasets" / "synthetic", target,
-                                             tasks=["reach_forward", "squat"], progress=False)]
+    """Two tasks of the synthetic operator, retargeted once for the session."""
+    return [t.trajectory for t in synthetic_takes(("reach_forward", "squat"))]
 
 
 @pytest.fixture(scope="module")

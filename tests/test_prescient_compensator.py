@@ -12,6 +12,7 @@ from retarget.references import HAND_INDICES, ReferenceTrajectory
 from teleop.prescient.compensator import CompensationState, CompensatorConfig, PrescientCompensator
 from teleop.prescient.training import learn_library, motion_span
 from teleop.trials.delay_trial import TakeResult, TrialSettings, pad_take, run_take
+from tests.conftest import synthetic_takes
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["reach_forward", "squat"]
@@ -19,12 +20,7 @@ TASKS = ["reach_forward", "squat"]
 
 @pytest.fixture(scope="module")
 def takes():
-    from teleop.robot.model import RobotModel
-    from teleop.robot.target import robot_target
-    from teleop.takes import load_takes
-
-    target = robot_target(RobotModel("icub"))
-    return load_takes(ROOT / "datasets" / "synthetic", target, tasks=TASKS, progress=False)
+    return list(synthetic_takes(tuple(TASKS)))
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from teleop.net.protocol import PacketCodec
 from teleop.net.virtual import VirtualEndpoint
 from teleop.prescient.compensator import CompensatorConfig, PrescientCompensator
 from teleop.stations.robot_station import RobotStation, RobotStationConfig
+from tests.conftest import synthetic_takes
 
 ROOT = Path(__file__).resolve().parents[1]
 DT = 0.01            # the station's control period [s]
@@ -32,11 +33,8 @@ BOUND = CompensatorConfig().max_estimator_updates
 def library_and_take(robot):
     """(library learned from the other takes, the held-out reach_forward take: moving 0.8-4.7 s)."""
     from teleop.prescient.training import learn_library
-    from teleop.robot.target import robot_target
-    from teleop.takes import load_takes
 
-    takes = load_takes(ROOT / "datasets" / "synthetic", robot_target(robot), tasks=["reach_forward", "squat"],
-                       progress=False)
+    takes = synthetic_takes(("reach_forward", "squat"))
     return learn_library([t.trajectory for t in takes[1:]]), takes[0].trajectory
 
 
