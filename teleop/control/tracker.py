@@ -31,6 +31,13 @@ from teleop.robot.model import NQ_BASE, RobotModel
 #: Posture signals of RobotReferences (name -> attribute).
 POSTURE_SIGNALS = ("left_arm", "right_arm", "neck", "torso", "left_leg", "right_leg")
 
+#: Largest feed-forward speed of a Cartesian reference (hands, CoM, waist) [m/s]. The
+#: iCub's hand moves at most 3.3 m/s with every arm and torso joint at 0.9 of its speed
+#: limit (the sum over those joints of |J column| x speed, at home; the CoM 1.6 m/s):
+#: a faster reference velocity is not a motion the robot can follow but noise (see
+#: ReferenceTracker, ``feedforward``).
+MAX_FEEDFORWARD_SPEED_M_S = 3.0
+
 
 class OutOfWorkspace(InvalidTarget):
     """References the robot cannot possibly follow (e.g. a hand 2 m from its shoulder)."""
@@ -116,6 +123,14 @@ class ReferenceTracker:
             are cut mid-motion (depositFloorR bd 003: left hand already at 0.45 m/s), and
             the arms' reaction put the measured CoP on the toe edge on the first played
             tick (margin 69.5 -> 1.7 mm in 10 ms).
+
+    The feed-forward is bounded: a Cartesian signal's speed by
+    :data:`MAX_FEEDFORWARD_SPEED_M_S`, a posture angle's by its joint's velocity limit (what
+    the controller may command). Unbounded, the finite difference of a stream that jitters
+    at the control rate (hands +-20 cm every tick, inside the reference envelope) gave the
+    hand tasks 40 m/s to track: their rows outweighed the CoM task's w = 100, the CoM was
+    dragged to the edge of the polygon, the feet slid 8 cm and the robot fell within 2 s
+    (tests/test_control_adversarial.py); bounded, the CoP stays 37 mm inside the soles.
     """
 
     def __init__(self, robot: RobotModel | None = None, stack: StackConfig | str | Path = "default", *,
@@ -144,6 +159,9 @@ class ReferenceTracker:
                                        np.array([s for _, s in pairs]), indices))
             else:
                 self._bindings.append((signal, task, None, None, None))
+        # The speed bound of each posture binding's joints (see the class docstring).
+        self._posture_speed = {id(task): self.controller.velocity_limit.maximum[
+            [self.robot.joint_index(j) for j in joints]] for _, task, joints, *_ in self._bindings if joints}
         self._shoulder_ids = {side: self.robot.frame_id(f"{side[0]}_shoulder_pitch") for side in ("left", "right")}
         self.reset(q0)
 
@@ -281,9 +299,15 @@ class ReferenceTracker:
             if use_velocity and getattr(previous, signal) is not None and signal != "head_orientation":
                 before = previous_clamped[signal] if signal in clamped else getattr(previous, signal)
                 velocity = (np.asarray(value, dtype=float) - np.asarray(before, dtype=float)) * (ramp / gap)
+                if not isinstance(task, PostureTask):   # (postures: per joint, below)
+                    speed = float(np.linalg.norm(velocity))
+                    if speed > MAX_FEEDFORWARD_SPEED_M_S:
+                        velocity = velocity * (MAX_FEEDFORWARD_SPEED_M_S / speed)
             if isinstance(task, PostureTask):
                 value = np.asarray(value, dtype=float)[indices] * signs
-                velocity = None if velocity is None else velocity[indices] * signs
+                if velocity is not None:
+                    limit = self._posture_speed[id(task)]
+                    velocity = np.clip(velocity[indices] * signs, -limit, limit)
                 updates.append((task.set_target, (value, velocity, joints)))
             elif isinstance(task, FrameOrientationTask):
                 # head_orientation is the head's rotation from its home orientation, in world
