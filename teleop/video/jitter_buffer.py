@@ -34,10 +34,15 @@ Playout rule:
   its own backward delay.
 * In both modes frames are released in capture order; a frame not newer than one already
   released (or of the same capture time as one held) cannot be shown in order and is dropped
-  (``frames_out_of_order``) -- unless it is older by more than ``restart_gap_s``: that
-  means the sender restarted with a reset clock (e.g. robot host reboot), so the buffer
+  (``frames_out_of_order``) -- unless it is older by more than ``restart_gap_s`` (or, with
+  the running-median anchor, arrived more than ``restart_gap_s`` sooner after its capture
+  than the anchor: the sender's clock jumped ahead) and ``RESTART_CONFIRM_FRAMES`` such
+  frames, each newer than the one before, come in a row: that means the sender restarted
+  with a reset clock (e.g. robot host reboot, or another host), so the buffer
   starts over (ordering, delay statistics and held frames are discarded;
-  ``sender_restarts`` counts it).
+  ``sender_restarts`` counts it). One such frame alone is an old frame arriving again (a
+  duplicate delayed past the receiver's memory of finished frames, or an authentic frame
+  replayed): dropped as out of order, and its age kept out of the delay statistics.
 
 :meth:`report` gives the numbers the operator station sends back to the robot.
 """
@@ -58,6 +63,11 @@ from teleop.video.receiver import ReceivedFrame
 SecondsSource = float | Callable[[], float]
 
 
+#: Frames from before the last one released by more than ``restart_gap_s``, each newer than
+#: the previous, in a row, that are taken as a restarted sender (see the module docstring).
+RESTART_CONFIRM_FRAMES = 3
+
+
 def _read_seconds(value: SecondsSource) -> float:
     return float(value()) if callable(value) else float(value)
 
@@ -72,8 +82,9 @@ class JitterBuffer:
             callable); ``None`` = running median of the measured backward delays.
         stats_window: number of most recent frames the delay statistics cover.
         max_frames: bound on frames held; on overflow the oldest held frame is dropped.
-        restart_gap_s: a capture time this far (seconds) before the last released one
-            is taken as a sender restart rather than a late frame.
+        restart_gap_s: capture times this far (seconds) before the last released one, in
+            ``RESTART_CONFIRM_FRAMES`` frames in a row, are taken as a sender restart
+            rather than late frames.
         clock: receiver time source in seconds (injectable for tests).
     """
 
@@ -102,6 +113,8 @@ class JitterBuffer:
         self._heap: list[tuple[float, int, float, ReceivedFrame]] = []
         self._tie = itertools.count()
         self._last_released_capture_s = -float("inf")
+        # Capture times of the frames in a row that look like a restarted sender's (oldest first).
+        self._restart_candidates: list[float] = []
         self.frames_pushed = 0
         self.frames_released = 0
         self.frames_late = 0  # arrived after their playout time
@@ -136,10 +149,33 @@ class JitterBuffer:
         if arrival_s is None:
             arrival_s = self._clock()
         self.frames_pushed += 1
-        if frame.timing.capture_s < self._last_released_capture_s - self.restart_gap_s:
-            self._start_over()
-        capture_in_receiver_clock_s = frame.timing.capture_s + _read_seconds(self.clock_offset_s)
+        capture_s = frame.timing.capture_s
+        capture_in_receiver_clock_s = capture_s + _read_seconds(self.clock_offset_s)
         delay_s = arrival_s - capture_in_receiver_clock_s
+        # A sender whose clock jumped ahead (restarted on a host up for longer, or stepped):
+        # its frames arrive "earlier than the link allows". Undetected, the median anchor
+        # held them for the jump (at 10 frames/s, 1000 s ahead: nothing shown for 21 s, until
+        # half the statistics window had turned over and the frames held behind the first
+        # ones were overflowed out), and the delay reported stayed the old session's.
+        anchor_now_s = self.current_anchor_s() if self.delay_anchor_s is None else None
+        jumped_ahead = anchor_now_s is not None and delay_s < anchor_now_s - self.restart_gap_s
+        if capture_s < self._last_released_capture_s - self.restart_gap_s or jumped_ahead:
+            # Restarting on the first such frame let one old frame arriving again (a duplicate
+            # delayed past the receiver's 64 remembered frames, or an authentic frame
+            # replayed) discard the frames held, be shown after newer ones, and seed the
+            # delay statistics alone with its age: the backward delay reported to the robot
+            # jumped from 0.05 to 9 s, and a buffered playout held the next frames for
+            # seconds. A restarted sender goes on sending; a stale frame comes alone.
+            candidates = self._restart_candidates
+            if candidates and capture_s <= candidates[-1]:
+                candidates.clear()
+            candidates.append(capture_s)
+            if len(candidates) < RESTART_CONFIRM_FRAMES:
+                self.frames_out_of_order += 1
+                return False
+            self._start_over()
+        else:
+            self._restart_candidates.clear()
         if self.passthrough:
             playout_s = arrival_s
         else:
@@ -174,6 +210,7 @@ class JitterBuffer:
         self.frames_discarded_on_restart += len(self._heap)
         self._heap.clear()
         self._delays_s.clear()
+        self._restart_candidates.clear()
         self._last_released_capture_s = -float("inf")
 
     def next_playout_s(self) -> float | None:
