@@ -481,6 +481,7 @@ def _run_robot(args: argparse.Namespace) -> int:
                  if telemetry["refused_other_operator"] else "")
               + (f", {telemetry['refused_implausible']} implausible commands refused"
                  if telemetry["refused_implausible"] else "")
+              + _controller_holds(telemetry["controller_status_ticks"], station.dt)
               + (f", {telemetry['coalesced_references']} commands coalesced (more in one tick than the "
                  "prediction is conditioned on)" if telemetry["coalesced_references"] else ""))
     if recording_error is not None:
@@ -492,6 +493,16 @@ def _run_robot(args: argparse.Namespace) -> int:
               "restart the robot station to stand it up again", file=sys.stderr)
         return 1
     return 0
+
+
+def _controller_holds(status_ticks: dict[str, int], dt: float) -> str:
+    """", the whole-body controller held its command for 1.23 s (references out of the
+    workspace: 0.80 s)" for the final line, or "" when it never did."""
+    held, refused = status_ticks.get("held", 0), status_ticks.get("rejected_target", 0)
+    if not held + refused:
+        return ""
+    return (f", the whole-body controller held its command for {(held + refused) * dt:.2f} s"
+            + (f" (references out of the workspace: {refused * dt:.2f} s)" if refused else ""))
 
 
 def _times(n: int) -> str:

@@ -24,7 +24,8 @@ STOPS_QUIET_S = 30.0
 class RobotEvents:
     """Call :meth:`say_new` once per tick with the robot station (its ``first_*`` fields,
     ``fell_at``, ``operator``, ``operators_attached``, ``operator_moves``/``operator_moved``,
-    ``watchdog.state`` and ``watchdog.stale_events``, ``config.stale_timeout``), and
+    ``watchdog.state`` and ``watchdog.stale_events``, ``config.stale_timeout``,
+    ``first_controller_hold``), and
     :meth:`finish` at the end."""
 
     def __init__(self) -> None:
@@ -72,6 +73,11 @@ class RobotEvents:
             _say(f"the operator's commands now come from {now} (was {was}): the same operator station by a new "
                  "path (a restarted proxy?); its clock estimate and the motion carry on")
             self._following = now
+        if station.first_controller_hold is not None and self._said.first("controller hold"):
+            # Said once: the controller then keeps its last command, and the robot's stillness
+            # looked like a link problem (the counts are in the final line and --json).
+            _say(f"warning: the whole-body controller held its last command ({station.first_controller_hold}); "
+                 "it does so while the references are out of the robot's workspace or cannot be solved")
         if station.first_implausible is not None and self._said.first("implausible"):
             # Said once: a client sending them usually sends nothing else, and the watchdog's
             # stale hold would be all the user sees.

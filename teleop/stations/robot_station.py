@@ -40,6 +40,7 @@ from promp.library import TaskLibrary
 from retarget.envelope import ReferenceEnvelope
 from retarget.references import CARTESIAN_INDICES, POSTURE_INDICES, SIGNAL_SLICES, RobotReferences
 from retarget.zmp import ZmpPrefilter
+from teleop.control.controller import SolveStatus
 from teleop.control.tracker import ReferenceTracker, references_from_configuration
 from teleop.net.clock_sync import ClockOffsetEstimator, ClockSyncClient, answer_ping
 from teleop.net.protocol import Feedback, PacketType, VideoReport, format_address, sample_time_problem
@@ -236,6 +237,12 @@ class RobotStation:
         #: The first sender refused while another operator was active, as "host:port" (None: none yet).
         self.first_foreign_sender: str | None = None
         self.implausible_references = 0   # references refused by :meth:`implausibility`
+        #: Control ticks by the whole-body controller's status (SolveStatus values: "ok",
+        #: "relaxed", "held", "rejected_target").
+        self.controller_status_ticks: dict[str, int] = {}
+        #: The first tick the controller held its command (no solve, or references it refused
+        #: as out of the workspace), as "t = 12.30 s: <the controller's message>" (None: never).
+        self.first_controller_hold: str | None = None
         #: The first of them, as "host:port: what is implausible" (None: none yet).
         self.first_implausible: str | None = None
         self._coalesced_earlier = 0       # coalesced_references of the compensators of earlier operators
@@ -522,6 +529,10 @@ class RobotStation:
             waist = SIGNAL_SLICES["waist_height"].start
             to_track[waist] = self.zmp.waist_height(executed[waist], self.tracker.waist_range)
         q_command, _, solve_status, _ = self.tracker.step(RobotReferences.from_flat(now, to_track))
+        self.controller_status_ticks[solve_status.value] = self.controller_status_ticks.get(solve_status.value, 0) + 1
+        if self.first_controller_hold is None and solve_status in (SolveStatus.HELD, SolveStatus.REJECTED_TARGET):
+            # Kept for the station's one warning: the tracker rewrites its message every tick.
+            self.first_controller_hold = f"t = {now:.2f} s: {self.tracker.status_message}"
         self.sim.step_through(*self._joint_targets.targets(q_command[NQ_BASE:], self.config.physics_steps, self.dt))
         self._last_joint_command = q_command[NQ_BASE:].copy()
         self.last_executed = executed
@@ -591,4 +602,5 @@ class RobotStation:
                 "refused_other_operator": self.foreign_references,
                 "refused_implausible": self.implausible_references,
                 "coalesced_references": self.coalesced_references,
-                "nonfinite_commands_held": self.nonfinite_commands}
+                "nonfinite_commands_held": self.nonfinite_commands,
+                "controller_status_ticks": dict(self.controller_status_ticks)}
