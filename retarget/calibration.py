@@ -125,6 +125,9 @@ def _dimensions(offsets: dict[str, npt.NDArray[np.floating[Any]]], ankle_height:
 _CHAIN = ("pelvis", "t8", "head", "left_upper_arm", "left_forearm", "left_hand", "right_upper_arm",
           "right_forearm", "right_hand", "left_upper_leg", "left_lower_leg", "left_foot",
           "right_upper_leg", "right_lower_leg", "right_foot")
+#: The segments of a full body (public name of :data:`_CHAIN`: the live MVN source's test of
+#: a complete pose, :mod:`teleop.inputs.xsens_live`).
+FULL_BODY_SEGMENTS = _CHAIN
 
 
 class CalibrationError(ValueError):

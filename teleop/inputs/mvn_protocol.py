@@ -202,6 +202,10 @@ class MvnMessage:
     ignored_items: int = 0
     implausible_items: int = 0
     implausible: str | None = None
+    #: Type 02: the body segments whose item was skipped for its values (non-finite, a
+    #: quaternion norm outside (0.5, 2)): a segment the suit sent but lost to a glitch, not
+    #: one it does not have (the live source passes them on as NaN, as a file gives them).
+    lost_segments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -466,7 +470,7 @@ class MvnCodec:
         """Decode a (reassembled) payload; raises :class:`MvnFormatError` on bad content."""
         t, n = header.message_type, header.item_count
         if t == POSE_QUATERNION:
-            pose, skipped = {}, _SkippedItems(self.unit)
+            pose, skipped, lost = {}, _SkippedItems(self.unit), []
             for k in range(n):
                 sid, x, y, z, qw, qx, qy, qz = _QUAT_ITEM.unpack_from(payload, 32 * k)
                 name = SEGMENT_BY_ID.get(sid)
@@ -474,15 +478,20 @@ class MvnCodec:
                 norm = float(np.linalg.norm(q))
                 if name is None or not (0.5 < norm < 2.0):
                     skipped.ignored += 1               # props, fingers, or garbage values
+                    if name is not None:
+                        lost.append(name)
                     continue
+                far = skipped.far
                 position = skipped.position(f"segment {name}", (x, y, z))
                 if position is None:
+                    if skipped.far == far:             # non-finite (a far one drops the pose whole)
+                        lost.append(name)
                     continue
                 q = q / norm
                 if name in _ARM_FIX:                   # MVN T-pose arm frame -> N-pose frame
                     q = quat.mul(q, quat.conj(_ARM_FIX[name]))
                 pose[name] = (position, q)
-            return MvnMessage(header, pose, *skipped.counts())
+            return MvnMessage(header, pose, *skipped.counts(), lost_segments=tuple(lost))
         if t == POSE_EULER:
             items, skipped = {}, _SkippedItems(self.unit)
             for k in range(n):

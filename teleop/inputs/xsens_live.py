@@ -18,7 +18,8 @@ and counted in :attr:`XsensLiveSource.stats`; it never raises. When no pose come
 operator station prints it: e.g. a streamer set to Euler angles instead of quaternions).
 
 One stream is followed: the sender (address and port) and the character ID of the first
-*complete* pose (all 23 body segments, spec 2.5.1) -- not whatever datagram came first, which
+*complete* pose (a whole body: every segment of the full-body chain, :func:`_complete`; MVN
+sends all 23, spec 2.5.1) -- not whatever datagram came first, which
 may be a stray or empty message. Two senders on one port (two MVN instances, or a
 `teleop stream-mvn` left running) would otherwise be interleaved sample by sample: the
 robot commanded to jump between two people's hands every tick. The other sender's datagrams
@@ -87,6 +88,7 @@ from typing import Callable
 
 import numpy as np
 
+from retarget.calibration import FULL_BODY_SEGMENTS
 from teleop.inputs.base import Frame
 from teleop.inputs.mvn_protocol import (
     CENTER_OF_MASS,
@@ -99,7 +101,6 @@ from teleop.inputs.mvn_protocol import (
     MAX_SEGMENT_SPAN_M,
     MESSAGE_NAMES,
     POSE_QUATERNION,
-    SEGMENT_BY_ID,
     TIME_CODE,
     MvnCodec,
     MvnFormatError,
@@ -177,8 +178,15 @@ def _tell_operator(message: str) -> None:
 
 
 def _complete(pose: dict) -> bool:
-    """Whether a decoded pose holds every body segment (spec 2.5.1: the 23 segments, IDs 1-23)."""
-    return len(pose) >= len(SEGMENT_BY_ID)
+    """Whether a decoded pose is a whole body: it holds every segment of the full-body chain
+    the retargeting measures (:data:`retarget.calibration.FULL_BODY_SEGMENTS`: pelvis, t8,
+    head, arms, legs). MVN sends all 23 (spec 2.5.1), but `teleop stream-mvn` of a BVH or
+    HDM05 take sends the 22 its skeleton has (no L5): with "all 23" such a stream never
+    counted as complete, so its sender was never followed, and two of them on one port were
+    interleaved sample by sample (the robot's hands jumping between two people every tick),
+    and its position unit never decided (a stream in metres read as centimetres). A stray
+    partial pose (a few segments) still decides nothing."""
+    return all(name in pose for name in FULL_BODY_SEGMENTS)
 
 
 class XsensLiveSource:
@@ -441,6 +449,14 @@ class XsensLiveSource:
             # never emitted, a recording of the session must replay with increasing times.
             self._count("dropped_duplicate")
             return
+        if message.lost_segments:
+            # A segment MVN sent with garbage values (NaN, a zero quaternion) goes on as NaN,
+            # not left out: a pose without it looked like one of a source that never has it,
+            # and the operator station calibrated on it as on a sparse body (proportions
+            # instead of measured lengths, the CoM mapped absolutely: 2 cm off at the start)
+            # for the whole session. With NaN it is held as a glitch, as a file's NaN is.
+            lost = (np.full(3, np.nan), np.full(4, np.nan))
+            pose = {**pose, **{name: lost for name in message.lost_segments if name not in pose}}
         self._newest = (t, pose)
         self._pending.append(self._newest)
         self._last_pose_key = (sender, header.sample_counter, header.time_code_ms)
@@ -562,7 +578,7 @@ class XsensLiveSource:
         if recent["dropped_other_sender"]:
             return (f"the MVN stream followed, from {format_address(self.sender)}, sends no usable pose, and the one "
                     f"from {format_address(self._other_sender)} is ignored (dropped: {dropped}): that one is followed "
-                    f"once it sends complete poses (all 23 segments, \"Position + Orientation (Quaternion)\"); or "
+                    f"once it sends complete poses (a whole body, \"Position + Orientation (Quaternion)\"); or "
                     f"restart the one followed")
         if recent["dropped_other_character"]:
             return (f"MVN streams character {self._other_character}, but character {self.character_id} is followed "
