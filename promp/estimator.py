@@ -473,8 +473,15 @@ class OnlineEstimator:
         Before t_n every node gives the same phase, so the observed part is unchanged.
         ``variance_scale`` calibrates C_0 (the over-confident weight posterior), not the
         spread between the nodes, which is modelled, not over-confident."""
-        z_n = float(warp.phase(self._latest_t, clip=False))
-        ahead = times[future] - self._latest_t
+        # The nodes run from the newest observation t_n, or from the start of the motion
+        # (phase 0, t = offset) when t_n is before it: the phase does not run before the
+        # start, whatever the speed. Anchored at an unclipped z_n < 0 (an observation before
+        # the start, e.g. at t = 0 under an offset of 0.15 s, or stamped -3 s), every node
+        # started at another time and the prediction at the very start already mixed in
+        # later phases (a spread where all speeds agree on phase 0).
+        t_anchor = max(self._latest_t, warp.offset)
+        z_n = float(warp.phase(t_anchor, clip=False))
+        ahead = times[future] - t_anchor
         mean, cov = self._predict_at_phases(times, task, warp, z_raw, full_cov)
         # The other two nodes' means only (cheap: phi @ W): their covariances are taken as
         # the central node's, so the mixture covariance is C_0 plus the nodes' spread.

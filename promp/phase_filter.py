@@ -370,6 +370,9 @@ class TaskPhaseFilter:
         self._logdet_noise = np.zeros(K * H0)
         self.alive = np.ones(K, dtype=bool)
         self._buckets: dict[int, _Observation] = {}
+        # Every distinct observation at each bucket's earliest time stamp: the bucket's
+        # representative is computed from them all (:func:`_representative`).
+        self._ties: dict[int, list[_Observation]] = {}
         self.n_evidence = 0
         self._log_post: npt.NDArray[np.floating[Any]] | None = None
         self._warps: dict[int, TimeWarp] = {}
@@ -413,19 +416,32 @@ class TaskPhaseFilter:
             raise ValueError("observation y has non-finite values (NaN or inf) where observed")
         bucket = int(math.floor(scaled))
         current = self._buckets.get(bucket)
-        if current is not None:
-            if t == current[0] and mask is not None and _disjoint(mask, current[2]):
-                # Two parts of one sample (e.g. the hands and the head sent apart): one
-                # observation of both, not the first part alone.
-                y, mask = _merged(current, np.asarray(y, dtype=float), mask)
-            elif t > current[0] or (t == current[0] and not _tie_key(y, mask) < _tie_key(current[1], current[2])):
+        new: _Observation = (t, np.array(y, dtype=float), None if mask is None else np.array(mask, dtype=bool))
+        if current is not None and t > current[0]:
+            return False
+        if current is not None and t == current[0]:
+            # Another observation of the representative's time stamp. The representative is
+            # recomputed from all of them, not merged into or compared with the current
+            # one: that was order-dependent when parts of one sample (disjoint masks) came
+            # with an overlapping version (A = hands, B = neck, C = hands + neck with other
+            # values: A, B, C kept A+B or C by value, C, A, B kept C; A, A', B kept A'+B or
+            # A+B by arrival).
+            ties = self._ties[bucket]
+            key = _tie_key(new[1], new[2])
+            if any(_tie_key(o[1], o[2]) == key for o in ties):
                 return False
+            ties.append(new)
+            rep = _representative(ties)
+            if _tie_key(rep[1], rep[2]) == _tie_key(current[1], current[2]):
+                return False
+            new = rep
+        else:
+            self._ties[bucket] = [new]
+        if current is not None:
             self._accumulate(*current, sign=-1.0)
             self.n_evidence -= 1
-        y = np.array(y, dtype=float)
-        mask = None if mask is None else np.array(mask, dtype=bool)
-        self._buckets[bucket] = (t, y, mask)
-        self._accumulate(t, y, mask)
+        self._buckets[bucket] = new
+        self._accumulate(*new)
         self.n_evidence += 1
         self._log_post = None
         return True
@@ -655,6 +671,29 @@ def _merged(current: _Observation, y: npt.NDArray[np.floating[Any]], mask: npt.N
     mask = np.asarray(mask, dtype=bool)
     union = mask | cast(npt.NDArray[np.bool_], mask_current)      # not None: the masks are disjoint
     return np.where(mask, y, y_current), (None if union.all() else union)
+
+
+def _representative(ties: list[_Observation]) -> _Observation:
+    """The one observation that stands for the distinct observations ``ties`` of one time
+    stamp, a function of the set (not of the order of arrival).
+
+    Observations whose masks share no signal are parts of one sample and are merged (the
+    hands and the head sent apart are one observation of both). For each observation as a
+    seed, in :func:`_tie_key` order, the others are merged into it in that order whenever
+    they share no signal with what is merged so far; of these candidates the one ranked
+    first by :func:`_tie_key` (the most observed signals first) stands for them.
+    """
+    ranked = sorted(ties, key=lambda o: _tie_key(o[1], o[2]))
+    best: _Observation | None = None
+    for seed in ranked:
+        cand = seed
+        for other in ranked:
+            if other is not seed and _disjoint(other[2], cand[2]):
+                y, mask = _merged(cand, other[1], cast(npt.NDArray[np.bool_], other[2]))
+                cand = (cand[0], y, mask)
+        if best is None or _tie_key(cand[1], cand[2]) < _tie_key(best[1], best[2]):
+            best = cand
+    return cast(_Observation, best)
 
 
 def _tie_key(y: npt.NDArray[np.floating[Any]], mask: npt.NDArray[np.bool_] | None
