@@ -181,7 +181,11 @@ class ClockSyncClient:
     def tick(self) -> bool:
         """Send a ping if one is due; returns True if it sent one."""
         now = self.endpoint.clock.now()
-        if now < self._next_ping:
+        # More than an interval away: our clock stepped back since the last ping (a host
+        # clock set back, a VirtualEndpoint's offset changed). Keeping the old schedule
+        # stopped the exchanges for as long as the step (5 s back: 5 s without a ping; an
+        # hour: an hour), when the estimate needs new exchanges to follow the step.
+        if now < self._next_ping and self._next_ping - now <= self.interval:
             return False
         self._next_ping = now + self.interval
         return self.ping()
@@ -212,8 +216,15 @@ class ClockSyncClient:
             # would pair with the wrong t1: consumed, not counted.
             return True
         pong: ClockPong = packet.message
-        t1 = self._outstanding.pop(pong.exchange_id, None)
-        if t1 is not None:
+        t1 = self._outstanding.get(pong.exchange_id)
+        # The pong must echo the t1 of *our* ping of that id (bit for bit: both are the ping
+        # header's float64). Exchange ids restart at 1 with every client, so a pong captured
+        # in an earlier session under the same secret (a new source id is a new stream to the
+        # replay filter) and replayed while our ping of that id was out paired with our t1,
+        # and its old t2, t3 made any offset: replayed pongs outvoted the genuine ones in the
+        # median. Not popped on a mismatch: the genuine pong may still come.
+        if t1 is not None and pong.ping_send_time == float(t1):
+            del self._outstanding[pong.exchange_id]
             self.estimator.add(t1, pong.ping_receive_time, packet.send_time, received.arrival_time)
         return True
 

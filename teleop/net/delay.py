@@ -201,6 +201,11 @@ class DelayLine:
         assert max_delay is not None   # DirectionModel.__post_init__ sets the default
         deliveries = []
         for _ in range(copies):
+            # Drawn before the tail drop, which depends on timing (how full the queue is): a
+            # copy dropped there skipped its draw, and every later packet's loss, duplicate and
+            # delay came from shifted draws, so one seed gave other impairments when the
+            # traffic came faster (netem: a burst at start-up changed the rest of the session).
+            delay = rng.gauss(model.delay, sigma) if sigma > 0 else model.delay
             departure = t_send
             if model.rate_bps is not None:
                 start = max(self._link_free_at, t_send)
@@ -209,7 +214,6 @@ class DelayLine:
                     continue
                 self._link_free_at = start + 8.0 * size / model.rate_bps
                 departure = self._link_free_at
-            delay = rng.gauss(model.delay, sigma) if sigma > 0 else model.delay
             if delay > max_delay:
                 delay = max_delay
                 stats.capped += 1
