@@ -414,6 +414,16 @@ class RobotStation:
         return (self.operator is not None and packet.source_id == self._operator_source
                 and not refs.t > self._last_ref_time)
 
+    def _is_operator_restarted(self, refs: RobotReferences) -> bool:
+        """Whether references from the operator's address under a new source id come from the
+        operator station restarted there (a fixed --bind, a proxy that keeps its socket): its
+        samples are newer than the last taken (the operator's clock goes on). Not taken as a
+        new operator, its sequence numbers, restarted at 1, stayed below the old session's,
+        none counted as a command, and the robot held its pose until they passed the old
+        ones (as long as the first session had lasted). Older samples under a new source id
+        are an earlier session's packets replayed, and refused."""
+        return not refs.t <= self._last_ref_time      # NaN (no command taken yet): restarted
+
     def implausibility(self, received) -> str | None:
         """Why the authenticated references packet ``received`` cannot be a command, or None:
         a sample time far from its packet's send time (:func:`sample_time_problem`), or values
@@ -461,6 +471,14 @@ class RobotStation:
                     else:
                         self._attach_operator(received.peer)
                         self._operator_source = packet.source_id
+                elif packet.source_id != self._operator_source:
+                    if not self._is_operator_restarted(refs):
+                        self.foreign_references += 1    # an earlier session's packets, replayed
+                        if self.first_foreign_sender is None:
+                            self.first_foreign_sender = format_address(received.peer)
+                        continue
+                    self._attach_operator(received.peer)
+                    self._operator_source = packet.source_id
                 self._last_ref_arrival = received.arrival_time
                 self.taken_references.append((refs, received.arrival_time))
                 offset = self.clock_estimator.offset
@@ -504,8 +522,11 @@ class RobotStation:
             self.hold = self.last_executed.copy()
             # Nothing arrives to predict from: what resumes is passed through (see abandon_motion).
             self.compensator.abandon_motion()
-        if status.changed and status.state == WatchdogState.RESUMING:
-            # The blend's length is set by how far it goes (see resume_duration_for).
+        if status.state == WatchdogState.RESUMING and (status.changed or status.went_stale):
+            # The blend's length is set by how far it goes (see resume_duration_for), from the
+            # hold it starts at: also when one update went stale and resumed at once (a burst
+            # after an outage in mid-resume), which leaves the state as it was (``changed``
+            # False) but the hold new; the old length could break the resume's speed limits.
             self.watchdog.resume_duration = resume_duration_for(self.hold, commanded, self.config.resume_duration)
         if status.state in HOLDING_STATES:
             executed = self.hold
