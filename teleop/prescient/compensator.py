@@ -351,9 +351,6 @@ class PrescientCompensator:
         # the output passes them through (see observe).
         self._latest_unmeasured: np.ndarray | None = None
         self._rest_since: float | None = None
-        # The estimate (speed, phase) when the operator came to rest (None: no estimate then):
-        # where and how fast _motion_over judges the model's expected motion (see there).
-        self._estimate_at_rest: Estimate | None = None
         self._prev_sample: tuple[float, np.ndarray] | None = None
         self._out_prev: tuple[float, np.ndarray] | None = None
         self._shrink_indices, self._shrink_factors = _shrink_arrays(config.shrunk_signals)
@@ -384,6 +381,9 @@ class PrescientCompensator:
         self._last_prediction: tuple[float, np.ndarray] | None = None
         self._last_gain: np.ndarray | None = None
         self._estimate: Estimate | None = None
+        # The estimate (speed, phase) of this motion when the operator came to rest (None: no
+        # estimate then): where and how fast _stopped_partway judges the model's motion.
+        self._estimate_at_rest: Estimate | None = None
         # Samples of the motion observed since the last step, in arrival order, that the
         # estimator has not been conditioned on yet (see condition_observed).
         self._pending: list[_Sample] = []
@@ -579,6 +579,7 @@ class PrescientCompensator:
             assert self._out_prev is not None   # every engaged step ends in _limit_rate
             self.state = self._start_blend_out(self._out_prev[1], rejected=True)
         state = self.state
+        leaving: bool | None = None     # set when the blend-out starts this tick: rejected?
         if state is CompensationState.PASSTHROUGH:
             out = y_d
             if predictable and self._ready_to_engage():
@@ -596,28 +597,32 @@ class PrescientCompensator:
             y_p = self._predict(motion_time)
             out = self._blend.step(y_d, y_p)
             if self._ood_run >= self.config.ood_consecutive:
-                # Back from where the blend-in has brought the robot, not from the rejected
-                # prediction (the robot would first rush towards it, then come back), nor from
-                # this tick's blend, which the rate limit may not have caught up with (below).
-                state = self._start_blend_out(self._executed(), rejected=True)
+                leaving = True
             elif self._blend.done:
                 state = CompensationState.PREDICTING
         elif state is CompensationState.PREDICTING:
             assert motion_time is not None   # engaged: the onset is set
             out = self._predict(motion_time)
-            # Blend out from where the robot is (the last executed output), not from the
-            # prediction: when the rate limit lags behind it (τ̂_b jumped, 0.75 -> 3 s) the
-            # robot went on towards the prediction it had just rejected, 7 -> 22 cm away from
-            # the delayed reference, before coming back (tests/test_compensator_adversarial.py).
             if self._ood_run >= self.config.ood_consecutive:
-                state = self._start_blend_out(self._executed(), rejected=True)
+                leaving = True
             elif self._motion_over():
-                state = self._start_blend_out(self._executed(), rejected=False)
+                leaving = False
         else:  # BLEND_OUT: from the frozen last prediction back to the delayed stream (Eq. 5.27)
             assert self._blend is not None and self._frozen_prediction is not None   # _start_blend_out
             out = self._blend.step(self._frozen_prediction, y_d)
             if self._blend.done:
                 state = CompensationState.PASSTHROUGH
+        if leaving is not None:
+            # Blend out from where the robot is (the last executed output), not from this
+            # tick's prediction or blend step: when the rate limit lags behind it (τ̂_b jumped,
+            # 0.75 -> 3 s) the robot went on towards the prediction it had just rejected, 7 ->
+            # 22 cm away from the delayed reference, before coming back; and the blend's first
+            # step is this tick's output, or the output went one limited step on towards the
+            # prediction and the next tick back (-2 then +2 cm in 10 ms:
+            # tests/test_compensator_adversarial.py).
+            state = self._start_blend_out(self._executed(), rejected=leaving)
+            assert self._blend is not None and self._frozen_prediction is not None
+            out = self._blend.step(self._frozen_prediction, y_d)
         out = np.array(out, dtype=float)
         if self._latest_unmeasured is not None:
             # What the operator's input did not measure is passed through (see observe).
