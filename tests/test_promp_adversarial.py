@@ -11,7 +11,6 @@ library read back from file, time stamps at +-MAX_TIME_S, long sessions.
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -393,27 +392,3 @@ def test_a_long_masked_session_does_not_drift(library, tasks):
 
 
 # ------------------------------------------------------------------ cost (printed, not asserted)
-def test_print_the_per_update_cost_with_a_vr_mask(capsys):
-    """Per update (update + a two-time prediction, as the compensator does) on the product's
-    six-task library over a long take, with the VR mask (hands + neck) and without."""
-    from teleop.prescient.training import learn_library as learn_reference_library
-    from tests.conftest import synthetic_takes
-
-    names = ("pick_floor", "place_high", "put_aside", "reach_forward", "side_reach", "squat")
-    takes = synthetic_takes(names)
-    lib = learn_reference_library([t.trajectory for t in takes])
-    take = max(takes, key=lambda t: t.trajectory.times[-1]).trajectory
-    n = 1500
-    t = np.arange(n) / 100.0
-    y = take.values[np.minimum(np.searchsorted(take.times, t), len(take.times) - 1)]
-    vr = np.zeros(20, bool)
-    vr[3:9] = vr[15:17] = True
-    for name, mask in (("no mask", None), ("VR mask", vr)):
-        est = OnlineEstimator(lib, EstimatorConfig(ood_indices=tuple(range(3, 9))))
-        start = time.perf_counter()
-        for i in range(n):
-            est.update(t[i], y[i], mask)
-            est.predict_many(t[i] + np.array([0.1, 0.3]))
-        with capsys.disabled():
-            print(f"\n{name}: {(time.perf_counter() - start) / n * 1e3:.3f} ms per update + prediction "
-                  f"({n} updates, {len(lib)} tasks)")
