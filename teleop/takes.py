@@ -38,6 +38,7 @@ from __future__ import annotations
 import filecmp
 import os
 import re
+import shlex
 import warnings
 import zipfile
 import zlib
@@ -552,7 +553,8 @@ def _export_command(path: Path) -> str:
     except (RecordingFormatError, OSError, ValueError):   # said by the export itself
         channels = {}
     delivered = REFERENCES not in channels and COMMANDS_DELIVERED in channels
-    return f"teleop dataset export {path}{' --channel delivered' if delivered else ''} -o DIR"
+    # Quoted: a command to paste, whatever the path holds (a space, a quote).
+    return f"teleop dataset export {shlex.quote(str(path))}{' --channel delivered' if delivered else ''} -o DIR"
 
 
 def load_take(path: Path, label: str, target: RobotTarget, rate_hz: float | None = None) -> Take:

@@ -39,8 +39,8 @@ SYNTHETIC = REPO_ROOT / "datasets" / "synthetic"
 @functools.cache
 def synthetic_takes(tasks: tuple[str, ...]) -> tuple:
     """The product's demonstrations of ``tasks`` (datasets/synthetic), retargeted to the iCub
-    once per test session (a second or two a task) for every module that learns a library
-    from them: tuple of :class:`teleop.takes.Take`, in :func:`teleop.takes.load_takes`'s
+    once per test session and tuple of tasks (a second or two a task), for every module that
+    learns a library from them: tuple of :class:`teleop.takes.Take`, in :func:`teleop.takes.load_takes`'s
     order. Shared, so their arrays are read-only: a test that changed them in place would
     change them for the next module."""
     from teleop.robot.model import RobotModel

@@ -159,8 +159,8 @@ def test_random_timelines_keep_the_output_finite_rate_limited_and_exact_in_pass_
 @pytest.mark.parametrize("seed", [22, 51, 53])
 def test_timelines_that_engaged_unlimited_after_the_delay_returned(library, operator_takes, seed):
     """The seeds on which the fuzzing above found the unlimited engagement (see
-    test_engaging_as_the_delay_returns_with_a_burst_is_rate_limited); they also reach
-    BLEND_IN, BLEND_OUT and (51) PREDICTING."""
+    test_engaging_as_the_delay_returns_with_a_burst_is_rate_limited), kept as they are: each
+    engages (BLEND_IN) after the delay returned."""
     states = run_timeline(seed, library, operator_takes, duration=30.0)
     assert S.BLEND_IN in states
 

@@ -7,6 +7,7 @@ CLI runs in-process through the real ``teleop`` entry point.
 
 from __future__ import annotations
 
+import shlex
 import pytest
 
 from teleop.cli import main
@@ -40,15 +41,17 @@ def test_force_does_not_replace_a_recording_a_recorder_is_writing(tmp_path, caps
     live, other = tmp_path / "live session.mcap", tmp_path / "other.mcap"
     _recording(other, 100, "wave")
     recorder = Recorder(live, clock_ns=lambda: 0, threaded=False, chunk_size_bytes=2000)
-    _log(recorder, 0, 200)                        # chunks on the disk: a reader sees the session so far
-    assert open_recording(live).message_count > 0
-    args = [a.format(rec=live, other=other) for a in argv]
-    assert main(["dataset", *args]) == 1
-    err = capsys.readouterr().err
-    assert f"{live} is being written by a recorder (a session under way)" in err, err
-    assert "--force or not" in err
-    _log(recorder, 200, 100)                      # the session goes on, into the same file
-    recorder.close()
+    try:
+        _log(recorder, 0, 200)                    # chunks on the disk: a reader sees the session so far
+        assert open_recording(live).message_count > 0
+        args = [a.format(rec=live, other=other) for a in argv]
+        assert main(["dataset", *args]) == 1
+        err = capsys.readouterr().err
+        assert f"{live} is being written by a recorder (a session under way)" in err, err
+        assert "--force or not" in err
+        _log(recorder, 200, 100)                  # the session goes on, into the same file
+    finally:
+        recorder.close()
     assert recorder.error is None
     kept = open_recording(live)
     assert kept.complete and kept.channel("references").count == 300
@@ -109,10 +112,10 @@ def test_train_given_a_robot_recording_names_the_export_that_works(tmp_path, cap
             recorder.log_delivered_command(pattern_references(k * PERIOD_NS * 1e-9), log_time_ns=k * PERIOD_NS)
         recorder.stop_episode(log_time_ns=149 * PERIOD_NS)
     assert main(["train", str(robot), "-o", str(tmp_path / "lib.npz")]) == 1
-    hint = f"teleop dataset export {robot} --channel delivered -o DIR"
+    hint = f"teleop dataset export {shlex.quote(str(robot))} --channel delivered -o DIR"
     assert hint in capsys.readouterr().err
     demos = tmp_path / "demos"
-    assert main(hint.replace("teleop ", "", 1).replace("DIR", str(demos)).split(" ")) == 0
+    assert main([str(demos) if word == "DIR" else word for word in shlex.split(hint)[1:]]) == 0
     capsys.readouterr()
     assert main(["train", str(demos), "-o", str(tmp_path / "lib.npz")]) == 0
     assert (tmp_path / "lib.npz").is_file()

@@ -31,11 +31,11 @@ from teleop.robot.model import NQ_BASE, RobotModel
 #: Posture signals of RobotReferences (name -> attribute).
 POSTURE_SIGNALS = ("left_arm", "right_arm", "neck", "torso", "left_leg", "right_leg")
 
-#: Largest feed-forward speed of a Cartesian reference (hands, CoM, waist) [m/s]. The
-#: iCub's hand moves at most 3.3 m/s with every arm and torso joint at 0.9 of its speed
-#: limit (the sum over those joints of |J column| x speed, at home; the CoM 1.6 m/s):
-#: a faster reference velocity is not a motion the robot can follow but noise (see
-#: ReferenceTracker, ``feedforward``).
+#: Largest feed-forward speed of a Cartesian reference (hands, CoM, waist) [m/s]: above
+#: anything the robot can follow. The iCub's hand moves at most 3.3 m/s with every arm and
+#: torso joint at 0.9 of its speed limit (the sum over those joints of |J column| x speed,
+#: at home), the CoM 1.6 m/s (whose reference the ZMP pre-filter shapes anyway): a faster
+#: reference velocity is noise, not a motion (see ReferenceTracker, ``feedforward``).
 MAX_FEEDFORWARD_SPEED_M_S = 3.0
 
 

@@ -74,12 +74,14 @@ class CompensatorConfig:
     through. The hands (``onset_indices``, the Δσ test, the hands' shrinkage) must be
     measured for compensation to engage. Measured with VR versions of the 36 synthetic takes
     (head and hand trackers written as VR files; each predicted by a library learned from the
-    35 other full-body takes, i.e. from mocap), hands window comp / nocomp [cm], wrong first
-    task, takes whose prediction the Δσ test rejected, of 36, at 1.5 / 3 s:
-    placeholders conditioned on as measured (before) 5.31 / 6.40, 7, 27 / 5.47 / 7.84, 8, 23;
-    mask passed (now) 2.78 / 6.34, 0, 5 / 2.65 / 8.29, 0, 4; the compensated CoM now stays
-    where the operator's input put it (whole-take error 0.20 -> 0 cm at 1.5 s). Full-body
-    input is unchanged to the bit.
+    35 other full-body takes, i.e. from mocap):
+                                  hands window comp / nocomp [cm]   wrong first task   rejected
+                                  1.5 s          3 s                1.5 s   3 s        1.5 s   3 s
+        placeholders as measured  5.31 / 6.40    5.47 / 7.84        7       8          27      23
+        mask passed (now)         2.78 / 6.34    2.65 / 8.29        0       0          5       4
+    (of 36 takes; rejected: takes whose prediction the Δσ test rejected). The compensated CoM
+    now stays where the operator's input put it (whole-take error 0.20 -> 0 cm at 1.5 s).
+    Full-body input is unchanged to the bit.
 
     Attributes:
         onset_indices: signals whose speed detects motion onset and rest (the hands).

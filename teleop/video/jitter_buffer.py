@@ -82,7 +82,9 @@ class JitterBuffer:
             callable); ``None`` = running median of the measured backward delays.
         stats_window: number of most recent frames the delay statistics cover.
         max_frames: bound on frames held; on overflow the oldest held frame is dropped.
-        restart_gap_s: capture times this far (seconds) before the last released one, in
+        restart_gap_s: capture times this far (seconds) before the last released one (or,
+            with the running-median anchor, frames arriving this much sooner after their
+            capture than the anchor: a sender clock that jumped ahead), in
             ``RESTART_CONFIRM_FRAMES`` frames in a row, are taken as a sender restart
             rather than late frames.
         clock: receiver time source in seconds (injectable for tests).
@@ -118,7 +120,9 @@ class JitterBuffer:
         self.frames_pushed = 0
         self.frames_released = 0
         self.frames_late = 0  # arrived after their playout time
-        self.frames_out_of_order = 0  # not newer than a frame already released (or held)
+        # Not newer than a frame already released (or held), or held back as a possible
+        # sender restart until RESTART_CONFIRM_FRAMES of them came (its first frames).
+        self.frames_out_of_order = 0
         self.frames_overflow = 0
         self.frames_discarded_on_restart = 0
         self.sender_restarts = 0

@@ -316,10 +316,7 @@ class VideoReceiver:
                 self.stats.parity_unused += 1     # the frame completed without it: no loss
             else:
                 self.stats.duplicate_chunks += 1
-                rebuilt = recent[(header.frame_id, header.capture_s)]
-                if header.chunk_index in rebuilt:  # overtaken by its parity, not lost: say so once
-                    rebuilt.discard(header.chunk_index)
-                    self.stats.recovered_then_arrived += 1
+                self._arrived_after_recovery(recent[(header.frame_id, header.capture_s)], header.chunk_index)
             return None
         partial = self._partial.get(key)
         if partial is None:
@@ -343,9 +340,7 @@ class VideoReceiver:
             # the late arrivals after the frame completed were told apart, so on a reordering
             # link the datagrams "restored" the operator reports counted these too (18 for 6
             # lost, tests/test_video_adversarial.py).
-            if header.chunk_index in partial.recovered:
-                partial.recovered.discard(header.chunk_index)
-                self.stats.recovered_then_arrived += 1
+            self._arrived_after_recovery(partial.recovered, header.chunk_index)
             return None
         if partial.bytes_held + len(piece) > header.frame_bytes:
             # The slices of a frame add up to exactly frame_bytes: this one cannot belong.
@@ -442,6 +437,13 @@ class VideoReceiver:
             first_arrival_s=partial.first_arrival_s, complete_s=complete_s, decode_end_s=decode_end_s,
         )
         return ReceivedFrame(timing=timing, payload=payload, image=image)
+
+    def _arrived_after_recovery(self, rebuilt: set[int], chunk_index: int) -> None:
+        """A datagram its frame's parity had already rebuilt (``rebuilt``: those chunk indices)
+        arrived after all: it was not lost, so it is counted as such, once."""
+        if chunk_index in rebuilt:
+            rebuilt.discard(chunk_index)
+            self.stats.recovered_then_arrived += 1
 
     def count_late_kernel_drops(self) -> None:
         """Bring ``stats.kernel_dropped`` up to the kernel's count now, with the drops after the
