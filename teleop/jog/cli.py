@@ -319,10 +319,16 @@ def _run_calibrate(args: argparse.Namespace) -> int:
         # With --force the calibration replaced the board image it was computed from.
         raise fail(f"--out {args.out} is one of the --images: choose another file (even --force does not replace "
                    "an input)")
+    duplicates: list[Path] = []
     try:
-        images = images_from_paths(paths)
+        images = images_from_paths(paths, duplicates)
     except CalibrationError as exc:
         raise fail(f"--images: {exc}") from None
+    if duplicates:
+        # Left out (a repeated view is no new board: counted, it met --min-views with fewer).
+        shown = ", ".join(map(str, duplicates[:3])) + (", ..." if len(duplicates) > 3 else "")
+        print(f"teleop calibrate-camera: note: {len(duplicates)} of the images given repeat another one and are "
+              f"left out ({shown})", file=sys.stderr)
     try:
         if args.pattern == "chessboard":
             calibration, views = calibrate_chessboard(images, cols, rows, args.square_size, args.min_views)

@@ -128,6 +128,7 @@ class JogRun:
                 # hand's pose now (no jump at start-up).
                 self.jog.align_absolute(d.t)
                 self.settings.mapping.tag_reference = d.R.copy()
+                self.jog.reference_pending = True   # replaced by the first trusted orientation
                 self.aligned = True
         self.jog.measure(t_frame, None if d is None else d.t, None if d is None else d.R)
 

@@ -260,6 +260,10 @@ class JogController:
         self.orientation_followed = False
         self._measurements: list[tuple[float, np.ndarray | None, np.ndarray | None]] = []
         self.counts: dict[str, int] = {}
+        #: Absolute mode aligned on the tag when first seen (:meth:`align_absolute`): the tag
+        #: orientation meaning the hand's is taken when the filter first trusts one (see
+        #: _update_goal), not from the first raw detection.
+        self.reference_pending = False
 
     # ------------------------------------------------------------------ inputs
     def measure(self, t: float, position: np.ndarray | None, rotation: np.ndarray | None = None) -> None:
@@ -464,8 +468,16 @@ class JogController:
         rotation = filtered.rotation
         held_rotation = self.goal.rotation if self.goal is not None else self.hand_pose(self.q).rotation
         if s.mode == "absolute":
-            pose = s.mapping.absolute(position, rotation, self.hand_reference)
             use_rotation = s.orientation and filtered.orientation_valid
+            if use_rotation and self.reference_pending:
+                # The reference was the first raw detection's orientation, which may be the
+                # IPPE planar ambiguity's flipped solution: the filter rejects it as an
+                # outlier, and when its gate opened the hand turned by the flip (24 deg for
+                # a still tag seen tilted 12 deg) although the tag never moved. The
+                # orientation the filter first trusts means the hand's orientation instead.
+                s.mapping.tag_reference = rotation.copy()
+                self.reference_pending = False
+            pose = s.mapping.absolute(position, rotation, self.hand_reference)
             self.goal = HandPose(pose.position, pose.rotation if use_rotation else held_rotation)
             self.orientation_followed = use_rotation
             return
