@@ -128,7 +128,9 @@ class Retargeter:
         when the source has a head.
         """
         c = self.calibrate(motion) if self.calibration is None else self.calibration
-        values, valid, head = self._map(measure(motion, c.stance, c.foot_corners_local))
+        # The calibration frame anchors the unwrapped posture offsets (see _map).
+        anchor = c.frame if c.reference == "frame" and c.frame < len(motion) else None
+        values, valid, head = self._map(measure(motion, c.stance, c.foot_corners_local), anchor=anchor)
         meta = {"calibration_frame": c.frame, "reference": c.reference,
                 "ratios": {k: np.asarray(v).tolist() for k, v in self.ratios.items()}}
         if head is not None:
@@ -160,12 +162,15 @@ class Retargeter:
             refs.head_orientation = head[0]
         return refs
 
-    def _map(self, m: BodyMeasures, posture_previous: dict[str, npt.NDArray[np.floating[Any]]] | None = None
+    def _map(self, m: BodyMeasures, posture_previous: dict[str, npt.NDArray[np.floating[Any]]] | None = None,
+             anchor: int | None = None
              ) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.bool_], npt.NDArray[np.floating[Any]] | None]:
         """(T, 20) values, (20,) valid mask, (T, 4) head orientation or None.
 
         ``posture_previous`` (streaming): each posture signal's last finite offset before
         these frames, updated in place, so the offsets stay continuous from call to call.
+        ``anchor`` (whole motions): the calibration frame's index, whose offsets are made 0
+        where that frame is the reference posture.
         """
         c, tgt = self._need_calibration(), self.target
         ref = c.reference_measures
@@ -239,6 +244,15 @@ class Retargeter:
                 # jump by 2 pi: wrapped against the calibration, then continuous in time.
                 previous = None if posture_previous is None else posture_previous.get(name)
                 delta = quat.unwrap_angles(quat.wrap(q_h - q_h0), previous)
+                if anchor is not None and previous is None:
+                    # Unwrapped from frame 0, the calibration frame's offset came out as
+                    # 2 pi when a twist went once round between them (HDM05 dg
+                    # throwBasketball 008 calibrated on frame 270: r.shoulder yaw
+                    # q_R^0 + 2 pi), against Eq. 2.1's q_R = q_R^0 there. Shifted by that
+                    # whole number of turns where the frame is the reference posture.
+                    at = delta[anchor]
+                    turns = np.where(np.isfinite(at) & (np.abs(quat.wrap(at)) < 1e-9), at - quat.wrap(at), 0.0)
+                    delta = delta - turns
                 if posture_previous is not None:
                     last = delta[-1] if previous is None else np.where(np.isfinite(delta[-1]), delta[-1], previous)
                     posture_previous[name] = last

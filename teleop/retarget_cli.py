@@ -36,16 +36,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def corrected_com(traj, support_polygon, com_height: float, margin: float):
+def corrected_com(traj, support_polygon, com_height: float, margin: float, control_dt: float | None = None):
     """(T, 2) the CoM reference after the robot station's ZMP pre-filter (Eq. 2.15, see
-    :class:`retarget.zmp.ZmpPrefilter`) at the references' own rate [m]."""
+    :class:`retarget.zmp.ZmpPrefilter`) at the references' times [m].
+
+    The filter runs as the station runs it: every control period ``control_dt`` [s] (default:
+    the station's, 0.01 s) on the references interpolated linearly (as ``--execute`` plays
+    them). Run at the references' own rate instead, a take read at ``--rate-hz 2`` stepped
+    the filter every 0.5 s, where its smoothing (4 rad/s, integrated explicitly) is unstable:
+    the plot's "what the robot tracks" was 9 cm from what the robot tracked."""
     import numpy as np
 
+    from retarget.references import SIGNAL_SLICES
     from retarget.zmp import ZmpPrefilter
+    from teleop.stations.robot_station import RobotStationConfig
 
-    dt = float(np.median(np.diff(traj.times))) if len(traj.times) > 1 else 0.01
+    dt = 1.0 / RobotStationConfig.control_hz if control_dt is None else float(control_dt)
+    times = np.asarray(traj.times, dtype=float)
+    ticks = np.arange(int(round((times[-1] - times[0]) / dt)) + 1)   # as run_closed_loop plays them
+    com_ref = traj.interpolate(times[0] + ticks * dt)[:, SIGNAL_SLICES["com_xy"]]
     prefilter = ZmpPrefilter(dt=dt, margin=margin)
-    return np.array([prefilter.step(row[:2], com_height, support_polygon) for row in traj.values])
+    corrected = np.array([prefilter.step(row, com_height, support_polygon) for row in com_ref])
+    # Each reference sample's time -> the tick that plays it.
+    at = np.clip(np.round((times - times[0]) / dt).astype(int), 0, len(corrected) - 1)
+    return corrected[at]
 
 
 def plot_retargeting(motion, traj, path: Path, *, title: str = "", support_polygon=None, com=None) -> Path:

@@ -235,7 +235,9 @@ def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton
     bone_lines: dict[str, int] = {}      # line of each bone of the current frame
     number = None                        # the current frame's number
     first_data = None
-    radians = False
+    # The AMC's own ":DEGREES" / ":RADIANS" header line, None without one (the ASF's
+    # ``:units angle`` then applies).
+    amc_angle_unit: str | None = None
 
     def close(at_line: int) -> None:
         if current is None:
@@ -251,7 +253,13 @@ def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton
         if not line or line.startswith("#"):
             continue
         if line.startswith(":"):
-            radians |= line.upper().startswith(":RADIANS")
+            # Both header keywords count: only ":RADIANS" did, so an AMC that says
+            # ":DEGREES" under an ASF with ``angle rad`` had its degrees read as radians
+            # (the same take failed as "moves 1.01 m in 8.33 ms", or mapped to garbage).
+            if line.upper().startswith(":RADIANS"):
+                amc_angle_unit = "rad"
+            elif line.upper().startswith(":DEGREES"):
+                amc_angle_unit = "deg"
             continue
         tok = line.split()
         if len(tok) == 1 and re.fullmatch(r"[+-]?\d+", tok[0]):
@@ -282,7 +290,7 @@ def read_amc(path: str | os.PathLike[str], skel: AsfSkeleton
     if not frames:
         raise error(path, len(lines), "no frames")
     data = {n: np.stack([f[n] for f in frames]) for n in expected}
-    if not radians and skel.angle_unit == "deg":
+    if (amc_angle_unit or skel.angle_unit) == "deg":
         for n in data:
             if n == "root":
                 data[n] = data[n].copy()
