@@ -131,7 +131,7 @@ class _ScriptedCompensator:
         self.take = take
         self.observed_count = 0
 
-    def observe(self, t_op, flat, arrival=None) -> None:
+    def observe(self, t_op, flat, arrival=None, *, valid=None) -> None:
         self.observed_count += 1
 
     def step(self, t: float, tau_b: float) -> CompensatorOutput:

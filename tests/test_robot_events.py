@@ -9,7 +9,7 @@ from teleop.stations.robot_events import RobotEvents
 
 def _station(state):
     return SimpleNamespace(first_scene_contact=None, fell_at=None, first_foreign_sender=None, operator=None,
-                           operators_attached=0, operator_moves=0, first_implausible=None,
+                           operators_attached=0, operator_moves=0, first_implausible=None, first_controller_hold=None,
                            config=SimpleNamespace(stale_timeout=0.5),
                            watchdog=SimpleNamespace(state=state, stale_events=0))
 
