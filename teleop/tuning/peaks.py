@@ -22,8 +22,7 @@ class Peaks:
     sign: np.ndarray
 
 
-def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 5,
-                 min_swing: float = 0.0) -> Peaks:
+def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 5) -> Peaks:
     """Peaks of a (N,) signal.
 
     Args:
@@ -32,11 +31,6 @@ def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 
         min_separation: a detection fewer than this many original samples after the last
             kept peak is dropped (step 3). Keeping the first of a cluster places the peak
             slightly early, which the reference calls negligible.
-        min_swing: a turn whose swing from the last kept peak (of the other sign) is
-            smaller than this (signal units, >= 0) is noise, not a peak: it is dropped, and a
-            later turn of the last peak's sign that goes further replaces that peak (value
-            hysteresis, the other reading of the reference's "within a small threshold of the
-            last peak"). 0 (the default) keeps every turn.
     """
     x = np.asarray(signal, dtype=float)
     # Whole sample counts, each named: a fractional decimation made float indices (an
@@ -45,8 +39,6 @@ def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 
         raise ValueError(f"decimation must be a whole number of samples >= 1, got {decimation!r}")
     if not (isinstance(min_separation, (int, np.integer)) and min_separation >= 0):
         raise ValueError(f"min_separation must be a whole number of samples >= 0, got {min_separation!r}")
-    if not (np.isfinite(min_swing) and min_swing >= 0):
-        raise ValueError(f"min_swing must be finite and >= 0, got {min_swing!r}")
     if x.ndim != 1 or not np.all(np.isfinite(x)):
         raise ValueError("peak detection needs a 1-D signal of finite samples (NaN or inf found)")
     kept = np.arange(0, len(x), decimation)
@@ -59,24 +51,6 @@ def detect_peaks(signal: np.ndarray, decimation: int = 2, min_separation: int = 
         if slope[i] == 0:
             slope[i] = slope[i - 1]
     turns = np.nonzero(slope[1:] * slope[:-1] < 0)[0] + 1  # index into y
-    if min_swing > 0:
-        # Noise near a peak (where the signal is flat) turns the slope several times over more
-        # than min_separation samples, and min_separation alone counted those turns as peaks:
-        # 2 % noise on a relay oscillation halved T_u (same-sign "peaks" 2 samples apart).
-        # Keep only swings of at least min_swing; of turns of one sign in a row, the extreme.
-        kept_turns: list[int] = []
-        for turn in turns.tolist():
-            up = slope[turn - 1] > 0
-            if kept_turns:
-                last = kept_turns[-1]
-                if (slope[last - 1] > 0) == up:              # same sign as the last kept peak
-                    if (y[turn] > y[last]) == up and y[turn] != y[last]:
-                        kept_turns[-1] = turn                     # further out: the real peak
-                    continue
-                if abs(y[turn] - y[last]) < min_swing:              # too small a swing: noise
-                    continue
-            kept_turns.append(turn)
-        turns = np.array(kept_turns, dtype=int)
     index: list[int] = []
     sign: list[int] = []
     for k in turns:

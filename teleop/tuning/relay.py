@@ -22,9 +22,6 @@ from teleop.tuning.peaks import detect_peaks
 from teleop.tuning.rig import ArmRig, Relay
 
 MIN_PEAKS = 6
-#: Smallest swing between consecutive relay peaks, as a fraction of the measured signal's
-#: peak-to-peak range: turns with a smaller swing are noise (see :func:`detect_peaks`).
-MIN_SWING_FRACTION = 0.3
 
 
 class RelayTestError(RuntimeError, ValueError):
@@ -57,8 +54,7 @@ def ultimate_from_peaks(t: np.ndarray, y: np.ndarray, relay_torque: float, decim
         t: (N,) sample times [s], increasing.
         y: (N,) measured angles [rad] (the error's peaks are the angle's: r is constant).
         relay_torque: relay amplitude d [N m], > 0.
-        decimation, min_separation: peak detection's thresholds (:func:`detect_peaks`); its
-            ``min_swing`` is ``MIN_SWING_FRACTION`` of the peak-to-peak range of ``y``.
+        decimation, min_separation: peak detection's thresholds (:func:`detect_peaks`).
         min_peaks: peaks required (reference §3.5.2: ">= 6", the default); at least 3, the
             fewest with two same-sign peaks for T_u.
 
@@ -79,9 +75,7 @@ def ultimate_from_peaks(t: np.ndarray, y: np.ndarray, relay_torque: float, decim
     if not (isinstance(min_peaks, (int, np.integer)) and min_peaks >= 3):
         # Fewer cannot hold two same-sign peaks: min_peaks = 2 failed as "peaks do not alternate".
         raise ValueError(f"{joint}: min_peaks must be a whole number >= 3, got {min_peaks!r}")
-    # With min_swing: noise on the measured angle made extra turns near each peak, counted as
-    # peaks (2 % noise: T_u halved, K_u off by 30 %); a real relay peak swings ~ the full range.
-    peaks = detect_peaks(y, decimation, min_separation, min_swing=MIN_SWING_FRACTION * float(np.ptp(y)))
+    peaks = detect_peaks(y, decimation, min_separation)
     if len(peaks.index) < min_peaks:
         raise RelayTestError(f"{joint}: relay test found {len(peaks.index)} peaks, needs >= {min_peaks} "
                              "(lengthen the measurement or raise the relay torque)")
