@@ -416,6 +416,13 @@ class RobotStation:
         return (self.operator is not None and packet.source_id == self._operator_source
                 and not refs.t > self._last_ref_time)
 
+    def _refuse_foreign(self, received) -> None:
+        """Count references refused as not the operator's commands (the first sender kept for
+        the station's one warning)."""
+        self.foreign_references += 1
+        if self.first_foreign_sender is None:
+            self.first_foreign_sender = format_address(received.peer)
+
     def _is_operator_restarted(self, refs: RobotReferences) -> bool:
         """Whether references from the operator's address under a new source id come from the
         operator station restarted there (a fixed --bind, a proxy that keeps its socket): its
@@ -466,18 +473,14 @@ class RobotStation:
                     if self._is_operators_moved(packet, refs):
                         self._move_operator(received.peer)
                     elif self.refuses(received) or self._is_operators_past(packet, refs):
-                        self.foreign_references += 1    # two operators at once: keep the first
-                        if self.first_foreign_sender is None:
-                            self.first_foreign_sender = format_address(received.peer)
+                        self._refuse_foreign(received)    # two operators at once: keep the first
                         continue
                     else:
                         self._attach_operator(received.peer)
                         self._operator_source = packet.source_id
                 elif packet.source_id != self._operator_source:
                     if not self._is_operator_restarted(refs):
-                        self.foreign_references += 1    # an earlier session's packets, replayed
-                        if self.first_foreign_sender is None:
-                            self.first_foreign_sender = format_address(received.peer)
+                        self._refuse_foreign(received)    # an earlier session's packets, replayed
                         continue
                     self._attach_operator(received.peer)
                     self._operator_source = packet.source_id

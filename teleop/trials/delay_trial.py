@@ -275,9 +275,9 @@ def run_take(take: ReferenceTrajectory, rtt: float, library: TaskLibrary | None,
         clock.set(float(t))
         while k_send < len(send_times) and send_times[k_send] <= t + 1e-12:
             # With the take's validity mask, as a live operator's station sends it (a VR take
-            # measures the hands and the neck only).
-            valid = None if take.valid is None else take.valid.copy()
-            operator.send(RobotReferences.from_flat(send_times[k_send], sent[k_send], valid=valid), robot.address)
+            # measures the hands and the neck only); encoded at once, so shared, not copied.
+            operator.send(RobotReferences.from_flat(send_times[k_send], sent[k_send], valid=take.valid),
+                          robot.address)
             k_send += 1
         for received in robot.poll():
             refs = received.packet.message
